@@ -1,0 +1,143 @@
+"""Training arithmetic (chapter 0): exact counts of batches, micro-steps, updates and examples.
+
+The counts mirror, per rank, a real ``DataLoader(dataset, batch_size, drop_last=drop_last)``
+(over ``DistributedSampler(dataset, num_replicas=world_size)`` with its defaults when
+``world_size > 1``: every rank gets ceil(N/W) indices, the shortfall padded by repeating the
+first indices) and the course's loop, which steps the optimizer after every K micro-batches
+*and* once more at the end of an epoch if a partial window of r < K micro-batches is left
+(the "flush", as PyTorch Lightning, HF Accelerate and the HF Trainer do).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a positive integer, got a bool ({value!r})")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {number}")
+    return number
+
+
+def is_update_step(micro_step: int, micro_steps_per_epoch: int, accum_steps: int) -> bool:
+    """Does micro-batch `micro_step` (0-based, within its epoch) end an accumulation window? (ch. 0, 5, 7)"""
+    return (micro_step + 1) % accum_steps == 0 or micro_step + 1 == micro_steps_per_epoch
+
+
+@dataclass(frozen=True)
+class TrainingArithmetic:
+    """The counts for one configuration. Per-rank unless the name says global."""
+
+    dataset_size: int
+    batch_size: int
+    epochs: int
+    accum_steps: int
+    drop_last: bool
+    world_size: int
+    samples_per_rank: int          # indices a rank's sampler yields per epoch (padding included)
+    padded_samples: int            # duplicates added by DistributedSampler per epoch, over all ranks
+    iters_per_epoch: int           # micro-batches (DataLoader batches) per epoch
+    last_batch_size: int           # size of an epoch's final batch (0 if the epoch has no batch)
+    dropped_per_epoch: int         # examples a rank skips per epoch because of drop_last
+    total_micro_steps: int         # forward/backward passes over a batch, all epochs
+    updates_per_epoch: int         # optimizer.step() calls per epoch, with the end-of-epoch flush
+    naive_updates_per_epoch: int   # the textbook `if (i + 1) % K == 0` loop, no flush
+    last_window_size: int          # micro-batches in an epoch's final accumulation window
+    total_weight_updates: int
+    effective_batch_size: int      # nominal examples per update: B * K * W
+    examples_per_epoch: int        # example-level forward passes per rank per epoch
+    total_examples_seen: int       # example-level forward passes per rank, all epochs
+    global_examples_seen: int      # the same summed over all W ranks (padding duplicates included)
+
+    def rows(self, inputs: bool = True) -> list[tuple[str, int | bool]]:
+        """(label, value) pairs: the inputs (optional), then the counts."""
+        rows: list[tuple[str, int | bool]] = [
+            ("dataset size N", self.dataset_size),
+            ("batch size B", self.batch_size),
+            ("epochs E", self.epochs),
+            ("accumulation K", self.accum_steps),
+            ("drop_last", self.drop_last),
+            ("world size W", self.world_size),
+        ] if inputs else []
+        if self.world_size > 1:
+            rows += [("examples per rank per epoch", self.samples_per_rank),
+                     ("padding duplicates per epoch", self.padded_samples)]
+        rows += [
+            ("iterations per epoch", self.iters_per_epoch),
+            ("last batch size", self.last_batch_size),
+            ("examples dropped per epoch", self.dropped_per_epoch),
+            ("micro-steps (all epochs)", self.total_micro_steps),
+            ("effective batch B*K*W", self.effective_batch_size),
+            ("updates per epoch (with flush)", self.updates_per_epoch),
+            ("updates per epoch (naive loop)", self.naive_updates_per_epoch),
+            ("last accumulation window", self.last_window_size),
+            ("weight updates (all epochs)", self.total_weight_updates),
+            ("examples seen" + (" per rank" if self.world_size > 1 else ""), self.total_examples_seen),
+        ]
+        if self.world_size > 1:
+            rows.append(("examples seen, all ranks", self.global_examples_seen))
+        return rows
+
+    def table(self) -> str:
+        """A plain-text table for printing (what nbval compares)."""
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v:>{10},}" if not isinstance(v, bool) else f"{k:<{width}}  {v!s:>10}"
+                         for k, v in rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def training_arithmetic(dataset_size: int, batch_size: int, epochs: int, accum_steps: int = 1, *,
+                        drop_last: bool = False, world_size: int = 1) -> TrainingArithmetic:
+    """Exact training counts for N examples, batch B, E epochs, accumulation K, W ranks (chapter 0)."""
+    n = _positive_int("dataset_size", dataset_size)
+    b = _positive_int("batch_size", batch_size)
+    e = _positive_int("epochs", epochs)
+    k = _positive_int("accum_steps", accum_steps)
+    w = _positive_int("world_size", world_size)
+    if not isinstance(drop_last, bool):
+        raise ValueError(f"drop_last must be True or False, got {drop_last!r}")
+
+    per_rank = math.ceil(n / w)            # DistributedSampler(drop_last=False) pads to this
+    padded = per_rank * w - n
+    full, remainder = divmod(per_rank, b)
+    if drop_last or remainder == 0:
+        iters, last = full, (b if full else 0)
+    else:
+        iters, last = full + 1, remainder
+    examples = full * b if drop_last else per_rank
+    updates = math.ceil(iters / k)
+    window = iters - (updates - 1) * k if iters else 0
+    return TrainingArithmetic(
+        dataset_size=n, batch_size=b, epochs=e, accum_steps=k, drop_last=drop_last, world_size=w,
+        samples_per_rank=per_rank, padded_samples=padded,
+        iters_per_epoch=iters, last_batch_size=last, dropped_per_epoch=per_rank - examples,
+        total_micro_steps=iters * e, updates_per_epoch=updates, naive_updates_per_epoch=iters // k,
+        last_window_size=window, total_weight_updates=updates * e, effective_batch_size=b * k * w,
+        examples_per_epoch=examples, total_examples_seen=examples * e,
+        global_examples_seen=examples * e * w,
+    )
+
+
+def epoch_timeline(result: TrainingArithmetic) -> list[tuple[int, int, bool, bool]]:
+    """One epoch, micro-batch by micro-batch: (first example, batch size, ends an update?, is it the flush?).
+
+    Every epoch has the same counts, so one epoch describes them all (the chapter-0 timeline).
+    """
+    rows, start = [], 0
+    it, k = result.iters_per_epoch, result.accum_steps
+    for i in range(it):
+        size = result.last_batch_size if i == it - 1 else result.batch_size
+        update = is_update_step(i, it, k)
+        rows.append((start, size, update, update and (i + 1) % k != 0))
+        start += size
+    return rows

@@ -1,0 +1,474 @@
+"""The instrumented training loop (chapters 3-8), written as chapter 3's operations.
+
+One micro-batch runs a *recipe*: zero_grad -> forward -> compute_loss -> backward -> clip ->
+optimizer_step -> scheduler_step. A healthy run uses that order; a bug from ``bugs.BUGS`` is a
+declarative variation of one operation (skip it, move it, or run it another way), so the loop
+has one place per operation that consults the active bugs and no bugged copies of itself.
+
+``run(config)`` yields a ``StepEvent`` after every micro-batch and an ``EpochEvent`` after every
+epoch's evaluation, each carrying measured telemetry; ``Session`` lets a widget pull them one at
+a time.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.nn.utils import clip_grads_with_norm_
+from torch.utils.data import DataLoader, Dataset
+
+from course_utils.arithmetic import TrainingArithmetic, is_update_step, training_arithmetic
+from course_utils.bugs import Plan, make_plan
+from course_utils.data import Splits, spiral_splits
+from course_utils.memory import GraphMemoryMeter, count_new_nodes
+from course_utils.models import MLP, OPTIMIZERS, make_optimizer
+from course_utils.schedules import SCHEDULES, make_scheduler
+
+DEFAULT_LEAK = 0.5  # share of the validation set the data_leakage bug copies from training data
+
+
+# --- the operations of one step (chapter 3) ------------------------------------------------------
+
+def zero_grad(optimizer: torch.optim.Optimizer) -> None:
+    """Clear every .grad (chapter 3); set_to_none=True, torch's default since 2.0."""
+    optimizer.zero_grad()
+
+
+def forward(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """Run the model, building the autograd graph and saving activations (chapter 3)."""
+    return model(inputs)
+
+
+def compute_loss(loss_fn: nn.Module, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The batch's mean loss: a scalar with a grad_fn (chapter 3)."""
+    return loss_fn(logits, targets)
+
+
+def backward(loss: torch.Tensor) -> None:
+    """Fill .grad by the chain rule, adding to what is there; frees the saved tensors (chapter 3)."""
+    loss.backward()
+
+
+def clip(parameters: list[torch.Tensor], max_norm: float | None) -> float:
+    """Measure the global gradient norm, rescale to max_norm if set; returns the pre-clip norm (chapters 3, 7)."""
+    grads = [p.grad.reshape(-1) for p in parameters if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.cat(grads)) if grads else torch.zeros(())  # all grads end to end
+    if max_norm is not None:
+        clip_grads_with_norm_(parameters, max_norm, norm)
+    return norm.item()
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """Apply the update rule to every parameter with a gradient (chapter 3)."""
+    optimizer.step()
+
+
+def scheduler_step(scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+    """Move the learning rate one unit along its schedule (chapter 3)."""
+    scheduler.step()
+
+
+def schedule_due(cadence: str, variant: str, update: bool, last_batch: bool) -> bool:
+    """Is it time for scheduler_step? Per update, or once per epoch (after its last batch) (chapters 3, 5)."""
+    if variant == "every_batch":
+        return True
+    return update if cadence == "update" else last_batch
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+def _require(ok: bool, name: str, requirement: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {requirement}, got {value!r}")
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of one run of the course's loop (chapters 5, 6, 8); invalid values raise ValueError."""
+
+    n_train: int = 600
+    n_val: int = 300
+    classes: int = 3
+    noise: float = 0.2
+    hidden: int = 64
+    depth: int = 2
+    dropout: float = 0.0
+    batchnorm: bool = False
+    batch_size: int = 32
+    lr: float = 0.01
+    optimizer: str = "adam"
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    epochs: int = 10
+    accum_steps: int = 1
+    clip_norm: float | None = None
+    bugs: tuple[str, ...] = ()      # names from bugs.LOOP_BUGS, at most one per operation
+    seed: int = 0
+    measure_memory: bool = True     # False skips the graph-memory meter (memory figures read 0)
+    drop_last: bool = False
+    leak: float = 0.0               # share of validation copied from training (data_leakage uses 0.5 if 0)
+    n_test: int = 0                 # a clean held-out test set, evaluated at every epoch's end if > 0
+
+    def __post_init__(self):
+        for name, minimum in [("n_train", 1), ("n_val", 1), ("n_test", 0), ("classes", 2), ("hidden", 1),
+                              ("depth", 0), ("batch_size", 1), ("epochs", 1), ("accum_steps", 1), ("seed", 0)]:
+            value = getattr(self, name)
+            _require(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+                     name, f"an integer >= {minimum}", value)
+        _require(_real(self.lr) and self.lr > 0, "lr", "a finite number > 0", self.lr)
+        _require(_real(self.noise) and self.noise >= 0, "noise", "a finite number >= 0", self.noise)
+        _require(_real(self.dropout) and 0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
+        _require(_real(self.momentum) and 0 <= self.momentum < 1, "momentum", "in [0, 1)", self.momentum)
+        _require(_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a finite number >= 0",
+                 self.weight_decay)
+        _require(_real(self.leak) and 0 <= self.leak <= 1, "leak", "in [0, 1]", self.leak)
+        _require(self.clip_norm is None or (_real(self.clip_norm) and self.clip_norm > 0), "clip_norm",
+                 "None or a finite number > 0", self.clip_norm)
+        _require(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
+        _require(self.schedule in SCHEDULES, "schedule", f"one of {SCHEDULES}", self.schedule)
+        _require(not isinstance(self.bugs, str), "bugs", "a tuple of bug names, not a string", self.bugs)
+        object.__setattr__(self, "bugs", tuple(self.bugs))
+        make_plan(self.bugs)
+        if "epoch_schedule_per_batch" in self.bugs and self.schedule == "onecycle" and self.accum_steps > 1:
+            raise ValueError("bugs: epoch_schedule_per_batch with schedule='onecycle' and accum_steps > 1 would "
+                             "step OneCycleLR past its total_steps, which torch refuses mid-run")
+        last_batch = self.n_train % self.batch_size
+        if self.batchnorm and (self.batch_size == 1 or (last_batch == 1 and not self.drop_last)):
+            raise ValueError(f"batch_size={self.batch_size} leaves a batch of one example, which BatchNorm cannot "
+                             "normalise in train mode; change batch_size or set drop_last=True")
+
+    def arithmetic(self) -> TrainingArithmetic:
+        """Chapter 0's counts for this run (the loop's counted updates match them)."""
+        return training_arithmetic(self.n_train, self.batch_size, self.epochs, self.accum_steps,
+                                   drop_last=self.drop_last)
+
+
+# --- telemetry -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepEvent:
+    """Measured after one micro-batch. Counts are totals so far; memory is the step's peak graph bytes."""
+
+    epoch: int         # 1-based
+    batch: int         # 1-based index of the micro-batch within its epoch
+    step: int          # micro-steps so far (global)
+    updates: int       # optimizer.step() calls so far
+    lr: float          # the learning rate this micro-step's update used
+    loss: float        # the batch's mean loss, before any division for accumulation
+    grad_norm: float   # global norm of .grad where the clip operation runs (pre-clip)
+    memory: int        # peak bytes during the step, as GraphMemoryMeter.kind says (0 if not measured)
+    batch_size: int
+    update: bool       # did this micro-step end an accumulation window and update the weights?
+    training: bool     # was the model in train mode during forward?
+    graph_nodes: int   # autograd nodes the loop's own loss log keeps alive (0 when it logs floats)
+
+
+@dataclass(frozen=True)
+class EpochEvent:
+    """Measured at an epoch's end, after evaluation on the validation (and test) set."""
+
+    epoch: int
+    steps: int
+    updates: int
+    train_loss: float        # per-example mean over the epoch, as the loop's own log computed it
+    val_loss: float
+    val_acc: float
+    eval_memory: int         # peak bytes during evaluation: 0 under no_grad on the CPU
+    lr: float                # the learning rate for the next epoch's first update
+    graph_nodes: int
+    test_loss: float | None = None
+    test_acc: float | None = None
+
+
+Event = StepEvent | EpochEvent
+
+
+class LossLog:
+    """The loop's record of batch losses (chapters 3-5): floats, or graph-attached tensors (the logging bug)."""
+
+    def __init__(self, keep_graph: bool = False):
+        self.keep_graph = keep_graph
+        self.values: list[float | torch.Tensor] = []
+        self.sizes: list[int] = []
+        self.graph_nodes = 0
+        self._seen: set = set()
+
+    def add(self, loss: torch.Tensor, size: int) -> None:
+        """Record one batch's mean loss: `loss.item()`, or (the bug) the tensor itself."""
+        if self.keep_graph:
+            self.values.append(loss)
+            self.graph_nodes += count_new_nodes(loss.grad_fn, self._seen)
+        else:
+            self.values.append(loss.item())
+        self.sizes.append(size)
+
+    def mean(self, per: str = "example") -> float:
+        """Mean loss weighted by batch size ("example") or the plain mean of batch means ("batch")."""
+        values = [v.item() if torch.is_tensor(v) else v for v in self.values]
+        if not values:
+            return math.nan
+        if per == "batch":
+            return sum(values) / len(values)
+        return sum(v * n for v, n in zip(values, self.sizes)) / sum(self.sizes)
+
+
+# --- evaluation (chapter 4) ----------------------------------------------------------------------
+
+def evaluate(model: nn.Module, data: DataLoader | Dataset, loss_fn: nn.Module | None = None, *,
+             eval_mode: bool = True, no_grad: bool = True, average: str = "example", keep_graph: bool = False,
+             meter: GraphMemoryMeter | None = None) -> tuple[float, float]:
+    """Loss and accuracy over `data`, averaged per example (chapter 4); switches off = the chapter-5 bugs.
+
+    Leaves the model in eval mode when eval_mode is on: the training loop switches back.
+    """
+    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    if eval_mode:
+        model.eval()
+    log, hits, sizes = LossLog(keep_graph), [], []
+    with torch.no_grad() if no_grad else contextlib.nullcontext(), meter or contextlib.nullcontext():
+        for inputs, targets in loader:
+            logits = model(inputs)
+            log.add(loss_fn(logits, targets), len(targets))
+            hits.append((logits.argmax(dim=1) == targets).sum().item())
+            sizes.append(len(targets))
+    if average == "batch":
+        return log.mean("batch"), sum(h / n for h, n in zip(hits, sizes)) / len(sizes)
+    return log.mean("example"), sum(hits) / sum(sizes)
+
+
+# --- one run -------------------------------------------------------------------------------------
+
+class _PrivateRng:
+    """The run's own torch RNG stream (dropout, init), swapped in around each step so streams can interleave."""
+
+    def __init__(self, seed: int):
+        self.state = torch.Generator().manual_seed(seed).get_state()
+
+    def __enter__(self) -> None:
+        self._outer = torch.get_rng_state()
+        torch.set_rng_state(self.state)
+
+    def __exit__(self, *exc_info) -> None:
+        self.state = torch.get_rng_state()
+        torch.set_rng_state(self._outer)
+
+
+@dataclass(eq=False)
+class RunState:
+    """Everything one run is made of, plus its counters (what `Session` exposes to widgets)."""
+
+    config: TrainConfig
+    plan: Plan
+    splits: Splits
+    model: nn.Module
+    loss_fn: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    cadence: str
+    train_loader: DataLoader
+    val_loader: DataLoader
+    meter: GraphMemoryMeter | None
+    rng: _PrivateRng
+    params: list[torch.Tensor]
+    epoch: int = 0
+    step: int = 0
+    updates: int = 0
+    log: LossLog = field(default_factory=LossLog)
+
+
+def build(config: TrainConfig) -> RunState:
+    """Data, model, optimizer, schedule and loaders for `config`, all from its seed (chapters 5, 6, 8)."""
+    plan = make_plan(config.bugs)
+    leak = config.leak or (DEFAULT_LEAK if plan.variant("data") == "overlap" else 0.0)
+    splits = spiral_splits(config.n_train, config.n_val, config.n_test, classes=config.classes,
+                           noise=config.noise, seed=config.seed, leak=leak)
+    rng = _PrivateRng(config.seed)
+    with rng:
+        model = MLP(2, config.hidden, config.classes, config.depth, config.dropout, config.batchnorm)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), lr=config.lr, momentum=config.momentum,
+                               weight_decay=config.weight_decay)
+    updates_per_epoch = max(1, config.arithmetic().updates_per_epoch)
+    scheduler, cadence = make_scheduler(config.schedule, optimizer, epochs=config.epochs,
+                                        steps_per_epoch=updates_per_epoch)
+    shuffle = torch.Generator().manual_seed(config.seed)
+    return RunState(
+        config=config, plan=plan, splits=splits, model=model, loss_fn=nn.CrossEntropyLoss(),
+        optimizer=optimizer, scheduler=scheduler, cadence=cadence,
+        train_loader=DataLoader(splits.train, batch_size=config.batch_size, shuffle=True,
+                                drop_last=config.drop_last, generator=shuffle),
+        val_loader=DataLoader(splits.val, batch_size=config.batch_size),
+        meter=GraphMemoryMeter() if config.measure_memory else None, rng=rng, params=list(model.parameters()))
+
+
+def micro_step(state: RunState, inputs: torch.Tensor, targets: torch.Tensor, index: int,
+               n_batches: int) -> StepEvent:
+    """One micro-batch through the plan's recipe, the operations of chapter 3 in order (chapters 3, 5, 6)."""
+    plan, k = state.plan, state.config.accum_steps
+    window_start = index % k == 0
+    window = min(k, n_batches - (index - index % k))   # micro-batches in this accumulation window
+    if plan.variant("optimizer_step") == "no_flush":
+        update = (index + 1) % k == 0
+    else:
+        update = is_update_step(index, n_batches, k)
+    lr = state.optimizer.param_groups[0]["lr"]
+    meter = state.meter or contextlib.nullcontext()       # on while autograd saves tensors: forward and loss
+    if state.meter is not None:
+        state.meter.reset_peak()
+    for operation in plan.recipe:
+        if operation == "zero_grad":
+            if window_start:
+                zero_grad(state.optimizer)
+        elif operation == "forward":
+            training = state.model.training
+            with meter:
+                logits = forward(state.model, inputs)
+        elif operation == "compute_loss":
+            with meter:
+                loss = compute_loss(state.loss_fn, logits, targets)
+            objective = loss                              # divided by the window's real size (none for one)
+            if plan.variant(operation) != "unscaled" and window > 1:
+                objective = loss / window
+        elif operation == "backward":
+            backward(objective)
+        elif operation == "clip":                         # measures every micro-step, clips on updates only
+            grad_norm = clip(state.params, state.config.clip_norm if update else None)
+        elif operation == "optimizer_step":
+            if update:
+                optimizer_step(state.optimizer)
+                state.updates += 1
+        elif operation == "scheduler_step":
+            if schedule_due(state.cadence, plan.variant(operation), update, index == n_batches - 1):
+                scheduler_step(state.scheduler)
+    state.step += 1
+    state.log.add(loss, len(targets))
+    return StepEvent(epoch=state.epoch, batch=index + 1, step=state.step, updates=state.updates, lr=lr,
+                     loss=loss.item(), grad_norm=grad_norm,
+                     memory=state.meter.peak if state.meter is not None else 0,
+                     batch_size=len(targets), update=update, training=training,
+                     graph_nodes=state.log.graph_nodes)
+
+
+def train_epoch(state: RunState) -> Iterator[StepEvent]:
+    """One pass over the training data, yielding each micro-batch's telemetry (chapters 3, 6)."""
+    state.epoch += 1
+    if state.plan.variant("train_mode") != "skip":
+        state.model.train()                               # switch back after the last evaluation (ch. 4)
+    state.log = LossLog(keep_graph=state.plan.variant("log") == "tensor")
+    n_batches = len(state.train_loader)
+    for index, (inputs, targets) in enumerate(state.train_loader):
+        with state.rng:
+            event = micro_step(state, inputs, targets, index, n_batches)
+        yield event
+
+
+def evaluate_run(state: RunState, data: DataLoader | Dataset) -> tuple[float, float, int]:
+    """The run's evaluation as planned (bugs included): loss, accuracy and peak graph bytes (chapters 4, 5)."""
+    plan = state.plan
+    if state.meter is not None:
+        state.meter.reset_peak()
+    with state.rng:
+        loss, acc = evaluate(state.model, data, state.loss_fn, eval_mode=plan.variant("eval_mode") != "skip",
+                             no_grad=plan.variant("no_grad") != "skip", average=plan.variant("average"),
+                             keep_graph=plan.variant("log") == "tensor", meter=state.meter)
+    return loss, acc, state.meter.peak if state.meter is not None else 0
+
+
+def end_epoch(state: RunState) -> EpochEvent:
+    """Validate (and test, if the run has a test set) at an epoch's end (chapters 4, 6)."""
+    val_loss, val_acc, eval_memory = evaluate_run(state, state.val_loader)
+    test_loss = test_acc = None
+    if len(state.splits.test):
+        test_loss, test_acc, _ = evaluate_run(state, state.splits.test)
+    return EpochEvent(epoch=state.epoch, steps=state.step, updates=state.updates,
+                      train_loss=state.log.mean(), val_loss=val_loss, val_acc=val_acc,
+                      eval_memory=eval_memory, lr=state.optimizer.param_groups[0]["lr"],
+                      graph_nodes=state.log.graph_nodes, test_loss=test_loss, test_acc=test_acc)
+
+
+def stream(state: RunState) -> Iterator[Event]:
+    """All events of a run: every micro-batch's StepEvent, then the epoch's EpochEvent (chapters 5, 6, 8)."""
+    for _ in range(state.config.epochs):
+        yield from train_epoch(state)
+        yield end_epoch(state)
+
+
+def run(config: TrainConfig) -> Iterator[Event]:
+    """Build a run from `config` and stream its events (chapters 5, 6, 8)."""
+    return stream(build(config))
+
+
+class Session:
+    """A run widgets pull one step at a time: step(), run_epoch(), run_to_end(), reset() (chapters 5, 6, 8)."""
+
+    def __init__(self, config: TrainConfig | None = None):
+        self.reset(config or TrainConfig())
+
+    def reset(self, config: TrainConfig | None = None) -> None:
+        """Start again from scratch, with the same config or a new one."""
+        self.config = config or self.config
+        self.state = build(self.config)
+        self._events = stream(self.state)
+        self.history: list[Event] = []
+        self.done = False
+
+    @property
+    def model(self) -> nn.Module:
+        """The model being trained (for the decision-boundary plot)."""
+        return self.state.model
+
+    @property
+    def steps(self) -> list[StepEvent]:
+        """Every StepEvent so far."""
+        return [e for e in self.history if isinstance(e, StepEvent)]
+
+    @property
+    def epochs(self) -> list[EpochEvent]:
+        """Every EpochEvent so far."""
+        return [e for e in self.history if isinstance(e, EpochEvent)]
+
+    def _pull(self) -> Event | None:
+        event = next(self._events, None)
+        if event is None:
+            self.done = True
+        else:
+            self.history.append(event)
+        return event
+
+    def step(self) -> StepEvent | None:
+        """Train on one micro-batch; if it was the epoch's last, the epoch's evaluation runs too."""
+        event = self._pull()
+        while isinstance(event, EpochEvent):              # epochs without any batch (drop_last)
+            event = self._pull()
+        if event is not None and event.batch == len(self.state.train_loader):
+            self._pull()
+        return event
+
+    def run_epoch(self) -> EpochEvent | None:
+        """Train to the end of the current epoch and evaluate; returns that epoch's event."""
+        event = self._pull()
+        while event is not None and not isinstance(event, EpochEvent):
+            event = self._pull()
+        return event
+
+    def run_to_end(self) -> EpochEvent | None:
+        """Train every remaining epoch; returns the last epoch's event."""
+        while self._pull() is not None:
+            pass
+        return self.epochs[-1] if self.epochs else None
+
+    def evaluate(self) -> tuple[float, float]:
+        """Validate now, as the run would (bugs included), restoring the model's mode afterwards."""
+        was_training = self.model.training
+        loss, acc, _ = evaluate_run(self.state, self.state.val_loader)
+        self.model.train(was_training)
+        return loss, acc

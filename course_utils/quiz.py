@@ -1,0 +1,289 @@
+"""The quiz engine (every chapter): question banks (JSON data), answer checking, saved progress.
+
+A bank is ``course_utils/quizzes/chNN.json``. A numeric answer is either a literal number or a
+*computed key*: ``{"call": "course_utils.module:function", "args": [...], "kwargs": {...},
+"attr": "field"}``, resolved by calling the course's own code, so the key cannot drift from what
+the notebooks compute. Progress lives in one JSON file (``$COURSE_PROGRESS`` or
+``~/.training_loop_course/progress.json``), written atomically and merged on every write.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import math
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+BANK_DIR = Path(__file__).with_name("quizzes")
+KINDS = ("single", "multi", "numeric")
+
+
+# ----------------------------------------------------------------------------- questions
+@dataclass(frozen=True)
+class Option:
+    text: str
+    correct: bool
+    feedback: str
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    kind: str                      # "single", "multi" or "numeric"
+    prompt: str
+    explanation: str
+    options: tuple[Option, ...] = ()
+    answer: float | None = None    # numeric questions: the resolved key
+    tolerance: float = 0.0         # absolute tolerance for numeric answers
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    correct: bool
+    message: str                   # one line: right / wrong and why
+    feedback: tuple[str, ...] = () # per chosen (or mis-chosen) option
+    counted: bool = True           # False when the input was not an answer at all (nothing to save)
+
+
+@dataclass(frozen=True)
+class Bank:
+    chapter: str
+    title: str
+    questions: tuple[Question, ...]
+
+    def question(self, qid: str) -> Question:
+        for q in self.questions:
+            if q.id == qid:
+                return q
+        raise KeyError(f"chapter {self.chapter} has no question {qid!r}")
+
+
+def resolve_key(spec: Any) -> float:
+    """Turn a numeric answer spec (a number or a call into course_utils) into a number."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        return float(spec)
+    if not isinstance(spec, dict) or "call" not in spec:
+        raise ValueError(f"numeric answer must be a number or a {{'call': ...}} spec, got {spec!r}")
+    target = spec["call"]
+    module_name, _, func_name = target.partition(":")
+    if not module_name.startswith("course_utils") or not func_name:
+        raise ValueError(f"answer call must look like 'course_utils.module:function', got {target!r}")
+    value = getattr(importlib.import_module(module_name), func_name)(*spec.get("args", []), **spec.get("kwargs", {}))
+    for part in filter(None, spec.get("attr", "").split(".")):
+        value = value[part] if isinstance(value, dict) else getattr(value, part)
+    return float(value)
+
+
+def _parse_question(raw: dict, where: str) -> Question:
+    for key in ("id", "type", "prompt", "explanation"):
+        if key not in raw:
+            raise ValueError(f"{where}: missing {key!r}")
+    kind = raw["type"]
+    if kind not in KINDS:
+        raise ValueError(f"{where}: type must be one of {KINDS}, got {kind!r}")
+    if kind == "numeric":
+        return Question(raw["id"], kind, raw["prompt"], raw["explanation"], answer=resolve_key(raw["answer"]),
+                        tolerance=float(raw.get("tolerance", 0.0)), unit=raw.get("unit", ""))
+    options = tuple(Option(o["text"], bool(o.get("correct", False)), o["feedback"]) for o in raw.get("options", []))
+    n_correct = sum(o.correct for o in options)
+    if len(options) < 2:
+        raise ValueError(f"{where}: a choice question needs at least two options")
+    if kind == "single" and n_correct != 1:
+        raise ValueError(f"{where}: a single-choice question needs exactly one correct option, has {n_correct}")
+    if kind == "multi" and n_correct < 1:
+        raise ValueError(f"{where}: a multi-select question needs at least one correct option")
+    return Question(raw["id"], kind, raw["prompt"], raw["explanation"], options=options)
+
+
+def load_bank(chapter: str | int, directory: Path | None = None) -> Bank:
+    """Load and validate one chapter's question bank (e.g. ``load_bank("00")``)."""
+    chapter = f"{int(chapter):02d}" if str(chapter).isdigit() else str(chapter)
+    path = (directory or BANK_DIR) / f"ch{chapter}.json"
+    if not path.exists():
+        raise ValueError(f"no question bank for chapter {chapter!r} (looked for {path.name})")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    questions = tuple(_parse_question(q, f"{path.name} question {i + 1}") for i, q in enumerate(raw["questions"]))
+    ids = [q.id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path.name}: question ids must be unique, got {ids}")
+    return Bank(chapter, raw["title"], questions)
+
+
+def all_banks(directory: Path | None = None) -> list[Bank]:
+    """Every chapter's bank, in chapter order (the course-level progress view)."""
+    paths = sorted((directory or BANK_DIR).glob("ch*.json"))
+    return [load_bank(p.stem[2:], directory) for p in paths]
+
+
+def check(question: Question, answer: Any) -> Result:
+    """Grade an answer: an option index (single), a set of indices (multi) or a number / text (numeric)."""
+    if question.kind == "numeric":
+        try:
+            value = float(str(answer).replace(",", "").replace("_", "").strip())
+        except ValueError:
+            return Result(False, f"{answer!r} is not a number: type digits, e.g. 313 or 1.966.", counted=False)
+        if not math.isfinite(value):
+            return Result(False, "Enter a finite number.", counted=False)
+        ok = abs(value - question.answer) <= question.tolerance + 1e-12 * max(1.0, abs(question.answer))
+        if ok:
+            return Result(True, "Correct.")
+        hint = "too high" if value > question.answer else "too low"
+        return Result(False, f"Not quite: {value:g} is {hint}.")
+    chosen = {answer} if question.kind == "single" else set(answer or ())
+    if not chosen or any(not isinstance(i, int) or not 0 <= i < len(question.options) for i in chosen):
+        return Result(False, "Choose an option first." if not chosen else f"No such option: {sorted(chosen)}",
+                      counted=False)
+    right = {i for i, o in enumerate(question.options) if o.correct}
+    notes = tuple(f"{'✓' if question.options[i].correct else '✗'} {question.options[i].text}: {question.options[i].feedback}"
+                  for i in sorted(chosen))
+    if question.kind == "multi":
+        notes += tuple(f"missed: {question.options[i].text}: {question.options[i].feedback}" for i in sorted(right - chosen))
+    if chosen == right:
+        return Result(True, "Correct.", notes)
+    if question.kind == "multi" and chosen < right:
+        return Result(False, "Partly right: something is missing.", notes)
+    return Result(False, "Not quite.", notes)
+
+
+def correct_answer_text(question: Question) -> str:
+    """The right answer, as text (shown on reveal and in the text form's key)."""
+    if question.kind == "numeric":
+        tol = f" (± {question.tolerance:g})" if question.tolerance else ""
+        return f"{question.answer:g}{tol}{(' ' + question.unit) if question.unit else ''}"
+    return "; ".join(o.text for o in question.options if o.correct)
+
+
+def text_form(bank: Bank) -> str:
+    """A readable plain-text quiz (what a headless run, GitHub and nbval see)."""
+    lines = [f"Quiz — chapter {bank.chapter}: {bank.title} ({len(bank.questions)} questions)"]
+    labels = "abcdefghij"
+    for n, q in enumerate(bank.questions, 1):
+        how = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[q.kind]
+        lines.append(f"Q{n}. [{how}] {q.prompt}")
+        lines += [f"    {labels[i]}) {o.text}" for i, o in enumerate(q.options)]
+    lines.append("Answer in JupyterLab: each question checks your answer and keeps your progress.")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- progress
+def default_progress_path() -> Path:
+    """Where progress is kept: ``$COURSE_PROGRESS`` or ``~/.training_loop_course/progress.json``."""
+    env = os.environ.get("COURSE_PROGRESS")
+    return Path(env).expanduser() if env else Path.home() / ".training_loop_course" / "progress.json"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: single-writer assumption
+        yield
+        return
+    with open(path.with_name(path.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and os.replace: never a half-written file (ch. 7 too)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class ProgressStore:
+    """Per-chapter, per-question answers kept between sessions. Never crashes, never loses answers."""
+
+    path: Path = field(default_factory=default_progress_path)
+    warnings_seen: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    def _read(self) -> dict:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            self._warn(f"could not read quiz progress at {self.path} ({exc}); answers are kept in memory only")
+            return {}
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.get("chapters", {}).values()):
+                raise ValueError("unexpected layout")
+            return data
+        except ValueError as exc:
+            backup = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            with contextlib.suppress(OSError):
+                os.replace(self.path, backup)
+            self._warn(f"quiz progress file {self.path} was unreadable ({exc}); it was moved to {backup.name} "
+                       "and a fresh one started")
+            return {}
+
+    def _warn(self, message: str) -> None:
+        self.warnings_seen.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+    def chapter(self, chapter: str) -> dict[str, dict]:
+        """Saved records of one chapter: {question id: {"correct", "attempts", "answer"}}."""
+        return dict(self._read().get("chapters", {}).get(chapter, {}))
+
+    def record(self, chapter: str, qid: str, answer: Any, correct: bool) -> dict:
+        """Save one attempt. Re-reads the file under a lock first, so other chapters' answers survive."""
+        with _locked(self.path):
+            data = self._read()
+            data.setdefault("version", 1)
+            entry = data.setdefault("chapters", {}).setdefault(chapter, {}).get(qid, {"attempts": 0, "correct": False})
+            entry = {"attempts": int(entry.get("attempts", 0)) + 1,
+                     "correct": bool(entry.get("correct")) or bool(correct),
+                     "answer": answer}
+            data["chapters"][chapter][qid] = entry
+            try:
+                atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
+            except OSError as exc:
+                self._warn(f"could not save quiz progress to {self.path} ({exc})")
+            return entry
+
+    def summary(self, banks: Sequence[Bank]) -> list[tuple[str, str, int, int, int]]:
+        """Rows (chapter, title, answered, correct, total) for the course-level progress view."""
+        saved = self._read().get("chapters", {})
+        rows = []
+        for bank in banks:
+            records = saved.get(bank.chapter, {})
+            ids = {q.id for q in bank.questions}
+            answered = sum(1 for k in records if k in ids)
+            correct = sum(1 for k, v in records.items() if k in ids and v.get("correct"))
+            rows.append((bank.chapter, bank.title, answered, correct, len(bank.questions)))
+        return rows
+
+
+def progress_text(rows: Sequence[tuple[str, str, int, int, int]]) -> str:
+    """The course-level progress as a plain-text table."""
+    lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"]
+    for ch, title, answered, correct, total in rows:
+        lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}")
+    total = sum(r[4] for r in rows)
+    lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}")
+    return "\n".join(lines)

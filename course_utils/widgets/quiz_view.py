@@ -1,0 +1,148 @@
+"""The quiz view (every chapter) and the course-level progress view."""
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from course_utils.quiz import (Bank, ProgressStore, Question, all_banks, check, correct_answer_text, load_bank,
+                               progress_text, text_form)
+from course_utils.widgets.base import View, table_html
+
+_COLOURS = {True: ("#e8f5e9", "#1b5e20"), False: ("#fdecea", "#8a1c1c"), None: ("#f5f5f5", "#333")}
+
+
+def _box(message: str, ok: bool | None, extra: str = "") -> str:
+    bg, fg = _COLOURS[ok]
+    return (f'<div style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px">{html.escape(message)}'
+            f"{extra}</div>")
+
+
+class QuestionCard:
+    """One question: its input, Check and Show-answer buttons, and the feedback area."""
+
+    def __init__(self, chapter: str, number: int, question: Question, store: ProgressStore):
+        self.chapter, self.question, self.store = chapter, question, store
+        q = question
+        kind = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[q.kind]
+        title = w.HTML(f"<b>Q{number}.</b> {html.escape(q.prompt)} <i style='color:#666'>({kind})</i>")
+        labels = [o.text for o in q.options]
+        if q.kind == "single":
+            self.input = w.RadioButtons(options=[(text, i) for i, text in enumerate(labels)], value=None,
+                                        layout=w.Layout(width="auto"))
+        elif q.kind == "multi":
+            self.input = w.VBox([w.Checkbox(value=False, description=text, indent=False,
+                                            layout=w.Layout(width="auto")) for text in labels])
+        else:
+            self.input = w.Text(placeholder="your answer" + (f" ({q.unit})" if q.unit else ""),
+                                layout=w.Layout(width="220px"))
+            self.input.on_submit(lambda _: self.submit())
+        self.check_button = w.Button(description="Check", button_style="primary", icon="check")
+        self.reveal_button = w.Button(description="Show answer", icon="eye")
+        self.check_button.on_click(lambda _: self.submit())
+        self.reveal_button.on_click(lambda _: self.reveal())
+        self.feedback = w.HTML()
+        saved = store.chapter(chapter).get(q.id)
+        if saved:
+            self._restore(saved)
+        self.widget = w.VBox([title, self.input, w.HBox([self.check_button, self.reveal_button]), self.feedback],
+                             layout=w.Layout(border="1px solid #ddd", padding="6px", margin="4px 0"))
+
+    def answer(self):
+        """The learner's current answer in the form ``quiz.check`` takes."""
+        if self.question.kind == "single":
+            return self.input.value
+        if self.question.kind == "multi":
+            return {i for i, box in enumerate(self.input.children) if box.value}
+        return self.input.value
+
+    def set_answer(self, answer) -> None:
+        """Fill the input (used by tests and by restored progress)."""
+        if self.question.kind == "single":
+            self.input.value = answer
+        elif self.question.kind == "multi":
+            for i, box in enumerate(self.input.children):
+                box.value = i in set(answer)
+        else:
+            self.input.value = str(answer)
+
+    def submit(self):
+        """Check the answer, show feedback (and the explanation when right) and save the attempt."""
+        answer = self.answer()
+        result = check(self.question, answer)
+        if not result.counted:
+            self.feedback.value = _box(result.message, None)  # not an attempt: nothing saved
+            return result
+        stored = sorted(answer) if isinstance(answer, set) else answer
+        entry = self.store.record(self.chapter, self.question.id, stored, result.correct)
+        notes = "".join(f"<div>{html.escape(n)}</div>" for n in result.feedback)
+        explanation = (f"<div style='margin-top:4px'><b>Why:</b> {html.escape(self.question.explanation)}</div>"
+                       if result.correct else "<div style='margin-top:4px'>Try again, or press Show answer.</div>")
+        self.feedback.value = _box(f"{result.message} (attempt {entry['attempts']})", result.correct, notes + explanation)
+        return result
+
+    def reveal(self) -> None:
+        """Show the right answer, every option's feedback and the explanation."""
+        q = self.question
+        notes = "".join(f"<div>{'✓' if o.correct else '✗'} {html.escape(o.text)}: {html.escape(o.feedback)}</div>"
+                        for o in q.options)
+        self.feedback.value = _box(f"Answer: {correct_answer_text(q)}", None,
+                                   notes + f"<div style='margin-top:4px'><b>Why:</b> {html.escape(q.explanation)}</div>")
+
+    def _restore(self, saved: dict) -> None:
+        try:
+            self.set_answer(saved.get("answer"))
+        except Exception:  # a saved answer from an older bank: ignore it, keep the record
+            pass
+        state = "answered correctly" if saved.get("correct") else "not yet answered correctly"
+        self.feedback.value = _box(f"Earlier: {state} after {saved.get('attempts', 0)} attempt(s).",
+                                   True if saved.get("correct") else None)
+
+
+class QuizView(View):
+    """A chapter's quiz: one card per question."""
+
+    def __init__(self, bank: Bank, store: ProgressStore | None = None):
+        self.bank, self.store = bank, store or ProgressStore()
+        self.cards = [QuestionCard(bank.chapter, i, q, self.store) for i, q in enumerate(bank.questions, 1)]
+        header = w.HTML(f"<h3 style='margin:4px 0'>Quiz — chapter {bank.chapter}: {html.escape(bank.title)}</h3>")
+        self.widget = w.VBox([header] + [c.widget for c in self.cards])
+
+    def text(self) -> str:
+        return text_form(self.bank)
+
+
+def quiz(chapter: str | int, store: ProgressStore | None = None) -> QuizView:
+    """Show a chapter's quiz: ``quiz(0)`` at the end of chapter 0."""
+    return QuizView(load_bank(chapter), store)
+
+
+class ProgressView(View):
+    """Progress per chapter, with a Refresh button."""
+
+    def __init__(self, store: ProgressStore | None = None):
+        self.store = store or ProgressStore()
+        self.banks = all_banks()
+        self.table = w.HTML()
+        refresh = w.Button(description="Refresh", icon="refresh")
+        refresh.on_click(lambda _: self.refresh())
+        self.widget = w.VBox([self.table, refresh])
+        self.refresh()
+
+    def rows(self):
+        return self.store.summary(self.banks)
+
+    def refresh(self) -> None:
+        cells = []
+        for ch, title, answered, correct, total in self.rows():
+            bar = "█" * correct + "░" * (total - correct)
+            cells.append((ch, title, f"{correct}/{total}", bar, f"{answered} answered"))
+        self.table.value = table_html(cells, ("chapter", "title", "correct", "", ""))
+
+    def text(self) -> str:
+        return progress_text(self.rows())
+
+
+def course_progress(store: ProgressStore | None = None) -> ProgressView:
+    """The course-level view: how many questions of each chapter are answered correctly."""
+    return ProgressView(store)
