@@ -18,7 +18,7 @@ install: $(STAMP)
 
 ## Open the course in JupyterLab (on a headless machine it prints the URL it serves).
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.open_browser=$${OPEN_BROWSER:-True}
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 ## Install, then run every test: unit, widget, nbval over the committed notebooks, browser.
 test: $(STAMP)

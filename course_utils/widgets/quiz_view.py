@@ -36,7 +36,6 @@ class QuestionCard:
         else:
             self.input = w.Text(placeholder="your answer" + (f" ({q.unit})" if q.unit else ""),
                                 layout=w.Layout(width="220px"))
-            self.input.on_submit(lambda _: self.submit())
         self.check_button = w.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = w.Button(description="Show answer", icon="eye")
         self.check_button.on_click(lambda _: self.submit())

@@ -1,0 +1,257 @@
+# %% [markdown]
+# # Chapter 1 — Datasets and DataLoaders
+#
+# By the end of this chapter you will be able to:
+#
+# - write a `Dataset`: a class with `__len__` and `__getitem__`;
+# - wrap it in a `DataLoader` and know what each of its settings does by default;
+# - predict, before running anything, how many batches an epoch has and which examples each one holds;
+# - decide whether `num_workers` and `pin_memory` will help you.
+
+# %%
+from course_utils import setup_notebook, sig
+setup_notebook()
+
+# %% [markdown]
+# ## 1. A Dataset answers two questions
+#
+# A `Dataset` knows how many examples it has (`__len__`) and what example `i` is (`__getitem__`).
+# That is the whole contract.
+#
+# It does not batch, shuffle or load in parallel. Those are the `DataLoader`'s job.
+#
+# Here is a dataset of 100 examples: example `i` is the input `i` and its target `i²`.
+
+# %%
+import torch
+from torch.utils.data import Dataset
+
+
+class SquaresDataset(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x = torch.tensor([float(i)])
+        return x, x ** 2
+
+
+squares = SquaresDataset(100)
+print("len(squares) =", len(squares))
+print("squares[7]   =", squares[7])
+
+# %% [markdown]
+# ## 2. A DataLoader turns examples into batches
+#
+# The `DataLoader` asks the dataset for examples by index, groups them into batches and stacks
+# each batch into tensors. Its settings, with the defaults read from torch's own signature:
+
+# %%
+from course_utils.pipeline import dataloader_defaults
+
+for name, default in dataloader_defaults().items():
+    print(f"{name:<24} {default!r}")
+
+# %% [markdown]
+# Three of these need a word.
+#
+# - `shuffle=None` means *no shuffling* (the same as `False`).
+# - `collate_fn=None` means torch's `default_collate`, which stacks equal-shaped examples.
+# - `prefetch_factor=None` means *2 batches per worker* as soon as `num_workers > 0`.
+#
+# Let us check all three on real loaders.
+
+# %%
+from torch.utils.data import DataLoader, default_collate
+
+plain = DataLoader(squares)
+with_workers = DataLoader(squares, num_workers=2)
+print("sampler with default shuffle:  ", type(plain.sampler).__name__)
+print("collate_fn is default_collate: ", plain.collate_fn is default_collate)
+print("prefetch_factor, no workers:   ", plain.prefetch_factor)
+print("prefetch_factor, 2 workers:    ", with_workers.prefetch_factor)
+print("first batch with batch_size=1: ", next(iter(plain)))
+
+# %% [markdown]
+# ## 3. The pipeline, stage by stage
+#
+# One epoch flows through five stages:
+#
+# **Dataset → Sampler → BatchSampler → workers → collate → model.**
+#
+# 1. The **sampler** decides the *order*: it yields indices (0, 1, 2, … or a random permutation).
+# 2. The **batch sampler** cuts that stream into groups of `batch_size` indices.
+# 3. The **workers** (the main process when `num_workers=0`) call `dataset[i]` for each index.
+# 4. **collate** merges the examples of a group into batch tensors.
+#
+# `shuffle=True` simply swaps the sampler:
+
+# %%
+for shuffle in (False, True):
+    loader = DataLoader(squares, batch_size=16, shuffle=shuffle)
+    print(f"shuffle={shuffle!s:<5} sampler={type(loader.sampler).__name__:<17} "
+          f"batch_sampler={type(loader.batch_sampler).__name__}")
+
+# %% [markdown]
+# ## 4. Hand calculation: how many batches?
+#
+# Take N = 100 examples and a batch size B = 16.
+#
+# 6 batches of 16 hold 96 examples. The 4 left over make a 7th, smaller batch.
+#
+# So one epoch has ceil(100 / 16) = 7 batches. Let us compute it, then ask a real DataLoader.
+
+# %%
+import math
+
+from course_utils.pipeline import trace_pipeline
+
+N, B = 100, 16
+print("by hand: full batches =", N // B, "| left over =", N % B, "| batches =", math.ceil(N / B))
+trace = trace_pipeline(N, B, shuffle=True, drop_last=False, seed=0)
+print("DataLoader: batches =", trace.num_batches, "| sizes =", trace.batch_sizes)
+print("every index seen once:", sorted(i for b in trace.epochs[0].batches for i in b) == list(range(N)))
+
+# %% [markdown]
+# `trace_pipeline` does not re-implement anything: it runs a real `DataLoader` over a dataset whose
+# example `i` is just the number `i`, and records what the sampler produced and what each batch holds.
+
+# %%
+e = trace.epochs[0]
+print("sampler order (first 20):", e.sampler_order[:20])
+for k, (batch, shape) in enumerate(zip(e.batches, e.collated_shapes), 1):
+    print(f"batch {k}: collated shape {shape}, indices {batch}")
+
+# %% [markdown]
+# ## 5. drop_last: a different 4 each epoch
+#
+# With `drop_last=True` the small last batch is thrown away: 6 batches of 16, and 4 examples unused.
+#
+# With shuffling, *which* 4 are unused changes every epoch, because every epoch draws a new
+# permutation. Over many epochs every example is still seen. Three epochs of one loader:
+
+# %%
+dropping = trace_pipeline(N, B, shuffle=True, drop_last=True, seed=0, epochs=3)
+print("batches per epoch:", dropping.num_batches, "| sizes:", dropping.batch_sizes)
+for e in dropping.epochs:
+    print(f"epoch {e.epoch}: skipped {sorted(e.skipped)}")
+skipped_sets = [frozenset(e.skipped) for e in dropping.epochs]
+print("all three skipped sets different:", len(set(skipped_sets)) == 3)
+
+# %% [markdown]
+# Without shuffling, the sampler's order never changes, so the *same* last 4 examples are skipped
+# in every epoch and the model never sees them:
+
+# %%
+fixed = trace_pipeline(N, B, shuffle=False, drop_last=True, epochs=3)
+for e in fixed.epochs:
+    print(f"epoch {e.epoch}: skipped {sorted(e.skipped)}")
+
+# %% [markdown]
+# ## 6. Try it: the pipeline view
+#
+# Change the batch size, switch shuffle and drop_last, and press **Next epoch** to see the same
+# loader's next pass. Each cell is one example in the sampler's order; the colour is its batch.
+
+# %%
+from course_utils.widgets.pipeline_view import pipeline_view
+
+pipeline_view(n=100, batch_size=16, shuffle=True, drop_last=True)
+
+# %% [markdown]
+# ## 7. Datasets that live on disk
+#
+# The squares dataset holds everything in memory. Real datasets are often too big for that: each
+# example is a file, and `__getitem__` reads it when asked.
+#
+# `write_on_disk_dataset` writes 200 spiral examples as one `.pt` file each, into a temporary folder.
+# `OnDiskDataset` lists the files and loads one in `__getitem__`.
+
+# %%
+import tempfile
+from pathlib import Path
+
+from course_utils.pipeline import OnDiskDataset, write_on_disk_dataset
+
+tmp = tempfile.TemporaryDirectory()
+folder = write_on_disk_dataset(Path(tmp.name) / "spiral", n=200, seed=0)
+on_disk = OnDiskDataset(folder)
+print("files written:", len(list(folder.glob("*.pt"))), "| first:", on_disk.files[0].name)
+x0, y0 = on_disk[0]
+print("example 0: x =", [sig(v) for v in x0.tolist()], "y =", int(y0))
+first = next(iter(DataLoader(on_disk, batch_size=16)))
+print("first batch shapes:", tuple(first[0].shape), tuple(first[1].shape))
+
+# %% [markdown]
+# ## 8. num_workers: measure, do not guess
+#
+# With `num_workers=k`, k worker processes call `__getitem__` in parallel while your model trains.
+# Starting them costs time, and every batch must travel back to the main process.
+#
+# We time one epoch of the on-disk dataset with 0 and 2 workers, twice: reading the files as they
+# are, and with an extra 2 ms per example that stands in for costly decoding (JPEG, audio, tokenising).
+# Your timings will differ from run to run and machine to machine.
+
+# %% tags=["nbval-ignore-output"]
+from course_utils.pipeline import time_one_epoch
+
+for decode_ms in (0.0, 2.0):
+    dataset = OnDiskDataset(folder, decode_ms=decode_ms)
+    times = {k: time_one_epoch(dataset, num_workers=k, batch_size=16, repeats=2) for k in (0, 2)}
+    print(f"decode {decode_ms} ms/example: " + ", ".join(f"num_workers={k}: {sig(t, 3)} s" for k, t in times.items())
+          + f" -> 2 workers are {sig(times[0] / times[2], 3)}x as fast")
+
+# %% [markdown]
+# How to read it:
+#
+# - When each example is cheap to load, the workers' start-up and the hand-over of every batch
+#   can cost as much as they save, or more. Small or in-memory data rarely needs workers.
+# - When loading an example is slow, workers overlap that work, and the gain approaches the number
+#   of workers (up to the CPU cores you have).
+# - `persistent_workers=True` keeps workers alive between epochs, so the start-up is paid once.
+#
+# One trap on macOS and Windows: workers are *spawned*, and a spawned worker must import the
+# dataset's class. A class defined in a notebook cannot be imported, so the loader fails. Put your
+# datasets in a module (as `OnDiskDataset` lives in `course_utils.pipeline`). This machine starts workers with:
+
+# %%
+import torch.multiprocessing as mp
+
+print("worker start method here:", mp.get_start_method())
+
+# %% [markdown]
+# ## 9. pin_memory matters only for CPU → GPU copies
+#
+# `pin_memory=True` puts each batch in page-locked memory, so copying it to a CUDA GPU is faster and
+# can run in the background with `batch.to("cuda", non_blocking=True)`. Without a GPU there is no
+# such copy, and pinning buys nothing.
+
+# %%
+if torch.cuda.is_available():
+    print("CUDA GPU found:", torch.cuda.get_device_name(0), "-> pin_memory=True with non_blocking=True copies helps")
+else:
+    print("torch.cuda.is_available() = False: no GPU here, so pin_memory would change nothing")
+
+# %%
+tmp.cleanup()
+
+# %% [markdown]
+# ## Quiz
+
+# %%
+from course_utils.widgets.quiz_view import quiz
+quiz(1)
+
+# %% [markdown]
+# ## Summary
+#
+# - A `Dataset` has `__len__` and `__getitem__`; a `DataLoader` does the batching, ordering and loading.
+# - The sampler decides the order, the batch sampler groups indices, workers load, collate stacks.
+# - N = 100 with B = 16 gives 7 batches (six of 16, one of 4); `drop_last=True` gives 6, and with
+#   shuffling a different 4 examples sit out each epoch.
+# - Defaults: batch size 1, no shuffling, no workers, `default_collate`, nothing dropped or pinned.
+# - Measure `num_workers` on your own data; keep datasets in an importable module.
+# - `pin_memory` only helps copies from the CPU to a CUDA GPU.

@@ -1,0 +1,303 @@
+# %% [markdown]
+# # Chapter 2 — Shuffling, samplers and collation
+#
+# By the end of this chapter you will be able to:
+#
+# - explain why training data is shuffled, and what a shuffle really is;
+# - pick a sampler for ordered, shuffled, imbalanced and multi-GPU data;
+# - compute what a weighted sampler puts in a batch, before you run it;
+# - write a collate function that pads sequences and returns an attention mask.
+
+# %%
+from course_utils import setup_notebook, sig
+setup_notebook()
+
+# %% [markdown]
+# ## 1. Why shuffle: sorted data teaches the wrong lesson
+#
+# Our spiral dataset comes grouped by class: first all of class 0, then class 1, then class 2.
+# Without shuffling, almost every batch holds a single class.
+
+# %%
+import torch
+from torch.utils.data import DataLoader
+
+from course_utils.data import make_spiral
+
+spiral = make_spiral(600, seed=0)
+for shuffle in (False, True):
+    loader = DataLoader(spiral, batch_size=32, shuffle=shuffle, generator=torch.Generator().manual_seed(0))
+    first = [sorted(set(y.tolist())) for _, y in list(loader)[:4]]
+    print(f"shuffle={shuffle!s:<5} classes in the first 4 batches: {first}")
+
+# %% [markdown]
+# Each single-class batch pulls the model towards "everything is class k". The next class undoes it.
+# The gradients are biased, batch after batch.
+#
+# We train the same MLP, with the same seed, for 5 epochs on the 600 points: once in sorted order,
+# once shuffled. Then we measure loss and accuracy on the whole training set.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+
+from course_utils.sampling import order_experiment
+
+runs = {shuffle: order_experiment(shuffle, n=600, epochs=5, batch_size=32, seed=0) for shuffle in (False, True)}
+for shuffle, r in runs.items():
+    print(f"{'shuffled' if shuffle else 'sorted':<8}: final loss {sig(r.final_loss)}, accuracy {sig(r.final_acc)}, "
+          f"classes per batch in the last epoch: {r.last_batch_classes}")
+
+fig, ax = plt.subplots()
+for shuffle, r in runs.items():
+    ax.plot(r.batch_losses, label="shuffled" if shuffle else "sorted by class")
+ax.set_xlabel("batch")
+ax.set_ylabel("batch loss")
+ax.set_title("Same model, same data, different order")
+ax.axhline(math.log(3), color="grey", linestyle=":", label="ln 3: guessing")
+ax.legend()
+plt.show()
+per_epoch = math.ceil(600 / 32)
+print("ln 3 =", sig(math.log(3)), f"| sorted run, mean batch loss of its last epoch ({per_epoch} batches):",
+      sig(sum(runs[False].batch_losses[-per_epoch:]) / per_epoch))
+
+# %% [markdown]
+# In its first epoch the sorted run's loss falls inside each class block (one class alone is easy to
+# predict) and jumps at every class boundary. After that it hovers near ln 3, the loss of a model that
+# guesses among 3 classes. The shuffled run ends far lower on the *whole* set.
+
+# %% [markdown]
+# ## 2. A shuffle is one permutation per epoch
+#
+# `RandomSampler` draws one random permutation of all indices at the start of each epoch.
+# Batches are consecutive slices of it. So within an epoch every example appears exactly once,
+# and the next epoch uses a new permutation.
+
+# %%
+from torch.utils.data import RandomSampler
+
+sampler = RandomSampler(range(10), generator=torch.Generator().manual_seed(0))
+for epoch in (1, 2):
+    order = list(sampler)
+    print(f"epoch {epoch}: {order}  each index once: {sorted(order) == list(range(10))}")
+
+# %% [markdown]
+# ## 3. The samplers
+#
+# - `SequentialSampler`: 0, 1, 2, … (what `shuffle=False` uses).
+# - `RandomSampler`: a new permutation each epoch (what `shuffle=True` uses).
+# - `WeightedRandomSampler`: draws indices with chosen probabilities (imbalanced data).
+# - `DistributedSampler`: gives each of W processes its own share (multi-GPU).
+#
+# A `BatchSampler` wraps any of them and cuts its indices into groups:
+
+# %%
+from torch.utils.data import BatchSampler, SequentialSampler
+
+print("sequential:     ", list(SequentialSampler(range(10))))
+print("batches of 4:   ", list(BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=False)))
+print("with drop_last: ", list(BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=True)))
+
+# %% [markdown]
+# ## 4. Imbalanced data: 900 dogs, 100 cats
+#
+# Label 0 plays the dogs (900 examples) and label 1 the cats (100).
+#
+# Shuffled, a batch of 32 is a random 32 of the 1,000. Cats are 10% of the data, so a batch holds
+# 32 × 0.1 = 3.2 cats and 28.8 dogs on average. The model hears about cats only now and then.
+
+# %%
+from course_utils.data import make_imbalanced
+from course_utils.sampling import class_counts, class_weights, expected_batch_counts, minority_odds
+
+labels = make_imbalanced(n_major=900, n_minor=100, seed=0).tensors[1]
+counts = class_counts(labels)
+print("class counts:", counts)
+print("expected per batch of 32, shuffled:", [sig(v) for v in expected_batch_counts(counts, 32, weighted=False)])
+
+# %% [markdown]
+# ### The weighted sampler
+#
+# Give each example the weight 1 / (size of its class): 1/900 for a dog, 1/100 for a cat.
+#
+# A cat is then 9 times as likely to be drawn as any one dog. There are 9 times fewer cats, so the two
+# classes carry the same total weight, and a batch is 50/50 in expectation: 16 cats and 16 dogs.
+
+# %%
+weights = class_weights(labels)
+print("class weights:", [sig(w) for w in weights])
+print("a cat vs one dog:", sig(minority_odds(counts)), "times as likely")
+print("total weight per class:", [sig(w * c) for w, c in zip(weights, counts)])
+print("expected per batch of 32, weighted:", [sig(v) for v in expected_batch_counts(counts, 32, weighted=True)])
+
+# %% [markdown]
+# Expectations are averages. We measure them with the real samplers over many batches:
+# one shuffled epoch (32 batches) and 500 weighted batches.
+
+# %%
+from course_utils.sampling import batch_composition
+
+shuffled = batch_composition(labels, "shuffled", batch_size=32, seed=0)
+weighted = batch_composition(labels, "weighted", batch_size=32, n_batches=500, seed=0)
+for c in (shuffled, weighted):
+    print(f"{c.strategy:<8}: {len(c.counts)} batches, {sum(c.totals)} draws, cat share {sig(c.share(1))} "
+          f"-> per 32 draws: {sig(32 * c.share(1))} cats, {sig(32 * c.share(0))} dogs")
+print("shuffled: cats per batch ranged from", min(b[1] for b in shuffled.counts), "to", max(b[1] for b in shuffled.counts))
+print("weighted: each cat drawn", sig(weighted.totals[1] / counts[1]), "times on average, each dog",
+      sig(weighted.totals[0] / counts[0]), "times")
+
+# %% [markdown]
+# The weighted sampler draws *with replacement*: the same 100 cats come back again and again, about
+# 9 times as often as each dog. That repetition is the price of balance (watch for overfitting the minority).
+#
+# `replacement=True` is the usual choice, not a rule. With `replacement=False` every example is drawn at
+# most once. Over a full epoch (1,000 draws) the weights can then only change the *order*: heavy cats come
+# early, and the last batches are all dogs.
+
+# %%
+no_repl = batch_composition(labels, "weighted", batch_size=32, n_batches=None, replacement=False, seed=0)
+print("replacement=False, one epoch:", len(no_repl.counts), "batches")
+print("first 3 batches [dogs, cats]:", no_repl.counts[:3])
+print("last 3 batches  [dogs, cats]:", no_repl.counts[-3:])
+print("totals:", no_repl.totals, "| distinct examples:", no_repl.distinct)
+
+# %% [markdown]
+# ### Try it: sampling strategies
+#
+# The three samplers side by side. Change the batch size, the number of batches, and replacement.
+
+# %%
+from course_utils.widgets.sampling_view import sampling_strategies
+
+sampling_strategies(batch_size=32, n_batches=30)
+
+# %% [markdown]
+# ## 5. DistributedSampler: one shard per process
+#
+# With W processes (ranks), each must see a different part of the data. `DistributedSampler` makes one
+# shared order, and rank r takes every W-th index starting at r.
+#
+# Take N = 10 and W = 4. Each rank must get the same count: ceil(10 / 4) = 3. That is 12 slots for
+# 10 examples, so the sampler pads by repeating 2 indices: they are seen twice this epoch.
+
+# %%
+from course_utils.sampling import shard_view
+
+ordered = shard_view(10, 4, shuffle=False)
+for r, shard in enumerate(ordered.shards):
+    print(f"rank {r}: {shard}")
+print("indices per rank:", ordered.per_rank, "| padding copies:", ordered.padding,
+      "| seen twice:", ordered.duplicates)
+print("disjoint except for the padding copies:", ordered.disjoint_up_to_padding())
+
+# %% [markdown]
+# With `drop_last=True` it drops instead of padding: 2 per rank, and 2 examples left out.
+
+# %%
+dropping = shard_view(10, 4, shuffle=False, drop_last=True)
+print("drop_last=True:", dropping.shards, "| dropped:", dropping.dropped, "| padding:", dropping.padding)
+
+# %% [markdown]
+# ### set_epoch: a new shuffle needs your call
+#
+# With `shuffle=True` the order is seeded by `seed + epoch`. The sampler cannot know the epoch:
+# you tell it with `sampler.set_epoch(epoch)` before each epoch. Forget it, and every epoch repeats
+# the first epoch's order. Rank 0 of 2, 12 examples, 3 epochs:
+
+# %%
+from course_utils.sampling import rank_orders
+
+for call in (False, True):
+    print(f"set_epoch called={call!s:<5}:", rank_orders(12, 2, rank=0, epochs=3, call_set_epoch=call))
+
+# %% [markdown]
+# ### Try it: the DistributedSampler view
+#
+# Change N and W, press **Next epoch**, and untick `set_epoch` to see the shards freeze.
+
+# %%
+from course_utils.widgets.sampling_view import distributed
+
+distributed(n=10, world_size=4)
+
+# %% [markdown]
+# ## 6. Collation: from a list of examples to a batch
+#
+# `default_collate` stacks examples. That only works when every example has the same shape.
+
+# %%
+from torch.utils.data import default_collate
+
+equal = default_collate([(torch.tensor([1.0, 2.0]), 0), (torch.tensor([3.0, 4.0]), 1)])
+print("equal shapes:", equal)
+try:
+    default_collate([(torch.tensor([1, 2, 3]), 0), (torch.tensor([4, 5]), 1)])
+except RuntimeError as err:
+    print("different lengths -> RuntimeError:", str(err).split(",")[0])
+
+# %% [markdown]
+# Text and other sequences come in different lengths. A **pad collate** fills each sequence up to the
+# longest one *in the batch* with a padding id (0 here), and returns:
+#
+# - `input_ids`: the padded tokens, shape (batch, longest);
+# - `attention_mask`: 1 for a real token, 0 for padding, so the model and the loss can ignore padding;
+# - `labels`: one label per sequence.
+
+# %%
+from course_utils.data import make_sequences
+from course_utils.sampling import pad_collate
+
+sequences = make_sequences(200, min_len=3, max_len=40, vocab=50, seed=0)
+small = make_sequences(3, min_len=2, max_len=6, vocab=50, seed=1)
+print("lengths:", [len(small[i][0]) for i in range(3)])
+batch = pad_collate([small[i] for i in range(3)])
+for key, value in batch.items():
+    print(f"{key}:\n{value}")
+
+# %% [markdown]
+# ### Padding waste, and bucketing
+#
+# Padding slots cost compute and memory but carry nothing. We run one epoch of 200 sequences
+# (3 to 40 tokens) through a DataLoader with `pad_collate`, batch size 16, and count real tokens
+# against all slots, read from the attention masks.
+#
+# **Bucketing** groups sequences of similar length into the same batch: shuffle, take a pool of
+# 8 batches' worth, sort the pool by length, cut it into batches, then shuffle the batches.
+
+# %%
+from course_utils.sampling import padding_stats
+
+for bucketing in (False, True):
+    s = padding_stats(sequences, batch_size=16, bucketing=bucketing, seed=0)
+    print(f"{'bucketed' if bucketing else 'shuffled':<8}: {len(s.masks)} batches, {s.real_tokens} real tokens in "
+          f"{s.padded_tokens} slots -> {s.pad_tokens} padding, waste {sig(100 * s.waste)}%")
+
+# %% [markdown]
+# ### Try it: the padding view
+#
+# Dark cells are tokens, light cells padding. Tick **bucket by length** and watch the light cells shrink.
+
+# %%
+from course_utils.widgets.sampling_view import padding
+
+padding(batch_size=16, max_len=40)
+
+# %% [markdown]
+# ## Quiz
+
+# %%
+from course_utils.widgets.quiz_view import quiz
+quiz(2)
+
+# %% [markdown]
+# ## Summary
+#
+# - Shuffle ordered data: sorted batches bias every gradient; a shuffle is one new permutation per epoch.
+# - The sampler is the lever: sequential, random, weighted, distributed; `BatchSampler` groups its output.
+# - 900/100 data: a shuffled batch of 32 holds 3.2 cats on average; weights 1/900 and 1/100 make it 16.
+#   Weighted sampling needs `replacement=True` to rebalance a whole epoch.
+# - `DistributedSampler` gives each rank a disjoint shard, up to a few padding copies; call
+#   `set_epoch(epoch)` every epoch.
+# - `default_collate` stacks equal shapes; variable lengths need a pad collate with an attention mask,
+#   and bucketing by length cuts the padding.

@@ -1,0 +1,266 @@
+# %% [markdown]
+# # Chapter 4 — The evaluation loop
+#
+# By the end of this chapter you will be able to:
+#
+# - write a correct evaluation function;
+# - name its three switches — `model.eval()`, `torch.no_grad()`, no optimizer step — and say why each is needed;
+# - work out how much memory training and evaluation need.
+
+# %%
+from course_utils import setup_notebook; setup_notebook()
+
+# %%
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from course_utils.data import spiral_splits
+from course_utils.evaluation import (average_losses, batchnorm_demo, dropout_demo, eval_graph_bytes,
+                                     inference_mode_errors, memory_budget, time_evaluation, tiny_batch_outputs)
+from course_utils.loop import evaluate
+from course_utils.models import MLP
+from course_utils.notebook import sig
+
+# %% [markdown]
+# ## Switch 1: `model.eval()` changes two kinds of layer
+#
+# `model.eval()` sets a flag, `training = False`, on every module. Only two common layers read it:
+# Dropout (becomes the identity) and BatchNorm (uses running statistics). Nothing else changes.
+#
+# Dropout first. Input [0.8, 1.2, 0.3, 0.9], p = 0.5. In train mode each value is zeroed with
+# probability 0.5, and the survivors are scaled by 1/(1 − p) = 2 so the expected sum stays the same.
+
+# %%
+demo = dropout_demo((0.8, 1.2, 0.3, 0.9), p=0.5, passes=2)
+for i, out in enumerate(demo.train_passes, 1):
+    print(f"train pass {i}: {list(out)}")
+for i, out in enumerate(demo.eval_passes, 1):
+    print(f"eval pass {i}:  {list(out)}")
+print("two train passes differ:", demo.train_passes[0] != demo.train_passes[1],
+      "| two eval passes identical:", demo.eval_passes[0] == demo.eval_passes[1])
+
+# %% [markdown]
+# Every surviving value is exactly twice its input (0.3 → 0.6, 0.9 → 1.8). In eval mode the input passes through.
+#
+# BatchNorm next. In train mode it normalises with the mean and variance *of this batch*.
+# In eval mode it uses the running averages it collected during training.
+
+# %%
+bn = batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean=3.0, running_var=4.0)
+print("batch statistics:   mean", bn.batch_mean, " var", bn.batch_var, "-> train-mode output", list(bn.train_out))
+print("running statistics: mean", bn.running_mean, " var", bn.running_var, "-> eval-mode output ", list(bn.eval_out))
+
+# %% [markdown]
+# Same input, two different outputs. In eval mode one example's output no longer depends on the others in its batch.
+#
+# That is why tiny batches hurt in train mode. With 2 examples the outputs are always −1 and +1,
+# whatever the values; with 1 example torch refuses outright. A last batch of 1–3 examples gives
+# unreliable statistics: `DataLoader(..., drop_last=True)` skips it.
+
+# %%
+for batch in [(1.0, 5.0), (100.0, 100.5), (3.0,)]:
+    print(f"train-mode BatchNorm on {list(batch)}: {tiny_batch_outputs(batch)}")
+
+# %% [markdown]
+# ## Switch 2: `torch.no_grad()` stops the graph — and only that
+#
+# The two switches are independent. `eval()` does not stop gradients:
+
+# %%
+torch.manual_seed(0)
+model = MLP(dropout=0.5)
+splits = spiral_splits(600, 300)
+xs, ys = splits.val.tensors
+model.eval()
+loss = nn.functional.cross_entropy(model(xs), ys)
+print("after model.eval(): loss.grad_fn =", type(loss.grad_fn).__name__, "| requires_grad:", loss.requires_grad)
+loss.backward()
+print("backward still works: head.weight.grad is set:", model.head.weight.grad is not None)
+
+# %% [markdown]
+# And `no_grad` does not change layer behaviour: in train mode, dropout still drops under `no_grad`.
+
+# %%
+model.train()
+with torch.no_grad():
+    a, b = model(xs[:1]), model(xs[:1])
+print("train mode + no_grad: model.training =", model.training, "| two passes equal:", torch.equal(a, b))
+model.eval()
+with torch.no_grad():
+    a, b = model(xs[:1]), model(xs[:1])
+print("eval mode + no_grad:  model.training =", model.training, "| two passes equal:", torch.equal(a, b))
+
+# %% [markdown]
+# You need both. The third switch is simply what you leave out: no `backward()`, no `optimizer.step()`.
+
+# %% [markdown]
+# ## What no_grad saves: memory, measured
+#
+# With gradients on, the forward pass keeps activations for a backward that evaluation never runs.
+# `eval_graph_bytes` counts the bytes autograd saves while evaluating the 300 validation examples.
+
+# %%
+model = MLP()
+with_grad = eval_graph_bytes(model, xs, ys, no_grad=False)
+without = eval_graph_bytes(model, xs, ys, no_grad=True)
+print(f"evaluation with gradients on: {with_grad:,} bytes saved for backward")
+print(f"evaluation under no_grad:     {without:,} bytes")
+
+# %% [markdown]
+# Exactly zero under `no_grad`. (On a GPU you would compare `torch.cuda.memory_allocated()` instead.)
+
+# %% [markdown]
+# ## `no_grad` vs `inference_mode`
+#
+# `torch.inference_mode()` is a stricter `no_grad`: it also skips autograd's bookkeeping on the tensors it makes.
+# The price: those *inference tensors* have two real restrictions outside the block. Here are the actual errors.
+
+# %%
+for case, outcome in inference_mode_errors().items():
+    print(f"{case:34s} {outcome}")
+
+# %% [markdown]
+# A tensor made under `no_grad` is a normal tensor: both uses work.
+# An inference tensor cannot be saved for backward, and cannot be modified in place outside inference mode.
+# `.clone()` turns it into a normal tensor.
+#
+# Is it faster? Measure instead of trusting a quoted number (your times will differ; the cell is not compared).
+
+# %% tags=["nbval-ignore-output"]
+big = MLP(hidden=256, depth=3)
+batch = torch.randn(512, 2)
+times = {mode: time_evaluation(big, batch, mode, repeats=100) for mode in ("grad", "no_grad", "inference_mode")}
+for mode, seconds in times.items():
+    print(f"{mode:15s} {sig(seconds * 1e3)} ms per forward")
+print("inference_mode / no_grad:", sig(times["inference_mode"] / times["no_grad"]))
+
+# %% [markdown]
+# On a small CPU model the difference is small; it grows with many small operations per forward.
+
+# %% [markdown]
+# ## The memory budget of training
+#
+# Evaluation needs the weights. Training also needs gradients (one number per weight) and optimizer state
+# (Adam: two moments per weight), plus activations that depend on batch and architecture.
+# A 100M-parameter model in FP32 (4 bytes per number):
+
+# %%
+for name, value in memory_budget(100_000_000, dtype_bytes=4, optimizer="adam").rows(1e6, "MB"):
+    print(f"{name:16s} {value}")
+
+# %% [markdown]
+# Scale to 7B parameters. Weights alone are 28 GB in FP32 but 14 GB in FP16 — a precision difference,
+# not a graph-vs-no-graph difference. The full training budgets, activations excluded:
+
+# %%
+cases = {
+    "7B weights only, FP32": memory_budget(7e9, 4).weights,
+    "7B weights only, FP16": memory_budget(7e9, 2).weights,
+    "7B training, FP32 + Adam": memory_budget(7e9, 4, "adam").total,
+    "7B training, FP16 + FP32 master + FP32 Adam": memory_budget(7e9, 2, "adam", state_bytes=4,
+                                                                 master_weights=True).total,
+}
+for name, b in cases.items():
+    print(f"{name:45s} {b / 1e9:g} GB")
+
+# %% [markdown]
+# Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Training needs 112 GB before
+# activations, either way: mixed precision saves activation memory and time, not optimizer state.
+
+# %% [markdown]
+# ## Averaging: weight by batch size
+#
+# A loader returns the mean loss of each batch. The mean of those means is biased when the last batch is smaller.
+# By hand: batch means 1.0, 1.0, 4.0 with sizes 4, 4, 1.
+
+# %%
+avg = average_losses([1.0, 1.0, 4.0], [4, 4, 1])
+print("per example (weighted):", sig(avg.per_example), "| mean of batch means:", sig(avg.per_batch))
+
+# %% [markdown]
+# On the spiral: 300 examples in batches of 128 leave a last batch of 44. `make_spiral` keeps examples
+# grouped by class, so the small last batch is all class 2 — and the untrained model's loss on it differs.
+
+# %%
+from course_utils.data import make_spiral
+
+torch.manual_seed(0)
+model = MLP()
+ordered = make_spiral(300, seed=1)
+loader = DataLoader(ordered, batch_size=128)
+print("batch sizes:", [len(t) for _, t in loader])
+for average in ("example", "batch"):
+    loss, acc = evaluate(model, loader, average=average)
+    print(f"average={average!r:10s} loss {sig(loss)}  accuracy {sig(acc)}")
+full, _ = evaluate(model, DataLoader(ordered, batch_size=300))
+print("one batch of all 300:     loss", sig(full))
+
+# %% [markdown]
+# The per-example average matches the loss of one big batch; the mean of batch means does not.
+
+# %% [markdown]
+# ## Forgetting `model.train()`
+#
+# `evaluate` leaves the model in eval mode. If the next epoch starts without `model.train()`,
+# dropout stays off and the model trains without the regularisation you asked for.
+
+# %%
+torch.manual_seed(0)
+model = MLP(dropout=0.5)
+evaluate(model, splits.val)
+print("after evaluate: model.training =", model.training)
+a, b = model(xs[:4]), model(xs[:4])
+print("forgot model.train(): two 'training' passes equal ->", torch.equal(a, b), "(dropout is off)")
+model.train()
+a, b = model(xs[:4]), model(xs[:4])
+print("after model.train():  two training passes equal ->", torch.equal(a, b), "(dropout is on)")
+
+# %% [markdown]
+# A correct evaluation function, then, is short:
+#
+# ```python
+# def evaluate(model, loader, loss_fn):
+#     model.eval()                      # switch 1: Dropout off, BatchNorm on running stats
+#     total, n = 0.0, 0
+#     with torch.no_grad():             # switch 2: no graph
+#         for x, y in loader:
+#             total += loss_fn(model(x), y).item() * len(y)   # weight by batch size
+#             n += len(y)
+#     model.train()                     # back to training (or do it at the top of each epoch)
+#     return total / n                  # switch 3: no backward, no step
+# ```
+
+# %% [markdown]
+# ## Train mode vs eval mode, side by side
+#
+# Press **forward** in train mode a few times: different units are dropped (grey ×) and the output changes.
+# Switch to eval and press again: nothing is dropped and the output stays fixed. The bars show the graph memory
+# of evaluating 256 examples with gradients on and under `no_grad`, measured.
+
+# %%
+from course_utils.widgets.train_eval_view import train_vs_eval
+
+view = train_vs_eval()
+view.forward()
+view.forward()
+view.mode.value = "eval"
+view.forward()
+view.forward()
+view
+
+# %% [markdown]
+# ## Quiz
+
+# %%
+from course_utils.widgets.quiz_view import quiz
+quiz(4)
+
+# %% [markdown]
+# ## Summary
+#
+# - `model.eval()`: Dropout off, BatchNorm on running statistics; nothing else. It does not stop gradients.
+# - `torch.no_grad()`: no graph — 0 bytes saved for backward; it does not change any layer.
+# - `inference_mode` is stricter: its tensors cannot be saved for backward or modified in place outside it.
+# - 100M parameters in FP32 with Adam: 400 MB weights + 400 MB grads + 800 MB state. 7B: 28 GB (FP32) or 14 GB (FP16) of weights; 112 GB to train with Adam.
+# - Average per example, weighted by batch size. Call `model.train()` before training again.

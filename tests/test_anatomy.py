@@ -1,0 +1,73 @@
+"""Chapter 3's engine: the hand calculation equals autograd; the step-through engine records each operation."""
+import pytest
+import torch
+
+from course_utils.anatomy import (OPERATIONS, StepThrough, fmt, max_difference, scheduler_before_optimizer_warning,
+                                  tiny_step, tiny_step_autograd)
+
+
+def test_hand_numbers_are_the_course_figures():
+    s = tiny_step()
+    assert s.y == pytest.approx((-0.1, 1.8))
+    assert s.loss == pytest.approx(2.225)
+    assert s.dL_dy == pytest.approx((-1.1, 1.8))
+    assert [list(r) for r in s.dL_dW] == [pytest.approx([-1.1, -2.2]), pytest.approx([1.8, 3.6])]
+    assert s.dL_db == pytest.approx((-1.1, 1.8))
+    assert [list(r) for r in s.W_new] == [pytest.approx([0.511, -0.278]), pytest.approx([0.182, 0.764])]
+    assert s.b_new == pytest.approx((0.011, -0.018))
+    assert s.y_new[0] == pytest.approx(-0.034)
+    assert s.loss_new == pytest.approx(1.96601)
+
+
+@pytest.mark.parametrize("lr", [0.01, 0.1, 0.5])
+def test_hand_numbers_equal_autograd(lr):
+    assert max_difference(tiny_step(lr), tiny_step_autograd(lr)) < 1e-6
+
+
+def test_step_through_in_order_reproduces_the_hand_step():
+    e = StepThrough()
+    for op in ("zero_grad", "forward", "loss", "backward", "clip", "step"):
+        assert e.run(op).ok
+    hand = tiny_step()
+    assert torch.allclose(e.model.weight, torch.tensor(hand.W_new))
+    assert torch.allclose(e.model.bias, torch.tensor(hand.b_new))
+    assert e.grad_norm == pytest.approx(26.7 ** 0.5, rel=1e-5)   # below max_norm=10: not clipped
+    assert e.changed == {"W", "b"}
+
+
+def test_wrong_orders_are_recorded_not_raised():
+    e = StepThrough()
+    assert not e.run("loss").ok                       # no forward yet
+    assert not e.run("backward").ok                   # no loss yet
+    assert not e.run("clip").ok                       # grads are None
+    assert not e.run("step").ok                       # nothing to apply
+    assert fmt(e.model.weight) == "[[0.5, -0.3], [0.2, 0.8]]"
+    e.run("forward"); e.run("loss"); e.run("backward")
+    assert not e.run("backward").ok                   # graph freed
+    assert len(e.history) == 8
+
+
+def test_second_backward_adds_and_clip_scales_it():
+    e = StepThrough()
+    for _ in range(2):
+        e.run("forward"); e.run("loss"); e.run("backward")
+    assert fmt(e.model.weight.grad) == "[[-2.2, -4.4], [3.6, 7.2]]"
+    e.run("clip")
+    total = torch.cat([e.model.weight.grad.reshape(-1), e.model.bias.grad])
+    assert torch.linalg.vector_norm(total).item() == pytest.approx(10.0, rel=1e-5)
+
+
+def test_zero_grad_sets_none_and_reset_restores():
+    e = StepThrough()
+    e.run("forward"); e.run("loss"); e.run("backward"); e.run("step")
+    e.run("zero_grad")
+    assert e.model.weight.grad is None and e.model.bias.grad is None
+    e.reset()
+    assert e.history == [] and e.y is None and fmt(e.model.weight) == "[[0.5, -0.3], [0.2, 0.8]]"
+    with pytest.raises(ValueError):
+        e.run("nonsense")
+    assert set(OPERATIONS) == {"zero_grad", "forward", "loss", "backward", "clip", "step"}
+
+
+def test_scheduler_warning_is_torchs():
+    assert "before `optimizer.step()`" in scheduler_before_optimizer_warning()

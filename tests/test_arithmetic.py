@@ -1,0 +1,100 @@
+"""The calculator against oracles: a real DataLoader (over a DistributedSampler) and a counted loop."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.arithmetic import epoch_timeline, training_arithmetic
+
+
+def real_batches(n, b, drop_last, world_size, rank=0):
+    """Batch sizes a real DataLoader yields for one rank."""
+    ds = TensorDataset(torch.arange(n))
+    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False) if world_size > 1 else None
+    return [len(x) for (x,) in DataLoader(ds, batch_size=b, drop_last=drop_last, sampler=sampler)]
+
+
+def counted_updates(n_batches, k):
+    """A real optimizer driven by the flushing accumulation loop; its step() calls are counted."""
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=0.1)
+    calls = []
+    opt.register_step_post_hook(lambda *_: calls.append(1))
+    for i in range(n_batches):
+        (p * 1.0).sum().backward()
+        if (i + 1) % k == 0 or i + 1 == n_batches:
+            opt.step()
+            opt.zero_grad()
+    return len(calls)
+
+
+configs = st.tuples(st.integers(1, 400), st.integers(1, 80), st.integers(1, 4), st.integers(1, 12),
+                    st.booleans(), st.integers(1, 9))
+
+
+@settings(max_examples=250, deadline=None)
+@given(configs)
+def test_calculator_matches_dataloader_and_counted_loop(cfg):
+    n, b, e, k, drop_last, w = cfg
+    r = training_arithmetic(n, b, e, k, drop_last=drop_last, world_size=w)
+    for rank in sorted({0, w - 1}):
+        sizes = real_batches(n, b, drop_last, w, rank)
+        assert r.iters_per_epoch == len(sizes)
+        assert r.last_batch_size == (sizes[-1] if sizes else 0)
+        assert r.examples_per_epoch == sum(sizes)
+    assert r.total_micro_steps == e * len(sizes)
+    assert r.total_examples_seen == e * sum(sizes)
+    assert r.updates_per_epoch == counted_updates(len(sizes), k)
+    assert r.total_weight_updates == e * r.updates_per_epoch
+    assert r.naive_updates_per_epoch == sum(1 for i in range(len(sizes)) if (i + 1) % k == 0)
+    assert r.effective_batch_size == b * k * w
+    assert r.padded_samples == sum(len(DistributedSampler(TensorDataset(torch.arange(n)), num_replicas=w, rank=q))
+                                   for q in range(w)) - n if w > 1 else r.padded_samples == 0
+    timeline = epoch_timeline(r)
+    assert [size for _, size, _, _ in timeline] == sizes
+    assert sum(update for _, _, update, _ in timeline) == r.updates_per_epoch
+
+
+@pytest.mark.parametrize("args, kwargs, expected", [
+    ((10_000, 32, 3), {}, dict(iters_per_epoch=313, last_batch_size=16, total_micro_steps=939, total_examples_seen=30_000)),
+    ((10_000, 32, 3, 4), {}, dict(effective_batch_size=128, updates_per_epoch=79, total_weight_updates=237,
+                                  naive_updates_per_epoch=78, last_window_size=1)),
+    ((1_000, 64, 5), {}, dict(iters_per_epoch=16, last_batch_size=40, total_weight_updates=80, total_examples_seen=5_000)),
+    ((20_000, 64, 10, 4), {}, dict(total_weight_updates=790)),
+    ((50_000, 256, 1), {}, dict(iters_per_epoch=196)),
+    ((5, 10, 2), {}, dict(iters_per_epoch=1, last_batch_size=5)),                      # B > N
+    ((5, 10, 2), {"drop_last": True}, dict(iters_per_epoch=0, updates_per_epoch=0, total_examples_seen=0,
+                                            dropped_per_epoch=5, last_window_size=0)),  # nothing left
+    ((100, 10, 1, 50), {}, dict(updates_per_epoch=1, last_window_size=10)),             # K > epoch
+    ((3, 1, 1), {"world_size": 8}, dict(samples_per_rank=1, padded_samples=5, iters_per_epoch=1)),  # W > N
+])
+def test_course_figures_and_edge_cases(args, kwargs, expected):
+    r = training_arithmetic(*args, **kwargs)
+    assert {k: getattr(r, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(dataset_size=0, batch_size=1, epochs=1), "dataset_size"),
+    (dict(dataset_size=10, batch_size=0, epochs=1), "batch_size"),
+    (dict(dataset_size=10, batch_size=2, epochs=0), "epochs"),
+    (dict(dataset_size=10, batch_size=2, epochs=1, accum_steps=0), "accum_steps"),
+    (dict(dataset_size=10, batch_size=2, epochs=1, world_size=0), "world_size"),
+    (dict(dataset_size=10.5, batch_size=2, epochs=1), "dataset_size"),
+    (dict(dataset_size="10", batch_size=2, epochs=1), "dataset_size"),
+    (dict(dataset_size=10, batch_size=True, epochs=1), "batch_size"),
+    (dict(dataset_size=10, batch_size=2, epochs=1, drop_last="yes"), "drop_last"),
+])
+def test_invalid_input_names_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        training_arithmetic(**kwargs)
+
+
+def test_table_lists_every_count():
+    text = training_arithmetic(10_000, 32, 3, 4, world_size=2).table()
+    for label in ["iterations per epoch", "updates per epoch (with flush)", "examples seen, all ranks",
+                  "padding duplicates per epoch"]:
+        assert label in text
+    assert math.ceil(10_000 / 2 / 32) == 157 and " 157" in text

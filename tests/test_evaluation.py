@@ -1,0 +1,69 @@
+"""Chapter 4's engines: dropout, BatchNorm, inference_mode restrictions, graph memory, budget, averaging."""
+import pytest
+import torch
+
+from course_utils.evaluation import (average_losses, batchnorm_demo, dropout_demo, eval_graph_bytes,
+                                     inference_mode_errors, memory_budget, memory_budget_mb, time_evaluation,
+                                     tiny_batch_outputs)
+from course_utils.models import MLP
+
+
+def test_dropout_scales_survivors_by_two_and_eval_is_identity():
+    d = dropout_demo()
+    assert d.train_passes[0] != d.train_passes[1]
+    for out in d.train_passes:
+        for x, y in zip(d.inputs, out):
+            assert y == 0 or y == pytest.approx(2 * x)
+    assert all(p == d.inputs for p in d.eval_passes)
+
+
+def test_batchnorm_batch_vs_running():
+    bn = batchnorm_demo()
+    assert bn.batch_mean == 5.0 and bn.batch_var == 5.0
+    assert bn.eval_out == (-0.5, 0.5, 1.5, 2.5)
+    assert bn.train_out[0] == pytest.approx(-3 / 5 ** 0.5, abs=1e-3)
+    assert tiny_batch_outputs((1.0, 5.0)) == (-1.0, 1.0)
+    assert tiny_batch_outputs((3.0,)).startswith("ValueError")
+
+
+def test_inference_tensors_have_the_two_restrictions():
+    r = inference_mode_errors()
+    assert r["no_grad/save_for_backward"] == "ok" and r["no_grad/inplace_outside"] == "ok"
+    assert "cannot be saved for backward" in r["inference_mode/save_for_backward"]
+    assert "Inplace update to inference tensor outside InferenceMode" in r["inference_mode/inplace_outside"]
+
+
+def test_eval_graph_memory_is_zero_under_no_grad():
+    torch.manual_seed(0)
+    model, x, y = MLP(), torch.randn(32, 2), torch.randint(0, 3, (32,))
+    assert eval_graph_bytes(model, x, y, no_grad=True) == 0
+    assert eval_graph_bytes(model, x, y, no_grad=False) == 17284   # the hand count of test_memory (depth 2)
+
+
+def test_timing_returns_positive_seconds_and_rejects_bad_mode():
+    model = MLP()
+    assert time_evaluation(model, torch.randn(8, 2), "no_grad", repeats=3) > 0
+    with pytest.raises(ValueError):
+        time_evaluation(model, torch.randn(8, 2), "fast")
+
+
+def test_budget_figures():
+    b = memory_budget(100_000_000)
+    assert (b.weights, b.grads, b.optimizer_state, b.total) == (400e6, 400e6, 800e6, 1600e6)
+    assert memory_budget_mb(1e8)["total"] == 1600
+    assert memory_budget(7e9, 4).weights == 28e9 and memory_budget(7e9, 2).weights == 14e9
+    assert memory_budget(7e9, 4).total == 112e9
+    assert memory_budget(7e9, 2, state_bytes=4, master_weights=True).total == 112e9
+    assert memory_budget(1e6, 4, "sgd").optimizer_state == 0
+    assert memory_budget(1e6, 4, "momentum").optimizer_state == 4e6
+    for bad in [dict(params=0), dict(params=10, optimizer="lion"), dict(params=10, dtype_bytes=3)]:
+        with pytest.raises(ValueError):
+            memory_budget(**bad)
+
+
+def test_averaging():
+    a = average_losses([1.0, 1.0, 4.0], [4, 4, 1])
+    assert a.per_example == pytest.approx(12 / 9) and a.per_batch == 2.0
+    assert average_losses([2.0, 2.0], [5, 1]).per_example == average_losses([2.0, 2.0], [5, 1]).per_batch
+    with pytest.raises(ValueError):
+        average_losses([1.0], [1, 2])

@@ -1,0 +1,81 @@
+"""Chapter 1 engine: the pipeline trace against real DataLoaders, defaults, the on-disk dataset."""
+import inspect
+import math
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from course_utils.pipeline import (IndexDataset, OnDiskDataset, dataloader_defaults, time_one_epoch, trace_pipeline,
+                                   write_on_disk_dataset)
+
+
+def _oracle(n, b, shuffle, drop_last, seed, epochs):
+    """What a plain DataLoader(shuffle=...) with the same seeded generator yields, epoch by epoch."""
+    loader = DataLoader(IndexDataset(n), batch_size=b, shuffle=shuffle, drop_last=drop_last,
+                        generator=torch.Generator().manual_seed(seed))
+    return [[t.tolist() for t in loader] for _ in range(epochs)]
+
+
+@pytest.mark.parametrize("n,b", [(100, 16), (96, 16), (7, 3), (5, 8), (1, 1)])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_trace_matches_real_dataloader(n, b, shuffle, drop_last):
+    trace = trace_pipeline(n, b, shuffle, drop_last, seed=3, epochs=3)
+    assert [e.batches for e in trace.epochs] == _oracle(n, b, shuffle, drop_last, 3, 3)
+    expected = n // b if drop_last else math.ceil(n / b)
+    assert trace.num_batches == expected
+    for e in trace.epochs:
+        assert sorted(e.sampler_order) == list(range(n))       # the sampler yields every index once
+        assert len(e.skipped) == (n % b if drop_last else 0)
+        assert sorted(e.skipped + [i for batch in e.batches for i in batch]) == list(range(n))
+        assert e.collated_shapes == [(len(batch),) for batch in e.batches]
+
+
+def test_hand_calculation_100_16():
+    assert trace_pipeline(100, 16, True, False).batch_sizes == [16] * 6 + [4]
+    dropping = trace_pipeline(100, 16, True, True, epochs=3)
+    assert dropping.num_batches == 6 and dropping.skipped_per_epoch == 4
+    assert len({frozenset(e.skipped) for e in dropping.epochs}) == 3  # a different 4 each epoch
+    fixed = trace_pipeline(100, 16, False, True, epochs=2)
+    assert [e.skipped for e in fixed.epochs] == [[96, 97, 98, 99]] * 2
+
+
+def test_trace_rejects_bad_input():
+    for kwargs in ({"n": 0}, {"batch_size": 0}, {"epochs": 0}, {"batch_size": True}):
+        with pytest.raises(ValueError):
+            trace_pipeline(**{"n": 10, "batch_size": 2, **kwargs})
+
+
+def test_defaults_read_from_signature():
+    d = dataloader_defaults()
+    params = inspect.signature(DataLoader.__init__).parameters
+    assert d["batch_size"] == 1 and d["num_workers"] == 0 and d["drop_last"] is False
+    assert d["pin_memory"] is False and d["persistent_workers"] is False
+    assert all(d[k] == params[k].default for k in d)
+
+
+def test_on_disk_dataset_roundtrip(tmp_path):
+    folder = write_on_disk_dataset(tmp_path / "data", n=12, seed=0)
+    ds = OnDiskDataset(folder)
+    assert len(ds) == 12 and len(list(folder.glob("*.pt"))) == 12
+    from course_utils.data import make_spiral
+    x, y = make_spiral(12, seed=0).tensors
+    for i in (0, 5, 11):
+        xi, yi = ds[i]
+        assert torch.equal(xi, x[i]) and int(yi) == int(y[i])
+    batches = list(DataLoader(ds, batch_size=5))
+    assert [len(b[1]) for b in batches] == [5, 5, 2]
+
+
+def test_on_disk_dataset_with_workers(tmp_path):
+    ds = OnDiskDataset(write_on_disk_dataset(tmp_path, n=8))
+    serial = torch.cat([b[0] for b in DataLoader(ds, batch_size=3)])
+    parallel = torch.cat([b[0] for b in DataLoader(ds, batch_size=3, num_workers=2)])
+    assert torch.equal(serial, parallel)
+    assert time_one_epoch(ds, num_workers=0, batch_size=4) > 0
+
+
+def test_on_disk_dataset_empty_folder(tmp_path):
+    with pytest.raises(ValueError):
+        OnDiskDataset(tmp_path)

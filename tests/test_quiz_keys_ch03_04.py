@@ -1,0 +1,35 @@
+"""The chapter 3 and 4 quiz banks load, and their numeric keys are the figures the chapters compute."""
+import pytest
+
+from course_utils.quiz import check, load_bank
+
+
+@pytest.mark.parametrize("chapter", [3, 4])
+def test_bank_loads_with_feedback_everywhere(chapter):
+    bank = load_bank(chapter)
+    assert len(bank.questions) >= 3
+    for q in bank.questions:
+        assert all(o.feedback for o in q.options)
+
+
+def test_ch03_keys():
+    bank = load_bank(3)
+    new_loss = bank.question("new-loss")
+    assert new_loss.answer == pytest.approx(1.96601, abs=1e-9)
+    assert check(new_loss, "1.96601").correct and not check(new_loss, "2.225").correct
+    q = bank.question("no-zero-grad")
+    assert "sum" in [o.text for o in q.options if o.correct][0]
+    q = bank.question("clip-place")
+    assert [o.text for o in q.options if o.correct] == ["Between backward() and optimizer.step()"]
+    q = bank.question("order")
+    assert check(q, 0).correct
+
+
+def test_ch04_keys():
+    bank = load_bank(4)
+    assert bank.question("averaging").answer == pytest.approx(4 / 3)
+    assert bank.question("budget").answer == 1600
+    assert check(bank.question("eval-changes"), {0, 1}).correct
+    assert not check(bank.question("eval-changes"), {0, 1, 2}).correct
+    assert check(bank.question("inference-mode"), {0, 1}).correct
+    assert check(bank.question("nograd-vs-eval"), 0).correct
