@@ -26,17 +26,14 @@ def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
     torch.set_printoptions(precision=4, sci_mode=False)
     np.set_printoptions(precision=4, suppress=True)
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
-    import matplotlib
+    try:  # inside a kernel: the static inline backend, whatever MPLBACKEND says (ipympl's HTML breaks nbval)
+        from IPython import get_ipython
 
-    if "ipykernel" in str(matplotlib.get_backend()) or os.environ.get("MPLBACKEND") is None:
-        try:  # inside a kernel: the static inline backend (ipympl's HTML output would break nbval)
-            from IPython import get_ipython
-
-            ip = get_ipython()
-            if ip is not None:
-                ip.run_line_magic("matplotlib", "inline")
-        except Exception:  # pragma: no cover - outside IPython nothing to do
-            pass
+        shell = get_ipython()
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            shell.run_line_magic("matplotlib", "inline")
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        pass
     import matplotlib.pyplot as plt
 
     plt.rcParams.update({

@@ -22,7 +22,7 @@ class StepView(View):
         self.engine = StepThrough(lr=lr, max_norm=max_norm)
         self.buttons = {}
         for op in OPERATIONS:
-            button = w.Button(description=LABELS[op], layout=w.Layout(width="130px"))
+            button = w.Button(description=LABELS[op], layout=w.Layout(width="150px"))
             button.on_click(lambda _, op=op: self.press(op))
             self.buttons[op] = button
         self.reset_button = w.Button(description="reset", icon="undo", button_style="warning",

@@ -77,7 +77,8 @@ def browser():
 
 def run_all(page, url: str, name: str) -> None:
     """Open a notebook, Run All Cells from the menu, wait until every cell has run, fail on error outputs."""
-    page.goto(f"{url}/lab/tree/{name}", wait_until="domcontentloaded")
+    workspace = name.split("_")[0]  # a fresh workspace per notebook: no tabs restored from earlier tests
+    page.goto(f"{url}/lab/workspaces/nb{workspace}/tree/{name}?reset", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     dialog = page.locator(".jp-Dialog button", has_text="Select")
     try:  # JupyterLab may ask which kernel to start
@@ -131,7 +132,10 @@ def use_calculator(page) -> None:
                            arg=before, timeout=30_000)
     after = numbers.inner_text()
     assert "157" in after and after != before
-    page.locator(".widget-image").first.scroll_into_view_if_needed()
+    image = page.locator(".widget-image").first
+    image.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelector('.widget-image').complete", timeout=30_000)
+    page.wait_for_timeout(1000)  # the new timeline PNG arrives just after the numbers
 
 
 INTERACTIONS = {"00_vocabulary.ipynb": use_calculator}
@@ -157,3 +161,11 @@ def test_notebook_runs_and_its_widget_responds(lab, browser, name):
         assert shot(page, name.removesuffix(".ipynb")).stat().st_size > 10_000
     finally:
         page.close()
+        shutdown_kernels(lab)
+
+
+def shutdown_kernels(url: str) -> None:
+    """Stop every kernel the test started, so the next notebook gets the machine's two cores."""
+    for kernel in json.load(urllib.request.urlopen(f"{url}/api/kernels", timeout=10)):
+        request = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
+        urllib.request.urlopen(request, timeout=30)

@@ -1,0 +1,19 @@
+"""Chapter 5's browser interaction: the bug detector and the mystery game."""
+
+
+def use_bug_detector(page) -> None:
+    """Toggle one bug, Run, wait for the summary to change; then diagnose the mystery bug and Check."""
+    summary = page.locator(".widget-html", has_text="Signature of").first
+    summary.scroll_into_view_if_needed()
+    before = summary.inner_text()
+    page.locator(".widget-checkbox", has_text="missing_zero_grad").first.locator("input").click()
+    page.locator("button", has_text="Run").first.click()
+    page.wait_for_function("(b) => { const e = [...document.querySelectorAll('.widget-html')]"
+                           ".find(x => x.innerText.includes('Signature of')); return e && e.innerText !== b; }",
+                           arg=before, timeout=60_000)
+    select = page.locator(".widget-dropdown", has_text="diagnosis").first.locator("select")
+    select.scroll_into_view_if_needed()
+    select.select_option(index=1)
+    page.locator("button", has_text="Check").first.click()
+    page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
+                           ".some(x => x.innerText.includes('The hidden bug was'))", timeout=30_000)
