@@ -216,6 +216,14 @@ from course_utils.widgets.quiz_view import quiz
 quiz(0)
 
 # %% [markdown]
+# Your answers are saved between sessions. This view shows your progress across the whole
+# course; press Refresh after answering.
+
+# %%
+from course_utils.widgets.quiz_view import course_progress
+course_progress()
+
+# %% [markdown]
 # ## Summary
 #
 # - iterations per epoch = ⌈N / B⌉, or ⌊N / B⌋ with `drop_last=True`; micro-steps = E × iterations.
