@@ -16,9 +16,7 @@ class View:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs):
-        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
-        data = dict(data)
+        data = dict(self.widget._repr_mimebundle_(**kwargs))
         data["text/plain"] = self.text()
         return data
 

@@ -7,7 +7,7 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 import torch
 
-from course_utils.arithmetic import TrainingArithmetic, epoch_timeline, training_arithmetic
+from course_utils.arithmetic import TrainingArithmetic, epoch_timeline, is_update_step, training_arithmetic
 from course_utils.widgets.base import View, error_html, figure_png, table_html
 
 STAGES = ("pick a batch", "forward", "loss", "backward", "update")
@@ -35,8 +35,7 @@ def timeline_figure(r: TrainingArithmetic, max_epochs: int = 8):
     bottom.set_xlabel("examples of one epoch" + (" (one rank)" if r.world_size > 1 else ""))
     rows = epoch_timeline(r) if r.iters_per_epoch <= MAX_DRAWN_BATCHES else []
     if rows:
-        bottom.broken_barh([(s, z) for s, z, _, _ in rows], (0, 0.6), facecolors=["#bbdefb", "#90caf9"] * (len(rows) // 2)
-                           + ["#bbdefb"] * (len(rows) % 2), edgecolor="white", linewidth=0.5)
+        bottom.broken_barh([(s, z) for s, z, _, _ in rows], (0, 0.6), facecolors=[("#bbdefb", "#90caf9")[i % 2] for i in range(len(rows))], edgecolor="white", linewidth=0.5)
         ups = [s + z for s, z, u, f in rows if u and not f]
         flush = [s + z for s, z, u, f in rows if f]
         bottom.scatter(ups, [0.85] * len(ups), marker="v", color="#2e7d32", s=18, label="optimizer.step()")
@@ -69,7 +68,7 @@ def step_svg(r: TrainingArithmetic, micro_step: int, stage: int, seed: int = 0) 
         cells.append(f'<rect x="{x}" y="{y}" width="11" height="11" fill="{colour}"/>')
     more = "" if shown == r.samples_per_rank else f'<text x="10" y="62" font-size="10">(first {shown} of {r.samples_per_rank:,} examples)</text>'
     window_pos = micro_step % r.accum_steps + 1
-    updates = (micro_step + 1) % r.accum_steps == 0 or micro_step + 1 == r.iters_per_epoch
+    updates = is_update_step(micro_step, r.iters_per_epoch, r.accum_steps)
     texts = [
         f"{size} examples drawn (shuffled order, batch {micro_step + 1} of {r.iters_per_epoch:,})",
         f"forward: inputs of shape ({size}, features) → logits ({size}, classes); activations kept for backward",
