@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from course_utils.data import spiral_splits
-from course_utils.loop import TrainConfig, run
+from course_utils.session import TrainConfig, run
 from course_utils.memory import GraphMemoryMeter
 from course_utils.models import MLP
 

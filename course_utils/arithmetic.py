@@ -31,6 +31,30 @@ def is_update_step(micro_step: int, micro_steps_per_epoch: int, accum_steps: int
     return (micro_step + 1) % accum_steps == 0 or micro_step + 1 == micro_steps_per_epoch
 
 
+def accumulation_window(micro_step: int, micro_steps_per_epoch: int, accum_steps: int) -> range:
+    """The 0-based micro-batches of the window `micro_step` belongs to; the epoch's last may be short (ch. 0, 5, 7)."""
+    start = micro_step - micro_step % accum_steps
+    return range(start, min(start + accum_steps, micro_steps_per_epoch))
+
+
+def batch_sizes(n_examples: int, batch_size: int, drop_last: bool = False) -> list[int]:
+    """The sizes of the batches a DataLoader yields over `n_examples` indices (chapters 0, 5, 7)."""
+    full, rest = divmod(n_examples, batch_size)
+    return [batch_size] * full + ([rest] if rest and not drop_last else [])
+
+
+def loss_weight(micro_step: int, sizes: list[int] | tuple[int, ...], accum_steps: int) -> float:
+    """What to multiply micro-batch `micro_step`'s *mean* loss by before backward (chapters 0, 5, 7).
+
+    Its share of the examples of its accumulation window: sizes[i] / (examples in the window).
+    Summed over the window, the gradients then equal one big batch of the same examples exactly,
+    the short last window and a partial last batch included (dividing by K, or by the number of
+    micro-batches, over-weights the examples of a short window or of a partial batch).
+    """
+    window = accumulation_window(micro_step, len(sizes), accum_steps)
+    return sizes[micro_step] / sum(sizes[i] for i in window)
+
+
 @dataclass(frozen=True)
 class TrainingArithmetic:
     """The counts for one configuration. Per-rank unless the name says global."""

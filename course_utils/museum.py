@@ -13,7 +13,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.loop import EpochEvent, Session, StepEvent, TrainConfig
+from course_utils.loop import EpochEvent, StepEvent
+from course_utils.session import Session, TrainConfig
 from course_utils.notebook import sig
 
 BASE = dict(n_train=300, n_val=150, epochs=3, measure_memory=False)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from course_utils.storage import JsonStore
+
 BANK_DIR = Path(__file__).with_name("quizzes")
 KINDS = ("single", "multi", "numeric")
 
@@ -173,42 +175,15 @@ def text_form(bank: Bank) -> str:
 
 
 # ----------------------------------------------------------------------------- progress
+def _valid_progress(data: dict) -> bool:
+    chapters = data.get("chapters", {})
+    return isinstance(chapters, dict) and all(isinstance(v, dict) for v in chapters.values())
+
+
 def default_progress_path() -> Path:
     """Where progress is kept: ``$COURSE_PROGRESS`` or ``~/.training_loop_course/progress.json``."""
     env = os.environ.get("COURSE_PROGRESS")
     return Path(env).expanduser() if env else Path.home() / ".training_loop_course" / "progress.json"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # Windows: single-writer assumption
-        yield
-        return
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and os.replace: never a half-written file (ch. 7 too)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass
@@ -221,30 +196,14 @@ class ProgressStore:
     def __post_init__(self) -> None:
         self.path = Path(self.path)
 
-    def _read(self) -> dict:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            self._warn(f"could not read quiz progress at {self.path} ({exc}); answers are kept in memory only")
-            return {}
-        try:
-            data = json.loads(text)
-            if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.get("chapters", {}).values()):
-                raise ValueError("unexpected layout")
-            return data
-        except ValueError as exc:
-            backup = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            with contextlib.suppress(OSError):
-                os.replace(self.path, backup)
-            self._warn(f"quiz progress file {self.path} was unreadable ({exc}); it was moved to {backup.name} "
-                       "and a fresh one started")
-            return {}
+    def _store(self) -> JsonStore:
+        return JsonStore(self.path, valid=_valid_progress, what="quiz progress file")
 
-    def _warn(self, message: str) -> None:
-        self.warnings_seen.append(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    def _read(self) -> dict:
+        store = self._store()
+        data = store.read()
+        self.warnings_seen += store.warnings_seen
+        return data
 
     def chapter(self, chapter: str) -> dict[str, dict]:
         """Saved records of one chapter: {question id: {"correct", "attempts", "answer"}}."""
@@ -252,19 +211,20 @@ class ProgressStore:
 
     def record(self, chapter: str, qid: str, answer: Any, correct: bool) -> dict:
         """Save one attempt. Re-reads the file under a lock first, so other chapters' answers survive."""
-        with _locked(self.path):
-            data = self._read()
+        def change(data: dict) -> dict:
             data.setdefault("version", 1)
-            entry = data.setdefault("chapters", {}).setdefault(chapter, {}).get(qid, {"attempts": 0, "correct": False})
+            chapter_records = data.setdefault("chapters", {}).setdefault(chapter, {})
+            entry = chapter_records.get(qid, {"attempts": 0, "correct": False})
             entry = {"attempts": int(entry.get("attempts", 0)) + 1,
                      "correct": bool(entry.get("correct")) or bool(correct),
                      "answer": answer}
-            data["chapters"][chapter][qid] = entry
-            try:
-                atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
-            except OSError as exc:
-                self._warn(f"could not save quiz progress to {self.path} ({exc})")
+            chapter_records[qid] = entry
             return entry
+
+        store = self._store()
+        entry = store.update(change)
+        self.warnings_seen += store.warnings_seen
+        return entry
 
     def summary(self, banks: Sequence[Bank]) -> list[tuple[str, str, int, int, int]]:
         """Rows (chapter, title, answered, correct, total) for the course-level progress view."""

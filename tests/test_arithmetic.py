@@ -98,3 +98,29 @@ def test_table_lists_every_count():
                   "padding duplicates per epoch"]:
         assert label in text
     assert math.ceil(10_000 / 2 / 32) == 157 and " 157" in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), b=st.integers(1, 9), k=st.integers(1, 5), drop_last=st.booleans())
+def test_accumulated_windows_equal_one_big_batch_each(n, b, k, drop_last):
+    """Oracle: every window (the short last one and a partial last batch included), weighted by
+    loss_weight, gives the gradient of one batch holding the same examples."""
+    from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
+    torch.manual_seed(0)
+    x, y = torch.randn(n, 3), torch.randint(0, 2, (n,))
+    model = torch.nn.Linear(3, 2, dtype=torch.float64)
+    sizes = batch_sizes(n, b, drop_last)
+    assert sizes == [len(t) for (t,) in DataLoader(TensorDataset(y), batch_size=b, drop_last=drop_last)]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for first in range(0, len(sizes), k):
+        window = accumulation_window(first, len(sizes), k)
+        model.zero_grad()
+        for i in window:
+            sl = slice(starts[i], starts[i] + sizes[i])
+            (loss_fn(model(x[sl].double()), y[sl]) * loss_weight(i, sizes, k)).backward()
+        accumulated = model.weight.grad.clone()
+        model.zero_grad()
+        sl = slice(starts[window[0]], starts[window[-1]] + sizes[window[-1]])
+        loss_fn(model(x[sl].double()), y[sl]).backward()
+        torch.testing.assert_close(accumulated, model.weight.grad, rtol=1e-12, atol=1e-12)

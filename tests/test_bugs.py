@@ -17,7 +17,7 @@ from course_utils.bugs import (
     head_after_optimizer,
     make_plan,
 )
-from course_utils.loop import Session, TrainConfig
+from course_utils.session import Session, TrainConfig
 
 BASE = dict(n_train=300, n_val=150, epochs=3)
 
@@ -206,8 +206,8 @@ def test_unscaled_accumulation():
         else:                                                     # Adam: the scale cancels, up to eps,
             gap = (step_bugged - step_healthy).norm() / step_healthy.norm()   # which shows only where
             assert gap < 0.05                                     # a gradient is tiny
-    # the final window of an epoch holds r = 10 - 2*4 = 2 micro-batches: r times, not K times
-    healthy, bugged = pair("unscaled_accumulation", **BASE, accum_steps=4, optimizer="adam")
+    # the final window of an epoch holds r = 10 - 2*4 = 2 full micro-batches: r times, not K times
+    healthy, bugged = pair("unscaled_accumulation", **{**BASE, "n_train": 320}, accum_steps=4, optimizer="adam")
     flush = [i for i, e in enumerate(healthy.steps) if e.update][2]
     assert bugged.steps[flush].grad_norm == pytest.approx(2 * healthy.steps[flush].grad_norm, rel=1e-3)
 

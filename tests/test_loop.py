@@ -11,16 +11,8 @@ from torch.utils.data import DataLoader
 from course_utils.arithmetic import training_arithmetic
 from course_utils.bugs import STEP
 from course_utils.data import spiral_splits
-from course_utils.loop import (
-    EpochEvent,
-    Session,
-    StepEvent,
-    TrainConfig,
-    clip,
-    evaluate,
-    run,
-    schedule_due,
-)
+from course_utils.loop import EpochEvent, StepEvent, clip, evaluate, schedule_due
+from course_utils.session import Session, TrainConfig, run
 from course_utils.models import MLP
 from course_utils.schedules import SCHEDULES, lr_curve
 

@@ -170,7 +170,8 @@ print(f"flush window r={accum.last_window_size}: loss/K gives {grad_norm(4) / tr
 # the count from a real training run on the spiral: 600 examples, batch 32, K = 4.
 
 # %%
-from course_utils.loop import TrainConfig, run, StepEvent
+from course_utils.session import TrainConfig, run
+from course_utils.loop import StepEvent
 
 config = TrainConfig(n_train=600, batch_size=32, accum_steps=4, epochs=2, measure_memory=False)
 updates = [ev.updates for ev in run(config) if isinstance(ev, StepEvent)]

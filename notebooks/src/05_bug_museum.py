@@ -15,7 +15,7 @@ setup_notebook()
 import torch
 from torch import nn
 from course_utils.bugs import BUGS, LOOP_BUGS, bug_table
-from course_utils.loop import Session, TrainConfig
+from course_utils.session import Session, TrainConfig
 from course_utils.museum import EXHIBITS, compare, comparison_figure, exhibit
 from course_utils.notebook import sig
 import matplotlib.pyplot as plt

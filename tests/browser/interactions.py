@@ -1,6 +1,8 @@
 """Per-chapter browser interactions: use each notebook's main widget the way a learner would."""
 from __future__ import annotations
 
+import importlib
+import pathlib
 import re
 
 # Everything a view shows: its HTML texts and its images. A control that works changes it.
@@ -60,8 +62,7 @@ INTERACTIONS = {
     "03_anatomy_of_a_step.ipynb": use_step_through,
     "04_evaluation_loop.ipynb": use_train_eval,
 }
-try:
-    from tests.browser.interactions_ch05 import use_bug_detector
-    INTERACTIONS["05_bug_museum.ipynb"] = use_bug_detector
-except ImportError:
-    pass
+# Each later chapter keeps its interactions in tests/browser/interactions_chNN.py, a module with its own
+# INTERACTIONS dict {notebook file name: function(page)}; they are collected here.
+for _module in sorted(pathlib.Path(__file__).parent.glob("interactions_ch*.py")):
+    INTERACTIONS.update(importlib.import_module(f"tests.browser.{_module.stem}").INTERACTIONS)

@@ -17,3 +17,6 @@ def use_bug_detector(page) -> None:
     page.locator("button", has_text="Check").first.click()
     page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
                            ".some(x => x.innerText.includes('The hidden bug was'))", timeout=30_000)
+
+
+INTERACTIONS = {"05_bug_museum.ipynb": use_bug_detector}

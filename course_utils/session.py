@@ -1,0 +1,194 @@
+"""One run of the course's loop (chapters 5, 6, 8): its configuration, how it is built, and a Session.
+
+``TrainConfig`` holds every knob and validates it; ``build(config)`` makes the data, model,
+optimizer, schedule and loaders from the config's seed; ``run(config)`` streams the loop's events
+(``course_utils/loop.py``); ``Session`` lets a widget pull them one micro-batch or one epoch at a time.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from course_utils.arithmetic import TrainingArithmetic, training_arithmetic
+from course_utils.bugs import make_plan
+from course_utils.data import spiral_splits
+from course_utils.loop import (EpochEvent, Event, RunState, StepEvent, _PrivateRng, evaluate_run, stream)
+from course_utils.memory import GraphMemoryMeter
+from course_utils.models import MLP, OPTIMIZERS, make_optimizer
+from course_utils.schedules import SCHEDULES, make_scheduler
+
+DEFAULT_LEAK = 0.5  # share of the validation set the data_leakage bug copies from training data
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+def _require(ok: bool, name: str, requirement: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{name} must be {requirement}, got {value!r}")
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of one run of the course's loop (chapters 5, 6, 8); invalid values raise ValueError."""
+
+    n_train: int = 600
+    n_val: int = 300
+    classes: int = 3
+    noise: float = 0.2
+    hidden: int = 64
+    depth: int = 2
+    dropout: float = 0.0
+    batchnorm: bool = False
+    batch_size: int = 32
+    lr: float = 0.01
+    optimizer: str = "adam"
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    epochs: int = 10
+    accum_steps: int = 1
+    clip_norm: float | None = None
+    bugs: tuple[str, ...] = ()      # names from bugs.LOOP_BUGS, at most one per operation
+    seed: int = 0
+    measure_memory: bool = True     # False skips the graph-memory meter (memory figures read 0)
+    drop_last: bool = False
+    leak: float = 0.0               # share of validation copied from training (data_leakage uses 0.5 if 0)
+    n_test: int = 0                 # a clean held-out test set, evaluated at every epoch's end if > 0
+
+    def __post_init__(self):
+        for name, minimum in [("n_train", 1), ("n_val", 1), ("n_test", 0), ("classes", 2), ("hidden", 1),
+                              ("depth", 0), ("batch_size", 1), ("epochs", 1), ("accum_steps", 1), ("seed", 0)]:
+            value = getattr(self, name)
+            _require(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+                     name, f"an integer >= {minimum}", value)
+        _require(_real(self.lr) and self.lr > 0, "lr", "a finite number > 0", self.lr)
+        _require(_real(self.noise) and self.noise >= 0, "noise", "a finite number >= 0", self.noise)
+        _require(_real(self.dropout) and 0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
+        _require(_real(self.momentum) and 0 <= self.momentum < 1, "momentum", "in [0, 1)", self.momentum)
+        _require(_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a finite number >= 0",
+                 self.weight_decay)
+        _require(_real(self.leak) and 0 <= self.leak <= 1, "leak", "in [0, 1]", self.leak)
+        _require(self.clip_norm is None or (_real(self.clip_norm) and self.clip_norm > 0), "clip_norm",
+                 "None or a finite number > 0", self.clip_norm)
+        _require(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
+        _require(self.schedule in SCHEDULES, "schedule", f"one of {SCHEDULES}", self.schedule)
+        _require(not isinstance(self.bugs, str), "bugs", "a tuple of bug names, not a string", self.bugs)
+        object.__setattr__(self, "bugs", tuple(self.bugs))
+        make_plan(self.bugs)
+        if "epoch_schedule_per_batch" in self.bugs and self.schedule == "onecycle" and self.accum_steps > 1:
+            raise ValueError("bugs: epoch_schedule_per_batch with schedule='onecycle' and accum_steps > 1 would "
+                             "step OneCycleLR past its total_steps, which torch refuses mid-run")
+        last_batch = self.n_train % self.batch_size
+        if self.batchnorm and (self.batch_size == 1 or (last_batch == 1 and not self.drop_last)):
+            raise ValueError(f"batch_size={self.batch_size} leaves a batch of one example, which BatchNorm cannot "
+                             "normalise in train mode; change batch_size or set drop_last=True")
+
+    def arithmetic(self) -> TrainingArithmetic:
+        """Chapter 0's counts for this run (the loop's counted updates match them)."""
+        return training_arithmetic(self.n_train, self.batch_size, self.epochs, self.accum_steps,
+                                   drop_last=self.drop_last)
+
+
+def build(config: TrainConfig) -> RunState:
+    """Data, model, optimizer, schedule and loaders for `config`, all from its seed (chapters 5, 6, 8)."""
+    plan = make_plan(config.bugs)
+    leak = config.leak or (DEFAULT_LEAK if plan.variant("data") == "overlap" else 0.0)
+    splits = spiral_splits(config.n_train, config.n_val, config.n_test, classes=config.classes,
+                           noise=config.noise, seed=config.seed, leak=leak)
+    rng = _PrivateRng(config.seed)
+    with rng:
+        model = MLP(2, config.hidden, config.classes, config.depth, config.dropout, config.batchnorm)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), lr=config.lr, momentum=config.momentum,
+                               weight_decay=config.weight_decay)
+    updates_per_epoch = max(1, config.arithmetic().updates_per_epoch)
+    scheduler, cadence = make_scheduler(config.schedule, optimizer, epochs=config.epochs,
+                                        steps_per_epoch=updates_per_epoch)
+    shuffle = torch.Generator().manual_seed(config.seed)
+    return RunState(
+        config=config, plan=plan, splits=splits, model=model, loss_fn=nn.CrossEntropyLoss(),
+        optimizer=optimizer, scheduler=scheduler, cadence=cadence,
+        train_loader=DataLoader(splits.train, batch_size=config.batch_size, shuffle=True,
+                                drop_last=config.drop_last, generator=shuffle),
+        val_loader=DataLoader(splits.val, batch_size=config.batch_size),
+        meter=GraphMemoryMeter() if config.measure_memory else None, rng=rng, params=list(model.parameters()))
+
+
+def run(config: TrainConfig) -> Iterator[Event]:
+    """Build a run from `config` and stream its events (chapters 5, 6, 8)."""
+    return stream(build(config))
+
+
+class Session:
+    """A run widgets pull one step at a time: step(), run_epoch(), run_to_end(), reset() (chapters 5, 6, 8)."""
+
+    def __init__(self, config: TrainConfig | None = None):
+        self.reset(config or TrainConfig())
+
+    def reset(self, config: TrainConfig | None = None) -> None:
+        """Start again from scratch, with the same config or a new one."""
+        self.config = config or self.config
+        self.state = build(self.config)
+        self._events = stream(self.state)
+        self.history: list[Event] = []
+        self.done = False
+
+    @property
+    def model(self) -> nn.Module:
+        """The model being trained (for the decision-boundary plot)."""
+        return self.state.model
+
+    @property
+    def steps(self) -> list[StepEvent]:
+        """Every StepEvent so far."""
+        return [e for e in self.history if isinstance(e, StepEvent)]
+
+    @property
+    def epochs(self) -> list[EpochEvent]:
+        """Every EpochEvent so far."""
+        return [e for e in self.history if isinstance(e, EpochEvent)]
+
+    def _pull(self) -> Event | None:
+        event = next(self._events, None)
+        if event is None:
+            self.done = True
+        else:
+            self.history.append(event)
+        return event
+
+    def step(self) -> StepEvent | None:
+        """Train on one micro-batch; if it was the epoch's last, the epoch's evaluation runs too."""
+        event = self._pull()
+        while isinstance(event, EpochEvent):              # epochs without any batch (drop_last)
+            event = self._pull()
+        if event is not None and event.batch == len(self.state.train_loader):
+            self._pull()
+        return event
+
+    def run_epoch(self) -> EpochEvent | None:
+        """Train to the end of the current epoch and evaluate; returns that epoch's event."""
+        event = self._pull()
+        while event is not None and not isinstance(event, EpochEvent):
+            event = self._pull()
+        return event
+
+    def run_to_end(self) -> EpochEvent | None:
+        """Train every remaining epoch; returns the last epoch's event."""
+        while self._pull() is not None:
+            pass
+        return self.epochs[-1] if self.epochs else None
+
+    def evaluate(self) -> tuple[float, float]:
+        """Validate now, as the run would (bugs included), restoring the model's mode afterwards."""
+        was_training = self.model.training
+        loss, acc, _ = evaluate_run(self.state, self.state.val_loader)
+        self.model.train(was_training)
+        return loss, acc
