@@ -39,3 +39,12 @@ def test_parse_source_handles_markdown_code_and_tags():
     cells = nbtool.parse_source('"""doc"""\n# %% [markdown]\n# # Title\n#\n# text\n# %% tags=["nbval-ignore-output"]\nx = 1\n\n')
     assert cells == [{"type": "markdown", "source": "# Title\n\ntext", "tags": []},
                      {"type": "code", "source": "x = 1", "tags": ["nbval-ignore-output"]}]
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_sources_round_trip_through_jupytext(src):
+    """An instructor may pair or sync with jupytext: writing the built notebook back gives the same cells."""
+    import jupytext
+    nb = nbtool.build_notebook(src)
+    again = nbtool.parse_source(jupytext.writes(nb, fmt="py:percent"))
+    assert again == nbtool.parse_source(src.read_text(encoding="utf-8"))

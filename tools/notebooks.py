@@ -1,19 +1,19 @@
 """The notebook command: build each notebook from its source and execute it in place in a fresh kernel.
 
-Sources live in ``notebooks/src/NN_name.py`` (percent format: ``# %%`` starts a code cell,
-``# %% [markdown]`` a markdown cell whose lines start with ``# ``, ``# %% tags=["a", "b"]`` tags a
-code cell). ``python tools/notebooks.py build [NN ...]`` writes ``notebooks/NN_name.ipynb`` with
+Sources live in ``notebooks/src/NN_name.py`` in jupytext's percent format (``# %%`` starts a code
+cell, ``# %% [markdown]`` a markdown cell whose lines start with ``# ``, ``# %% tags=["a", "b"]`` tags a
+code cell); jupytext reads them, so ``jupytext --to ipynb`` / ``--to py:percent`` and pairing work as usual. ``python tools/notebooks.py build [NN ...]`` writes ``notebooks/NN_name.ipynb`` with
 fresh outputs; ``python tools/notebooks.py check`` verifies the committed notebooks match their sources.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
 from nbclient import NotebookClient
 
@@ -24,35 +24,13 @@ TIMEOUT_S = 300
 
 
 def parse_source(text: str) -> list[dict]:
-    """Split a percent-format source into cells: [{'type', 'source', 'tags'}]."""
-    cells, current = [], None
-    for line in text.splitlines():
-        if line.startswith("# %%"):
-            header = line[4:].strip()
-            kind = "markdown" if header.startswith("[markdown]") else "code"
-            tags = []
-            if "tags=" in header:
-                tags = json.loads(header.split("tags=", 1)[1])
-            current = {"type": kind, "lines": [], "tags": tags}
-            cells.append(current)
-            continue
-        if current is None:
-            continue  # a module docstring / header before the first cell is not part of the notebook
-        if current["type"] == "markdown":
-            if line.startswith("# "):
-                line = line[2:]
-            elif line.strip() == "#":
-                line = ""
-        current["lines"].append(line)
-    out = []
-    for cell in cells:
-        lines = cell["lines"]
-        while lines and not lines[-1].strip():
-            lines.pop()
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        out.append({"type": cell["type"], "source": "\n".join(lines), "tags": cell["tags"]})
-    return out
+    """Split a percent-format source into cells [{'type', 'source', 'tags'}], read by jupytext."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("# %%")), len(lines))
+    # Anything before the first cell marker (a module docstring, a jupytext YAML header) is not a cell.
+    notebook = jupytext.reads("\n".join(lines[first:]) + "\n", fmt="py:percent")
+    return [{"type": cell.cell_type, "source": cell.source, "tags": list(cell.metadata.get("tags", []))}
+            for cell in notebook.cells]
 
 
 def build_notebook(src: Path) -> nbformat.NotebookNode:
