@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -128,9 +128,15 @@ def run(config: TrainConfig) -> Iterator[Event]:
 
 
 class Session:
-    """A run widgets pull one step at a time: step(), run_epoch(), run_to_end(), reset() (chapters 5, 6, 8)."""
+    """A run widgets pull one step at a time: step(), run_epoch(), run_to_end(), reset() (chapters 5, 6, 8).
 
-    def __init__(self, config: TrainConfig | None = None):
+    With ``ghost=True`` and bugs in the config, a healthy twin (same config and seed, no bugs) is pulled
+    in lockstep, event for event: the simulator draws it faintly behind the bugged run (chapter 6).
+    ``set_lr`` changes the learning rate mid-run; ``request_stop`` ends a running epoch after its current step.
+    """
+
+    def __init__(self, config: TrainConfig | None = None, ghost: bool = False):
+        self.want_ghost = ghost
         self.reset(config or TrainConfig())
 
     def reset(self, config: TrainConfig | None = None) -> None:
@@ -140,6 +146,10 @@ class Session:
         self._events = stream(self.state)
         self.history: list[Event] = []
         self.done = False
+        self.stop_requested = False
+        self.lr_changes: list[tuple[int, float]] = []   # (micro-steps done when it changed, new base lr)
+        self.ghost = (Session(replace(self.config, bugs=()))
+                      if self.want_ghost and self.config.bugs else None)
 
     @property
     def model(self) -> nn.Module:
@@ -156,12 +166,19 @@ class Session:
         """Every EpochEvent so far."""
         return [e for e in self.history if isinstance(e, EpochEvent)]
 
+    @property
+    def lr(self) -> float:
+        """The learning rate the next update will use."""
+        return self.state.optimizer.param_groups[0]["lr"]
+
     def _pull(self) -> Event | None:
         event = next(self._events, None)
         if event is None:
             self.done = True
         else:
             self.history.append(event)
+        if self.ghost is not None:                        # the healthy twin takes the same event
+            self.ghost._pull()
         return event
 
     def step(self) -> StepEvent | None:
@@ -173,18 +190,60 @@ class Session:
             self._pull()
         return event
 
+    def epoch_steps(self) -> Iterator[StepEvent]:
+        """Step to the end of the current epoch, one micro-batch per item; stops early after request_stop()."""
+        self.stop_requested = False
+        start = len(self.epochs)
+        while not self.done and len(self.epochs) == start:
+            if self.stop_requested:
+                self.stop_requested = False
+                return
+            event = self.step()
+            if event is None:
+                return
+            yield event
+
     def run_epoch(self) -> EpochEvent | None:
-        """Train to the end of the current epoch and evaluate; returns that epoch's event."""
-        event = self._pull()
-        while event is not None and not isinstance(event, EpochEvent):
-            event = self._pull()
-        return event
+        """Train to the end of the current epoch and evaluate; returns that epoch's event (None if stopped)."""
+        start = len(self.epochs)
+        for _ in self.epoch_steps():
+            pass
+        return self.epochs[-1] if len(self.epochs) > start else None
 
     def run_to_end(self) -> EpochEvent | None:
         """Train every remaining epoch; returns the last epoch's event."""
         while self._pull() is not None:
             pass
         return self.epochs[-1] if self.epochs else None
+
+    def request_stop(self) -> None:
+        """Ask a running epoch_steps() / run_epoch() to stop after the micro-batch it is on (chapter 6)."""
+        self.stop_requested = True
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate mid-run: the schedule goes on, scaled to the new base lr (chapter 6).
+
+        Every lr the optimizer and scheduler keep (current, initial, OneCycle's max and min, the
+        scheduler's base lrs) is multiplied by new / old base lr, so the shape of the schedule stays.
+        """
+        _require(_real(lr) and lr > 0, "learning rate", "a finite number > 0", lr)
+        scheduler = self.state.scheduler
+        ratio = lr / self.base_lr
+        for group in self.state.optimizer.param_groups:
+            for key in ("lr", "initial_lr", "max_lr", "min_lr"):
+                if key in group:
+                    group[key] *= ratio
+        scheduler.base_lrs = [base * ratio for base in scheduler.base_lrs]
+        if hasattr(scheduler, "_last_lr"):
+            scheduler._last_lr = [group["lr"] for group in self.state.optimizer.param_groups]
+        self.lr_changes.append((self.state.step, float(lr)))
+        if self.ghost is not None:
+            self.ghost.set_lr(lr)
+
+    @property
+    def base_lr(self) -> float:
+        """The base learning rate now: the config's, or the last one set mid-run."""
+        return self.lr_changes[-1][1] if self.lr_changes else self.config.lr
 
     def evaluate(self) -> tuple[float, float]:
         """Validate now, as the run would (bugs included), restoring the model's mode afterwards."""
