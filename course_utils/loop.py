@@ -204,8 +204,9 @@ class RunState:
     train_loader: DataLoader
     val_loader: DataLoader
     meter: GraphMemoryMeter | None
-    rng: _PrivateRng
+    rng: _PrivateRng                 # training's stream: init and the dropout masks of training steps
     params: list[torch.Tensor]
+    eval_rng: _PrivateRng | None = None   # evaluation's own stream: validating never shifts training's masks
     epoch: int = 0
     step: int = 0
     updates: int = 0
@@ -280,7 +281,7 @@ def evaluate_run(state: RunState, data: DataLoader | Dataset) -> tuple[float, fl
     plan = state.plan
     if state.meter is not None:
         state.meter.reset_peak()
-    with state.rng:
+    with state.eval_rng or state.rng:
         loss, acc = evaluate(state.model, data, state.loss_fn, eval_mode=plan.variant("eval_mode") != "skip",
                              no_grad=plan.variant("no_grad") != "skip", average=plan.variant("average"),
                              keep_graph=plan.variant("log") == "tensor", meter=state.meter)

@@ -53,8 +53,14 @@ class TinyLinear(nn.Linear):
 
 
 def make_optimizer(name: str, parameters: Iterable[torch.Tensor], *, lr: float, momentum: float = 0.9,
-                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """SGD, SGD with momentum, Adam or AdamW by name (chapters 6, 8)."""
+                   weight_decay: float | None = None) -> torch.optim.Optimizer:
+    """SGD, SGD with momentum, Adam or AdamW by name (chapters 5, 6, 8).
+
+    weight_decay=None keeps torch's own default: 0 for SGD and Adam, 0.01 for AdamW (so "adamw" is
+    not a second name for "adam").
+    """
+    if weight_decay is None:
+        weight_decay = 0.01 if name == "adamw" else 0.0
     if name == "sgd":
         return torch.optim.SGD(parameters, lr=lr, weight_decay=weight_decay)
     if name == "momentum":

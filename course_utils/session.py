@@ -52,7 +52,7 @@ class TrainConfig:
     lr: float = 0.01
     optimizer: str = "adam"
     momentum: float = 0.9
-    weight_decay: float = 0.0
+    weight_decay: float | None = None   # None: the optimizer's own default (AdamW 0.01, the others 0)
     schedule: str = "constant"
     epochs: int = 10
     accum_steps: int = 1
@@ -74,15 +74,20 @@ class TrainConfig:
         _require(_real(self.noise) and self.noise >= 0, "noise", "a finite number >= 0", self.noise)
         _require(_real(self.dropout) and 0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
         _require(_real(self.momentum) and 0 <= self.momentum < 1, "momentum", "in [0, 1)", self.momentum)
-        _require(_real(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a finite number >= 0",
-                 self.weight_decay)
+        _require(self.weight_decay is None or (_real(self.weight_decay) and self.weight_decay >= 0),
+                 "weight_decay", "None or a finite number >= 0", self.weight_decay)
         _require(_real(self.leak) and 0 <= self.leak <= 1, "leak", "in [0, 1]", self.leak)
         _require(self.clip_norm is None or (_real(self.clip_norm) and self.clip_norm > 0), "clip_norm",
                  "None or a finite number > 0", self.clip_norm)
         _require(self.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", self.optimizer)
         _require(self.schedule in SCHEDULES, "schedule", f"one of {SCHEDULES}", self.schedule)
-        _require(not isinstance(self.bugs, str), "bugs", "a tuple of bug names, not a string", self.bugs)
+        for name in ("batchnorm", "measure_memory", "drop_last"):
+            _require(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
+        _require(not isinstance(self.bugs, (str, bytes)) and hasattr(self.bugs, "__iter__"), "bugs",
+                 "a tuple of bug names", self.bugs)
         object.__setattr__(self, "bugs", tuple(self.bugs))
+        _require(all(isinstance(name, str) for name in self.bugs), "bugs", "a tuple of bug names (strings)",
+                 self.bugs)
         make_plan(self.bugs)
         if "epoch_schedule_per_batch" in self.bugs and self.schedule == "onecycle" and self.accum_steps > 1:
             raise ValueError("bugs: epoch_schedule_per_batch with schedule='onecycle' and accum_steps > 1 would "
@@ -119,7 +124,8 @@ def build(config: TrainConfig) -> RunState:
         train_loader=DataLoader(splits.train, batch_size=config.batch_size, shuffle=True,
                                 drop_last=config.drop_last, generator=shuffle),
         val_loader=DataLoader(splits.val, batch_size=config.batch_size),
-        meter=GraphMemoryMeter() if config.measure_memory else None, rng=rng, params=list(model.parameters()))
+        meter=GraphMemoryMeter() if config.measure_memory else None, rng=rng, params=list(model.parameters()),
+        eval_rng=_PrivateRng(config.seed + 1_000_003))   # evaluation's own stream (train-mode eval draws here)
 
 
 def run(config: TrainConfig) -> Iterator[Event]:

@@ -57,3 +57,14 @@ def test_make_optimizer_kinds():
     assert type(kinds["adam"]) is torch.optim.Adam and type(kinds["adamw"]) is torch.optim.AdamW
     with pytest.raises(ValueError, match="optimizer"):
         make_optimizer("rmsprop", params, lr=0.1)
+
+
+def test_adamw_keeps_torch_default_weight_decay_and_differs_from_adam():
+    """Review ch.5 item 4: "adamw" must not be a second name for "adam"."""
+    import torch
+    from course_utils.models import make_optimizer
+    w = [torch.zeros(2, requires_grad=True)]
+    reference = torch.optim.AdamW(w, lr=0.1).defaults["weight_decay"]
+    assert make_optimizer("adamw", w, lr=0.1).defaults["weight_decay"] == reference > 0
+    assert make_optimizer("adam", w, lr=0.1).defaults["weight_decay"] == 0
+    assert make_optimizer("adamw", w, lr=0.1, weight_decay=0.0).defaults["weight_decay"] == 0
