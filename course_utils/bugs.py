@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from course_utils.data import make_spiral
+from course_utils.doctor_exhibits import scheduler_before_optimizer, softmax_before_cross_entropy
 from course_utils.models import MLP, make_optimizer
 
 # the operations of one training step, in chapter 3's order: the healthy recipe
@@ -224,6 +225,18 @@ _ENTRIES = [
         "param group: it never moves, and the rest of the model trains around a random head.",
         "Build the optimizer once the model is final (or add_param_group the new parameters).",
         demo=head_after_optimizer),
+    Bug("scheduler_before_optimizer", "scheduler.step() before optimizer.step()", "scheduler_step", None,
+        "The schedule runs one unit ahead: every update uses the learning rate meant for the next one. The "
+        "first value (a warmup's smallest step, or epoch 1's lr) is never used, and a cosine to 0 spends its "
+        "last update at lr 0. torch warns only at the first call, and also, wrongly, when AMP skipped a step.",
+        "Call scheduler.step() after optimizer.step() (an epoch schedule: after the epoch's batch loop).",
+        demo=scheduler_before_optimizer),
+    Bug("softmax_before_cross_entropy", "softmax before cross_entropy", "compute_loss", None,
+        "cross_entropy applies its own log-softmax, so probabilities get squashed twice: the loss can never "
+        "reach 0 and its gradients shrink (about 3 times smaller at the first update here), so training "
+        "crawls and stalls above the healthy run's loss.",
+        "Pass the raw logits to cross_entropy (or use log_softmax with nll_loss); softmax only for reporting.",
+        demo=softmax_before_cross_entropy),
     Bug("half_after_optimizer", "model.half()/.to() after building the optimizer (not a bug)", "optimizer",
         None,
         "Not a bug in torch 2.13: .half() and .to() convert parameters in place (their .data is swapped; "
