@@ -1,0 +1,280 @@
+"""A live plot for the training simulator (chapter 6): canvas panels that receive only the new points.
+
+``LivePlot`` is an anywidget: the browser keeps every point it has been sent and redraws its
+canvases (at most once per animation frame); Python sends only what is new (``add`` then
+``flush``). A view that appears later (the notebook reopened, a second view of the widget) asks for a
+snapshot and gets everything once. One panel may be a decision boundary: a small grid of predicted
+classes and confidences, drawn under the data points. The Python side keeps the same data, so
+tests read exactly what the browser was sent.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import anywidget
+import traitlets
+
+CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+_ESM = r"""
+const COLOURS = %COLOURS%;
+function fmt(v) {
+  if (!isFinite(v)) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(1);
+  return String(Number(v.toPrecision(3)));
+}
+function hexRgb(h) { return [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16)); }
+function bytesOf(b) {
+  if (!b) return null;
+  if (b instanceof DataView) return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+  if (b instanceof ArrayBuffer) return new Uint8Array(b);
+  return new Uint8Array(b.buffer || b);
+}
+function floatsOf(b) {
+  const u = bytesOf(b); const copy = new Uint8Array(u); return new Float32Array(copy.buffer);
+}
+function canvas(w, h) {
+  const c = document.createElement("canvas");
+  const r = window.devicePixelRatio || 1;
+  c.width = Math.round(w * r); c.height = Math.round(h * r);
+  c.style.width = w + "px"; c.style.height = h + "px";
+  c.getContext("2d").setTransform(r, 0, 0, r, 0, 0);
+  return c;
+}
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "lp-root";
+  el.appendChild(root);
+  let data = {}, points = null, grid = null, frame = 0, version = 0;
+  let panels = [];
+  function build() {
+    root.innerHTML = "";
+    panels = [];
+    const W = model.get("panel_width"), H = model.get("panel_height");
+    const left = document.createElement("div"); left.className = "lp-left";
+    const right = document.createElement("div"); right.className = "lp-grid";
+    root.append(left, right);
+    if (model.get("boundary")) {
+      const box = document.createElement("div"); box.className = "lp-panel";
+      const title = document.createElement("div"); title.className = "lp-title";
+      title.textContent = model.get("boundary_title");
+      const c = canvas(model.get("boundary_size"), model.get("boundary_size"));
+      box.append(title, c); left.appendChild(box);
+      panels.push({ kind: "boundary", canvas: c });
+    }
+    for (const spec of model.get("panels")) {
+      const box = document.createElement("div"); box.className = "lp-panel";
+      const title = document.createElement("div"); title.className = "lp-title";
+      const b = document.createElement("b"); b.textContent = spec.title; title.appendChild(b);
+      for (const s of spec.series) {
+        if (!s.label) continue;
+        const key = document.createElement("span"); key.className = "lp-key";
+        const sw = document.createElement("span"); sw.className = "lp-swatch";
+        sw.style.borderTop = (s.style === "dots" ? "3px dotted " : s.faint ? "2px dashed " : "2px solid ") + s.color;
+        if (s.faint) sw.style.opacity = "0.55";
+        key.append(sw, document.createTextNode(s.label));
+        title.appendChild(key);
+      }
+      const c = canvas(W, H);
+      box.append(title, c); right.appendChild(box);
+      panels.push({ kind: "line", spec, canvas: c, W, H });
+    }
+    schedule();
+  }
+  function drawLine(p) {
+    const ctx = p.canvas.getContext("2d"), W = p.W, H = p.H, spec = p.spec;
+    const L = 44, R = 6, T = 4, B = 14;
+    ctx.clearRect(0, 0, W, H);
+    const tf = spec.log ? (v => Math.log10(Math.max(v, spec.floor || 1e-8))) : (v => v);
+    let lo = Infinity, hi = -Infinity;
+    for (const s of spec.series) for (const [, y] of (data[s.id] || [])) {
+      if (!Number.isFinite(y)) continue; const t = tf(y); if (t < lo) lo = t; if (t > hi) hi = t;
+    }
+    const xmax = Math.max(1, model.get("xmax"));
+    ctx.strokeStyle = "#bbb"; ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(L, T); ctx.lineTo(L, H - B); ctx.lineTo(W - R, H - B); ctx.stroke();
+    ctx.fillStyle = "#444"; ctx.font = "10px sans-serif";
+    ctx.textAlign = "left"; ctx.fillText("0", L, H - 3);
+    ctx.textAlign = "right"; ctx.fillText(model.get("xlabel") + " " + xmax, W - R, H - 3);
+    if (lo === Infinity) { ctx.textAlign = "center"; ctx.fillStyle = "#999";
+      ctx.fillText("no data yet", (L + W) / 2, H / 2); return; }
+    if (hi - lo < 1e-12) { const d = Math.abs(hi) * 0.05 || (spec.log ? 0.5 : 1); lo -= d; hi += d; }
+    const pad = (hi - lo) * 0.05; lo -= pad; hi += pad;
+    const X = x => L + (W - L - R) * x / xmax, Y = y => T + (H - T - B) * (1 - (tf(y) - lo) / (hi - lo));
+    const label = t => fmt(spec.log ? Math.pow(10, t) : t);
+    ctx.textAlign = "right"; ctx.fillText(label(hi), L - 3, T + 9); ctx.fillText(label(lo), L - 3, H - B);
+    ctx.save(); ctx.beginPath(); ctx.rect(L, T, W - L - R, H - T - B); ctx.clip();
+    for (const s of spec.series) {
+      const pts = data[s.id] || []; if (!pts.length) continue;
+      ctx.globalAlpha = s.faint ? 0.45 : 1; ctx.strokeStyle = s.color; ctx.fillStyle = s.color;
+      ctx.setLineDash(s.faint ? [4, 3] : []); ctx.lineWidth = s.faint ? 1.2 : 1.4;
+      if (s.style === "dots") {
+        for (const [x, y] of pts) if (Number.isFinite(y)) { ctx.beginPath(); ctx.arc(X(x), Y(y), 2.6, 0, 2 * Math.PI); ctx.fill(); }
+        if (pts.length > 1) { ctx.beginPath(); pts.forEach(([x, y], i) => i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))); ctx.stroke(); }
+      } else {
+        ctx.beginPath(); let pen = false;
+        for (const [x, y] of pts) { if (!Number.isFinite(y)) { pen = false; continue; }
+          if (pen) ctx.lineTo(X(x), Y(y)); else { ctx.moveTo(X(x), Y(y)); pen = true; } }
+        ctx.stroke();
+      }
+    }
+    ctx.restore(); ctx.globalAlpha = 1; ctx.setLineDash([]);
+  }
+  function drawBoundary(p) {
+    const c = p.canvas, S = model.get("boundary_size"), ctx = c.getContext("2d");
+    ctx.clearRect(0, 0, S, S);
+    const ext = model.get("extent");
+    if (grid) {
+      const n = grid.n, img = new ImageData(n, n);
+      for (let i = 0; i < n * n; i++) {
+        const [r, g, b] = hexRgb(COLOURS[grid.cls[i] % COLOURS.length]);
+        const a = 0.15 + 0.45 * grid.conf[i] / 255;
+        const row = n - 1 - Math.floor(i / n), col = i % n, j = 4 * (row * n + col);
+        img.data[j] = 255 + (r - 255) * a; img.data[j + 1] = 255 + (g - 255) * a; img.data[j + 2] = 255 + (b - 255) * a;
+        img.data[j + 3] = 255;
+      }
+      const off = document.createElement("canvas"); off.width = n; off.height = n;
+      off.getContext("2d").putImageData(img, 0, 0);
+      ctx.imageSmoothingEnabled = true; ctx.drawImage(off, 0, 0, S, S);
+    }
+    if (points) {
+      const X = x => S * (x - ext[0]) / (ext[1] - ext[0]), Y = y => S * (1 - (y - ext[2]) / (ext[3] - ext[2]));
+      ctx.lineWidth = 0.6; ctx.strokeStyle = "#222";
+      for (let i = 0; i < points.cls.length; i++) {
+        ctx.fillStyle = COLOURS[points.cls[i] % COLOURS.length];
+        ctx.beginPath(); ctx.arc(X(points.xy[2 * i]), Y(points.xy[2 * i + 1]), 2.2, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+      }
+    }
+    ctx.strokeStyle = "#999"; ctx.lineWidth = 1; ctx.strokeRect(0.5, 0.5, S - 1, S - 1);
+  }
+  function draw() {
+    frame = 0;
+    for (const p of panels) (p.kind === "line" ? drawLine : drawBoundary)(p);
+    root.dataset.version = String(++version);
+  }
+  function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
+  model.on("msg:custom", (msg, buffers) => {
+    if (msg.type === "reset") { data = {}; points = null; grid = null; }
+    if (msg.series) for (const [id, pts] of Object.entries(msg.series)) (data[id] = data[id] || []).push(...pts);
+    if (msg.points) points = { xy: floatsOf(buffers[msg.points.xy]), cls: bytesOf(buffers[msg.points.cls]) };
+    if (msg.grid) grid = { n: msg.grid.n, cls: bytesOf(buffers[msg.grid.cls]), conf: bytesOf(buffers[msg.grid.conf]) };
+    schedule();
+  });
+  for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size"]) model.on("change:" + name, build);
+  for (const name of ["xmax", "extent", "xlabel"]) model.on("change:" + name, schedule);
+  build();
+  model.send({ type: "ready" });
+  return () => { if (frame) cancelAnimationFrame(frame); };
+}
+export default { render };
+""".replace("%COLOURS%", str(list(CLASS_COLOURS)))
+
+_CSS = """
+.lp-root { display: flex; gap: 10px; align-items: flex-start; font-family: sans-serif; font-size: 11px; }
+.lp-grid { display: grid; grid-template-columns: repeat(2, auto); gap: 4px 10px; }
+.lp-panel { display: flex; flex-direction: column; }
+.lp-title { height: 16px; line-height: 16px; white-space: nowrap; overflow: hidden; color: #222; }
+.lp-key { margin-left: 8px; color: #444; }
+.lp-swatch { display: inline-block; width: 14px; height: 0; vertical-align: middle; margin-right: 3px; }
+"""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One curve of a panel: its id, its legend label, colour, style ("line" or "dots"), faint for a ghost."""
+
+    id: str
+    label: str
+    color: str
+    style: str = "line"
+    faint: bool = False
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One line panel: a title, its series, a log y axis (values below `floor` drawn at it) or a linear one."""
+
+    title: str
+    series: tuple[Series, ...]
+    log: bool = False
+    floor: float = 1e-8
+    extra: dict = field(default_factory=dict)
+
+    def spec(self) -> dict:
+        return {"title": self.title, "log": self.log, "floor": self.floor,
+                "series": [vars(s) for s in self.series]}
+
+
+class LivePlot(anywidget.AnyWidget):
+    """Canvas panels (and an optional decision-boundary panel) fed with new points only (chapter 6)."""
+
+    _esm = _ESM
+    _css = _CSS
+    panels = traitlets.List([]).tag(sync=True)
+    boundary = traitlets.Bool(False).tag(sync=True)
+    boundary_title = traitlets.Unicode("decision boundary").tag(sync=True)
+    boundary_size = traitlets.Int(250).tag(sync=True)
+    panel_width = traitlets.Int(300).tag(sync=True)
+    panel_height = traitlets.Int(104).tag(sync=True)
+    xmax = traitlets.Int(1).tag(sync=True)
+    xlabel = traitlets.Unicode("step").tag(sync=True)
+    extent = traitlets.List([-1.0, 1.0, -1.0, 1.0]).tag(sync=True)
+
+    def __init__(self, panels: list[Panel] = (), **kwargs):
+        super().__init__(**kwargs)
+        self.data: dict[str, list[list[float]]] = {}
+        self._pending: dict[str, list[list[float]]] = {}
+        self._points: tuple[bytes, bytes] | None = None
+        self._grid: tuple[int, bytes, bytes] | None = None
+        self.messages_sent = 0
+        self.set_panels(panels)
+        self.on_msg(self._on_message)
+
+    def set_panels(self, panels: list[Panel]) -> None:
+        """Choose the panels (the browser rebuilds them; the data is kept)."""
+        self.panels = [p.spec() for p in panels]
+
+    def clear(self) -> None:
+        """Forget every point, the data points and the boundary, here and in the browser."""
+        self.data, self._pending, self._points, self._grid = {}, {}, None, None
+        self._custom({"type": "reset"})
+
+    def add(self, series: str, x: float, y: float) -> None:
+        """Queue one new point of `series` (sent at the next flush)."""
+        point = [float(x), float(y) if math.isfinite(y) else None]
+        self.data.setdefault(series, []).append(point)
+        self._pending.setdefault(series, []).append(point)
+
+    def flush(self) -> None:
+        """Send the points queued since the last flush, and nothing else."""
+        if self._pending:
+            self._custom({"type": "append", "series": self._pending})
+            self._pending = {}
+
+    def set_points(self, xy: bytes, classes: bytes) -> None:
+        """The data points of the boundary panel: float32 (x, y) pairs and one uint8 class per point."""
+        self._points = (xy, classes)
+        self._custom({"type": "points", "points": {"xy": 0, "cls": 1}}, [xy, classes])
+
+    def set_grid(self, n: int, classes: bytes, confidence: bytes) -> None:
+        """The boundary: n x n predicted classes and confidences (uint8, rows from the bottom)."""
+        self._grid = (n, classes, confidence)
+        self._custom({"type": "grid", "grid": {"n": n, "cls": 0, "conf": 1}}, [classes, confidence])
+
+    def _custom(self, content: dict, buffers: list[bytes] | None = None) -> None:
+        self.messages_sent += 1
+        self.send(content, buffers)
+
+    def _on_message(self, _widget, content, _buffers) -> None:
+        if isinstance(content, dict) and content.get("type") == "ready":   # a new view: send everything once
+            message: dict = {"type": "reset", "series": self.data}
+            buffers: list[bytes] = []
+            if self._points is not None:
+                message["points"] = {"xy": 0, "cls": 1}
+                buffers += list(self._points)
+            if self._grid is not None:
+                message["grid"] = {"n": self._grid[0], "cls": len(buffers), "conf": len(buffers) + 1}
+                buffers += list(self._grid[1:])
+            self._custom(message, buffers)

@@ -1,0 +1,430 @@
+"""Chapter 6: the training simulator: a real run of the course's loop to configure, step, break and watch.
+
+The view drives a ``Session`` (``course_utils/session.py``): Step pulls one micro-batch, Train epoch and
+Train to end pull more (in a kernel as a task that yields between micro-batches, so Stop and the
+learning-rate slider still work while it runs). The live panels are a ``LivePlot`` fed only with new
+points. With a bug ticked, a healthy twin with the same seed runs in lockstep and is drawn faintly.
+"""
+from __future__ import annotations
+
+import asyncio
+import html
+import math
+import time
+import warnings
+from dataclasses import replace
+
+import ipywidgets as w
+import torch
+
+from course_utils.bugs import BUGS, LOOP_BUGS
+from course_utils.loop import EpochEvent, StepEvent
+from course_utils.memory import CPU_KIND
+from course_utils.notebook import sig
+from course_utils.session import Session, TrainConfig
+from course_utils.simulator import boundary_grid, data_extent
+from course_utils.widgets.base import View, error_html
+from course_utils.widgets.live_plot import CLASS_COLOURS, LivePlot, Panel, Series
+
+# the simulator's default run: the course's spiral, Adam at lr 0.01, ten epochs of 19 micro-batches
+DEFAULT = TrainConfig(n_train=600, n_val=300, epochs=10)
+OPTIMIZER_LABELS = {"sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+SCHEDULE_LABELS = {"constant": "constant", "step": "step", "cosine": "cosine", "warmup_cosine": "warmup + cosine",
+                   "onecycle": "OneCycle"}
+# setting -> (label on screen, smallest, largest): what a box accepts
+LIMITS = {"n_train": ("dataset size", 30, 5000), "classes": ("classes", 2, len(CLASS_COLOURS)),
+          "noise": ("noise", 0.0, 2.0), "batch_size": ("batch size", 1, 1024), "epochs": ("epochs", 1, 200),
+          "accum_steps": ("accumulation steps", 1, 64), "dropout": ("dropout", 0.0, 0.9)}
+LOG_LR = (-4.0, 0.5)
+FLUSH_S = 0.05          # while training runs: send new points at most every 50 ms
+GRID = 48               # decision-boundary grid, GRID x GRID predictions
+COLOURS = {"train": "#1565c0", "val": "#e65100", "ghost": "#757575", "lr": "#2e7d32", "mem": "#6a1b9a"}
+
+
+def _panels(ghost: bool) -> list[Panel]:
+    def with_ghost(*series: Series, ghost_ids: tuple[tuple[str, str], ...] = ()) -> tuple[Series, ...]:
+        if not ghost:
+            return series
+        return series + tuple(Series(i, "" if n else "healthy ghost", COLOURS["ghost"], style, faint=True)
+                              for n, (i, style) in enumerate(ghost_ids))
+    return [
+        Panel("loss", with_ghost(Series("loss", "train (step)", COLOURS["train"]),
+                                 Series("val_loss", "val (epoch)", COLOURS["val"], "dots"),
+                                 ghost_ids=(("ghost_loss", "line"), ("ghost_val_loss", "dots"))), log=True),
+        Panel("validation accuracy", with_ghost(Series("val_acc", "val (epoch)", COLOURS["val"], "dots"),
+                                                ghost_ids=(("ghost_val_acc", "dots"),))),
+        Panel("gradient norm (pre-clip)", with_ghost(Series("grad", "", COLOURS["train"]),
+                                                     ghost_ids=(("ghost_grad", "line"),)), log=True, floor=1e-4),
+        Panel("learning rate", with_ghost(Series("lr", "", COLOURS["lr"]), ghost_ids=(("ghost_lr", "line"),))),
+        Panel("graph memory, KiB (saved for backward)",
+              with_ghost(Series("mem", "step", COLOURS["mem"]), Series("eval_mem", "eval", COLOURS["val"], "dots"),
+                         ghost_ids=(("ghost_mem", "line"),))),
+    ]
+
+
+def _fmt(x: float) -> str:
+    return f"{sig(x):g}" if isinstance(x, float) else str(x)
+
+
+class SimulatorView(View):
+    """Settings, bug toggles, Step / Train epoch / Train to end / Stop / Reset, readouts and live panels."""
+
+    def __init__(self, config: TrainConfig = DEFAULT):
+        self.session = Session(config, ghost=True)
+        self.good = config                       # the last valid settings (what the run uses)
+        self.error: str | None = None
+        self.note = "Press Step to train on one micro-batch, or Train epoch."
+        self.running = False
+        self._reverting = False
+        self._task: asyncio.Task | None = None
+        self._seen = self._ghost_seen = 0
+        self.boxes = {
+            "n_train": w.IntText(config.n_train, description="dataset size"),
+            "classes": w.IntText(config.classes, description="classes"),
+            "noise": w.FloatText(config.noise, description="noise", step=0.05),
+            "batch_size": w.IntText(config.batch_size, description="batch size"),
+            "epochs": w.IntText(config.epochs, description="epochs"),
+            "accum_steps": w.IntText(config.accum_steps, description="accumulation steps"),
+            "dropout": w.FloatText(config.dropout, description="dropout", step=0.1),
+            "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
+                                    description="optimizer"),
+            "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
+                                   description="schedule"),
+        }
+        style, layout = {"description_width": "125px"}, w.Layout(width="250px")
+        for box in self.boxes.values():
+            box.style, box.layout = style, layout
+            box.observe(self._on_setting, names="value")
+        self.log_lr = w.FloatSlider(value=round(math.log10(config.lr), 2), min=LOG_LR[0], max=LOG_LR[1], step=0.05,
+                                    description="log₁₀ learning rate", readout_format=".2f", continuous_update=False,
+                                    style=style, layout=w.Layout(width="420px"))
+        self.log_lr.observe(self._on_lr, names="value")
+        self.lr_label = w.HTML(layout=w.Layout(width="140px"))
+        self.bug_boxes = {name: w.Checkbox(name in config.bugs, description=BUGS[name].title, indent=False,
+                                           layout=w.Layout(width="290px")) for name in LOOP_BUGS}
+        for box in self.bug_boxes.values():
+            box.observe(self._on_setting, names="value")
+        self.buttons = {
+            "step": w.Button(description="Step", icon="step-forward", tooltip="train on one micro-batch"),
+            "epoch": w.Button(description="Train epoch", icon="forward", button_style="primary"),
+            "end": w.Button(description="Train to end", icon="fast-forward"),
+            "stop": w.Button(description="Stop", icon="stop", disabled=True),
+            "reset": w.Button(description="Reset", icon="undo"),
+        }
+        self.buttons["step"].on_click(lambda _: self._safely(self.step))
+        self.buttons["epoch"].on_click(lambda _: self._safely(self._start, "epoch"))
+        self.buttons["end"].on_click(lambda _: self._safely(self._start, "end"))
+        self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
+        self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
+        self.message = w.HTML(layout=w.Layout(min_height="44px", width="880px"))
+        self.readouts = w.HTML(layout=w.Layout(min_height="64px", width="880px"))
+        self.plot = LivePlot(boundary=True, layout=w.Layout(height="410px"))
+        self.widget = w.VBox([
+            w.HTML("<b>Training simulator</b>: the course's real loop on a spiral. Step through it, train, "
+                   "change the learning rate while it runs, tick a bug and compare with the faint healthy ghost."),
+            w.HBox([w.VBox(list(self.boxes.values())[:5]), w.VBox(list(self.boxes.values())[5:])]),
+            w.HBox([self.log_lr, self.lr_label]),
+            w.HTML("<b>Bugs</b> (each changes one operation of the loop; a healthy ghost runs beside it):"),
+            w.GridBox(list(self.bug_boxes.values()), layout=w.Layout(grid_template_columns="repeat(3, 295px)")),
+            w.HBox(list(self.buttons.values())),
+            self.message, self.readouts, self.plot,
+        ], layout=w.Layout(width="900px"))
+        self._restart()
+
+    # --- settings --------------------------------------------------------------------------------
+
+    def _controls_config(self) -> TrainConfig:
+        """The settings on screen as a TrainConfig; ValueError in the learner's words if one is out of range."""
+        values = {name: box.value for name, box in self.boxes.items()}
+        for name, (label, low, high) in LIMITS.items():
+            value = values[name]
+            if value is None or not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
+                raise ValueError(f"{label} must be between {low:g} and {high:g}; you entered {value}")
+        bugs = tuple(name for name, box in self.bug_boxes.items() if box.value)
+        chosen = [BUGS[name] for name in bugs]
+        for i, first in enumerate(chosen):
+            for second in chosen[i + 1:]:
+                if first.operation == second.operation:
+                    raise ValueError(f"“{first.title}” and “{second.title}” both change the same operation "
+                                     f"({first.operation}): tick only one of them")
+        try:
+            return replace(self.good, **values, lr=10 ** self.log_lr.value, bugs=bugs)
+        except ValueError as exc:
+            message = str(exc)
+            for name, (label, _, _) in LIMITS.items():
+                message = message.replace(name, label)
+            raise ValueError(message.replace("accum_steps", "accumulation steps")) from None
+
+    def _on_setting(self, change) -> None:
+        if self._reverting:
+            return
+        self._safely(self._apply_setting, change)
+
+    def _apply_setting(self, change) -> None:
+        if self.running:
+            self._stop_now()
+        try:
+            config = self._controls_config()
+        except ValueError as exc:
+            self._revert(change)
+            self._show_error(f"{exc}. The run and its settings are kept as they were.")
+            return
+        label = getattr(change["owner"], "description", "a setting")
+        self.good = config
+        self.session.reset(config)
+        self.error = None
+        self.note = f"You changed “{label}”: a new run started from step 0 (same seed)."
+        self._restart()
+
+    def _revert(self, change) -> None:
+        self._reverting = True
+        try:
+            change["owner"].value = change["old"]
+        finally:
+            self._reverting = False
+
+    def _on_lr(self, change) -> None:
+        if not self._reverting:
+            self._safely(self.set_lr, 10 ** change["new"])
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate: mid-run the run goes on (the schedule keeps its shape); before step 1 it restarts."""
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            self._show_error(f"learning rate must be a number above 0; got {lr}")
+            return
+        self.error = None
+        if not self.session.history:
+            self.good = replace(self.good, lr=lr)
+            self.session.reset(self.good)
+            self.note = f"Learning rate set to {_fmt(lr)} before the first step."
+            self._restart()
+            return
+        self.session.set_lr(lr)
+        self.good = replace(self.good, lr=lr)        # a later Reset starts from the slider's value
+        self.note = (f"Learning rate changed to {_fmt(lr)} at step {self.session.state.step}: the run goes on "
+                     "from here; the schedule keeps its shape.")
+        self._refresh()
+
+    # --- actions ---------------------------------------------------------------------------------
+
+    def step(self) -> StepEvent | None:
+        """Train on one micro-batch (and evaluate, if it ended the epoch)."""
+        if self.session.done:
+            self.note = "The run is complete: press Reset or change a setting."
+            self._refresh()
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            event = self.session.step()
+        self.error = None
+        self.note = "One micro-batch: zero_grad, forward, loss, backward, clip, step, schedule (as the bugs allow)."
+        self._record()
+        self._refresh(boundary=True)
+        return event
+
+    def train_epoch(self) -> EpochEvent | None:
+        """Train to the end of the current epoch (synchronously: notebooks and tests)."""
+        return self._train_sync("epoch")
+
+    def train_to_end(self) -> EpochEvent | None:
+        """Train every remaining epoch (synchronously)."""
+        return self._train_sync("end")
+
+    def _train_sync(self, mode: str) -> EpochEvent | None:
+        start = len(self.session.epochs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            while not self.session.done:
+                for _ in self.session.epoch_steps():
+                    pass
+                if mode == "epoch":
+                    break
+        self._record()
+        self.error = None
+        self._finish_note(stopped=False, start=start)
+        self._refresh(boundary=True)
+        return self.session.epochs[-1] if len(self.session.epochs) > start else None
+
+    def _start(self, mode: str) -> None:
+        """A button press: in a kernel, train as a task that yields between micro-batches; else synchronously."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._train_sync(mode)
+        elif not self.running and not self.session.done:
+            self._set_running(True)
+            self._task = loop.create_task(self._train_async(mode))
+
+    async def _train_async(self, mode: str) -> None:
+        start, stopped, last = len(self.session.epochs), False, time.monotonic()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                while not self.session.done and not stopped:
+                    epoch = len(self.session.epochs)
+                    for _ in self.session.epoch_steps():
+                        if time.monotonic() - last > FLUSH_S:
+                            self._record()
+                            self._refresh(boundary=True)
+                            last = time.monotonic()
+                        await asyncio.sleep(0)
+                    stopped = len(self.session.epochs) == epoch and not self.session.done
+                    if mode == "epoch":
+                        break
+            self._record()
+            self.error = None
+            self._finish_note(stopped, start)
+        except Exception as exc:  # no exception may escape: show it in the view
+            self._show_error(f"Training stopped with an error: {exc}")
+        finally:
+            self._set_running(False)
+            self._refresh(boundary=True)
+
+    def _finish_note(self, stopped: bool, start: int) -> None:
+        epochs = len(self.session.epochs) - start
+        if stopped:
+            self.note = f"Stopped at step {self.session.state.step}; Step or Train epoch goes on from here."
+        elif self.session.done:
+            self.note = f"The run is complete ({len(self.session.epochs)} epochs): press Reset or change a setting."
+        else:
+            self.note = f"Trained {epochs} epoch{'s' if epochs != 1 else ''}."
+
+    def stop(self) -> None:
+        """Stop a running Train epoch / Train to end after its current micro-batch."""
+        if self.running:
+            self.session.request_stop()
+        else:
+            self.note = "Nothing is running."
+            self._refresh()
+
+    def _stop_now(self) -> None:
+        self.session.request_stop()
+        if self._task is not None:
+            self._task.cancel()
+        self._set_running(False)
+
+    def reset(self) -> None:
+        """Start the run again from step 0 with the settings on screen."""
+        if self.running:
+            self._stop_now()
+        self.session.reset(self.good)
+        self.error = None
+        self.note = "Reset: a new run from step 0 (same seed, same settings)."
+        self._restart()
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+        for name, button in self.buttons.items():
+            button.disabled = (not running) if name == "stop" else (running or (
+                self.session.done and name in ("step", "epoch", "end")))
+        for box in [*self.boxes.values(), *self.bug_boxes.values()]:
+            box.disabled = running
+
+    def _safely(self, action, *args) -> None:
+        try:
+            action(*args)
+        except Exception as exc:  # a callback must never leave a traceback the learner cannot see
+            self._show_error(f"Something went wrong: {exc}. The last run is kept; press Reset to start again.")
+
+    def _show_error(self, text: str) -> None:
+        self.error = text
+        self._refresh()
+
+    # --- what the view shows ---------------------------------------------------------------------
+
+    def _restart(self) -> None:
+        """A new run: clear the panels, send the data points, draw the untrained boundary."""
+        self._seen = self._ghost_seen = 0
+        self.plot.set_panels(_panels(self.session.ghost is not None))
+        self.plot.clear()
+        train = self.session.state.splits.train.tensors
+        self.extent = data_extent(train[0])
+        self.plot.extent = list(self.extent)
+        self.plot.xmax = max(1, self.session.config.epochs * self.session.config.arithmetic().iters_per_epoch)
+        self.plot.set_points(train[0].float().numpy().tobytes(), train[1].to(torch.uint8).numpy().tobytes())
+        self._set_running(False)
+        self._refresh(boundary=True)
+
+    def _record(self) -> None:
+        """Queue every event since the last call (and the ghost's) as new points of the live panels."""
+        history = self.session.history
+        for event in history[self._seen:]:
+            self._add(event, "")
+        self._seen = len(history)
+        if self.session.ghost is not None:
+            ghost = self.session.ghost.history
+            for event in ghost[self._ghost_seen:]:
+                self._add(event, "ghost_")
+            self._ghost_seen = len(ghost)
+
+    def _add(self, event, prefix: str) -> None:
+        add = self.plot.add
+        if isinstance(event, StepEvent):
+            add(prefix + "loss", event.step, event.loss)
+            add(prefix + "grad", event.step, event.grad_norm)
+            add(prefix + "lr", event.step, event.lr)
+            add(prefix + "mem", event.step, event.memory / 1024)
+        else:
+            add(prefix + "val_loss", event.steps, event.val_loss)
+            add(prefix + "val_acc", event.steps, event.val_acc)
+            if not prefix:
+                add("eval_mem", event.steps, event.eval_memory / 1024)
+
+    def _refresh(self, boundary: bool = False) -> None:
+        self.plot.flush()
+        if boundary:
+            self.plot.set_grid(GRID, *boundary_grid(self.session.model, self.extent, GRID))
+        self.lr_label.value = f"lr = {_fmt(self.session.lr)}"
+        self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
+        self.readouts.value = "<br>".join(html.escape(line) for line in self._readout_lines())
+        if not self.running:
+            self._set_running(False)
+
+    def _readout_lines(self) -> list[str]:
+        s, c = self.session, self.session.config
+        steps, epochs = s.steps, s.epochs
+        total = c.epochs * c.arithmetic().iters_per_epoch
+        line = [f"epoch {len(epochs)} of {c.epochs} done", f"step {s.state.step} of {total}",
+                f"updates {s.state.updates}", f"next lr {_fmt(s.lr)}"]
+        if steps:
+            last = steps[-1]
+            line += [f"loss {_fmt(last.loss)}", f"grad norm {_fmt(last.grad_norm)}",
+                     f"step graph memory {_fmt(last.memory / 1024)} KiB"]
+        if epochs:
+            line += [f"val accuracy {_fmt(epochs[-1].val_acc)}", f"eval graph memory {_fmt(epochs[-1].eval_memory / 1024)} KiB"]
+        lines = [" | ".join(line), f"memory = {CPU_KIND} (peak per step / per evaluation)"]
+        if s.ghost is not None:
+            g = s.ghost
+            ghost = [f"healthy ghost (same seed): step {g.state.step}"]
+            if g.steps:
+                ghost += [f"loss {_fmt(g.steps[-1].loss)}", f"grad norm {_fmt(g.steps[-1].grad_norm)}"]
+            if g.epochs:
+                ghost.append(f"val accuracy {_fmt(g.epochs[-1].val_acc)}")
+            lines.append(" | ".join(ghost))
+        return lines
+
+    def settings_text(self) -> str:
+        c = self.session.config
+        return (f"dataset size {c.n_train}, classes {c.classes}, noise {_fmt(c.noise)}, batch size {c.batch_size}, "
+                f"learning rate {_fmt(c.lr)}, optimizer {OPTIMIZER_LABELS[c.optimizer]}, "
+                f"schedule {SCHEDULE_LABELS[c.schedule]}, epochs {c.epochs}, accumulation steps {c.accum_steps}, "
+                f"dropout {_fmt(c.dropout)}")
+
+    def text(self) -> str:
+        c = self.session.config
+        lines = ["Training simulator (the course's loop on a spiral, seed %d)" % c.seed,
+                 "settings: " + self.settings_text(),
+                 "bugs: " + (", ".join(c.bugs) or "none")]
+        if self.session.lr_changes:
+            lines.append("learning rate changed mid-run: " + ", ".join(
+                f"{_fmt(lr)} at step {step}" for step, lr in self.session.lr_changes))
+        lines += self._readout_lines()
+        lines.append("message: " + (self.error or self.note))
+        return "\n".join(lines)
+
+
+def simulator(config: TrainConfig | None = None, **settings) -> SimulatorView:
+    """Show the training simulator (chapter 6), with the default run or `settings` changed."""
+    return SimulatorView(replace(config or DEFAULT, **settings))
