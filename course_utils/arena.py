@@ -1,0 +1,289 @@
+"""The arena (chapter 8): race the course's loop to a target validation accuracy in the fewest updates.
+
+A ``Challenge`` fixes the data, the model, the target and the epoch limit; ``Knobs`` are what the
+learner chooses (batch size, optimizer, learning rate, schedule, epochs). ``race`` trains the
+challenge's ``TrainConfig`` with the course's own loop (``session.build`` + ``loop.stream``) and,
+after every optimizer update, measures validation accuracy on the whole validation set (eval mode,
+no_grad; no random numbers are drawn, so the run is the one it would be without watching).
+``search_under`` answers "can you reach the target in under U updates?" by trying a grid of knobs.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+
+from course_utils.loop import StepEvent, stream
+from course_utils.models import OPTIMIZERS
+from course_utils.schedules import SCHEDULES
+from course_utils.session import TrainConfig, build
+
+MAX_EPOCHS = 20
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """Data, model, target and limits of one race (chapter 8); its `key` names its scoreboard."""
+
+    n_train: int = 600
+    n_val: int = 300
+    noise: float = 0.2
+    hidden: int = 64
+    depth: int = 2
+    target: float = 0.9
+    max_epochs: int = MAX_EPOCHS
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(isinstance(self.target, (int, float)) and 0 < self.target <= 1,
+               f"target accuracy must be in (0, 1], got {self.target!r}")
+        _check(isinstance(self.max_epochs, int) and 1 <= self.max_epochs <= MAX_EPOCHS,
+               f"max epochs must be an integer from 1 to {MAX_EPOCHS}, got {self.max_epochs!r}")
+
+    @property
+    def key(self) -> str:
+        """A stable name: everything that makes two races comparable."""
+        return (f"spiral N={self.n_train} val={self.n_val} noise={self.noise:g} mlp {self.depth}x{self.hidden} "
+                f"target={self.target:.0%} max {self.max_epochs} epochs seed={self.seed}")
+
+    def config(self, knobs: "Knobs") -> TrainConfig:
+        """The full TrainConfig of `knobs` on this challenge (ValueError naming the knob if invalid)."""
+        knobs.check(self)
+        return TrainConfig(n_train=self.n_train, n_val=self.n_val, noise=self.noise, hidden=self.hidden,
+                           depth=self.depth, seed=self.seed, batch_size=knobs.batch_size, lr=knobs.lr,
+                           optimizer=knobs.optimizer, schedule=knobs.schedule, epochs=knobs.epochs,
+                           measure_memory=True)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the learner picks in the arena (chapter 8)."""
+
+    batch_size: int = 32
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    schedule: str = "constant"
+    epochs: int = MAX_EPOCHS
+
+    def check(self, challenge: Challenge) -> None:
+        """ValueError in the arena's words for a knob the challenge does not allow."""
+        b = self.batch_size
+        _check(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= challenge.n_train,
+               f"batch size B must be a whole number from 1 to {challenge.n_train} (the dataset size), got {b!r}")
+        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        _check(isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 10,
+               f"learning rate must be a number above 0 and at most 10, got {self.lr!r}")
+        _check(self.schedule in SCHEDULES, f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        _check(isinstance(self.epochs, int) and not isinstance(self.epochs, bool)
+               and 1 <= self.epochs <= challenge.max_epochs,
+               f"epochs must be a whole number from 1 to {challenge.max_epochs}, got {self.epochs!r}")
+
+    def label(self) -> str:
+        return f"{self.optimizer} lr={self.lr:g} B={self.batch_size} {self.schedule} {self.epochs} ep"
+
+
+BASELINE = Knobs(batch_size=32, optimizer="sgd", lr=0.01, schedule="constant", epochs=MAX_EPOCHS)
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """What one race measured (chapter 8). Accuracies are on the validation set after each update."""
+
+    target: float
+    knobs: Knobs
+    config: TrainConfig
+    updates_to_target: int | None   # the first update after which val accuracy >= target (None: never)
+    final_acc: float                # val accuracy after the last update run
+    best_acc: float
+    peak_memory: int                # peak bytes autograd saved for backward in one step (CPU meter)
+    total_updates: int              # optimizer.step() calls run
+    wall_s: float                   # seconds, this machine (varies: never printed where nbval compares)
+    curve: tuple[tuple[int, float], ...] = field(repr=False)   # (updates, val accuracy), one per update
+    stopped: bool = False           # the learner pressed Stop
+    capped: bool = False            # stopped at max_updates (a search probe)
+
+    @property
+    def reached(self) -> bool:
+        return self.updates_to_target is not None
+
+    def summary(self) -> str:
+        """One line, no wall time (what nbval compares)."""
+        hit = (f"{self.target:.0%} after {self.updates_to_target} updates" if self.reached
+               else f"{self.target:.0%} not reached in {self.total_updates} updates")
+        end = " (stopped)" if self.stopped else " (capped)" if self.capped else ""
+        return (f"{self.knobs.label()}: {hit}; final val acc {self.final_acc:.1%}, best {self.best_acc:.1%}, "
+                f"peak memory {self.peak_memory:,} B, {self.total_updates} updates{end}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Sent to the view after every update: where the race is."""
+
+    updates: int
+    planned_updates: int
+    epoch: int
+    val_acc: float
+    updates_to_target: int | None
+
+
+def _val_accuracy(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Validation accuracy in eval mode under no_grad, the model's mode restored (chapter 8)."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        hits = (model(inputs).argmax(dim=1) == targets).sum().item()
+    model.train(was_training)
+    return hits / len(targets)          # counted exactly: 270 / 300 is 0.9, a float32 mean is 0.8999...
+
+
+def race_config(config: TrainConfig, target: float, knobs: Knobs | None = None, *,
+                progress: Callable[[Progress], None] | None = None, stop: Callable[[], bool] | None = None,
+                max_updates: int | None = None) -> RaceResult:
+    """Train `config` with the course's loop, measuring val accuracy after every update (chapter 8).
+
+    `progress` is called after every update; `stop()` returning True ends the race early;
+    `max_updates` caps it (the search's probes). Re-running a stored config repeats its counts exactly.
+    """
+    start = time.perf_counter()
+    state = build(config)
+    x_val, y_val = state.splits.val.tensors
+    planned = config.arithmetic().total_weight_updates
+    knobs = knobs or Knobs(config.batch_size, config.optimizer, config.lr, config.schedule, config.epochs)
+    curve: list[tuple[int, float]] = []
+    hit, peak, epoch, stopped, capped = None, 0, 0, False, False
+    for event in stream(state):
+        if not isinstance(event, StepEvent):
+            continue
+        peak, epoch = max(peak, event.memory), event.epoch
+        if event.update:
+            acc = _val_accuracy(state.model, x_val, y_val)
+            curve.append((event.updates, acc))
+            if hit is None and acc >= target - 1e-12:
+                hit = event.updates
+            if progress is not None:
+                progress(Progress(event.updates, planned, epoch, acc, hit))
+            if max_updates is not None and event.updates >= max_updates:
+                capped = event.updates < planned
+                break
+        if stop is not None and stop():
+            stopped = True
+            break
+    accs = [a for _, a in curve]
+    return RaceResult(target=target, knobs=knobs, config=config, updates_to_target=hit,
+                      final_acc=accs[-1] if accs else math.nan, best_acc=max(accs, default=math.nan),
+                      peak_memory=peak, total_updates=curve[-1][0] if curve else 0,
+                      wall_s=time.perf_counter() - start, curve=tuple(curve), stopped=stopped, capped=capped)
+
+
+def race(challenge: Challenge, knobs: Knobs, **options) -> RaceResult:
+    """Race `knobs` on `challenge` (chapter 8); options as in `race_config`."""
+    return race_config(challenge.config(knobs), challenge.target, knobs, **options)
+
+
+def rank_key(result: RaceResult | dict) -> tuple:
+    """Scoreboard order: reached first, fewer updates, higher final accuracy, less memory."""
+    get = result.get if isinstance(result, dict) else lambda name: getattr(result, name)
+    hit = get("updates_to_target")
+    return (hit is None, hit if hit is not None else 0, -get("best_acc") if hit is None else 0,
+            -get("final_acc"), get("peak_memory"))
+
+
+# --- the search: can the target be reached in under U updates? -------------------------------------
+
+@dataclass(frozen=True)
+class Grid:
+    """The knobs a search tries: every combination (chapter 8)."""
+
+    batch_sizes: tuple[int, ...] = (16, 32, 64, 128, 300, 600)
+    optimizers: tuple[str, ...] = OPTIMIZERS
+    lrs: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+    schedules: tuple[str, ...] = SCHEDULES
+
+    def __iter__(self):
+        return iter(itertools.product(self.batch_sizes, self.optimizers, self.lrs, self.schedules))
+
+    def __len__(self) -> int:
+        return len(self.batch_sizes) * len(self.optimizers) * len(self.lrs) * len(self.schedules)
+
+
+SMALL_GRID = Grid(batch_sizes=(32, 64, 128), optimizers=("sgd", "adam"), lrs=(0.01, 0.03, 0.1),
+                  schedules=("constant", "onecycle"))
+
+
+def horizon_epochs(challenge: Challenge, batch_size: int, budget: int) -> int:
+    """The fewest epochs whose updates cover `budget`: schedules then anneal within the budget (chapter 8)."""
+    per_epoch = math.ceil(challenge.n_train / batch_size)
+    return max(1, min(challenge.max_epochs, math.ceil(budget / per_epoch)))
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found: the best race, whether it beat the budget, and how many races it tried."""
+
+    budget: int
+    grid: Grid
+    tried: int
+    reached_under_budget: int       # how many configurations reached the target in fewer than `budget` updates
+    best: RaceResult | None         # the fastest to the target (None: none reached it within the budget)
+    ranking: tuple[RaceResult, ...] = field(repr=False)
+
+    @property
+    def answer(self) -> bool:
+        return self.best is not None and self.best.updates_to_target < self.budget
+
+    def text(self, top: int = 5) -> str:
+        """The answer with its numbers (chapter 8 prints it)."""
+        lines = [f"searched {self.tried} configurations (batch sizes {list(self.grid.batch_sizes)}, optimizers "
+                 f"{list(self.grid.optimizers)}, lrs {list(self.grid.lrs)}, schedules {list(self.grid.schedules)}),"
+                 f" each raced for at most {self.budget} updates"]
+        if self.best is None:
+            lines.append(f"answer: NO configuration reached the target within {self.budget} updates")
+        else:
+            verdict = "YES" if self.answer else "NO"
+            lines.append(f"answer: {verdict}: {self.reached_under_budget} of {self.tried} reach "
+                         f"{self.best.target:.0%} in under {self.budget} updates; the best needs "
+                         f"{self.best.updates_to_target}")
+            lines += [f"  {i}. {r.knobs.label()}: {r.updates_to_target} updates"
+                      for i, r in enumerate(self.ranking[:top], 1) if r.reached]
+        return "\n".join(lines)
+
+
+def search_under(challenge: Challenge = Challenge(), budget: int = 50, grid: Grid = Grid(),
+                 schedule_horizon: str = "budget") -> SearchResult:
+    """Try every knob combination of `grid` for at most `budget` updates; report the fastest (chapter 8).
+
+    schedule_horizon="budget": each run's epochs are the fewest that cover the budget, so decaying
+    schedules finish their decay within it; "max": every run is planned for the challenge's max epochs.
+    """
+    _check(isinstance(budget, int) and budget >= 1, f"budget must be a whole number of updates >= 1, got {budget!r}")
+    _check(schedule_horizon in ("budget", "max"), f"schedule_horizon must be 'budget' or 'max', got {schedule_horizon!r}")
+    results = []
+    for batch_size, optimizer, lr, schedule in grid:
+        epochs = (horizon_epochs(challenge, batch_size, budget) if schedule_horizon == "budget"
+                  else challenge.max_epochs)
+        knobs = Knobs(batch_size, optimizer, lr, schedule, epochs)
+        results.append(race(challenge, knobs, max_updates=budget))
+    ranking = tuple(sorted(results, key=rank_key))
+    reached = [r for r in ranking if r.reached and r.updates_to_target < budget]
+    best = ranking[0] if ranking and ranking[0].reached else None
+    return SearchResult(budget, grid, len(results), len(reached), best, ranking)
+
+
+def knobs_from(data: dict) -> Knobs:
+    """Knobs from a stored dict (the scoreboard)."""
+    return Knobs(**{k: data[k] for k in asdict(BASELINE)})
+
+
+def seeds_check(challenge: Challenge, knobs: Knobs, seeds: Iterable[int], max_updates: int | None = None
+                ) -> list[int | None]:
+    """Updates-to-target of the same knobs on other seeds (other data, init and order: is it luck?) (chapter 8)."""
+    return [race(replace(challenge, seed=s), knobs, max_updates=max_updates).updates_to_target for s in seeds]
