@@ -1,0 +1,83 @@
+"""Run logging (chapter 7): metrics.jsonl (one line per epoch), TensorBoard event files, a tqdm bar.
+
+Only rank 0 logs. On resume the history saved in the checkpoint is written back as metrics.jsonl
+(so no epoch appears twice or goes missing), and TensorBoard's writer is opened with
+``purge_step`` so readers drop the steps logged after that checkpoint by the killed run. Event
+files are flushed before every checkpoint, so everything up to a checkpoint is on disk.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from course_utils.storage import atomic_write_text
+
+STEP_TAGS = {"loss": "train/loss_step", "lr": "train/lr", "grad_norm": "train/grad_norm"}
+EPOCH_TAGS = {"train_loss": "train/loss", "val_loss": "val/loss", "val_acc": "val/acc"}
+
+
+class RunLog:
+    """metrics.jsonl + TensorBoard + progress bar for one run; a silent stand-in on ranks other than 0."""
+
+    def __init__(self, out: Path, enabled: bool, history: list[dict[str, Any]], resumed_at: int | None,
+                 tensorboard: bool, progress: bool):
+        self.enabled, self.progress, self.bar = enabled, progress, None
+        self.metrics_path = out / "metrics.jsonl"
+        self.writer = None
+        if not enabled:
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter   # imported here: tensorboard is slow to import
+
+            purge = None if resumed_at is None else resumed_at + 1
+            self.writer = SummaryWriter(str(out / "tb"), purge_step=purge)
+
+    def start_epoch(self, epoch: int, epochs: int, total: int, done: int) -> None:
+        """A tqdm bar over this epoch's micro-batches (shown on a terminal only)."""
+        if self.enabled and self.progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc=f"epoch {epoch + 1}/{epochs}", unit="batch",
+                            leave=False, disable=None, dynamic_ncols=True)
+
+    def micro_step(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def update(self, updates: int, values: dict[str, float]) -> None:
+        """Per-update scalars: window loss, learning rate, pre-clip gradient norm."""
+        if self.writer is not None:
+            for key, tag in STEP_TAGS.items():
+                self.writer.add_scalar(tag, values[key], updates)
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{values['loss']:.4g}", refresh=False)
+
+    def epoch(self, record: dict[str, Any]) -> None:
+        """One line in metrics.jsonl, flushed to disk, and the epoch's scalars."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        if not self.enabled:
+            return
+        with open(self.metrics_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        if self.writer is not None:
+            for key, tag in EPOCH_TAGS.items():
+                self.writer.add_scalar(tag, record[key], record["updates"])
+
+    def flush(self) -> None:
+        """Everything logged so far onto disk (before a checkpoint)."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
