@@ -8,17 +8,16 @@ the notebooks compute. Progress lives in one JSON file (``$COURSE_PROGRESS`` or
 """
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import importlib
 import json
 import math
 import os
-import tempfile
-import time
-import warnings
+import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from course_utils.storage import JsonStore
 
@@ -124,33 +123,79 @@ def all_banks(directory: Path | None = None) -> list[Bank]:
     return [load_bank(p.stem[2:], directory) for p in paths]
 
 
+_NUMERIC = re.compile(r"^\s*([+-]?(?:\d[\d,_]*)?(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
+
+
+def option_order(chapter: str, question: Question) -> list[int]:
+    """The order a question's options are shown in: shuffled, seeded by chapter and id (stable across sessions).
+
+    Banks list the right option wherever the author likes; learners never score by position.
+    """
+    seed = int.from_bytes(hashlib.sha256(f"{chapter}:{question.id}".encode()).digest()[:8], "big")
+    order = list(range(len(question.options)))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def parse_number(question: Question, answer: Any) -> float | str:
+    """The number in a typed answer ("1,600", "1600 MB", "1.33"), or a message saying why it is not one."""
+    text = str("" if answer is None else answer).strip()
+    if not text:
+        return "Type a number first."
+    match = _NUMERIC.match(text)
+    digits, rest = (match.group(1), match.group(2)) if match else ("", text)
+    unit = question.unit.strip()
+    if not any(ch.isdigit() for ch in digits) or (rest and rest.lower() != unit.lower()):
+        where = f" in {unit}" if unit else ""
+        return (f"{text[:40]!r} is not a number: type just the number{where}, with digits "
+                "(a decimal point and thousands commas are fine).")
+    try:
+        value = float(digits.replace(",", "").replace("_", ""))
+    except ValueError:
+        return f"{text[:40]!r} is not a number: type just the number, with digits."
+    if not math.isfinite(value):
+        return "Enter a finite number."
+    return value
+
+
 def check(question: Question, answer: Any) -> Result:
-    """Grade an answer: an option index (single), a set of indices (multi) or a number / text (numeric)."""
+    """Grade an answer: an option index (single), a set of indices (multi) or a number / text (numeric).
+
+    Wrong answers get feedback on what was chosen, never the key; an empty answer is not an attempt.
+    """
     if question.kind == "numeric":
-        try:
-            value = float(str(answer).replace(",", "").replace("_", "").strip())
-        except ValueError:
-            return Result(False, f"{answer!r} is not a number: type digits, e.g. 313 or 1.966.", counted=False)
-        if not math.isfinite(value):
-            return Result(False, "Enter a finite number.", counted=False)
+        value = parse_number(question, answer)
+        if isinstance(value, str):
+            return Result(False, value, counted=False)
         ok = abs(value - question.answer) <= question.tolerance + 1e-12 * max(1.0, abs(question.answer))
         if ok:
             return Result(True, "Correct.")
         hint = "too high" if value > question.answer else "too low"
         return Result(False, f"Not quite: {value:g} is {hint}.")
-    chosen = {answer} if question.kind == "single" else set(answer or ())
-    if not chosen or any(not isinstance(i, int) or not 0 <= i < len(question.options) for i in chosen):
-        return Result(False, "Choose an option first." if not chosen else f"No such option: {sorted(chosen)}",
-                      counted=False)
+    if question.kind == "single":
+        chosen = set() if answer is None else {answer}
+    else:
+        try:
+            chosen = set(answer or ())
+        except TypeError:
+            chosen = {answer}
+    if not chosen:
+        return Result(False, "Choose an option first." if question.kind == "single"
+                      else "Choose at least one option first.", counted=False)
+    if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(question.options) for i in chosen):
+        return Result(False, "That is not one of the options: choose one of those shown.", counted=False)
     right = {i for i, o in enumerate(question.options) if o.correct}
-    notes = tuple(f"{'✓' if question.options[i].correct else '✗'} {question.options[i].text}: {question.options[i].feedback}"
-                  for i in sorted(chosen))
-    if question.kind == "multi":
-        notes += tuple(f"missed: {question.options[i].text}: {question.options[i].feedback}" for i in sorted(right - chosen))
     if chosen == right:
+        notes = tuple(f"✓ {question.options[i].text}: {question.options[i].feedback}" for i in sorted(chosen))
         return Result(True, "Correct.", notes)
+    # Only the wrongly chosen options are explained: saying which options are right would hand over the key.
+    notes = tuple(f"✗ {question.options[i].text}: {question.options[i].feedback}" for i in sorted(chosen - right))
     if question.kind == "multi" and chosen < right:
-        return Result(False, "Partly right: something is missing.", notes)
+        return Result(False, "Partly right: every option you chose is right, but at least one more is right too.",
+                      notes)
+    if question.kind == "multi":
+        return Result(False, f"Not quite: {len(chosen - right)} of your choices {'is' if len(chosen - right) == 1 else 'are'}"
+                      " wrong (explained below).", notes)
     return Result(False, "Not quite.", notes)
 
 
@@ -169,15 +214,53 @@ def text_form(bank: Bank) -> str:
     for n, q in enumerate(bank.questions, 1):
         how = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[q.kind]
         lines.append(f"Q{n}. [{how}] {q.prompt}")
-        lines += [f"    {labels[i]}) {o.text}" for i, o in enumerate(q.options)]
+        lines += [f"    {labels[k]}) {q.options[i].text}" for k, i in enumerate(option_order(bank.chapter, q))]
     lines.append("Answer in JupyterLab: each question checks your answer and keeps your progress.")
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- progress
+def _valid_answer(answer: Any) -> bool:
+    """What a card stores: nothing, a typed text, a number, an option index or a list of them."""
+    if answer is None or isinstance(answer, bool):
+        return answer is None
+    if isinstance(answer, str):
+        return len(answer) <= 1000
+    if isinstance(answer, (int, float)):
+        return math.isfinite(answer)
+    return (isinstance(answer, list) and len(answer) <= 100
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in answer))
+
+
+def _valid_record(record: Any) -> bool:
+    return (isinstance(record, dict) and isinstance(record.get("correct"), bool)
+            and isinstance(record.get("attempts"), int) and not isinstance(record.get("attempts"), bool)
+            and record["attempts"] >= 1 and _valid_answer(record.get("answer")))
+
+
 def _valid_progress(data: dict) -> bool:
     chapters = data.get("chapters", {})
-    return isinstance(chapters, dict) and all(isinstance(v, dict) for v in chapters.values())
+    return (isinstance(chapters, dict) and isinstance(data.get("version", 1), int)
+            and all(isinstance(records, dict) and all(_valid_record(r) for r in records.values())
+                    for records in chapters.values()))
+
+
+def _repair_progress(data: Any) -> dict:
+    """The valid part of a damaged progress object: every record that still makes sense, the rest dropped."""
+    chapters = data.get("chapters") if isinstance(data, dict) else None
+    kept: dict[str, dict] = {}
+    for chapter, records in (chapters.items() if isinstance(chapters, dict) else ()):
+        if not isinstance(records, dict):
+            continue
+        for qid, record in records.items():
+            if isinstance(record, dict) and isinstance(record.get("correct"), bool):
+                attempts = record.get("attempts")
+                if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+                    attempts = 1
+                answer = record.get("answer") if _valid_answer(record.get("answer")) else None
+                kept.setdefault(chapter, {})[qid] = {"attempts": attempts, "correct": record["correct"],
+                                                     "answer": answer}
+    return {"version": 1, "chapters": kept}
 
 
 def default_progress_path() -> Path:
@@ -197,7 +280,7 @@ class ProgressStore:
         self.path = Path(self.path)
 
     def _store(self) -> JsonStore:
-        return JsonStore(self.path, valid=_valid_progress, what="quiz progress file")
+        return JsonStore(self.path, valid=_valid_progress, what="quiz progress file", repair=_repair_progress)
 
     def _read(self) -> dict:
         store = self._store()
@@ -238,12 +321,25 @@ class ProgressStore:
             rows.append((bank.chapter, bank.title, answered, correct, len(bank.questions)))
         return rows
 
+    def games(self) -> list[tuple[str, int, int]]:
+        """Rounds of a chapter's game saved beside its quiz (ids "mystery-..."): (chapter, played, correct)."""
+        saved = self._read().get("chapters", {})
+        rows = []
+        for chapter in sorted(saved):
+            rounds = [v for k, v in saved[chapter].items() if str(k).startswith("mystery-")]
+            if rounds:
+                rows.append((chapter, len(rounds), sum(1 for v in rounds if v.get("correct"))))
+        return rows
 
-def progress_text(rows: Sequence[tuple[str, str, int, int, int]]) -> str:
-    """The course-level progress as a plain-text table."""
+
+def progress_text(rows: Sequence[tuple[str, str, int, int, int]],
+                  games: Sequence[tuple[str, int, int]] = ()) -> str:
+    """The course-level progress as a plain-text table (game rounds listed after the quiz totals)."""
     lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"]
     for ch, title, answered, correct, total in rows:
         lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}")
     total = sum(r[4] for r in rows)
     lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}")
+    for chapter, played, correct in games:
+        lines.append(f"{chapter:<8}{'bug mystery game: rounds diagnosed':<46}{correct:>8}{played:>10}{'':>7}")
     return "\n".join(lines)

@@ -7,7 +7,9 @@ at any moment leaves either the old file or the new one, never half of one.
 
 ``JsonStore`` reads and updates one JSON object under an exclusive lock (two kernels never lose
 each other's writes). A file that is not valid JSON, or not of the expected shape, is set aside
-as ``NAME.corrupt-<time>`` (never deleted) with a warning, and a fresh one is started.
+as ``NAME.corrupt-<time>`` (never deleted) with a warning, and a fresh one is started; given a
+``repair`` function, a store keeps what is still valid of a damaged file (a copy of the damaged
+bytes is set aside first), so one bad record never costs the learner the others.
 """
 from __future__ import annotations
 
@@ -80,15 +82,28 @@ def locked(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def set_aside(path: Path, reason: str) -> Path | None:
-    """Move a damaged file to `NAME.corrupt-<time>[-n]` (never deleting anything); returns the new path."""
+def _backup_name(path: Path) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
+    for n in range(100_000):
         backup = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
         if not backup.exists():
-            break
+            return backup
+    raise OSError(f"too many backups of {path.name}")
+
+
+def set_aside(path: Path, reason: str = "", copy_of: bytes | None = None) -> Path | None:
+    """Keep a damaged file as `NAME.corrupt-<time>[-n]`, never deleting anything; returns the backup's path.
+
+    Without `copy_of` the file is moved aside; with it, those bytes are written to the backup and
+    the file itself stays (the caller then replaces it with what it could save).
+    """
+    path = Path(path)
     try:
-        os.replace(path, backup)
+        backup = _backup_name(path)
+        if copy_of is None:
+            os.replace(path, backup)
+        else:
+            atomic_write_bytes(backup, copy_of)
     except OSError:
         return None
     return backup
@@ -104,11 +119,13 @@ class JsonStore:
     """
 
     def __init__(self, path: str | os.PathLike, valid: Callable[[Any], bool] = lambda data: isinstance(data, dict),
-                 what: str = "file"):
+                 what: str = "file", repair: Callable[[Any], dict] | None = None):
         self.path = Path(path)
         self.valid = valid
         self.what = what
+        self.repair = repair      # parsed JSON of any shape -> the valid part of it (a dict that passes `valid`)
         self.warnings_seen: list[str] = []
+        self._holding_lock = False
 
     def _warn(self, message: str) -> None:
         self.warnings_seen.append(message)
@@ -125,23 +142,65 @@ class JsonStore:
             return {}
         try:
             data = json.loads(raw.decode("utf-8"))
-            ok = isinstance(data, dict) and self.valid(data)
         except (ValueError, RecursionError) as exc:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
             ok, problem = False, str(exc)[:80]
         else:
             problem = "unexpected layout"
+            try:
+                ok = isinstance(data, dict) and bool(self.valid(data))
+            except Exception:  # noqa: BLE001 - a validator tripping over a strange shape means "not valid"
+                ok = False
         if ok:
             return data
+        if problem == "unexpected layout" and self.repair is not None:
+            saved = self._salvage(raw, data)
+            if saved is not None:
+                return saved
         backup = set_aside(self.path, problem)
         where = f"it was moved to {backup.name}" if backup else "it could not be moved aside"
         self._warn(f"the {self.what} {self.path} was unreadable ({problem}); {where} and a fresh one was started")
         return {}
 
+    def _salvage(self, raw: bytes, data: Any) -> dict | None:
+        """Keep the valid part of a parsed but damaged file: back up its bytes, write the repaired object."""
+        try:
+            repaired = self.repair(data)
+            if not isinstance(repaired, dict) or not self.valid(repaired):
+                return None
+            text = json.dumps(repaired, indent=1, sort_keys=True)
+        except (ValueError, TypeError, RecursionError):
+            return None
+        context = contextlib.nullcontext() if self._holding_lock else locked(self.path)
+        was_holding = self._holding_lock
+        try:
+            with context:
+                self._holding_lock = True
+                if self.path.read_bytes() != raw:   # another kernel rewrote it meanwhile: read that instead
+                    return self.read()
+                backup = set_aside(self.path, "damaged entries", copy_of=raw)
+                if backup is None:
+                    self._warn(f"the {self.what} {self.path} has damaged entries and no copy could be kept; "
+                               "using the valid entries in memory only")
+                    return repaired
+                atomic_write_text(self.path, text)
+        except OSError as exc:
+            self._warn(f"the {self.what} {self.path} has damaged entries ({exc}); using the valid ones in memory")
+            return repaired
+        finally:
+            self._holding_lock = was_holding
+        self._warn(f"the {self.what} {self.path} had damaged entries; the valid ones were kept and the damaged "
+                   f"file was copied to {backup.name}")
+        return repaired
+
     def update(self, change: Callable[[dict], Any]) -> Any:
         """Re-read under the lock, apply `change(data)` in place, write atomically; returns change's result."""
         try:
             with locked(self.path):
-                data = self.read()
+                self._holding_lock = True
+                try:
+                    data = self.read()
+                finally:
+                    self._holding_lock = False
                 result = change(data)
                 try:
                     atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))

@@ -38,12 +38,15 @@ def test_grading_single_multi_numeric():
     single = bank.question("max-steps")
     assert check(single, 0).correct and not check(single, 1).correct
     assert check(single, 1).feedback and "✗" in check(single, 1).feedback[0]
-    assert not check(single, None).counted
+    none = check(single, None)
+    assert not none.counted and none.message == "Choose an option first."
     multi = bank.question("what-changes-with-k")
     assert check(multi, {0, 2}).correct
     partial = check(multi, {0})
-    assert not partial.correct and "missing" in partial.message and any("missed" in f for f in partial.feedback)
-    assert not check(multi, {0, 1, 2}).correct
+    assert not partial.correct and "Partly right" in partial.message and partial.feedback == ()
+    wrong = check(multi, {0, 1, 2})
+    assert not wrong.correct and len(wrong.feedback) == 1 and wrong.feedback[0].startswith("✗")
+    assert not check(multi, set()).counted
     numeric = bank.question("iters-50k-256")
     assert check(numeric, "196").correct and check(numeric, " 1,96 ".replace(",", "")).correct
     assert "too high" in check(numeric, 197).message
@@ -87,7 +90,7 @@ def test_corrupted_progress_is_moved_aside_never_crashes(tmp_path, content):
     path = tmp_path / "p.json"
     path.write_text(content)
     store = ProgressStore(path)
-    with pytest.warns(RuntimeWarning, match="unreadable"):
+    with pytest.warns(RuntimeWarning, match="unreadable|damaged"):
         assert store.chapter("00") == {}
     backups = list(tmp_path.glob("p.json.corrupt-*"))
     assert len(backups) == 1 and backups[0].read_text() == content  # the old bytes are kept
@@ -125,3 +128,60 @@ def test_quiz_view_checks_saves_and_restores(tmp_path):
 def test_text_form_is_readable():
     text = QuizView(load_bank(0), ProgressStore()).text()
     assert text.startswith("Quiz — chapter 00") and "Q1." in text and "    a) " in text
+
+
+def test_option_order_is_shuffled_per_question_and_stable():
+    from course_utils.quiz import option_order
+    firsts = []
+    for bank in all_banks():
+        for q in bank.questions:
+            if q.options:
+                order = option_order(bank.chapter, q)
+                assert sorted(order) == list(range(len(q.options))) and order == option_order(bank.chapter, q)
+                firsts.append(q.options[order[0]].correct)
+    assert 0 < sum(firsts) < len(firsts) / 2, "the right option must not sit first in most questions"
+
+
+def test_quiz_view_shows_options_in_shuffled_order_and_grades_the_right_one(tmp_path):
+    view = QuizView(load_bank(0), ProgressStore(tmp_path / "p.json"))
+    card = next(c for c in view.cards if c.question.kind == "single")
+    labels = [label for label, _ in card.input.options]
+    assert labels == [card.question.options[i].text for i in card.order] and card.order != sorted(card.order)
+    card.check_button.click()                     # nothing chosen
+    assert "Choose an option first." in card.feedback.value
+    right = next(i for i, o in enumerate(card.question.options) if o.correct)
+    card.input.value = right
+    card.check_button.click()
+    card.check_button.click()                     # the same answer again is not a new attempt
+    assert "Correct" in card.feedback.value and "not counted again" in card.feedback.value
+    assert view.store.chapter("00")[card.question.id]["attempts"] == 1
+
+
+def test_wrong_feedback_and_hints_never_hand_over_the_key():
+    for bank in all_banks():
+        for q in bank.questions:
+            if q.kind == "numeric":
+                hint = check(q, "about a lot").message
+                assert f"{q.answer:g}" not in hint and not any(ch.isdigit() for ch in hint), (q.id, hint)
+                wrong = check(q, q.answer + 10 * (q.tolerance + 1))
+                assert f" {q.answer:g} " not in f" {wrong.message} "
+            else:
+                right = {i for i, o in enumerate(q.options) if o.correct}
+                for i in range(len(q.options)):
+                    result = check(q, i if q.kind == "single" else {i})
+                    if not result.correct:   # only the chosen wrong option is explained
+                        assert all(q.options[j].text not in " ".join(result.feedback) for j in right), q.id
+
+
+def test_numeric_answers_may_carry_their_unit():
+    bank = load_bank(4)
+    q = next(q for q in bank.questions if q.unit)
+    typed = f"{q.answer:,.0f} {q.unit}"
+    assert check(q, typed).correct and check(q, f"{q.answer:g}{q.unit.lower()}").correct
+    assert not check(q, f"{q.answer:g} GB").counted
+
+
+def test_markdown_code_in_prompts_is_rendered(tmp_path):
+    view = QuizView(load_bank(0), ProgressStore(tmp_path / "p.json"))
+    html = " ".join(c.widget.children[0].value for c in view.cards)
+    assert "<code>" in html and "`" not in html

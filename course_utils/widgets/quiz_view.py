@@ -5,17 +5,29 @@ import html
 
 import ipywidgets as w
 
+import re
+
 from course_utils.quiz import (Bank, ProgressStore, Question, all_banks, check, correct_answer_text, load_bank,
-                               progress_text, text_form)
-from course_utils.widgets.base import View, table_html
+                               option_order, progress_text, text_form)
+from course_utils.widgets.base import View, guarded, table_html
 
 _COLOURS = {True: ("#e8f5e9", "#1b5e20"), False: ("#fdecea", "#8a1c1c"), None: ("#f5f5f5", "#333")}
 
 
 def _box(message: str, ok: bool | None, extra: str = "") -> str:
     bg, fg = _COLOURS[ok]
-    return (f'<div style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px">{html.escape(message)}'
+    return (f'<div style="background:{bg};color:{fg};padding:6px 10px;border-radius:4px">{_md(message)}'
             f"{extra}</div>")
+
+
+def _md(text: str) -> str:
+    """Escape text, then show `code` spans as code (banks use markdown backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _plain(text: str) -> str:
+    """Option labels are plain text (radio buttons cannot render HTML): drop the backticks."""
+    return text.replace("`", "")
 
 
 class QuestionCard:
@@ -25,21 +37,22 @@ class QuestionCard:
         self.chapter, self.question, self.store = chapter, question, store
         q = question
         kind = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[q.kind]
-        title = w.HTML(f"<b>Q{number}.</b> {html.escape(q.prompt)} <i style='color:#666'>({kind})</i>")
-        labels = [o.text for o in q.options]
+        title = w.HTML(f"<b>Q{number}.</b> {_md(q.prompt)} <i style='color:#666'>({kind})</i>")
+        self.order = option_order(chapter, q)          # shown position -> option index in the bank
+        self._last_checked = None                      # the answer last graded (Check twice is one attempt)
         if q.kind == "single":
-            self.input = w.RadioButtons(options=[(text, i) for i, text in enumerate(labels)], value=None,
+            self.input = w.RadioButtons(options=[(_plain(q.options[i].text), i) for i in self.order], value=None,
                                         layout=w.Layout(width="auto"))
         elif q.kind == "multi":
-            self.input = w.VBox([w.Checkbox(value=False, description=text, indent=False,
-                                            layout=w.Layout(width="auto")) for text in labels])
+            self.input = w.VBox([w.Checkbox(value=False, description=_plain(q.options[i].text), indent=False,
+                                            layout=w.Layout(width="auto")) for i in self.order])
         else:
             self.input = w.Text(placeholder="your answer" + (f" ({q.unit})" if q.unit else ""),
                                 layout=w.Layout(width="220px"))
         self.check_button = w.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = w.Button(description="Show answer", icon="eye")
-        self.check_button.on_click(lambda _: self.submit())
-        self.reveal_button.on_click(lambda _: self.reveal())
+        self.check_button.on_click(guarded(self, lambda _: self.submit()))
+        self.reveal_button.on_click(guarded(self, lambda _: self.reveal()))
         self.feedback = w.HTML()
         saved = store.chapter(chapter).get(q.id)
         if saved:
@@ -52,7 +65,7 @@ class QuestionCard:
         if self.question.kind == "single":
             return self.input.value
         if self.question.kind == "multi":
-            return {i for i, box in enumerate(self.input.children) if box.value}
+            return {self.order[k] for k, box in enumerate(self.input.children) if box.value}
         return self.input.value
 
     def set_answer(self, answer) -> None:
@@ -60,8 +73,9 @@ class QuestionCard:
         if self.question.kind == "single":
             self.input.value = answer
         elif self.question.kind == "multi":
-            for i, box in enumerate(self.input.children):
-                box.value = i in set(answer)
+            chosen = set(answer)
+            for k, box in enumerate(self.input.children):
+                box.value = self.order[k] in chosen
         else:
             self.input.value = str(answer)
 
@@ -73,29 +87,42 @@ class QuestionCard:
             self.feedback.value = _box(result.message, None)  # not an attempt: nothing saved
             return result
         stored = sorted(answer) if isinstance(answer, set) else answer
-        entry = self.store.record(self.chapter, self.question.id, stored, result.correct)
-        notes = "".join(f"<div>{html.escape(n)}</div>" for n in result.feedback)
-        explanation = (f"<div style='margin-top:4px'><b>Why:</b> {html.escape(self.question.explanation)}</div>"
+        if stored == self._last_checked:   # the same answer again: not a new attempt
+            entry = self.store.chapter(self.chapter).get(self.question.id, {"attempts": 1})
+            again = " (the same answer as before: not counted again)"
+        else:
+            entry = self.store.record(self.chapter, self.question.id, stored, result.correct)
+            again = ""
+        self._last_checked = stored
+        notes = "".join(f"<div>{_md(n)}</div>" for n in result.feedback)
+        explanation = (f"<div style='margin-top:4px'><b>Why:</b> {_md(self.question.explanation)}</div>"
                        if result.correct else "<div style='margin-top:4px'>Try again, or press Show answer.</div>")
-        self.feedback.value = _box(f"{result.message} (attempt {entry['attempts']})", result.correct, notes + explanation)
+        self.feedback.value = _box(f"{result.message} (attempt {entry.get('attempts', 1)}){again}", result.correct,
+                                   notes + explanation)
         return result
 
     def reveal(self) -> None:
         """Show the right answer, every option's feedback and the explanation."""
         q = self.question
-        notes = "".join(f"<div>{'✓' if o.correct else '✗'} {html.escape(o.text)}: {html.escape(o.feedback)}</div>"
-                        for o in q.options)
+        shown = [q.options[i] for i in self.order] if q.options else []
+        notes = "".join(f"<div>{'✓' if o.correct else '✗'} {_md(o.text)}: {_md(o.feedback)}</div>" for o in shown)
         self.feedback.value = _box(f"Answer: {correct_answer_text(q)}", None,
-                                   notes + f"<div style='margin-top:4px'><b>Why:</b> {html.escape(q.explanation)}</div>")
+                                   notes + f"<div style='margin-top:4px'><b>Why:</b> {_md(q.explanation)}</div>")
 
     def _restore(self, saved: dict) -> None:
         try:
             self.set_answer(saved.get("answer"))
         except Exception:  # a saved answer from an older bank: ignore it, keep the record
             pass
+        stored = saved.get("answer")
+        self._last_checked = sorted(stored) if isinstance(stored, list) else stored
         state = "answered correctly" if saved.get("correct") else "not yet answered correctly"
         self.feedback.value = _box(f"Earlier: {state} after {saved.get('attempts', 0)} attempt(s).",
                                    True if saved.get("correct") else None)
+
+    def show_error(self, message: str) -> None:
+        """A problem inside a button's handler: say so in the card (never a hidden traceback)."""
+        self.feedback.value = _box(message, False)
 
 
 class QuizView(View):
@@ -124,22 +151,27 @@ class ProgressView(View):
         self.banks = all_banks()
         self.table = w.HTML()
         refresh = w.Button(description="Refresh", icon="refresh")
-        refresh.on_click(lambda _: self.refresh())
+        refresh.on_click(guarded(self, lambda _: self.refresh()))
         self.widget = w.VBox([self.table, refresh])
         self.refresh()
 
     def rows(self):
         return self.store.summary(self.banks)
 
+    def show_error(self, message: str) -> None:
+        self.table.value = _box(message, False)
+
     def refresh(self) -> None:
         cells = []
         for ch, title, answered, correct, total in self.rows():
-            bar = "█" * correct + "░" * (total - correct)
+            bar = "█" * min(correct, 40) + "░" * min(max(total - correct, 0), 40)
             cells.append((ch, title, f"{correct}/{total}", bar, f"{answered} answered"))
+        for ch, played, correct in self.store.games():
+            cells.append((ch, "bug mystery game", f"{correct}/{played}", "", f"{played} rounds played"))
         self.table.value = table_html(cells, ("chapter", "title", "correct", "", ""))
 
     def text(self) -> str:
-        return progress_text(self.rows())
+        return progress_text(self.rows(), self.store.games())
 
 
 def course_progress(store: ProgressStore | None = None) -> ProgressView:
