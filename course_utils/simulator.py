@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
+from course_utils.loop import evaluate
 from course_utils.session import Session, TrainConfig
 
 
@@ -68,12 +70,18 @@ def updates_to_reach(config: TrainConfig, target: float) -> int | None:
     if not (_finite(target) and 0 < target <= 1):
         raise ValueError(f"target must be an accuracy in (0, 1], got {target!r}")
     session = Session(config)
+    model, val = session.model, session.state.splits.val
+    whole = DataLoader(val, batch_size=len(val))          # one forward pass over the validation set
     while not session.done:
         event = session.step()
         if event is None:
             break
-        if event.update and session.evaluate()[1] >= target:
-            return event.updates
+        if event.update:
+            was_training = model.training
+            accuracy = evaluate(model, whole)[1]
+            model.train(was_training)
+            if accuracy >= target:
+                return event.updates
     return None
 
 
@@ -127,3 +135,60 @@ def sgd_vs_adam(lr: float, target: float = 0.9, epochs: int = 20, **config) -> R
 def compare_runs(**changes_by_label: dict) -> dict[str, Session]:
     """Train one run per label, each the default config with its changes, all to the end (chapter 6)."""
     return {label: _quiet(Session(TrainConfig(**changes))) for label, changes in changes_by_label.items()}
+
+
+def run_figure(session: Session, title: str | None = None):
+    """A static picture of a simulator run (chapter 6's closing figure): boundary and five curves, ghost dashed."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from course_utils.widgets.live_plot import CLASS_COLOURS
+
+    fig, axes = plt.subplots(2, 3, figsize=(11.0, 5.6))
+    ax = axes[0, 0]
+    x, y = session.state.splits.train.tensors
+    extent = data_extent(x)
+    n = 80
+    classes, confidence = boundary_grid(session.model, extent, n)
+    cls = np.frombuffer(classes, dtype=np.uint8).reshape(n, n)
+    conf = np.frombuffer(confidence, dtype=np.uint8).reshape(n, n) / 255
+    colours = np.array([[int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)] for c in CLASS_COLOURS])
+    alpha = (0.15 + 0.45 * conf)[..., None]
+    ax.imshow(1 - alpha * (1 - colours[cls % len(colours)]), origin="lower", extent=extent, interpolation="bilinear")
+    ax.scatter(x[:, 0], x[:, 1], c=[CLASS_COLOURS[int(k) % len(CLASS_COLOURS)] for k in y], s=6,
+               edgecolors="#222", linewidths=0.3)
+    ax.set_title("decision boundary" + (" of the bugged run" if session.ghost is not None else "")
+                 + ", training data", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    runs = [("healthy ghost", session.ghost, "#757575", "--")] if session.ghost is not None else []
+    runs.append(("run" if session.ghost is None else "bugged run", session, None, "-"))
+    panels = [(axes[0, 1], "loss (train per step, val per epoch)", True), (axes[0, 2], "validation accuracy", False),
+              (axes[1, 0], "gradient norm (pre-clip)", True), (axes[1, 1], "learning rate", False),
+              (axes[1, 2], "graph memory, KiB (saved for backward)", False)]
+    for label, run, colour, style in runs:
+        steps, epochs = run.steps, run.epochs
+        xs, ends = [e.step for e in steps], [e.steps for e in epochs]
+        axes[0, 1].plot(xs, [e.loss for e in steps], style, color=colour or "#1565c0", lw=1, label=f"{label} train")
+        axes[0, 1].plot(ends, [e.val_loss for e in epochs], style, marker="o", ms=3, color=colour or "#e65100",
+                        lw=1, label=f"{label} val")
+        axes[0, 2].plot(ends, [e.val_acc for e in epochs], style, marker="o", ms=3, color=colour or "#e65100",
+                        lw=1, label=label)
+        axes[1, 0].plot(xs, [max(e.grad_norm, 1e-4) for e in steps], style, color=colour or "#1565c0", lw=1,
+                        label=label)
+        axes[1, 1].plot(xs, [e.lr for e in steps], style, color=colour or "#2e7d32", lw=1, label=label)
+        axes[1, 2].plot(xs, [e.memory / 1024 for e in steps], style, color=colour or "#6a1b9a", lw=1,
+                        label=f"{label} step")
+        if run is session:
+            axes[1, 2].plot(ends, [e.eval_memory / 1024 for e in epochs], "o", color="#e65100", ms=3,
+                            label="evaluation")
+    for ax, name, log in panels:
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("micro-step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if log:
+            ax.set_yscale("log")
+        ax.legend(fontsize=6, frameon=False)
+    fig.suptitle(title or ("training simulator: " + (" + ".join(session.config.bugs) or "healthy run")), fontsize=10)
+    fig.tight_layout()
+    return fig
