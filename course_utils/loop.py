@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.nn.utils import clip_grads_with_norm_
+from torch.nn.utils import clip_grads_with_norm_, get_total_norm
 from torch.utils.data import DataLoader, Dataset
 
 from course_utils.arithmetic import batch_sizes, is_update_step, loss_weight
@@ -54,8 +54,8 @@ def backward(loss: torch.Tensor) -> None:
 
 def clip(parameters: list[torch.Tensor], max_norm: float | None) -> float:
     """Measure the global gradient norm, rescale to max_norm if set; returns the pre-clip norm (chapters 3, 7)."""
-    grads = [p.grad.reshape(-1) for p in parameters if p.grad is not None]
-    norm = torch.linalg.vector_norm(torch.cat(grads)) if grads else torch.zeros(())  # all grads end to end
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = get_total_norm(grads) if grads else torch.zeros(())  # the norm of all grads laid end to end
     if max_norm is not None:
         clip_grads_with_norm_(parameters, max_norm, norm)
     return norm.item()
@@ -128,13 +128,13 @@ class LossLog:
         self.graph_nodes = 0
         self._seen: set = set()
 
-    def add(self, loss: torch.Tensor, size: int) -> None:
-        """Record one batch's mean loss: `loss.item()`, or (the bug) the tensor itself."""
+    def add(self, loss: torch.Tensor, size: int, value: float | None = None) -> None:
+        """Record one batch's mean loss: `loss.item()` (or `value`, if already read), or (the bug) the tensor."""
         if self.keep_graph:
             self.values.append(loss)
             self.graph_nodes += count_new_nodes(loss.grad_fn, self._seen)
         else:
-            self.values.append(loss.item())
+            self.values.append(loss.item() if value is None else value)
         self.sizes.append(size)
 
     def mean(self, per: str = "example") -> float:
@@ -225,38 +225,46 @@ def micro_step(state: RunState, inputs: torch.Tensor, targets: torch.Tensor, ind
     else:
         update = is_update_step(index, n_batches, k)
     lr = state.optimizer.param_groups[0]["lr"]
-    meter = state.meter or contextlib.nullcontext()       # on while autograd saves tensors: forward and loss
-    if state.meter is not None:
-        state.meter.reset_peak()
-    for operation in plan.recipe:
-        if operation == "zero_grad":
-            if window_start:
-                zero_grad(state.optimizer)
-        elif operation == "forward":
-            training = state.model.training
-            with meter:
+    meter = state.meter                                   # on while autograd saves tensors: forward and loss
+    if meter is not None:
+        meter.reset_peak()
+    try:
+        for operation in plan.recipe:
+            if operation == "zero_grad":
+                if window_start:
+                    zero_grad(state.optimizer)
+            elif operation == "forward":
+                training = state.model.training
+                if meter is not None:
+                    meter.__enter__()
                 logits = forward(state.model, inputs)
-        elif operation == "compute_loss":
-            with meter:
+            elif operation == "compute_loss":
                 loss = compute_loss(state.loss_fn, logits, targets)
-            objective = loss                              # weighted by its share of the window's examples
-            if plan.variant(operation) != "unscaled" and weight != 1:
-                objective = loss * weight
-        elif operation == "backward":
-            backward(objective)
-        elif operation == "clip":                         # measures every micro-step, clips on updates only
-            grad_norm = clip(state.params, state.config.clip_norm if update else None)
-        elif operation == "optimizer_step":
-            if update:
-                optimizer_step(state.optimizer)
-                state.updates += 1
-        elif operation == "scheduler_step":
-            if schedule_due(state.cadence, plan.variant(operation), update, index == n_batches - 1):
-                scheduler_step(state.scheduler)
+                if meter is not None:
+                    meter.__exit__(None, None, None)
+                objective = loss                          # weighted by its share of the window's examples
+                if plan.variant(operation) != "unscaled" and weight != 1:
+                    objective = loss * weight
+            elif operation == "backward":
+                backward(objective)
+            elif operation == "clip":                     # measures every micro-step, clips on updates only
+                grad_norm = clip(state.params, state.config.clip_norm if update else None)
+            elif operation == "optimizer_step":
+                if update:
+                    optimizer_step(state.optimizer)
+                    state.updates += 1
+            elif operation == "scheduler_step":
+                if schedule_due(state.cadence, plan.variant(operation), update, index == n_batches - 1):
+                    scheduler_step(state.scheduler)
+    finally:
+        if meter is not None:                             # an error mid-forward must not leave the hooks on
+            while meter._depth:
+                meter.__exit__(None, None, None)
     state.step += 1
-    state.log.add(loss, len(targets))
+    loss_value = loss.item()
+    state.log.add(loss, len(targets), loss_value)
     return StepEvent(epoch=state.epoch, batch=index + 1, step=state.step, updates=state.updates, lr=lr,
-                     loss=loss.item(), grad_norm=grad_norm,
+                     loss=loss_value, grad_norm=grad_norm,
                      memory=state.meter.peak if state.meter is not None else 0,
                      batch_size=len(targets), update=update, training=training,
                      graph_nodes=state.log.graph_nodes)

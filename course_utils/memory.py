@@ -40,21 +40,12 @@ class _Parameter:
 
 
 class _Packet:
-    """What autograd stores for a counted saved tensor; tells the meter when autograd drops it."""
+    """What autograd stores for a counted saved tensor; `release` tells the meter when autograd drops it."""
 
-    __slots__ = ("tensor", "meter", "key")
-
-    def __init__(self, tensor: torch.Tensor, meter: "GraphMemoryMeter", key: int):
-        self.tensor, self.meter, self.key = tensor, meter, key
+    __slots__ = ("tensor", "key", "release")
 
     def __del__(self):
-        meter, key = self.meter, self.key
-        count = meter._refs[key] - 1
-        if count:
-            meter._refs[key] = count
-        else:
-            del meter._refs[key]
-            meter._live -= meter._sizes.pop(key)
+        self.release(self.key)
 
 
 _unpack = operator.attrgetter("tensor")  # a C-level callable: unpacking costs no Python frame
@@ -65,69 +56,102 @@ class GraphMemoryMeter:
 
     Use it as a context manager around forward and loss (``with meter: loss = f(model(x))``); it may
     be entered again and again: graphs still alive from earlier entries keep counting.
+
+    Cost (issue 9, item 8): the pack hook and the packet's release are closures over local state (no
+    attribute look-ups on the meter), and one ``saved_tensors_hooks`` object is made once and
+    re-entered, so the meter adds a few microseconds per saved tensor (``benchmarks/bench_loop.py``).
     """
 
     def __init__(self, device: str | torch.device = "cpu"):
         self.device = torch.device(device)
         self.kind = CUDA_KIND if self.device.type == "cuda" else CPU_KIND
-        self._live = 0                      # CPU: saved bytes alive now
+        self._state = [0, 0]                # CPU: [bytes alive now, peak bytes]
         self._refs: dict[int, int] = {}     # CPU: storage address -> packets alive for it
         self._sizes: dict[int, int] = {}    # CPU: storage address -> bytes
-        self._hooks = None
-        self._peak = 0
+        self._depth = 0
         self._baseline = 0
+        self._cuda_peak = 0
         if self.device.type == "cuda":
+            self._hooks = None                # the allocator already counts everything
             self._baseline = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._hooks = torch.autograd.graph.saved_tensors_hooks(*self._make_hooks())
 
-    def _pack(self, tensor: torch.Tensor) -> object:
-        if tensor.requires_grad:
-            base = tensor._base
-            if tensor.grad_fn is None or (base is not None and base.grad_fn is None):
-                return _Parameter(tensor)             # a parameter or a view of one: not graph memory
-            tensor = tensor.detach()  # an activation: held without its grad_fn, or graph and packet form a cycle
-        storage = tensor.untyped_storage()
-        key = storage.data_ptr()
-        count = self._refs.get(key, 0)
-        if count == 0:
-            size = storage.nbytes()
-            self._sizes[key] = size
-            self._live += size
-            if self._live > self._peak:
-                self._peak = self._live
-        self._refs[key] = count + 1
-        return _Packet(tensor, self, key)
+    def _make_hooks(self):
+        state, refs, sizes = self._state, self._refs, self._sizes
+        new_packet = _Packet.__new__
+
+        def release(key: int) -> None:
+            count = refs[key] - 1
+            if count:
+                refs[key] = count
+            else:
+                del refs[key]
+                state[0] -= sizes.pop(key)
+
+        def pack(tensor: torch.Tensor) -> object:
+            if tensor.requires_grad:
+                grad_fn = tensor.grad_fn
+                if grad_fn is None:
+                    return _Parameter(tensor)          # a parameter: lives anyway, not graph memory
+                base = tensor._base
+                if base is not None and base.grad_fn is None:
+                    return _Parameter(tensor)          # a view of a parameter (W.t() in Linear)
+                tensor = tensor.detach()  # an activation: held without its grad_fn, or graph and packet form a cycle
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            count = refs.get(key)
+            if count is None:
+                size = storage.nbytes()
+                sizes[key] = size
+                refs[key] = 1
+                live = state[0] + size
+                state[0] = live
+                if live > state[1]:
+                    state[1] = live
+            else:
+                refs[key] = count + 1
+            packet = new_packet(_Packet)
+            packet.tensor, packet.key, packet.release = tensor, key, release
+            return packet
+
+        return pack, _unpack
 
     def __enter__(self) -> "GraphMemoryMeter":
-        if self.device.type != "cuda":  # on CUDA the allocator already counts everything
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
-            self._hooks.__enter__()
+        if self._hooks is not None:
+            if self._depth == 0:
+                self._hooks.__enter__()
+            self._depth += 1
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._hooks is not None:
-            self._hooks.__exit__(*exc_info)
-            self._hooks = None
+        if self._hooks is not None and self._depth:
+            self._depth -= 1
+            if self._depth == 0:
+                self._hooks.__exit__(*exc_info)
 
     @property
     def bytes(self) -> int:
         """Bytes alive now: saved-for-backward (CPU) or allocated since the meter was made (CUDA)."""
         if self.device.type == "cuda":
             return max(0, torch.cuda.memory_allocated(self.device) - self._baseline)
-        return self._live
+        return self._state[0]
 
     @property
     def peak(self) -> int:
         """The most bytes seen alive since the meter was made or `reset_peak()` was last called."""
         if self.device.type == "cuda":
-            return max(self._peak, torch.cuda.max_memory_allocated(self.device) - self._baseline)
-        return self._peak
+            return max(self._cuda_peak, torch.cuda.max_memory_allocated(self.device) - self._baseline)
+        return self._state[1]
 
     def reset_peak(self) -> None:
         """Start a new peak window at the current live bytes (the loop calls it once per step)."""
-        self._peak = self.bytes
         if self.device.type == "cuda":
+            self._cuda_peak = self.bytes
             torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._state[1] = self._state[0]
 
 
 def count_new_nodes(root: object, seen: set) -> int:
