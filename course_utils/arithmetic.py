@@ -9,7 +9,6 @@ first indices) and the course's loop, which steps the optimizer after every K mi
 """
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass
 
@@ -19,11 +18,24 @@ def _positive_int(name: str, value: object) -> int:
         raise ValueError(f"{name} must be a positive integer, got a bool ({value!r})")
     try:
         number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    except Exception:  # noqa: BLE001 - any object: a float, a string, a tensor, one whose __index__ raises
+        raise ValueError(f"{name} must be a positive integer, got {_short_repr(value)}") from None
     if number < 1:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {number}")
     return number
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real message
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _ceil_div(a: int, b: int) -> int:
+    """Exact ceil(a / b) for integers of any size (float division overflows above 1e308)."""
+    return -(-a // b)
 
 
 def is_update_step(micro_step: int, micro_steps_per_epoch: int, accum_steps: int) -> bool:
@@ -76,6 +88,7 @@ class TrainingArithmetic:
     last_window_size: int          # micro-batches in an epoch's final accumulation window
     total_weight_updates: int
     effective_batch_size: int      # nominal examples per update: B * K * W
+    largest_update_examples: int   # examples that really go into the largest update, all ranks (padding included)
     examples_per_epoch: int        # example-level forward passes per rank per epoch
     total_examples_seen: int       # example-level forward passes per rank, all epochs
     global_examples_seen: int      # the same summed over all W ranks (padding duplicates included)
@@ -98,7 +111,8 @@ class TrainingArithmetic:
             ("last batch size", self.last_batch_size),
             ("examples dropped per epoch", self.dropped_per_epoch),
             ("micro-steps (all epochs)", self.total_micro_steps),
-            ("effective batch B*K*W", self.effective_batch_size),
+            ("effective batch B*K*W (nominal)", self.effective_batch_size),
+            ("examples in the largest update", self.largest_update_examples),
             ("updates per epoch (with flush)", self.updates_per_epoch),
             ("updates per epoch (naive loop)", self.naive_updates_per_epoch),
             ("last accumulation window", self.last_window_size),
@@ -129,9 +143,9 @@ def training_arithmetic(dataset_size: int, batch_size: int, epochs: int, accum_s
     k = _positive_int("accum_steps", accum_steps)
     w = _positive_int("world_size", world_size)
     if not isinstance(drop_last, bool):
-        raise ValueError(f"drop_last must be True or False, got {drop_last!r}")
+        raise ValueError(f"drop_last must be True or False, got {_short_repr(drop_last)}")
 
-    per_rank = math.ceil(n / w)            # DistributedSampler(drop_last=False) pads to this
+    per_rank = _ceil_div(n, w)             # DistributedSampler(drop_last=False) pads to this
     padded = per_rank * w - n
     full, remainder = divmod(per_rank, b)
     if drop_last or remainder == 0:
@@ -139,7 +153,7 @@ def training_arithmetic(dataset_size: int, batch_size: int, epochs: int, accum_s
     else:
         iters, last = full + 1, remainder
     examples = full * b if drop_last else per_rank
-    updates = math.ceil(iters / k)
+    updates = _ceil_div(iters, k)
     window = iters - (updates - 1) * k if iters else 0
     return TrainingArithmetic(
         dataset_size=n, batch_size=b, epochs=e, accum_steps=k, drop_last=drop_last, world_size=w,
@@ -147,6 +161,7 @@ def training_arithmetic(dataset_size: int, batch_size: int, epochs: int, accum_s
         iters_per_epoch=iters, last_batch_size=last, dropped_per_epoch=per_rank - examples,
         total_micro_steps=iters * e, updates_per_epoch=updates, naive_updates_per_epoch=iters // k,
         last_window_size=window, total_weight_updates=updates * e, effective_batch_size=b * k * w,
+        largest_update_examples=min(b * k, examples) * w,
         examples_per_epoch=examples, total_examples_seen=examples * e,
         global_examples_seen=examples * e * w,
     )

@@ -124,3 +124,36 @@ def test_accumulated_windows_equal_one_big_batch_each(n, b, k, drop_last):
         sl = slice(starts[window[0]], starts[window[-1]] + sizes[window[-1]])
         loss_fn(model(x[sl].double()), y[sl]).backward()
         torch.testing.assert_close(accumulated, model.weight.grad, rtol=1e-12, atol=1e-12)
+
+
+
+_ARGS = ("dataset_size", "batch_size", "epochs", "accum_steps", "world_size")
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.tuples(*[st.integers(1, 10**400)] * 5), drop_last=st.booleans())
+def test_huge_integers_are_counted_exactly(values, drop_last):
+    """No OverflowError: the counts use integer arithmetic, so any size of int works (issue 9.6)."""
+    n, b, e, k, w = values
+    r = training_arithmetic(n, b, e, k, drop_last=drop_last, world_size=w)
+    per_rank = -(-n // w)
+    assert r.samples_per_rank == per_rank and r.iters_per_epoch in (per_rank // b, per_rank // b + 1)
+    assert r.updates_per_epoch == -(-r.iters_per_epoch // k) and r.total_weight_updates == e * r.updates_per_epoch
+    assert r.table()
+
+
+@settings(max_examples=300, deadline=None)
+@given(position=st.sampled_from(_ARGS),
+       bad=st.one_of(st.integers(max_value=0), st.floats(), st.text(max_size=5), st.none(), st.booleans(),
+                     st.lists(st.integers(), max_size=2), st.complex_numbers(), st.binary(max_size=3)))
+def test_any_bad_value_of_any_type_is_a_value_error_naming_the_argument(position, bad):
+    kwargs = dict(dataset_size=100, batch_size=10, epochs=1, accum_steps=1, world_size=1)
+    kwargs[position] = bad
+    with pytest.raises(ValueError, match=position):
+        training_arithmetic(**kwargs)
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None, 0.0])
+def test_drop_last_must_be_a_bool(bad):
+    with pytest.raises(ValueError, match="drop_last"):
+        training_arithmetic(10, 2, 1, drop_last=bad)
