@@ -67,6 +67,9 @@ def parse_whole_number(text: object, label: str, minimum: int | None = None, max
         raise ValueError(f"{label}: {str(text).strip()[:30]!r} is not a number; type a whole number such as 12")
     if len(raw) > 40:
         raise ValueError(f"{label}: that number is far too long")
+    integer_part = re.split(r"[.eE]", raw.lstrip("+-"))[0]
+    if "," in integer_part and not re.fullmatch(r"\d{1,3}(,\d{3})+", integer_part):
+        raise ValueError(f"{label}: {raw!r} is ambiguous; write 2.5 as 2.5 and thousands as 1,000 or 1000")
     cleaned = raw.replace(",", "").replace("_", "")
     try:
         number = int(cleaned)
@@ -122,3 +125,8 @@ def guarded(view, handler):
             view.show_error(f"Something went wrong: {exc}" if not isinstance(exc, ValueError) else str(exc))
             return None
     return run
+
+
+def busy_html(what: str = "updating") -> str:
+    """A one-line "working" note, shown at once while a slower update runs (feedback within 200 ms)."""
+    return f'<div style="color:#555;padding:6px 10px">⏳ {html.escape(what)}…</div>'
