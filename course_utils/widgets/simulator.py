@@ -34,7 +34,20 @@ SCHEDULE_LABELS = {"constant": "constant", "step": "step", "cosine": "cosine", "
 # setting -> (label on screen, smallest, largest): what a box accepts
 LIMITS = {"n_train": ("dataset size", 30, 5000), "classes": ("classes", 2, len(CLASS_COLOURS)),
           "noise": ("noise", 0.0, 2.0), "batch_size": ("batch size", 1, 1024), "epochs": ("epochs", 1, 200),
-          "accum_steps": ("accumulation steps", 1, 64), "dropout": ("dropout", 0.0, 0.9)}
+          "accum_steps": ("accumulation steps", 1, 64), "dropout": ("dropout", 0.0, 0.9),
+          "clip_norm": ("clip norm (0 = off)", 0.0, 1000.0)}
+# bugs that leave no trace unless a setting lets them act: (does it act?, what it needs, in screen words)
+NEEDS = {
+    "eval_in_train_mode": (lambda c: c.dropout > 0, "dropout above 0"),
+    "missing_train_switch": (lambda c: c.dropout > 0, "dropout above 0"),
+    "epoch_schedule_per_batch": (lambda c: c.schedule in ("step", "cosine"), "schedule step or cosine"),
+    "unscaled_accumulation": (lambda c: c.accum_steps > 1, "accumulation steps above 1"),
+    "accumulation_without_flush": (lambda c: c.arithmetic().iters_per_epoch % c.accum_steps != 0,
+                                   "accumulation steps that do not divide the micro-batches per epoch"),
+    "clip_after_step": (lambda c: c.clip_norm is not None, "a clip norm above 0"),
+    "mean_of_batch_means": (lambda c: c.n_val % c.batch_size != 0,
+                            "a batch size that does not divide the 300 validation examples"),
+}
 LOG_LR = (-4.0, 0.5)
 FLUSH_S = 0.05          # while training runs: send new points at most every 50 ms
 GRID = 48               # decision-boundary grid, GRID x GRID predictions
@@ -86,6 +99,7 @@ class SimulatorView(View):
             "epochs": w.IntText(config.epochs, description="epochs"),
             "accum_steps": w.IntText(config.accum_steps, description="accumulation steps"),
             "dropout": w.FloatText(config.dropout, description="dropout", step=0.1),
+            "clip_norm": w.FloatText(config.clip_norm or 0.0, description="clip norm (0 = off)", step=0.5),
             "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
                                     description="optimizer"),
             "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
@@ -147,6 +161,7 @@ class SimulatorView(View):
                 if first.operation == second.operation:
                     raise ValueError(f"“{first.title}” and “{second.title}” both change the same operation "
                                      f"({first.operation}): tick only one of them")
+        values["clip_norm"] = values["clip_norm"] or None           # 0 switches clipping off
         try:
             return replace(self.good, **values, lr=10 ** self.log_lr.value, bugs=bugs)
         except ValueError as exc:
@@ -174,6 +189,10 @@ class SimulatorView(View):
         self.session.reset(config)
         self.error = None
         self.note = f"You changed “{label}”: a new run started from step 0 (same seed)."
+        hidden = [(BUGS[b].title, NEEDS[b][1]) for b in config.bugs if b in NEEDS and not NEEDS[b][0](config)]
+        if hidden:
+            self.note += " With these settings " + "; ".join(
+                f"“{title}” changes nothing: it needs {need}" for title, need in hidden) + "."
         self._restart()
 
     def _revert(self, change) -> None:
@@ -394,7 +413,9 @@ class SimulatorView(View):
                      f"step graph memory {_fmt(last.memory / 1024)} KiB"]
         if epochs:
             line += [f"val accuracy {_fmt(epochs[-1].val_acc)}", f"eval graph memory {_fmt(epochs[-1].eval_memory / 1024)} KiB"]
-        lines = [" | ".join(line), f"memory = {CPU_KIND} (peak per step / per evaluation)"]
+        nodes = steps[-1].graph_nodes if steps else 0
+        lines = [" | ".join(line), f"memory = {CPU_KIND} (peak per step / per evaluation) | "
+                 f"autograd nodes kept alive by the loss log: {nodes}"]
         if s.ghost is not None:
             g = s.ghost
             ghost = [f"healthy ghost (same seed): step {g.state.step}"]
@@ -410,7 +431,7 @@ class SimulatorView(View):
         return (f"dataset size {c.n_train}, classes {c.classes}, noise {_fmt(c.noise)}, batch size {c.batch_size}, "
                 f"learning rate {_fmt(c.lr)}, optimizer {OPTIMIZER_LABELS[c.optimizer]}, "
                 f"schedule {SCHEDULE_LABELS[c.schedule]}, epochs {c.epochs}, accumulation steps {c.accum_steps}, "
-                f"dropout {_fmt(c.dropout)}")
+                f"dropout {_fmt(c.dropout)}, clip norm {_fmt(c.clip_norm) if c.clip_norm else 'off'}")
 
     def text(self) -> str:
         c = self.session.config
