@@ -53,3 +53,16 @@ def sig(x: float, digits: int = 4) -> float:
     if x == 0 or not math.isfinite(x):
         return x
     return round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
+
+
+MAX_SEED = 2**63 - 1
+
+
+def valid_seed(seed: object, name: str = "seed") -> int:
+    """A seed torch.Generator.manual_seed accepts, 0..2**63-1; ValueError naming `name` otherwise (chapters 1, 2)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"{name} must be a whole number from 0 to {MAX_SEED:,}, got {seed!r}"[:160])
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise ValueError(f"{name} must be a whole number from 0 to {MAX_SEED:,}"
+                         f" (2**63 - 1), got {int(seed):,}"[:160])
+    return int(seed)

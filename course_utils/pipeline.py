@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from course_utils.data import make_spiral
+from course_utils.notebook import valid_seed
 
 
 class IndexDataset(Dataset):
@@ -89,7 +90,7 @@ def make_loader(n: int, batch_size: int, shuffle: bool, drop_last: bool, seed: i
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     dataset = IndexDataset(n)
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(valid_seed(seed))
     inner = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     sampler = RecordingSampler(inner)
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
@@ -97,21 +98,40 @@ def make_loader(n: int, batch_size: int, shuffle: bool, drop_last: bool, seed: i
     return loader, sampler
 
 
+class PipelineRecorder:
+    """One DataLoader, kept: each next_epoch() records one more pass (work per click does not grow with epochs)."""
+
+    def __init__(self, n: int = 100, batch_size: int = 16, shuffle: bool = True, drop_last: bool = False,
+                 seed: int = 0):
+        self.loader, self.sampler = make_loader(n, batch_size, shuffle, drop_last, seed)
+        self.n, self.batch_size, self.shuffle, self.drop_last, self.seed = n, batch_size, shuffle, drop_last, seed
+        self.epochs: list[EpochTrace] = []
+
+    def next_epoch(self) -> EpochTrace:
+        """Iterate the same loader once more (its generator moves on, so a new order with shuffle)."""
+        collated = list(self.loader)
+        batches = [t.tolist() for t in collated]
+        order = list(self.sampler.record)
+        kept = {i for b in batches for i in b}
+        trace = EpochTrace(len(self.epochs) + 1, order, batches, [tuple(t.shape) for t in collated],
+                           [i for i in order if i not in kept])
+        self.epochs.append(trace)
+        return trace
+
+    @property
+    def trace(self) -> PipelineTrace:
+        return PipelineTrace(self.n, self.batch_size, self.shuffle, self.drop_last, self.seed, list(self.epochs))
+
+
 def trace_pipeline(n: int = 100, batch_size: int = 16, shuffle: bool = True, drop_last: bool = False,
                    seed: int = 0, epochs: int = 1) -> PipelineTrace:
     """Run a real DataLoader for `epochs` epochs and record each stage (chapter 1)."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
-    loader, sampler = make_loader(n, batch_size, shuffle, drop_last, seed)
-    traces = []
-    for epoch in range(1, epochs + 1):
-        collated = list(loader)
-        batches = [t.tolist() for t in collated]
-        order = list(sampler.record)
-        kept = {i for b in batches for i in b}
-        traces.append(EpochTrace(epoch, order, batches, [tuple(t.shape) for t in collated],
-                                 [i for i in order if i not in kept]))
-    return PipelineTrace(n, batch_size, shuffle, drop_last, seed, traces)
+    recorder = PipelineRecorder(n, batch_size, shuffle, drop_last, seed)
+    for _ in range(epochs):
+        recorder.next_epoch()
+    return recorder.trace
 
 
 def dataloader_defaults() -> dict[str, object]:

@@ -1,37 +1,44 @@
 """Chapter 1: the Dataset -> Sampler -> BatchSampler -> collate view (which index lands in which batch)."""
 from __future__ import annotations
 
-import ipywidgets as w
-import matplotlib.pyplot as plt
+import html
 
-from course_utils.pipeline import PipelineTrace, trace_pipeline
-from course_utils.widgets.base import View, error_html, figure_png, table_html
+import ipywidgets as w
+
+from course_utils.notebook import MAX_SEED
+from course_utils.pipeline import EpochTrace, PipelineRecorder
+from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box, parse_whole_number,
+                                       stale_html, table_html)
 
 MAX_N = 400
 MAX_SHOWN_BATCHES = 12
+# Ten light colours, dark text on each (legible); the batch number is printed in every cell, so a repeated
+# colour never merges two batches.
+PALETTE = ("#bbdefb", "#ffe0b2", "#c8e6c9", "#f8bbd0", "#d1c4e9", "#fff59d", "#b2ebf2", "#ffccbc", "#dcedc8",
+           "#cfd8dc")
 
 
-def pipeline_figure(trace: PipelineTrace, epoch: int):
-    """Every example as a cell in sampler order, coloured by the batch it lands in; skipped ones hatched."""
-    e = trace.epochs[epoch - 1]
+def pipeline_grid_html(e: EpochTrace, columns: int = 20) -> str:
+    """Every example as a cell in the sampler's order: its index, and the batch it lands in (or 'dropped')."""
     where = {i: b for b, batch in enumerate(e.batches) for i in batch}
-    cols = 20
-    rows = -(-trace.n // cols)
-    fig, ax = plt.subplots(figsize=(8.0, 0.35 * rows + 0.8))
-    cmap = plt.get_cmap("tab20")
-    for pos, index in enumerate(e.sampler_order):
-        r, c = divmod(pos, cols)
+    cells = []
+    for index in e.sampler_order:
         b = where.get(index)
-        colour = cmap(b % 20) if b is not None else "#eeeeee"
-        ax.add_patch(plt.Rectangle((c, -r), 0.95, 0.9, color=colour, hatch=None if b is not None else "///",
-                                   ec="#9e9e9e" if b is None else None))
-        ax.text(c + 0.47, -r + 0.45, str(index), ha="center", va="center", fontsize=6)
-    ax.set_xlim(0, cols)
-    ax.set_ylim(-rows + 0.8, 1.1)
-    ax.set_axis_off()
-    ax.set_title(f"epoch {epoch}: the sampler's order, left to right; colour = batch; hatched = dropped", fontsize=9)
-    fig.tight_layout()
-    return fig
+        if b is None:
+            style = "background:repeating-linear-gradient(45deg,#eee,#eee 3px,#bdbdbd 3px,#bdbdbd 5px);color:#555"
+            label = "dropped"
+        else:
+            style = f"background:{PALETTE[b % len(PALETTE)]};color:#111"
+            label = f"b{b + 1}"
+        cells.append(f"<div style='{style};border-radius:3px;text-align:center;line-height:1.05;padding:1px 0'>"
+                     f"<div style='font-size:12px'>{index}</div><div style='font-size:9px;color:#444'>{label}</div>"
+                     "</div>")
+    title = (f"<div style='font-size:13px;margin:4px 0'>Epoch {e.epoch}: the sampler's order, left to right, top "
+             "to bottom. Each cell: the example's index and its batch (b1, b2, …); striped = dropped "
+             "(drop_last).</div>")
+    grid = (f"<div style='display:grid;grid-template-columns:repeat({columns},minmax(0,1fr));gap:2px;"
+            f"max-width:860px;font-family:monospace'>{''.join(cells)}</div>")
+    return title + grid
 
 
 class PipelineView(View):
@@ -39,63 +46,85 @@ class PipelineView(View):
 
     def __init__(self, n: int = 100, batch_size: int = 16, shuffle: bool = True, drop_last: bool = False,
                  seed: int = 0):
-        style = {"description_width": "90px"}
-        self.n = w.IntText(n, description="examples N", style=style, layout=w.Layout(width="200px"))
-        self.batch_size = w.IntSlider(batch_size, min=1, max=64, description="batch size", style=style)
+        self.n = number_box(n, "examples N", width="220px", label_width="90px")
+        self.batch_size = w.IntSlider(batch_size, min=1, max=64, description="batch size",
+                                      style={"description_width": "90px"}, continuous_update=False)
         self.shuffle = w.Checkbox(shuffle, description="shuffle", indent=False)
         self.drop_last = w.Checkbox(drop_last, description="drop_last", indent=False)
-        self.seed = w.IntText(seed, description="seed", style=style, layout=w.Layout(width="200px"))
-        self.next_epoch = w.Button(description="Next epoch", icon="forward")
+        self.seed = number_box(seed, "seed", width="220px", label_width="90px")
+        self.next_epoch = w.Button(description="Next epoch", icon="forward",
+                                   tooltip="iterate the same DataLoader once more")
         self.controls = [self.n, self.batch_size, self.shuffle, self.drop_last, self.seed]
-        self.message = w.HTML()
-        self.stages = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="720px"))
-        self.epoch = 1
-        self.trace: PipelineTrace | None = None
+        self.message = w.HTML(layout=w.Layout(min_height="34px"))
+        self.output = w.HTML(layout=w.Layout(min_height="420px"))
+        self.recorder: PipelineRecorder | None = None
         self.error: str | None = None
         for control in self.controls:
-            control.observe(lambda _: self.update(reset_epoch=True), names="value")
-        self.next_epoch.on_click(lambda _: self.advance())
-        self.widget = w.VBox([w.HBox([w.VBox(self.controls[:2] + [self.seed]),
+            control.observe(guarded(self, lambda _: self.update()), names="value")
+        self.next_epoch.on_click(guarded(self, lambda _: self.advance()))
+        note = w.HTML("<i style='color:#666'>Changing a setting builds a new DataLoader and starts again at "
+                      "epoch 1; Next epoch iterates the same one again.</i>")
+        self.widget = w.VBox([w.HBox([w.VBox([self.n, self.batch_size, self.seed]),
                                       w.VBox([self.shuffle, self.drop_last, self.next_epoch])]),
-                              self.message, self.stages, self.image])
-        self.update(reset_epoch=True)
+                              note, self.message, self.output])
+        self.update()
+
+    @property
+    def epoch(self) -> int:
+        return len(self.recorder.epochs) if self.recorder else 0
+
+    @property
+    def trace(self):
+        return self.recorder.trace if self.recorder else None
+
+    def update(self) -> None:
+        """A new DataLoader from the controls, at epoch 1."""
+        try:
+            n = parse_whole_number(self.n.value, "examples N", minimum=1, maximum=MAX_N)
+            seed = parse_whole_number(self.seed.value, "seed", minimum=0, maximum=MAX_SEED)
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return
+        self.message.value = busy_html()
+        self.recorder = PipelineRecorder(n, self.batch_size.value, self.shuffle.value, self.drop_last.value, seed)
+        self.recorder.next_epoch()
+        self.draw()
 
     def advance(self) -> None:
-        """One more pass over the same DataLoader (its generator moves on, so a new order with shuffle)."""
-        self.epoch += 1
-        self.update(reset_epoch=False)
-
-    def update(self, reset_epoch: bool = False) -> None:
-        if reset_epoch:
-            self.epoch = 1
-        try:
-            if self.n.value > MAX_N:
-                raise ValueError(f"N must be at most {MAX_N} in this view, got {self.n.value}")
-            self.trace = trace_pipeline(self.n.value, self.batch_size.value, self.shuffle.value, self.drop_last.value,
-                                        self.seed.value, epochs=self.epoch)
-        except ValueError as exc:
-            self.trace, self.error = None, str(exc)
-            self.message.value = error_html(str(exc))
-            self.stages.value, self.image.value = "", b""
+        """One more pass over the same DataLoader."""
+        if self.recorder is None:
             return
-        self.error = None
-        self.message.value = ""
-        e = self.trace.epochs[-1]
+        self.message.value = busy_html()
+        self.recorder.next_epoch()
+        self.draw()
+
+    def draw(self) -> None:
+        e = self.recorder.epochs[-1]
         rows = [(f"batch {b + 1}", len(batch), _short(batch), str(shape))
                 for b, (batch, shape) in enumerate(zip(e.batches[:MAX_SHOWN_BATCHES], e.collated_shapes))]
         if len(e.batches) > MAX_SHOWN_BATCHES:
-            rows.append(("…", "", f"{len(e.batches) - MAX_SHOWN_BATCHES} more batches", ""))
-        head = (f"<b>Epoch {self.epoch}</b> · sampler: {'RandomSampler' if self.trace.shuffle else 'SequentialSampler'}"
-                f" gives {_short(e.sampler_order, 12)} → BatchSampler → collate → {len(e.batches)} batches"
-                + (f" · <b>skipped:</b> {sorted(e.skipped)}" if e.skipped else ""))
-        self.stages.value = head + table_html(rows, ("batch", "size", "indices", "collated tensor"))
-        self.image.value = figure_png(pipeline_figure(self.trace, self.epoch))
+            rows.append(("…", "", f"{len(e.batches) - MAX_SHOWN_BATCHES} more batches (all in the grid below)", ""))
+        sampler = "RandomSampler" if self.recorder.shuffle else "SequentialSampler"
+        head = (f"<div><b>Epoch {self.epoch}</b> · {sampler} → BatchSampler → collate → "
+                f"{len(e.batches)} batches" + (f" · <b>skipped:</b> {html.escape(str(sorted(e.skipped)))}"
+                                               if e.skipped else "") + "</div>")
+        body = head + table_html(rows, ("batch", "size", "indices", "collated")) + pipeline_grid_html(e)
+        self.error = None
+        self.output.value = body
+        self.message.value = ""
+        self.next_epoch.disabled = False
+
+    def show_error(self, message: str) -> None:
+        self.recorder, self.error = None, message
+        self.message.value = error_html(message)
+        if "opacity" not in self.output.value:
+            self.output.value = stale_html(self.output.value, "last valid settings:")
+        self.next_epoch.disabled = True
 
     def text(self) -> str:
-        if self.trace is None:
+        if self.recorder is None:
             return f"Pipeline view: invalid input: {self.error}"
-        t, e = self.trace, self.trace.epochs[-1]
+        t, e = self.recorder, self.recorder.epochs[-1]
         lines = [f"Pipeline view: N={t.n}, batch_size={t.batch_size}, shuffle={t.shuffle}, drop_last={t.drop_last}, "
                  f"seed={t.seed}, epoch {self.epoch}",
                  f"{len(e.batches)} batches, sizes {[len(b) for b in e.batches]}"]

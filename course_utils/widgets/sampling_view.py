@@ -6,29 +6,39 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from course_utils.data import make_imbalanced, make_sequences
-from course_utils.notebook import sig
+from matplotlib.ticker import MaxNLocator
+
+from course_utils.notebook import MAX_SEED, sig
 from course_utils.sampling import (STRATEGIES, Composition, PaddingStats, ShardView, batch_composition,
                                    padding_stats, shard_view)
-from course_utils.widgets.base import View, error_html, figure_png, table_html
+from course_utils.widgets.base import (View, busy_html, error_html, figure_html, figure_png, guarded, number_box,
+                                       parse_whole_number, stale_html, table_html)
 
-SHOWN_BATCHES = 20
 _STYLE = {"description_width": "110px"}
 
 
 def composition_figure(results: list[Composition]):
-    """One panel per strategy: stacked bars of majority / minority examples in the first batches."""
-    fig, axes = plt.subplots(1, len(results), figsize=(9.0, 2.6), sharey=True)
+    """One panel per strategy: stacked bars of majority / minority examples in every batch drawn."""
+    fig, axes = plt.subplots(1, len(results), figsize=(9.0, 2.9), sharey=True)
     for ax, c in zip(np.atleast_1d(axes), results):
-        counts = np.array(c.counts[:SHOWN_BATCHES])
+        counts = np.array(c.counts)
         xs = np.arange(1, len(counts) + 1)
-        ax.bar(xs, counts[:, 0], color="#90caf9", label="class 0 (majority)")
-        ax.bar(xs, counts[:, 1], bottom=counts[:, 0], color="#ef6c00", label="class 1 (minority)")
-        ax.set_title(f"{c.strategy}: minority share {sig(c.share(), 3)}", fontsize=9)
-        ax.set_xlabel("batch")
+        ax.bar(xs, counts[:, 0], color="#90caf9", label="class 0 (majority)", width=0.85)
+        ax.bar(xs, counts[:, 1], bottom=counts[:, 0], color="#ef6c00", label="class 1 (minority)", width=0.85)
+        ax.set_title(f"{c.strategy}: minority share {sig(c.share(), 3)}", fontsize=10)
+        ax.set_xlabel(f"batch (all {len(counts)})")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        ax.set_xlim(0.4, len(counts) + 0.6)
     np.atleast_1d(axes)[0].set_ylabel("examples")
-    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    np.atleast_1d(axes)[0].yaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
+
+
+def _seed_box(seed: int) -> w.Text:
+    return number_box(seed, "seed", width="240px", label_width="110px")
 
 
 class SamplingView(View):
@@ -36,48 +46,64 @@ class SamplingView(View):
 
     def __init__(self, batch_size: int = 32, n_batches: int = 30, replacement: bool = True, seed: int = 0):
         self.labels = make_imbalanced().tensors[1]
-        self.batch_size = w.IntSlider(batch_size, min=1, max=128, description="batch size", style=_STYLE)
-        self.n_batches = w.IntSlider(n_batches, min=1, max=31, description="batches", style=_STYLE)
+        self.batch_size = w.IntSlider(batch_size, min=1, max=128, description="batch size", style=_STYLE,
+                                      continuous_update=False)
+        self.n_batches = w.IntSlider(n_batches, min=1, max=40, description="batches", style=_STYLE,
+                                     continuous_update=False)
         self.replacement = w.Checkbox(replacement, description="weighted: replacement", indent=False)
-        self.seed = w.IntText(seed, description="seed", style=_STYLE, layout=w.Layout(width="220px"))
+        self.seed = _seed_box(seed)
         self.resample = w.Button(description="New seed", icon="random")
         self.controls = [self.batch_size, self.n_batches, self.replacement, self.seed]
-        self.message, self.table = w.HTML(), w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="760px"))
+        self.message = w.HTML(layout=w.Layout(min_height="34px"))
+        self.output = w.HTML(layout=w.Layout(min_height="420px"))
         self.results: list[Composition] = []
         self.error: str | None = None
+        self.last_seed = seed
         for control in self.controls:
-            control.observe(lambda _: self.update(), names="value")
-        self.resample.on_click(lambda _: setattr(self.seed, "value", self.seed.value + 1))
+            control.observe(guarded(self, lambda _: self.update()), names="value")
+        self.resample.on_click(guarded(self, lambda _: self.new_seed()))
         self.widget = w.VBox([w.HBox([w.VBox(self.controls[:2]), w.VBox([self.replacement, self.seed, self.resample])]),
-                              self.message, self.table, self.image])
+                              self.message, self.output])
         self.update()
+
+    def new_seed(self) -> None:
+        """The next seed after the last one that worked (wrapping at the largest seed)."""
+        self.seed.value = str((self.last_seed + 1) % (MAX_SEED + 1))
 
     def update(self) -> None:
         try:
-            n_max = -(-len(self.labels) // self.batch_size.value)
-            n_batches = min(self.n_batches.value, n_max)
-            self.results = [batch_composition(self.labels, s, self.batch_size.value, n_batches,
-                                              replacement=self.replacement.value, seed=self.seed.value)
-                            for s in STRATEGIES]
+            seed = parse_whole_number(self.seed.value, "seed", minimum=0, maximum=MAX_SEED)
         except ValueError as exc:
-            self.results, self.error = [], str(exc)
-            self.message.value, self.table.value, self.image.value = error_html(str(exc)), "", b""
+            self.show_error(str(exc))
             return
-        self.error = None
-        self.message.value = (f"<i>{n_batches} batches (one epoch holds at most {n_max})</i>"
-                              if n_batches < self.n_batches.value else "")
-        self.table.value = table_html([(c.strategy, len(c.counts), c.totals[0], c.totals[1], sig(c.share(), 3),
-                                        sig(c.mean_count(), 3), c.distinct) for c in self.results],
-                                      ("sampler", "batches", "class 0", "class 1", "minority share",
-                                       "minority / batch", "distinct examples"))
-        self.image.value = figure_png(composition_figure(self.results))
+        self.message.value = busy_html("drawing new batches")
+        n_max = -(-len(self.labels) // self.batch_size.value)
+        n_batches = min(self.n_batches.value, n_max)
+        results = [batch_composition(self.labels, s, self.batch_size.value, n_batches,
+                                     replacement=self.replacement.value, seed=seed) for s in STRATEGIES]
+        table = table_html([(c.strategy, len(c.counts), c.totals[0], c.totals[1], sig(c.share(), 3),
+                             sig(c.mean_count(), 3), c.distinct) for c in results],
+                           ("sampler", "batches", "class 0", "class 1", "minority share",
+                            "minority / batch", "distinct examples"))
+        figure = figure_html(figure_png(composition_figure(results)), 820, "class counts per batch")
+        note = (f"<i>{n_batches} batches: one epoch at batch size {self.batch_size.value} holds at most {n_max}, "
+                "so the sequential and shuffled samplers stop there.</i>" if n_batches < self.n_batches.value else "")
+        # table, titles and figure come from the same draw and arrive as one update
+        self.results, self.error, self.last_seed = results, None, seed
+        self.output.value = note + table + figure
+        self.message.value = ""
+
+    def show_error(self, message: str) -> None:
+        self.results, self.error = [], message
+        self.message.value = error_html(message + " (New seed starts again from the last seed that worked)")
+        if "opacity" not in self.output.value:
+            self.output.value = stale_html(self.output.value, "last valid seed:")
 
     def text(self) -> str:
         if not self.results:
             return f"Sampling view: invalid input: {self.error}"
         lines = [f"Sampling view: 900/100 dataset, batch_size={self.batch_size.value}, "
-                 f"replacement={self.replacement.value}, seed={self.seed.value}"]
+                 f"replacement={self.replacement.value}, seed={self.last_seed}"]
         for c in self.results:
             lines.append(f"  {c.strategy:<10} {len(c.counts)} batches, class counts {c.totals}, minority share "
                          f"{sig(c.share(), 3)}, first batches {c.counts[:3]}")
@@ -85,17 +111,22 @@ class SamplingView(View):
 
 
 def padding_figure(stats: PaddingStats, shown: int = 6):
-    """The first padded batches as grids: real tokens dark, padding light."""
+    """The first padded batches as grids on one length scale: real tokens dark, padding light."""
     masks = stats.masks[:shown]
-    fig, axes = plt.subplots(1, len(masks), figsize=(9.0, 2.2), sharey=False)
+    longest = max(m.shape[1] for m in masks)
+    fig, axes = plt.subplots(1, len(masks), figsize=(9.0, 2.6), sharey=False)
     for k, (ax, mask) in enumerate(zip(np.atleast_1d(axes), masks)):
-        ax.imshow(mask.numpy(), cmap="Blues", vmin=-0.3, vmax=1.2, aspect="auto", interpolation="nearest")
-        ax.set_title(f"batch {k + 1}: {tuple(mask.shape)}", fontsize=8)
-        ax.set_xticks([])
+        ax.imshow(mask.numpy(), cmap="Blues", vmin=-0.3, vmax=1.2, aspect="auto", interpolation="nearest",
+                  extent=(0, mask.shape[1], mask.shape[0], 0))
+        ax.set_xlim(0, longest)      # one length scale: a short batch looks short
+        ax.set_title(f"batch {k + 1}: {tuple(mask.shape)}", fontsize=9)
         ax.set_yticks([])
+        ax.set_xticks([0, longest])
+        ax.tick_params(labelsize=8)
         ax.grid(False)
-    fig.suptitle(f"{'bucketed' if stats.bucketing else 'shuffled'} batches: dark = real token, light = padding; "
-                 f"waste {sig(100 * stats.waste, 3)}%", fontsize=9)
+    what = "bucketed" if stats.bucketing else "shuffled"
+    fig.suptitle(f"first {len(masks)} of {len(stats.masks)} {what} batches (x = tokens, same scale); "
+                 f"dark = real, light = padding; waste {sig(100 * stats.waste, 3)}%", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -104,52 +135,81 @@ class PaddingView(View):
     """Variable-length sequences through pad_collate: how much of each batch is padding, shuffled vs bucketed."""
 
     def __init__(self, batch_size: int = 16, bucketing: bool = False, max_len: int = 40, seed: int = 0):
-        self.batch_size = w.IntSlider(batch_size, min=1, max=64, description="batch size", style=_STYLE)
-        self.max_len = w.IntSlider(max_len, min=3, max=100, description="longest sequence", style=_STYLE)
+        self.batch_size = w.IntSlider(batch_size, min=1, max=64, description="batch size", style=_STYLE,
+                                      continuous_update=False)
+        self.max_len = w.IntSlider(max_len, min=3, max=100, description="longest sequence", style=_STYLE,
+                                   continuous_update=False)
         self.bucketing = w.Checkbox(bucketing, description="bucket by length", indent=False)
-        self.seed = w.IntText(seed, description="seed", style=_STYLE, layout=w.Layout(width="220px"))
+        self.seed = _seed_box(seed)
         self.controls = [self.batch_size, self.max_len, self.bucketing, self.seed]
-        self.numbers = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="760px"))
+        self.message = w.HTML(layout=w.Layout(min_height="34px"))
+        self.output = w.HTML(layout=w.Layout(min_height="330px"))
         self.stats: PaddingStats | None = None
+        self.error: str | None = None
         for control in self.controls:
-            control.observe(lambda _: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([w.VBox(self.controls[:2]), w.VBox(self.controls[2:])]), self.numbers,
-                              self.image])
+            control.observe(guarded(self, lambda _: self.update()), names="value")
+        self.widget = w.VBox([w.HBox([w.VBox(self.controls[:2]), w.VBox(self.controls[2:])]), self.message,
+                              self.output])
         self.update()
 
     def update(self) -> None:
-        data = make_sequences(200, 3, self.max_len.value, 50, seed=self.seed.value)
-        self.stats = s = padding_stats(data, self.batch_size.value, self.bucketing.value, seed=self.seed.value)
-        self.numbers.value = table_html([("batches", len(s.masks)), ("real tokens", s.real_tokens),
-                                         ("slots after padding", s.padded_tokens), ("padding", s.pad_tokens),
-                                         ("waste", f"{sig(100 * s.waste, 3)}%")])
-        self.image.value = figure_png(padding_figure(s))
+        try:
+            seed = parse_whole_number(self.seed.value, "seed", minimum=0, maximum=MAX_SEED)
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return
+        self.message.value = busy_html()
+        data = make_sequences(200, 3, self.max_len.value, 50, seed=seed)
+        s = padding_stats(data, self.batch_size.value, self.bucketing.value, seed=seed)
+        table = table_html([("batches", len(s.masks)), ("real tokens", s.real_tokens),
+                            ("slots after padding", s.padded_tokens), ("padding", s.pad_tokens),
+                            ("waste", f"{sig(100 * s.waste, 3)}%")])
+        figure = figure_html(figure_png(padding_figure(s)), 820, "padded batches")
+        self.stats, self.error, self.seed_used = s, None, seed
+        self.output.value = table + figure
+        self.message.value = ""
+
+    def show_error(self, message: str) -> None:
+        self.stats, self.error = None, message
+        self.message.value = error_html(message)
+        if "opacity" not in self.output.value:
+            self.output.value = stale_html(self.output.value, "last valid seed:")
 
     def text(self) -> str:
         s = self.stats
+        if s is None:
+            return f"Padding view: invalid input: {self.error}"
         return (f"Padding view: 200 sequences of 3..{self.max_len.value} tokens, batch_size={s.batch_size}, "
                 f"{'bucketed' if s.bucketing else 'shuffled'}: {s.real_tokens} real tokens in {s.padded_tokens} slots, "
                 f"waste {sig(100 * s.waste, 3)}%")
 
 
-def shard_figure(view: ShardView):
-    """One row per rank: its indices as cells; padding duplicates outlined in red."""
-    dup = set(view.duplicates)
-    fig, ax = plt.subplots(figsize=(min(8.0, 2.5 + 0.5 * view.per_rank), 0.45 * view.world_size + 0.8))
+def padding_positions(view: ShardView) -> set[tuple[int, int]]:
+    """(rank, slot) cells that hold a padding copy: DistributedSampler pads its index list at the END, then
+    deals position p to rank p % W, slot p // W; positions >= N are the copies (drop_last=False)."""
+    if view.drop_last:
+        return set()
+    return {(p % view.world_size, p // view.world_size)
+            for p in range(view.n, view.per_rank * view.world_size)}
+
+
+def shard_html(view: ShardView) -> str:
+    """One row per rank: its indices as cells; padding copies outlined in red (exactly `padding` of them)."""
+    copies = padding_positions(view)
+    colours = ("#bbdefb", "#ffe0b2", "#c8e6c9", "#f8bbd0", "#d1c4e9", "#fff59d", "#b2ebf2", "#ffccbc")
+    rows = []
     for r, shard in enumerate(view.shards):
-        for k, index in enumerate(shard):
-            ax.add_patch(plt.Rectangle((k, -r), 0.92, 0.85, color=plt.get_cmap("tab10")(r % 10), alpha=0.35))
-            if index in dup:
-                ax.add_patch(plt.Rectangle((k, -r), 0.92, 0.85, fill=False, ec="#c62828", lw=1.5))
-            ax.text(k + 0.46, -r + 0.42, str(index), ha="center", va="center", fontsize=6)
-        ax.text(-0.3, -r + 0.42, f"rank {r}", ha="right", va="center", fontsize=8)
-    ax.set_xlim(-2.2, max(view.per_rank, 1))
-    ax.set_ylim(-view.world_size + 0.8, 1.0)
-    ax.set_axis_off()
-    ax.set_title(f"epoch {view.epoch}: {view.per_rank} indices per rank; red = seen twice (padding)", fontsize=9)
-    fig.tight_layout()
-    return fig
+        cells = "".join(
+            f"<span style='display:inline-block;min-width:26px;margin:1px;padding:2px 3px;text-align:center;"
+            f"border-radius:3px;background:{colours[r % len(colours)]};"
+            f"{'outline:2px solid #c62828;' if (r, k) in copies else ''}'>{index}</span>"
+            for k, index in enumerate(shard))
+        rows.append(f"<div style='white-space:normal'><b style='display:inline-block;width:56px'>rank {r}</b>"
+                    f"{cells or '<i>no indices</i>'}</div>")
+    title = (f"<div style='font-size:13px;margin:4px 0'>epoch {view.epoch}: "
+             f"{view.per_rank} {'index' if view.per_rank == 1 else 'indices'} per rank; red outline = a padding "
+             f"copy ({view.padding}), an index some rank already has</div>")
+    return title + "<div style='font-family:monospace;font-size:12px;max-width:860px'>" + "".join(rows) + "</div>"
 
 
 class DistributedView(View):
@@ -159,28 +219,37 @@ class DistributedView(View):
                  epoch: int = 0, call_set_epoch: bool = True, seed: int = 0):
         self.n = w.IntSlider(n, min=1, max=60, description="examples N", style=_STYLE)
         self.world_size = w.IntSlider(world_size, min=1, max=8, description="ranks W", style=_STYLE)
-        self.epoch = w.IntSlider(epoch, min=0, max=9, description="epoch", style=_STYLE)
+        self.epoch = w.IntSlider(epoch, min=0, max=20, description="epoch", style=_STYLE)
         self.shuffle = w.Checkbox(shuffle, description="shuffle", indent=False)
         self.drop_last = w.Checkbox(drop_last, description="drop_last", indent=False)
         self.call_set_epoch = w.Checkbox(call_set_epoch, description="call set_epoch(epoch)", indent=False)
         self.next_epoch = w.Button(description="Next epoch", icon="forward")
         self.controls = [self.n, self.world_size, self.epoch, self.shuffle, self.drop_last, self.call_set_epoch]
-        self.numbers = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(width="720px"))
+        self.message = w.HTML(layout=w.Layout(min_height="34px"))
+        self.output = w.HTML(layout=w.Layout(min_height="260px"))
+        self.seed = seed
         self.view: ShardView | None = None
         for control in self.controls:
-            control.observe(lambda _: self.update(), names="value")
-        self.next_epoch.on_click(lambda _: setattr(self.epoch, "value", min(self.epoch.value + 1, self.epoch.max)))
+            control.observe(guarded(self, lambda _: self.update()), names="value")
+        self.next_epoch.on_click(guarded(self, lambda _: setattr(self.epoch, "value",
+                                                                  min(self.epoch.value + 1, self.epoch.max))))
         self.widget = w.VBox([w.HBox([w.VBox(self.controls[:3]), w.VBox(self.controls[3:] + [self.next_epoch])]),
-                              self.numbers, self.image])
+                              self.message, self.output])
         self.update()
 
     def update(self) -> None:
-        self.view = v = shard_view(self.n.value, self.world_size.value, self.shuffle.value, epoch=self.epoch.value,
-                                   drop_last=self.drop_last.value, call_set_epoch=self.call_set_epoch.value)
-        self.numbers.value = table_html([("indices per rank", v.per_rank), ("padding copies", v.padding),
-                                         ("dropped", v.dropped), ("seen twice", v.duplicates or "none")])
-        self.image.value = figure_png(shard_figure(v))
+        v = shard_view(self.n.value, self.world_size.value, self.shuffle.value, seed=self.seed,
+                       epoch=self.epoch.value, drop_last=self.drop_last.value, call_set_epoch=self.call_set_epoch.value)
+        table = table_html([("indices per rank", v.per_rank), ("padding copies", v.padding),
+                            ("dropped", v.dropped), ("indices on two ranks", ", ".join(map(str, v.duplicates)) or "none")])
+        self.view = v
+        self.output.value = table + shard_html(v)
+        at_end = self.epoch.value >= self.epoch.max
+        self.next_epoch.disabled = at_end
+        self.message.value = (f"<i>epoch {self.epoch.max} is the last one this view shows</i>" if at_end else "")
+
+    def show_error(self, message: str) -> None:
+        self.message.value = error_html(message)
 
     def text(self) -> str:
         v = self.view
