@@ -5,15 +5,14 @@ learner chooses (batch size, optimizer, learning rate, schedule, epochs). ``race
 challenge's ``TrainConfig`` with the course's own loop (``session.build`` + ``loop.stream``) and,
 after every optimizer update, measures validation accuracy on the whole validation set (eval mode,
 no_grad; no random numbers are drawn, so the run is the one it would be without watching).
-``search_under`` answers "can you reach the target in under U updates?" by trying a grid of knobs.
+The search for "the target in under U updates" is in ``arena_search.py``.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -197,93 +196,6 @@ def rank_key(result: RaceResult | dict) -> tuple:
             -get("final_acc"), get("peak_memory"))
 
 
-# --- the search: can the target be reached in under U updates? -------------------------------------
-
-@dataclass(frozen=True)
-class Grid:
-    """The knobs a search tries: every combination (chapter 8)."""
-
-    batch_sizes: tuple[int, ...] = (16, 32, 64, 128, 300, 600)
-    optimizers: tuple[str, ...] = OPTIMIZERS
-    lrs: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
-    schedules: tuple[str, ...] = SCHEDULES
-
-    def __iter__(self):
-        return iter(itertools.product(self.batch_sizes, self.optimizers, self.lrs, self.schedules))
-
-    def __len__(self) -> int:
-        return len(self.batch_sizes) * len(self.optimizers) * len(self.lrs) * len(self.schedules)
-
-
-SMALL_GRID = Grid(batch_sizes=(32, 64, 128), optimizers=("sgd", "adam"), lrs=(0.01, 0.03, 0.1),
-                  schedules=("constant", "onecycle"))
-
-
-def horizon_epochs(challenge: Challenge, batch_size: int, budget: int) -> int:
-    """The fewest epochs whose updates cover `budget`: schedules then anneal within the budget (chapter 8)."""
-    per_epoch = math.ceil(challenge.n_train / batch_size)
-    return max(1, min(challenge.max_epochs, math.ceil(budget / per_epoch)))
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """What a search found: the best race, whether it beat the budget, and how many races it tried."""
-
-    budget: int
-    grid: Grid
-    tried: int
-    reached_under_budget: int       # how many configurations reached the target in fewer than `budget` updates
-    best: RaceResult | None         # the fastest to the target (None: none reached it within the budget)
-    ranking: tuple[RaceResult, ...] = field(repr=False)
-
-    @property
-    def answer(self) -> bool:
-        return self.best is not None and self.best.updates_to_target < self.budget
-
-    def text(self, top: int = 5) -> str:
-        """The answer with its numbers (chapter 8 prints it)."""
-        lines = [f"searched {self.tried} configurations (batch sizes {list(self.grid.batch_sizes)}, optimizers "
-                 f"{list(self.grid.optimizers)}, lrs {list(self.grid.lrs)}, schedules {list(self.grid.schedules)}),"
-                 f" each raced for at most {self.budget} updates"]
-        if self.best is None:
-            lines.append(f"answer: NO configuration reached the target within {self.budget} updates")
-        else:
-            verdict = "YES" if self.answer else "NO"
-            lines.append(f"answer: {verdict}: {self.reached_under_budget} of {self.tried} reach "
-                         f"{self.best.target:.0%} in under {self.budget} updates; the best needs "
-                         f"{self.best.updates_to_target}")
-            lines += [f"  {i}. {r.knobs.label()}: {r.updates_to_target} updates"
-                      for i, r in enumerate(self.ranking[:top], 1) if r.reached]
-        return "\n".join(lines)
-
-
-def search_under(challenge: Challenge = Challenge(), budget: int = 50, grid: Grid = Grid(),
-                 schedule_horizon: str = "budget") -> SearchResult:
-    """Try every knob combination of `grid` for at most `budget` updates; report the fastest (chapter 8).
-
-    schedule_horizon="budget": each run's epochs are the fewest that cover the budget, so decaying
-    schedules finish their decay within it; "max": every run is planned for the challenge's max epochs.
-    """
-    _check(isinstance(budget, int) and budget >= 1, f"budget must be a whole number of updates >= 1, got {budget!r}")
-    _check(schedule_horizon in ("budget", "max"), f"schedule_horizon must be 'budget' or 'max', got {schedule_horizon!r}")
-    results = []
-    for batch_size, optimizer, lr, schedule in grid:
-        epochs = (horizon_epochs(challenge, batch_size, budget) if schedule_horizon == "budget"
-                  else challenge.max_epochs)
-        knobs = Knobs(batch_size, optimizer, lr, schedule, epochs)
-        results.append(race(challenge, knobs, max_updates=budget))
-    ranking = tuple(sorted(results, key=rank_key))
-    reached = [r for r in ranking if r.reached and r.updates_to_target < budget]
-    best = ranking[0] if ranking and ranking[0].reached else None
-    return SearchResult(budget, grid, len(results), len(reached), best, ranking)
-
-
 def knobs_from(data: dict) -> Knobs:
     """Knobs from a stored dict (the scoreboard)."""
     return Knobs(**{k: data[k] for k in asdict(BASELINE)})
-
-
-def seeds_check(challenge: Challenge, knobs: Knobs, seeds: Iterable[int], max_updates: int | None = None
-                ) -> list[int | None]:
-    """Updates-to-target of the same knobs on other seeds (other data, init and order: is it luck?) (chapter 8)."""
-    return [race(replace(challenge, seed=s), knobs, max_updates=max_updates).updates_to_target for s in seeds]

@@ -1,0 +1,323 @@
+"""Chapter 8: the arena view: pick the knobs, Run (live, stoppable), race the baseline, climb the scoreboard."""
+from __future__ import annotations
+
+import html
+import threading
+import time
+
+import ipywidgets as w
+
+from course_utils.arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress, RaceResult, race
+from course_utils.models import OPTIMIZERS
+from course_utils.schedules import SCHEDULES
+from course_utils.scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
+from course_utils.widgets.base import View, error_html, figure_png
+
+DATASET_SIZES = (300, 600, 1200)
+TARGETS = (0.8, 0.85, 0.9, 0.95)
+TOP = 8                      # scoreboard rows shown
+PROGRESS_EVERY_S = 0.1       # progress bar refresh
+PLOT_EVERY_S = 0.5           # live race-curve refresh
+_COLUMNS = ("#", "updates to target", "final acc", "optimizer", "lr", "B", "schedule", "epochs", "peak memory",
+            "time", "")
+_BASELINES: dict[str, RaceResult] = {}
+
+
+def baseline_for(challenge: Challenge) -> RaceResult:
+    """The baseline's race on `challenge`, run once per kernel (chapter 8)."""
+    if challenge.key not in _BASELINES:
+        _BASELINES[challenge.key] = race(challenge, BASELINE)
+    return _BASELINES[challenge.key]
+
+
+def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: float, live: list | None = None):
+    """Validation accuracy after each update: the learner's run against the baseline's, with the target."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.2, 2.9))
+    if baseline is not None:
+        ax.plot(*zip(*baseline.curve), color="#888", ls="--", lw=1.2, label="baseline (SGD, lr 0.01, B 32)")
+    curve = list(mine.curve) if mine is not None else (live or [])
+    if curve:
+        label = "your run" + (f" ({mine.knobs.label()})" if mine is not None else " (running)")
+        ax.plot(*zip(*curve), color="#1565c0", lw=1.6, label=label)
+    hit = mine.updates_to_target if mine is not None else None
+    if hit is not None:
+        ax.plot([hit], [dict(curve)[hit]], "o", color="#1565c0")
+        ax.annotate(f"{hit} updates", (hit, dict(curve)[hit]), textcoords="offset points", xytext=(6, -14),
+                    fontsize=9, color="#1565c0")
+    ax.axhline(target, color="#c62828", lw=1, label=f"target {target:.0%}")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("updates (optimizer.step() calls, log scale)")
+    ax.set_ylabel("validation accuracy")
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    fig.tight_layout()
+    return fig
+
+
+def _cell(text: str, style: str = "") -> w.HTML:
+    return w.HTML(f"<div style='padding:1px 6px;white-space:nowrap;{style}'>{html.escape(text)}</div>")
+
+
+class ArenaView(View):
+    """Controls, Run / Stop with live progress, the race curve, the result and the scoreboard (chapter 8)."""
+
+    def __init__(self, knobs: Knobs = BASELINE, challenge: Challenge = Challenge(), board: Scoreboard | None = None):
+        self.board = board or Scoreboard()
+        self.background = True            # Run trains in a thread (the kernel stays free for Stop)
+        self.result: RaceResult | None = None
+        self.last_row: dict | None = None
+        self.rerun_note = ""
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        style, wide = {"description_width": "initial"}, w.Layout(width="190px")
+        self.size = w.Dropdown(options=DATASET_SIZES, value=challenge.n_train, description="dataset size N",
+                               style=style, layout=wide)
+        self.target = w.Dropdown(options=[(f"{t:.0%}", t) for t in TARGETS], value=challenge.target,
+                                 description="target accuracy", style=style, layout=wide)
+        self.batch = w.IntText(value=knobs.batch_size, description="batch size B", style=style, layout=wide)
+        self.optimizer = w.Dropdown(options=OPTIMIZERS, value=knobs.optimizer, description="optimizer", style=style,
+                                    layout=wide)
+        self.lr = w.FloatLogSlider(value=knobs.lr, base=10, min=-4, max=0, step=0.1, description="learning rate",
+                                   readout_format=".3g", style=style, layout=w.Layout(width="330px"))
+        self.schedule = w.Dropdown(options=SCHEDULES, value=knobs.schedule, description="schedule", style=style,
+                                   layout=wide)
+        self.epochs = w.IntSlider(value=knobs.epochs, min=1, max=MAX_EPOCHS, description="epochs", style=style,
+                                  layout=w.Layout(width="260px"))
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
+        self.run_button.on_click(lambda _: self.run())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="260px"))
+        self.status = w.HTML(layout=w.Layout(min_height="24px"))
+        self.message = w.HTML(layout=w.Layout(min_height="30px"))
+        self.plot = w.Image(format="png", layout=w.Layout(width="660px", height="266px"))
+        self.summary = w.HTML(layout=w.Layout(min_height="44px"))
+        self.table = w.GridBox(layout=w.Layout(grid_template_columns="repeat(11, auto)", min_height=f"{(TOP + 1) * 26}px",
+                                               align_content="flex-start", justify_content="flex-start"))
+        self.rerun_status = w.HTML(layout=w.Layout(min_height="24px"))
+        self.controls = [self.size, self.target, self.batch, self.optimizer, self.lr, self.schedule, self.epochs]
+        self.widget = w.VBox([
+            w.HTML("<b>The arena</b>: reach the target validation accuracy in the fewest updates. "
+                   "Every run trains the course's loop on the spiral (MLP 2x64) and is checked after every update."),
+            w.HBox([self.size, self.target]),
+            w.HBox([self.batch, self.optimizer, self.schedule]),
+            w.HBox([self.lr, self.epochs]),
+            w.HBox([self.run_button, self.stop_button, self.progress, self.status]),
+            self.message, self.plot, self.summary,
+            w.HTML("<b>Scoreboard</b> <small>(your best runs on this challenge, kept between sessions; "
+                   "★ = your best)</small>"),
+            self.table, self.rerun_status,
+        ], layout=w.Layout(max_width="900px"))
+        self.size.observe(lambda _: self._challenge_changed(), "value")
+        self.target.observe(lambda _: self._challenge_changed(), "value")
+        self._challenge_changed()
+
+    # --- reading the controls ----------------------------------------------------------------------
+    def challenge(self) -> Challenge:
+        return Challenge(n_train=self.size.value, target=self.target.value)
+
+    def knobs(self) -> Knobs:
+        return Knobs(batch_size=self.batch.value, optimizer=self.optimizer.value, lr=float(f"{self.lr.value:.3g}"),
+                     schedule=self.schedule.value, epochs=self.epochs.value)
+
+    def set_knobs(self, knobs: Knobs) -> None:
+        self.batch.value, self.optimizer.value, self.lr.value = knobs.batch_size, knobs.optimizer, knobs.lr
+        self.schedule.value, self.epochs.value = knobs.schedule, knobs.epochs
+
+    # --- actions ------------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Race the current knobs (in a thread unless `background` is False); bad knobs give a message."""
+        if self.running:
+            return
+        challenge, knobs = self.challenge(), None
+        try:
+            knobs = self.knobs()
+            knobs.check(challenge)
+        except ValueError as exc:
+            self._show_error(str(exc))
+            return
+        self._start(lambda: self._race(challenge, knobs))
+
+    def rerun_row(self, index: int) -> None:
+        """Re-run scoreboard row `index` (0 = best) with its saved configuration and compare the counts."""
+        if self.running:
+            return
+        rows = self.board.rows(self.challenge())
+        if not 0 <= index < len(rows):
+            self._show_error(f"the scoreboard has no row {index + 1}")
+            return
+        self._start(lambda: self._rerun(rows[index], index))
+
+    def stop(self) -> None:
+        """Ask the running race to stop after its current update."""
+        self._stop.set()
+        self.status.value = "<i>stopping…</i>"
+
+    def wait(self, timeout: float | None = 120) -> None:
+        """Wait for a background run to finish (tests)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # --- work -----------------------------------------------------------------------------------------
+    def _start(self, job) -> None:
+        self._stop.clear()
+        self.error = None
+        self.message.value = ""
+        self._busy(True)
+        if self.background:
+            self._thread = threading.Thread(target=self._guarded, args=(job,), daemon=True)
+            self._thread.start()
+        else:
+            self._guarded(job)
+
+    def _guarded(self, job) -> None:
+        try:
+            job()
+        except Exception as exc:  # noqa: BLE001 - a callback must never let an exception escape
+            self._show_error(f"the run failed: {exc}")
+        finally:
+            self._busy(False)
+
+    def _race(self, challenge: Challenge, knobs: Knobs) -> None:
+        self.status.value = "<i>racing the baseline once for this challenge…</i>"
+        baseline = baseline_for(challenge)
+        result = race(challenge, knobs, progress=self._progress(challenge, baseline), stop=self._stop.is_set)
+        self.result = result
+        if result.stopped:
+            self.summary.value = (f"<b>Stopped</b> after {result.total_updates} updates: "
+                                  f"{html.escape(result.summary())}. A stopped run is not put on the scoreboard.")
+            self.status.value = "stopped"
+        else:
+            self.last_row = self.board.record(challenge, result)
+            self.summary.value = self._result_html(result, self.last_row["rank"])
+            self.status.value = "done"
+        self.plot.value = figure_png(race_figure(result, baseline, challenge.target))
+        self._refresh_table()
+        self._show_store_warnings()
+
+    def _rerun(self, row: dict, index: int) -> None:
+        challenge = self.challenge()
+        self.status.value = f"<i>re-running row {index + 1}…</i>"
+        result = rerun(row, progress=self._progress(challenge, baseline_for(challenge)), stop=self._stop.is_set)
+        if result.stopped:
+            self.rerun_note = f"re-run of row {index + 1} stopped after {result.total_updates} updates"
+        elif reproduces(row, result):
+            self.rerun_note = (f"re-run of row {index + 1} reproduced it exactly: {_hits(result)}, final val acc "
+                               f"{result.final_acc:.1%}, {result.total_updates} updates")
+        else:
+            self.rerun_note = (f"re-run of row {index + 1} differs: saved {row['updates_to_target']}, "
+                               f"now {result.updates_to_target} (was the file edited, or torch changed?)")
+        self.rerun_status.value = html.escape(self.rerun_note)
+        self.status.value = "done"
+
+    def _progress(self, challenge: Challenge, baseline: RaceResult):
+        last = {"bar": 0.0, "plot": time.perf_counter()}
+        live: list[tuple[int, float]] = []
+
+        def report(p: Progress) -> None:
+            live.append((p.updates, p.val_acc))
+            now = time.perf_counter()
+            if now - last["bar"] >= PROGRESS_EVERY_S or p.updates == p.planned_updates:
+                last["bar"] = now
+                self.progress.max, self.progress.value = p.planned_updates, p.updates
+                hit = f"; target reached at {p.updates_to_target}" if p.updates_to_target else ""
+                self.status.value = (f"epoch {p.epoch}, update {p.updates}/{p.planned_updates}: "
+                                     f"val acc {p.val_acc:.1%}{hit}")
+            if now - last["plot"] >= PLOT_EVERY_S:
+                last["plot"] = now
+                self.plot.value = figure_png(race_figure(None, baseline, challenge.target, live))
+        return report
+
+    # --- showing ----------------------------------------------------------------------------------------
+    def _busy(self, busy: bool) -> None:
+        for control in self.controls + [self.run_button] + self._rerun_buttons():
+            control.disabled = busy
+        self.stop_button.disabled = not busy
+        if busy:
+            self.progress.value = 0
+
+    def _rerun_buttons(self) -> list[w.Button]:
+        return [c for c in self.table.children if isinstance(c, w.Button)]
+
+    def _show_error(self, message: str) -> None:
+        self.error = message
+        self.message.value = error_html(message)
+
+    def _show_store_warnings(self) -> None:
+        if self.board.warnings_seen:
+            self.message.value = error_html(self.board.warnings_seen[-1])
+
+    def _result_html(self, r: RaceResult, rank: int | None) -> str:
+        place = f"#{rank} on your scoreboard" if rank else "not in your top runs"
+        return (f"<b>{html.escape(_hits(r))}</b> · final val acc {r.final_acc:.1%} · peak memory "
+                f"{r.peak_memory:,} B (saved for backward, CPU) · {r.total_updates} updates · {r.wall_s:.1f} s · "
+                f"<b>{place}</b>")
+
+    def _challenge_changed(self) -> None:
+        challenge = self.challenge()
+        self.result = None
+        self.summary.value = f"<i>Challenge: {html.escape(challenge.key)}. Pick your knobs and press Run.</i>"
+        base = _BASELINES.get(challenge.key)
+        self.plot.value = figure_png(race_figure(None, base, challenge.target))
+        self._refresh_table()
+
+    def _refresh_table(self) -> None:
+        rows = self.board.rows(self.challenge())
+        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999") for c in _COLUMNS]
+        for i, row in enumerate(rows[:TOP]):
+            k = row["knobs"]
+            latest = self.last_row is not None and same_run(row, self.last_row)
+            style = "background:#fff3c4;font-weight:bold;" if i == 0 else ""
+            style += "color:#1565c0;" if latest else ""
+            hit = str(row["updates_to_target"]) if row["updates_to_target"] is not None else "not reached"
+            mark = ("★ " if i == 0 else "") + str(i + 1)
+            values = (mark, hit, f"{row['final_acc']:.1%}", k["optimizer"], f"{k['lr']:g}", str(k["batch_size"]),
+                      k["schedule"], str(k["epochs"]), f"{row['peak_memory']:,} B",
+                      f"{row['wall_s']:.1f} s" + (" ← latest" if latest else ""))
+            cells += [_cell(v, style) for v in values]
+            button = w.Button(description="Re-run this row", layout=w.Layout(width="130px", height="24px"),
+                              tooltip=f"train row {i + 1}'s configuration again and compare its count",
+                              disabled=self.running)
+            button.on_click(lambda _, index=i: self.rerun_row(index))
+            cells.append(button)
+        if not rows:
+            cells.append(_cell("no runs yet on this challenge: press Run", "color:#666;font-style:italic"))
+        self.table.children = cells
+
+    def text(self) -> str:
+        challenge = self.challenge()
+        lines = [f"Arena: {challenge.key}"]
+        base = _BASELINES.get(challenge.key)
+        if base is not None:
+            lines.append("baseline  " + base.summary())
+        if self.error:
+            lines.append("message: " + self.error)
+        if self.result is not None:
+            lines.append("your run  " + self.result.summary())
+        lines.append(scoreboard_text(self.board.rows(challenge), top=TOP, mark=self.last_row))
+        if self.rerun_note:
+            lines.append(self.rerun_note)
+        return "\n".join(lines)
+
+
+def _hits(r: RaceResult) -> str:
+    return (f"{r.target:.0%} after {r.updates_to_target} updates" if r.reached
+            else f"{r.target:.0%} not reached in {r.total_updates} updates")
+
+
+def arena(knobs: Knobs = BASELINE, challenge: Challenge = Challenge(), board: Scoreboard | None = None,
+          run: bool = True) -> ArenaView:
+    """Show the arena with `knobs` set (and raced, so the page opens on a result) (chapter 8)."""
+    view = ArenaView(knobs, challenge, board)
+    if run:
+        view.background = False
+        view.run()
+        view.background = True
+    return view
