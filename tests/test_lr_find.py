@@ -1,0 +1,73 @@
+"""The LR range test (chapter 6): an exponential sweep on the course's loop, a sensible suggestion, a view."""
+import math
+from dataclasses import replace
+
+import pytest
+
+from course_utils.lr_find import LR_FIND, lr_find
+from course_utils.simulator import lr_outcome
+from course_utils.widgets.lr_find_view import LrFindView, lr_range_test
+
+FAST = replace(LR_FIND, n_train=480)          # 30 micro-batches
+
+
+def test_sweep_is_exponential_and_uses_the_loop_with_each_lr():
+    sweep = lr_find(FAST, start_lr=1e-4, end_lr=1.0, diverge=1e9)
+    assert len(sweep.lrs) == 30 and not sweep.stopped_early
+    assert sweep.lrs[0] == pytest.approx(1e-4) and sweep.lrs[-1] == pytest.approx(1.0)
+    ratios = [b / a for a, b in zip(sweep.lrs, sweep.lrs[1:])]
+    assert max(ratios) == pytest.approx(min(ratios))
+    assert sweep.lrs[0] < sweep.suggested <= sweep.min_loss_lr <= sweep.lrs[-1]
+
+
+def test_smoothing_is_a_bias_corrected_moving_average():
+    sweep = lr_find(FAST, beta=0.5, diverge=1e9)
+    average = 0.0
+    for i, loss in enumerate(sweep.losses):
+        average = 0.5 * average + 0.5 * loss
+        assert sweep.smoothed[i] == pytest.approx(average / (1 - 0.5 ** (i + 1)))
+    assert sweep.smoothed[0] == pytest.approx(sweep.losses[0])
+
+
+def test_sweep_stops_when_the_loss_diverges():
+    sweep = lr_find(end_lr=100.0)
+    assert sweep.stopped_early and sweep.smoothed[-1] > 4 * min(sweep.smoothed)
+    assert len(sweep.lrs) < len(range(100))
+
+
+def test_the_suggested_lr_trains_better_than_rates_30_times_off():
+    """Oracle: real runs at the suggestion and 30 times below and above it."""
+    suggested = lr_find().suggested
+    accuracy = {f: lr_outcome(suggested * f, "adam", epochs=3).final_val_acc for f in (1 / 30, 1, 30)}
+    assert accuracy[1] > accuracy[1 / 30] and accuracy[1] > accuracy[30]
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(start_lr=0), "start_lr"), (dict(end_lr=math.inf), "end_lr"),
+                                           (dict(start_lr=1.0, end_lr=0.1), "end_lr must be larger"),
+                                           (dict(beta=1.0), "beta"), (dict(diverge=1.0), "diverge")])
+def test_bad_arguments_raise_naming_them(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        lr_find(FAST, **kwargs)
+
+
+def test_too_few_batches_is_refused():
+    with pytest.raises(ValueError, match="at least 5 micro-batches"):
+        lr_find(replace(LR_FIND, n_train=40))
+
+
+def test_view_sweeps_per_optimizer_and_shows_errors_as_messages():
+    view = lr_range_test("adam")
+    assert view.text().startswith("LR range test (adam)") and view.figure.value[:4] == b"\x89PNG"
+    view.optimizer.value = "sgd"
+    view.button.click()
+    assert view.text().startswith("LR range test (sgd)") and not view.button.disabled
+    empty = LrFindView()
+    assert "press Sweep" in empty.text()
+    import course_utils.widgets.lr_find_view as module
+    original = module.lr_find
+    module.lr_find = lambda config: (_ for _ in ()).throw(ValueError("boom"))
+    try:
+        empty.button.click()
+    finally:
+        module.lr_find = original
+    assert "The sweep failed: boom" in empty.text() and "⚠" in empty.summary.value
