@@ -54,11 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--accum-steps", type=int, default=d.accum_steps,
       help="micro-batches per optimizer update; a short last window is flushed at the epoch end")
     a("--lr", type=float, default=d.lr, help="learning rate (peak rate for onecycle / warmup_cosine)")
-    a("--optimizer", default=d.optimizer, choices=OPTIMIZERS, help="optimizer")
+    a("--optimizer", default=d.optimizer, choices=OPTIMIZERS, help="optimizer (momentum: SGD with momentum)")
     a("--momentum", type=float, default=d.momentum, help="momentum of the 'momentum' optimizer")
     a("--weight-decay", type=_none_or(float), default=None,
       help="weight decay (default: the optimizer's own, 0.01 for adamw, else 0)")
-    a("--schedule", default=d.schedule, choices=SCHEDULES, help="learning-rate schedule")
+    a("--schedule", default=d.schedule, choices=SCHEDULES,
+      help="learning-rate schedule (onecycle and warmup_cosine step per update, the others per epoch)")
     a("--seed", type=int, default=d.seed, help="seed for data, initialisation, dropout and data order")
     a("--n-train", type=int, default=d.n_train, help="training examples of the spiral")
     a("--n-val", type=int, default=d.n_val, help="validation examples of the spiral")

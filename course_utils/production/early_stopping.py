@@ -2,7 +2,7 @@
 
 Lightning's rule, reproduced: the best score starts at +inf (mode "min") or -inf (mode "max"); a
 validation check *improves* only when it beats the best by strictly more than ``min_delta``
-(``current < best - min_delta`` for "min", ``current > best + min_delta`` for "max"); otherwise the
+(``current + min_delta < best`` for "min", ``current - min_delta > best`` for "max"); otherwise the
 wait count grows by one, and the run stops once ``wait_count >= patience``. A non-finite value
 (NaN, +-inf) stops at once. Patience counts validation checks, not epochs or steps. The state
 (wait count, best score, the check at which it stopped) is saved in every checkpoint.
@@ -36,9 +36,9 @@ class EarlyStopping:
 
     def improves(self, current: float) -> bool:
         """Does `current` beat the best by strictly more than min_delta?"""
-        if self.mode == "min":
-            return current < self.best_score - self.min_delta
-        return current > self.best_score + self.min_delta
+        if self.mode == "min":   # written as Lightning writes it (current shifted, not best), same rounding
+            return current + self.min_delta < self.best_score
+        return current - self.min_delta > self.best_score
 
     def update(self, current: float) -> bool:
         """Record one validation check; returns True when this value is a new best (chapter 7)."""
