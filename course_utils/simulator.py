@@ -104,10 +104,14 @@ class LrOutcome:
 
 def lr_outcome(lr: float, optimizer: str = "adam", **config) -> LrOutcome:
     """Train a run at `lr` to the end and summarise it (chapter 6's lr=1.0 experiment)."""
-    s = _quiet(Session(TrainConfig(lr=lr, optimizer=optimizer, measure_memory=False, **config)))
+    return outcome_of(_quiet(Session(TrainConfig(lr=lr, optimizer=optimizer, measure_memory=False, **config))))
+
+
+def outcome_of(s: Session) -> LrOutcome:
+    """Summarise a finished run as an LrOutcome (chapter 6)."""
     losses = [e.loss for e in s.steps]
-    return LrOutcome(lr, optimizer, any(math.isnan(x) for x in losses), max(losses), s.epochs[0].train_loss,
-                     s.epochs[-1].train_loss, s.epochs[-1].val_acc)
+    return LrOutcome(s.config.lr, s.config.optimizer, any(math.isnan(x) for x in losses), max(losses),
+                     s.epochs[0].train_loss, s.epochs[-1].train_loss, s.epochs[-1].val_acc)
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ def run_figure(session: Session, title: str | None = None):
     colours = np.array([[int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)] for c in CLASS_COLOURS])
     alpha = (0.15 + 0.45 * conf)[..., None]
     ax.imshow(1 - alpha * (1 - colours[cls % len(colours)]), origin="lower", extent=extent, interpolation="bilinear")
-    ax.scatter(x[:, 0], x[:, 1], c=[CLASS_COLOURS[int(k) % len(CLASS_COLOURS)] for k in y], s=6,
+    ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), c=[CLASS_COLOURS[int(k) % len(CLASS_COLOURS)] for k in y], s=6,
                edgecolors="#222", linewidths=0.3)
     ax.set_title("decision boundary" + (" of the bugged run" if session.ghost is not None else "")
                  + ", training data", fontsize=9)

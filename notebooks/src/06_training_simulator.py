@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 from course_utils.notebook import sig
 from course_utils.session import Session, TrainConfig
-from course_utils.simulator import compare_runs, lr_outcome, run_figure, sgd_vs_adam
+from course_utils.simulator import compare_runs, lr_outcome, outcome_of, run_figure, sgd_vs_adam
 
 # %% [markdown]
 # ## The run we start from
@@ -39,8 +39,8 @@ print("final validation accuracy:", sig(healthy.epochs[-1].val_acc))
 # A popular article says that with Adam at lr = 1.0 "the loss becomes NaN". Predict, then measure.
 
 # %%
-for lr in (0.01, 1.0):
-    o = lr_outcome(lr, "adam")
+for o in (outcome_of(healthy), lr_outcome(1.0, "adam")):
+    lr = o.lr
     print(f"Adam lr={lr:<5} any NaN: {o.any_nan!s:<5}  largest batch loss {sig(o.max_loss):<7g}  "
           f"epoch-1 train loss {sig(o.first_epoch_train_loss):<7g}  final val accuracy {sig(o.final_val_acc)}")
 print("chance level for 3 classes:", sig(1 / 3))
