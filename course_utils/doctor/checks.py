@@ -50,6 +50,13 @@ def loss_factor(root: torch.Tensor, scaled: dict) -> float:
     return factor
 
 
+def _skip_casts(node: object) -> object:
+    """Look through dtype casts (autocast inserts them between softmax and cross_entropy)."""
+    while type(node).__name__ == "ToCopyBackward0":
+        node = node.next_functions[0][0]
+    return node
+
+
 def softmax_in_loss(obs: Observations, root: torch.Tensor) -> None:
     """Does the loss graph apply log_softmax (cross_entropy's first step) to a softmax's output?"""
     frontier, seen = [root.grad_fn], 0
@@ -60,7 +67,7 @@ def softmax_in_loss(obs: Observations, root: torch.Tensor) -> None:
             continue
         parents = [n for n, _ in node.next_functions]
         if type(node).__name__ == "LogSoftmaxBackward0" and any(
-                type(p).__name__ == "SoftmaxBackward0" for p in parents):
+                type(_skip_casts(p)).__name__ == "SoftmaxBackward0" for p in parents):
             obs.note("softmax_before_cross_entropy",
                      f"backward pass {obs.backward_passes}: the loss applies log_softmax (cross_entropy's own first "
                      "step) to the output of a softmax: probabilities were passed where logits belong")
@@ -133,6 +140,8 @@ def frozen_moved(obs: Observations, frozen: list, update: int) -> None:
 def clip_timing(obs: Observations, grads_empty: bool, name: str) -> None:
     """A clip call is useful only between backward and step: empty grads, or grads already applied, are not."""
     obs.clips += 1
+    if grads_empty and obs.contributions > obs.consumed:
+        return   # a backward ran but its gradients were cleared before the clip: zero_grad_after_backward's doing
     if grads_empty:
         obs.note("clip_before_backward", f"{name} call {obs.clips}: every .grad was empty, so it clipped nothing "
                  "(backward had not filled them yet)")

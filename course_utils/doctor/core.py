@@ -254,7 +254,7 @@ class LoopDoctor:
             self._settle("backward", obs.backward_passes)
             obs.contributions += 1
             obs.factors.append(checks.loss_factor(root, self._scaled))
-            if obs.backward_passes <= SOFTMAX_CHECKS:
+            if obs.backward_passes <= SOFTMAX_CHECKS and "softmax_before_cross_entropy" not in obs.events:
                 checks.softmax_in_loss(obs, root)
             result = original(tensors, *args, **kwargs)
             self._resolve()

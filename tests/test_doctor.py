@@ -1,0 +1,163 @@
+"""The loop doctor on its corpus: every bug named, no finding on correct loops, weights bitwise unchanged."""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+import torch
+
+from course_utils.bugs import BUGS
+from course_utils.doctor import LoopDoctor
+from tests.doctor_corpus import BUGGY, CASES, CORRECT, run_case, scorecard
+
+ISSUE_FINDINGS = {
+    "missing_zero_grad", "zero_grad_after_backward", "eval_in_train_mode", "missing_no_grad",
+    "graph_attached_logging", "missing_train_switch", "clip_before_backward", "clip_after_step",
+    "epoch_schedule_per_batch", "scheduler_before_optimizer", "unscaled_accumulation",
+    "accumulation_without_flush", "head_after_optimizer", "freeze_after_optimizer", "data_leakage",
+    "softmax_before_cross_entropy"}
+
+
+def _state(setup) -> list[bytes]:
+    tensors = list(setup.model.state_dict().values())
+    for state in setup.optimizer.state.values():
+        tensors += [v for v in state.values() if torch.is_tensor(v)]
+    return [t.detach().contiguous().numpy().tobytes() for t in tensors]
+
+
+@functools.cache
+def _both(name: str):
+    """Run a corpus case bare and under the doctor: (report, state bare, state watched)."""
+    case = next(c for c in CASES if c.name == name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bare, _ = run_case(case, doctor=False)
+        watched, report = run_case(case, doctor=True)
+    return report, _state(bare), _state(watched)
+
+
+def test_corpus_covers_every_finding_twice_and_ten_correct_loops():
+    assert len(CORRECT) >= 10
+    for name in ISSUE_FINDINGS:
+        assert name in BUGS
+        assert sum(name in case.expected for case in BUGGY) >= 2, name
+    assert {n for case in BUGGY for n in case.expected} == ISSUE_FINDINGS
+
+
+@pytest.mark.parametrize("name", [case.name for case in CASES])
+def test_doctor_names_exactly_the_bugs_of_each_loop(name):
+    report, _, _ = _both(name)
+    expected = next(c for c in CASES if c.name == name).expected
+    assert set(report.names) == expected, str(report)
+    for finding in report.findings:
+        assert finding.fix == BUGS[finding.name].fix and finding.evidence
+
+
+@pytest.mark.parametrize("name", [case.name for case in CASES])
+def test_doctor_never_changes_weights_or_optimizer_state(name):
+    _, bare, watched = _both(name)
+    assert bare == watched
+
+
+def test_precision_and_recall_per_finding_are_one():
+    rows = scorecard({case.name: _both(case.name)[0] for case in CASES})
+    assert {row[0] for row in rows} == ISSUE_FINDINGS
+    for name, tp, fp, fn, precision, recall in rows:
+        assert (fp, fn) == (0, 0) and tp >= 2, name
+
+
+def test_report_reads_well():
+    report, _, _ = _both("seed_template")
+    assert str(report).endswith("No silent bug found.")
+    report, _, _ = _both("no_zero_grad")
+    text = str(report)
+    assert "* missing_zero_grad: Missing zero_grad" in text and "update 2: .grad still held 1 backward pass" in text
+
+
+# --- hooks and patches are gone on exit ----------------------------------------------------------
+
+def _originals(setup):
+    return (torch.autograd.backward, torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_value_,
+            torch.amp.GradScaler.scale, "step" in vars(setup.scheduler) if setup.scheduler else None)
+
+
+def _assert_clean(setup, before, kept_outputs=()):
+    assert _originals(setup) == before
+    assert not setup.model._forward_hooks
+    assert not setup.optimizer._optimizer_step_pre_hooks and not setup.optimizer._optimizer_step_post_hooks
+    for out in kept_outputs:
+        assert not out._backward_hooks
+
+
+def test_everything_removed_on_normal_exit():
+    from tests.doctor_corpus.setups import make_setup
+    from tests.doctor_corpus.correct import SCHEDULES
+    setup = make_setup(scheduler=SCHEDULES["step100"])
+    before = _originals(setup)
+    with LoopDoctor(setup.model, setup.optimizer, setup.scheduler, setup.train_loader, setup.val_loader):
+        xb, yb = next(iter(setup.train_loader))
+        kept = setup.model(xb)
+        setup.loss_fn(kept, yb).backward()
+        setup.optimizer.step()
+        setup.scheduler.step()
+        assert torch.autograd.backward is not before[0]
+    _assert_clean(setup, before, [kept])
+
+
+def test_everything_removed_when_the_loop_raises():
+    from tests.doctor_corpus.setups import make_setup
+    from tests.doctor_corpus.correct import SCHEDULES
+    setup = make_setup(scheduler=SCHEDULES["cosine_epochs"])
+    before = _originals(setup)
+    kept = []
+    with pytest.raises(ZeroDivisionError):
+        with LoopDoctor(setup.model, setup.optimizer, setup.scheduler):
+            for xb, yb in setup.train_loader:
+                kept.append(setup.model(xb))      # forwards left open when the loop dies
+                1 / 0
+    _assert_clean(setup, before, kept)
+
+
+def test_a_doctor_watches_one_loop():
+    from tests.doctor_corpus.setups import make_setup
+    setup = make_setup()
+    doctor = LoopDoctor(setup.model, setup.optimizer)
+    with doctor:
+        pass
+    with pytest.raises(RuntimeError, match="one loop"):
+        with doctor:
+            pass
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    (dict(model="net"), "model"), (dict(optimizer=None), "optimizer"),
+    (dict(scheduler=3), "scheduler"), (dict(train_data=42), "train_data")])
+def test_bad_arguments_name_the_argument(kwargs, argument):
+    from tests.doctor_corpus.setups import make_setup
+    setup = make_setup()
+    arguments = dict(model=setup.model, optimizer=setup.optimizer) | kwargs
+    with pytest.raises(ValueError, match=argument):
+        LoopDoctor(**arguments)
+
+
+# --- an independent oracle: the course's own loop with the registry's bugs injected ----------------
+
+COURSE_LOOP_BUGS = {
+    "missing_zero_grad": {}, "zero_grad_after_backward": {}, "eval_in_train_mode": {"dropout": 0.2},
+    "missing_no_grad": {}, "graph_attached_logging": {}, "missing_train_switch": {"dropout": 0.2},
+    "epoch_schedule_per_batch": {"schedule": "cosine"}, "unscaled_accumulation": {"accum_steps": 4},
+    "accumulation_without_flush": {"accum_steps": 4}, "data_leakage": {}}
+
+
+@pytest.mark.parametrize("bug", [None, *COURSE_LOOP_BUGS])
+def test_doctor_names_the_bug_injected_into_the_course_loop(bug):
+    from course_utils.loop import stream
+    from course_utils.session import TrainConfig, build
+    options = COURSE_LOOP_BUGS.get(bug, {"accum_steps": 4, "schedule": "onecycle", "batchnorm": True})
+    state = build(TrainConfig(n_train=150, n_val=60, epochs=2, measure_memory=False,
+                              bugs=(bug,) if bug else (), **options))
+    with LoopDoctor(state.model, state.optimizer, state.scheduler, state.train_loader, state.val_loader) as doc:
+        for _ in stream(state):
+            pass
+    assert doc.report().names == ((bug,) if bug else ()), str(doc.report())
