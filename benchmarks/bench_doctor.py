@@ -1,0 +1,98 @@
+"""What the loop doctor costs: the same loop with and without ``LoopDoctor`` around it (goal: <= 1.3x).
+
+Two loops, each timed bare and watched, runs interleaved, best of N and median printed:
+
+- **course default run**: ``stream(build(TrainConfig()))`` consumed to the end (the course's instrumented
+  loop, 10 epochs of 600 spiral points, batch 32, Adam, validation every epoch);
+- **plain loop**: the same training written by hand (zero_grad, forward, loss, backward, step,
+  ``loss.item()``, validation under ``no_grad``): less work per step, so the doctor's share is larger.
+
+The final weights of the bare and watched runs are compared bitwise as a check that the work is the same.
+Run: .venv/bin/python benchmarks/bench_doctor.py [--repeats N]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from course_utils.doctor import LoopDoctor
+from course_utils.loop import stream
+from course_utils.session import TrainConfig, build
+
+
+def course_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
+    """The course's default run; returns the wall time of the loop and the final weights."""
+    state = build(TrainConfig())
+    start = time.perf_counter()
+    if watched:
+        with LoopDoctor(state.model, state.optimizer, state.scheduler, state.train_loader, state.val_loader) as doc:
+            for _ in stream(state):
+                pass
+        assert not doc.report().findings, doc.report()
+    else:
+        for _ in stream(state):
+            pass
+    return time.perf_counter() - start, [p.detach().clone() for p in state.model.parameters()]
+
+
+def plain_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
+    """A hand-written loop on the same data and model; returns the loop's wall time and the final weights."""
+    state = build(TrainConfig(measure_memory=False))
+    model, optimizer, loss_fn = state.model, state.optimizer, nn.CrossEntropyLoss()
+    train, val = state.train_loader, DataLoader(state.splits.val, batch_size=256)
+    torch.manual_seed(0)
+
+    def loop():
+        for _ in range(10):
+            model.train()
+            for xb, yb in train:
+                optimizer.zero_grad()
+                loss = loss_fn(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                loss.item()
+            model.eval()
+            with torch.no_grad():
+                for xb, yb in val:
+                    (model(xb).argmax(1) == yb).sum().item()
+
+    start = time.perf_counter()
+    if watched:
+        with LoopDoctor(model, optimizer, None, train, val):
+            loop()
+    else:
+        loop()
+    return time.perf_counter() - start, [p.detach().clone() for p in model.parameters()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    repeats = parser.parse_args().repeats
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    print(f"torch {torch.__version__}, 1 thread, best and median of {repeats} interleaved runs")
+    for label, runner in [("course default run", course_run), ("plain hand-written loop", plain_run)]:
+        times = {False: [], True: []}
+        for _ in range(repeats):
+            for watched in (False, True):
+                seconds, weights = runner(watched)
+                times[watched].append(seconds)
+                if watched:
+                    same = all(torch.equal(a, b) for a, b in zip(bare_weights, weights))
+                else:
+                    bare_weights = weights
+        bare, doc = min(times[False]), min(times[True])
+        print(f"{label:24}: bare {bare:.3f} s, with doctor {doc:.3f} s -> {doc / bare:.2f}x (best); "
+              f"median {statistics.median(times[True]) / statistics.median(times[False]):.2f}x; "
+              f"weights bitwise equal: {same}")
+
+
+if __name__ == "__main__":
+    main()
