@@ -51,8 +51,8 @@ def test_pipeline_huge_seed_is_a_message():
 
 def test_sampling_view_controls():
     v = sampling_strategies(batch_size=32, n_batches=30)
-    assert "weighted" in v.text() and "data:image/png" in v.output.value
-    assert "batch (all 30)" not in v.output.value  # the label is inside the PNG; the table counts 30
+    assert "weighted" in v.text() and "<svg" in v.output.value
+    assert "batch (all 30)" in v.output.value
     assert all(len(c.counts) == 30 for c in v.results)
     v.batch_size.value = 64
     v.n_batches.value = 31          # more than one epoch holds: clipped, with a note
@@ -84,7 +84,7 @@ def test_padding_view_controls():
     assert v.stats.waste == 0
     v.max_len.value = 3
     v.seed.value = "2"
-    assert "3..3" in v.text() and "data:image/png" in v.output.value
+    assert "3..3" in v.text() and "<svg" in v.output.value
 
 
 def test_padding_view_huge_seed_never_freezes_the_view():

@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 from course_utils.notebook import MAX_SEED, sig
 from course_utils.sampling import (STRATEGIES, Composition, PaddingStats, ShardView, batch_composition,
                                    padding_stats, shard_view)
-from course_utils.widgets.base import (View, busy_html, error_html, figure_html, figure_png, guarded, number_box,
+from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box,
                                        parse_whole_number, stale_html, table_html)
 
 _STYLE = {"description_width": "110px"}
@@ -35,6 +35,76 @@ def composition_figure(results: list[Composition]):
     fig.legend(handles, labels, loc="upper center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
+
+
+MAJOR, MINOR = "#90caf9", "#ef6c00"
+
+
+def composition_svg(results: list[Composition], panel_w: int = 270, panel_h: int = 170) -> str:
+    """The same figure as composition_figure, as SVG: crisp at any width and drawn in microseconds."""
+    top = max(max(sum(c) for c in r.counts) for r in results)
+    panels = []
+    for p, r in enumerate(results):
+        x0, n = p * (panel_w + 14), len(r.counts)
+        plot_w, plot_h, left, base = panel_w - 34, panel_h - 52, x0 + 30, panel_h - 24
+        bar = plot_w / n
+        parts = [f'<text x="{x0 + panel_w / 2}" y="14" font-size="12" text-anchor="middle">{r.strategy}: '
+                 f'minority share {sig(r.share(), 3)}</text>',
+                 f'<line x1="{left}" y1="{base}" x2="{left + plot_w}" y2="{base}" stroke="#999"/>',
+                 f'<text x="{left - 4}" y="{base}" font-size="10" text-anchor="end">0</text>',
+                 f'<text x="{left - 4}" y="{base - plot_h + 8}" font-size="10" text-anchor="end">{top}</text>']
+        for b, (major, minor) in enumerate(r.counts):
+            x = left + b * bar
+            h0, h1 = plot_h * major / top, plot_h * minor / top
+            parts.append(f'<rect x="{x:.1f}" y="{base - h0:.1f}" width="{max(bar * 0.85, 0.8):.1f}" '
+                         f'height="{h0:.1f}" fill="{MAJOR}"/>')
+            if minor:
+                parts.append(f'<rect x="{x:.1f}" y="{base - h0 - h1:.1f}" width="{max(bar * 0.85, 0.8):.1f}" '
+                             f'height="{h1:.1f}" fill="{MINOR}"/>')
+        parts.append(f'<text x="{left}" y="{base + 14}" font-size="10">1</text>'
+                     f'<text x="{left + plot_w}" y="{base + 14}" font-size="10" text-anchor="end">{n}</text>'
+                     f'<text x="{left + plot_w / 2}" y="{base + 14}" font-size="10" text-anchor="middle">'
+                     f'batch (all {n})</text>')
+        panels.append("".join(parts))
+    width = len(results) * (panel_w + 14)
+    legend = (f"<div style='font-size:12px'><span style='color:{MAJOR}'>■</span> class 0 (majority) "
+              f"<span style='color:{MINOR}'>■</span> class 1 (minority) · bar height = examples in that batch</div>")
+    return (legend + f'<svg viewBox="0 0 {width} {panel_h}" width="{width}" height="{panel_h}" '
+            f'style="max-width:100%" xmlns="http://www.w3.org/2000/svg">{"".join(panels)}</svg>')
+
+
+def padding_svg(stats: PaddingStats, shown: int = 6, panel_w: int = 130, panel_h: int = 150) -> str:
+    """The first padded batches on one length scale, as SVG: a row per sequence, dark = real, light = padding."""
+    masks = stats.masks[:shown]
+    longest = max(m.shape[1] for m in masks)
+    panels = []
+    for k, mask in enumerate(masks):
+        x0 = k * (panel_w + 10)
+        rows, length = mask.shape
+        row_h = (panel_h - 40) / rows
+        parts = [f'<text x="{x0}" y="12" font-size="11">batch {k + 1}: ({rows}, {length})</text>',
+                 f'<rect x="{x0}" y="20" width="{panel_w}" height="{panel_h - 40}" fill="none" stroke="#eee"/>']
+        real = mask.sum(dim=1).tolist()
+        for r, n_real in enumerate(real):
+            y = 20 + r * row_h
+            real_w = panel_w * n_real / longest
+            pad_w = panel_w * (length - n_real) / longest
+            parts.append(f'<rect x="{x0}" y="{y:.1f}" width="{real_w:.1f}" height="{max(row_h - 0.5, 0.5):.1f}" '
+                         f'fill="#1565c0"/>')
+            if pad_w:
+                parts.append(f'<rect x="{x0 + real_w:.1f}" y="{y:.1f}" width="{pad_w:.1f}" '
+                             f'height="{max(row_h - 0.5, 0.5):.1f}" fill="#bbdefb"/>')
+        parts.append(f'<text x="{x0}" y="{panel_h - 6}" font-size="10">0</text>'
+                     f'<text x="{x0 + panel_w}" y="{panel_h - 6}" font-size="10" text-anchor="end">{longest} tokens'
+                     "</text>")
+        panels.append("".join(parts))
+    width = len(masks) * (panel_w + 10)
+    what = "bucketed" if stats.bucketing else "shuffled"
+    title = (f"<div style='font-size:12px'>first {len(masks)} of {len(stats.masks)} {what} batches, all on one "
+             f"length scale: <span style='color:#1565c0'>■</span> real token <span style='color:#90caf9'>■</span> "
+             f"padding · waste {sig(100 * stats.waste, 3)}%</div>")
+    return (title + f'<svg viewBox="0 0 {width} {panel_h}" width="{width}" height="{panel_h}" style="max-width:100%" '
+            f'xmlns="http://www.w3.org/2000/svg">{"".join(panels)}</svg>')
 
 
 def _seed_box(seed: int) -> w.Text:
@@ -85,7 +155,7 @@ class SamplingView(View):
                              sig(c.mean_count(), 3), c.distinct) for c in results],
                            ("sampler", "batches", "class 0", "class 1", "minority share",
                             "minority / batch", "distinct examples"))
-        figure = figure_html(figure_png(composition_figure(results)), 820, "class counts per batch")
+        figure = composition_svg(results)
         note = (f"<i>{n_batches} batches: one epoch at batch size {self.batch_size.value} holds at most {n_max}, "
                 "so the sequential and shuffled samplers stop there.</i>" if n_batches < self.n_batches.value else "")
         # table, titles and figure come from the same draw and arrive as one update
@@ -164,7 +234,7 @@ class PaddingView(View):
         table = table_html([("batches", len(s.masks)), ("real tokens", s.real_tokens),
                             ("slots after padding", s.padded_tokens), ("padding", s.pad_tokens),
                             ("waste", f"{sig(100 * s.waste, 3)}%")])
-        figure = figure_html(figure_png(padding_figure(s)), 820, "padded batches")
+        figure = padding_svg(s)
         self.stats, self.error, self.seed_used = s, None, seed
         self.output.value = table + figure
         self.message.value = ""
