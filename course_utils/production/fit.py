@@ -130,8 +130,10 @@ def fit(config: FitConfig) -> FitResult:
         scheduler.load_state_dict(saved["scheduler"])
         precision.load_state_dict(saved["scaler"])
         stopper.load_state_dict(saved["early_stopping"])
-        rng.restore(saved["rng"])
         state = {key: saved[key] for key in state}
+        mine = saved["ranks"][ranks.rank]               # this rank's RNG states and running sums
+        rng.restore(mine["rng"])
+        state["running"] = list(mine["running"])
         say(f"resumed from {resumed_from} (epoch {state['epoch'] + 1}, after {state['position']} batches, "
             f"{state['updates']} updates)")
 
@@ -145,6 +147,7 @@ def fit(config: FitConfig) -> FitResult:
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
         """Every piece of state, written by rank 0 only, durably; the old ones pruned after."""
+        per_rank = distributed.gather({"rng": rng.capture(), "running": list(state["running"])}, ranks)
         if not main:
             return
         log.flush()
@@ -154,7 +157,8 @@ def fit(config: FitConfig) -> FitResult:
             "running": list(state["running"]), "history": state["history"], "best": dict(state["best"]),
             "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": rng.capture()})
+            "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
+            "world_size": ranks.world_size, "ranks": per_rank})
         ckpt.write_checkpoint(folder, ckpt.checkpoint_name("last", epoch, position), payload)
         if best:
             ckpt.write_checkpoint(folder, ckpt.checkpoint_name("best", epoch, position), payload)
@@ -295,6 +299,8 @@ def _find_resume(config: FitConfig, folder: Path, ranks, say) -> tuple[Path, dic
     path = Path(choice[1])
     saved = ckpt.load_checkpoint(path)
     changed = config.differences(saved["config"])
+    if saved["world_size"] != ranks.world_size:
+        changed.insert(0, f"world size {saved['world_size']} (now {ranks.world_size})")
     if changed:
         distributed.abandon(ranks)
         raise ckpt.CheckpointError(f"checkpoint {path} belongs to a different run: {', '.join(changed[:3])}; "
