@@ -284,6 +284,143 @@ for name, operation, symptom, fix in bug_table():
     print(f"{name} [{operation}]\n  signature: {symptom}\n  fix: {fix}\n")
 
 # %% [markdown]
+# ## Bring your own loop: the loop doctor
+#
+# The exhibits above injected bugs into the course's loop. On Monday you will write your own loop, and its
+# bugs will be just as silent. `LoopDoctor` watches a loop you do not change: wrap it in a `with` block,
+# hand the doctor your model, optimizer (and, if you have them, scheduler and data), and read its report.
+#
+# It only observes: hooks on the model's forward and on the optimizer's step, and thin wrappers around
+# `backward`, gradient clipping and your scheduler's `step`. Each wrapper calls the original and changes
+# nothing; all are removed when the block ends, even if your loop raises. Each finding carries the bug's
+# name from the table above, what the doctor measured, and the fix.
+#
+# First, what a script builds before its loop:
+
+# %%
+from torch.utils.data import DataLoader
+from course_utils.data import spiral_splits
+from course_utils.doctor import LoopDoctor
+from course_utils.models import MLP
+
+
+def fresh(leak=0.0):
+    """A new model (with dropout), optimizer, epoch schedule and loaders, all from seed 0."""
+    splits = spiral_splits(300, 150, seed=0, leak=leak)
+    torch.manual_seed(0)
+    model = MLP(hidden=64, dropout=0.1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
+    train = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+    val = DataLoader(splits.val, batch_size=64)
+    return model, optimizer, scheduler, train, val
+
+
+def accuracy(model, loader):
+    """Validation accuracy, measured the right way (eval mode, no graph), whatever the loop did."""
+    model.eval()
+    with torch.no_grad():
+        hits = sum((model(xb).argmax(dim=1) == yb).sum().item() for xb, yb in loader)
+    return round(hits / len(loader.dataset), 3)
+
+# %% [markdown]
+# The source articles' loop, in our words: zero_grad, forward, loss, backward, step for every batch; the
+# epoch schedule stepped after the batch loop; validation in eval mode under `no_grad`, then back to train.
+
+# %%
+def evaluate(model, loader):
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for xb, yb in loader:
+            total += nn.functional.cross_entropy(model(xb), yb).item() * len(yb)
+    model.train()
+    return total / len(loader.dataset)
+
+
+def articles_loop(model, optimizer, scheduler, train, val, epochs=8):
+    model.train()
+    for epoch in range(epochs):
+        for xb, yb in train:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+        scheduler.step()
+        evaluate(model, val)
+
+
+model, optimizer, scheduler, train, val = fresh()
+with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+    articles_loop(model, optimizer, scheduler, train, val)
+print(doctor.report())
+print("validation accuracy:", accuracy(model, val))
+healthy = [p.detach().clone() for p in model.parameters()]
+
+# %% [markdown]
+# The doctor only watches: the same loop without it ends with bit-for-bit the same weights.
+
+# %%
+model, optimizer, scheduler, train, val = fresh()
+articles_loop(model, optimizer, scheduler, train, val)
+print("weights bitwise equal with and without the doctor:",
+      all(torch.equal(a, b) for a, b in zip(healthy, model.parameters())))
+
+# %% [markdown]
+# Now a loop as it often comes out on a first try: the scheduler sits inside the batch loop, validation
+# forgets `model.eval()` and `no_grad`, and the loss tensors go into a list for a plot later. It runs
+# without an error, and its validation accuracy is worse.
+
+# %%
+def monday_loop(model, optimizer, scheduler, train, val, epochs=8):
+    losses = []
+    for epoch in range(epochs):
+        model.train()
+        for xb, yb in train:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss)
+        val_loss = sum(nn.functional.cross_entropy(model(xb), yb).item() for xb, yb in val)
+
+
+model, optimizer, scheduler, train, val = fresh()
+with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+    monday_loop(model, optimizer, scheduler, train, val)
+print(doctor.report())
+print("validation accuracy:", accuracy(model, val))
+
+# %% [markdown]
+# Gradient accumulation as the articles print it: the loss divided by K, a step every K micro-batches, no
+# flush at the epoch's end. With 10 micro-batches an epoch and K = 4, the last two of each epoch spill
+# into the next epoch's first window. Then the same loop with the flush, and a split that leaks.
+
+# %%
+def accumulation_loop(model, optimizer, train, epochs=3, K=4, flush=False):
+    model.train()
+    for epoch in range(epochs):
+        for i, (xb, yb) in enumerate(train):
+            loss = nn.functional.cross_entropy(model(xb), yb) / K
+            loss.backward()
+            if (i + 1) % K == 0 or (flush and i + 1 == len(train)):
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+for flush in (False, True):
+    model, optimizer, scheduler, train, val = fresh()
+    with LoopDoctor(model, optimizer, train_data=train) as doctor:
+        accumulation_loop(model, optimizer, train, flush=flush)
+    print(f"flush={flush}:", doctor.report(), "\n")
+
+model, optimizer, scheduler, train, val = fresh(leak=0.3)
+with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+    articles_loop(model, optimizer, scheduler, train, val)
+print(doctor.report())
+
+# %% [markdown]
 # ## Quiz
 
 # %%
