@@ -101,7 +101,8 @@ function render({ model, el }) {
     if (lo === Infinity) { ctx.textAlign = "center"; ctx.fillStyle = "#999";
       ctx.fillText("no data yet", (L + W) / 2, H / 2); return; }
     if (hi - lo < 1e-12) { const d = Math.abs(hi) * 0.05 || (spec.log ? 0.5 : 1); lo -= d; hi += d; }
-    const pad = (hi - lo) * 0.05; lo -= pad; hi += pad;
+    const pad = (hi - lo) * 0.05, floorAt0 = !spec.log && lo >= 0; lo -= pad; hi += pad;
+    if (floorAt0) lo = Math.max(lo, 0);
     const X = x => L + (W - L - R) * x / xmax, Y = y => T + (H - T - B) * (1 - (tf(y) - lo) / (hi - lo));
     const label = t => fmt(spec.log ? Math.pow(10, t) : t);
     ctx.textAlign = "right"; ctx.fillText(label(hi), L - 3, T + 9); ctx.fillText(label(lo), L - 3, H - B);
@@ -215,8 +216,8 @@ class LivePlot(anywidget.AnyWidget):
     panels = traitlets.List([]).tag(sync=True)
     boundary = traitlets.Bool(False).tag(sync=True)
     boundary_title = traitlets.Unicode("decision boundary").tag(sync=True)
-    boundary_size = traitlets.Int(250).tag(sync=True)
-    panel_width = traitlets.Int(300).tag(sync=True)
+    boundary_size = traitlets.Int(230).tag(sync=True)
+    panel_width = traitlets.Int(272).tag(sync=True)
     panel_height = traitlets.Int(104).tag(sync=True)
     xmax = traitlets.Int(1).tag(sync=True)
     xlabel = traitlets.Unicode("step").tag(sync=True)

@@ -105,7 +105,7 @@ class SimulatorView(View):
             "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
                                    description="schedule"),
         }
-        style, layout = {"description_width": "125px"}, w.Layout(width="250px")
+        style, layout = {"description_width": "140px"}, w.Layout(width="270px")
         for box in self.boxes.values():
             box.style, box.layout = style, layout
             box.observe(self._on_setting, names="value")
@@ -115,7 +115,7 @@ class SimulatorView(View):
         self.log_lr.observe(self._on_lr, names="value")
         self.lr_label = w.HTML(layout=w.Layout(width="140px"))
         self.bug_boxes = {name: w.Checkbox(name in config.bugs, description=BUGS[name].title, indent=False,
-                                           layout=w.Layout(width="290px")) for name in LOOP_BUGS}
+                                           layout=w.Layout(width="400px")) for name in LOOP_BUGS}
         for box in self.bug_boxes.values():
             box.observe(self._on_setting, names="value")
         self.buttons = {
@@ -130,8 +130,8 @@ class SimulatorView(View):
         self.buttons["end"].on_click(lambda _: self._safely(self._start, "end"))
         self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
         self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
-        self.message = w.HTML(layout=w.Layout(min_height="44px", width="880px"))
-        self.readouts = w.HTML(layout=w.Layout(min_height="64px", width="880px"))
+        self.message = w.HTML(layout=w.Layout(min_height="44px", width="100%"))
+        self.readouts = w.HTML(layout=w.Layout(min_height="120px", width="100%"))
         self.plot = LivePlot(boundary=True, layout=w.Layout(height="410px"))
         self.widget = w.VBox([
             w.HTML("<b>Training simulator</b>: the course's real loop on a spiral. Step through it, train, "
@@ -139,10 +139,10 @@ class SimulatorView(View):
             w.HBox([w.VBox(list(self.boxes.values())[:5]), w.VBox(list(self.boxes.values())[5:])]),
             w.HBox([self.log_lr, self.lr_label]),
             w.HTML("<b>Bugs</b> (each changes one operation of the loop; a healthy ghost runs beside it):"),
-            w.GridBox(list(self.bug_boxes.values()), layout=w.Layout(grid_template_columns="repeat(3, 295px)")),
+            w.GridBox(list(self.bug_boxes.values()), layout=w.Layout(grid_template_columns="repeat(2, 405px)")),
             w.HBox(list(self.buttons.values())),
             self.message, self.readouts, self.plot,
-        ], layout=w.Layout(width="900px"))
+        ], layout=w.Layout(width="100%", max_width="860px"))
         self._restart()
 
     # --- settings --------------------------------------------------------------------------------
@@ -407,15 +407,14 @@ class SimulatorView(View):
         total = c.epochs * c.arithmetic().iters_per_epoch
         line = [f"epoch {len(epochs)} of {c.epochs} done", f"step {s.state.step} of {total}",
                 f"updates {s.state.updates}", f"next lr {_fmt(s.lr)}"]
-        if steps:
-            last = steps[-1]
-            line += [f"loss {_fmt(last.loss)}", f"grad norm {_fmt(last.grad_norm)}",
-                     f"step graph memory {_fmt(last.memory / 1024)} KiB"]
-        if epochs:
-            line += [f"val accuracy {_fmt(epochs[-1].val_acc)}", f"eval graph memory {_fmt(epochs[-1].eval_memory / 1024)} KiB"]
-        nodes = steps[-1].graph_nodes if steps else 0
-        lines = [" | ".join(line), f"memory = {CPU_KIND} (peak per step / per evaluation) | "
-                 f"autograd nodes kept alive by the loss log: {nodes}"]
+        metrics = [f"loss {_fmt(steps[-1].loss)}" if steps else "loss -",
+                   f"grad norm {_fmt(steps[-1].grad_norm)}" if steps else "grad norm -",
+                   f"val accuracy {_fmt(epochs[-1].val_acc)}" if epochs else "val accuracy -"]
+        memory = [f"graph memory: step {_fmt(steps[-1].memory / 1024) if steps else '-'} KiB",
+                  f"evaluation {_fmt(epochs[-1].eval_memory / 1024) if epochs else '-'} KiB",
+                  f"autograd nodes kept by the loss log {steps[-1].graph_nodes if steps else 0}"]
+        lines = [" | ".join(line), " | ".join(metrics), " | ".join(memory),
+                 f"(memory = {CPU_KIND}, peak per step / per evaluation)"]
         if s.ghost is not None:
             g = s.ghost
             ghost = [f"healthy ghost (same seed): step {g.state.step}"]
