@@ -183,3 +183,29 @@ def time_one_epoch(dataset: Dataset, num_workers: int, batch_size: int = 16, rep
             pass
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str]:
+    """Load one batch with a *spawned* worker (chapter 1): (what the notebook cell sees, the worker's own error).
+
+    A spawned worker is a fresh interpreter that must import the dataset's class; a class defined in a
+    notebook lives in __main__ and cannot be imported. The worker's traceback goes to file descriptor 2,
+    which is captured here so only its last line (the cause) is shown.
+    """
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile() as err_file:
+        saved = os.dup(2)
+        os.dup2(err_file.fileno(), 2)
+        try:
+            next(iter(DataLoader(dataset, batch_size=batch_size, num_workers=1, multiprocessing_context="spawn")))
+            seen = "the batch loaded"
+        except RuntimeError as err:
+            seen = f"RuntimeError: {'DataLoader worker exited unexpectedly' if 'exited unexpectedly' in str(err) else str(err)[:80]}"
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err_file.seek(0)
+        lines = [line for line in err_file.read().decode("utf-8", "replace").splitlines() if "Error" in line]
+    return seen, (lines[-1].strip() if lines else "(the worker printed nothing)")

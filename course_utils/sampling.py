@@ -289,6 +289,8 @@ class OrderRun:
     final_loss: float             # loss over the whole training set after training
     final_acc: float              # accuracy over the whole training set after training
     last_batch_classes: list[int] # the classes present in each batch of the last epoch (sorted: one each)
+    class_accuracy: list[float] = ()  # accuracy on each class's examples after training
+    predicted_share: list[float] = () # share of all predictions that name each class
 
 
 def order_experiment(shuffle: bool, n: int = 600, epochs: int = 5, batch_size: int = 32, lr: float = 0.01,
@@ -313,4 +315,11 @@ def order_experiment(shuffle: bool, n: int = 600, epochs: int = 5, batch_size: i
             losses.append(loss.item())
             classes.append(len(targets.unique()))
     final_loss, final_acc = evaluate(model, data)
-    return OrderRun(shuffle, losses, final_loss, final_acc, classes)
+    inputs, targets = data.tensors
+    model.eval()
+    with torch.no_grad():
+        predicted = model(inputs).argmax(dim=1)
+    n_classes = int(targets.max()) + 1
+    class_accuracy = [(predicted[targets == c] == c).float().mean().item() for c in range(n_classes)]
+    predicted_share = [(predicted == c).float().mean().item() for c in range(n_classes)]
+    return OrderRun(shuffle, losses, final_loss, final_acc, classes, class_accuracy, predicted_share)

@@ -6,8 +6,8 @@ from course_utils.widgets.quiz_view import quiz
 
 
 @pytest.mark.parametrize("chapter,qid,value", [
-    (1, "batches-100-16", 7), (1, "skipped-1000-64", 40),
-    (2, "unweighted-cats-32", 3.2), (2, "weighted-cats-32", 16), (2, "padding-copies-10-4", 2),
+    (1, "batches-100-16", 7),
+    (2, "unweighted-cats-32", 3.2), (2, "weighted-cats-32", 32), (2, "padding-copies-1001-8", 7),
 ])
 def test_numeric_keys(chapter, qid, value):
     q = load_bank(chapter).question(qid)
@@ -27,3 +27,27 @@ def test_banks_complete(chapter, tmp_path, monkeypatch):
         assert card.feedback.value
     ids = {q.id for q in bank.questions}
     assert ("drop-last-does" if chapter == 1 else "distributed-ensures") in ids
+
+
+def test_chapter2_keys_agree_with_real_samplers():
+    """The keys against torch itself: a real DistributedSampler and a real WeightedRandomSampler."""
+    import torch
+    from torch.utils.data import DistributedSampler, WeightedRandomSampler
+    bank = load_bank(2)
+    total = sum(len(list(DistributedSampler(range(1001), num_replicas=8, rank=r, shuffle=False))) for r in range(8))
+    assert bank.question("padding-copies-1001-8").answer == total - 1001
+    labels = torch.tensor([0] * 950 + [1] * 50)
+    weights = torch.where(labels == 1, 1 / 50, 1 / 950).double()
+    drawn = list(WeightedRandomSampler(weights, 64 * 400, generator=torch.Generator().manual_seed(0)))
+    assert abs(labels[drawn].float().mean().item() * 64 - bank.question("weighted-cats-32").answer) < 1.0
+
+
+def test_chapter0_new_keys_agree_with_loss_weight_and_a_sampler():
+    from torch.utils.data import DistributedSampler
+    from course_utils.arithmetic import batch_sizes, loss_weight
+    sizes = batch_sizes(1000, 100)
+    assert loss_weight(len(sizes) - 1, sizes, 3) == 1.0            # the lone micro-batch weighs 1, not 1/3
+    q = load_bank(0).question("flush-weight")
+    assert q.options[0].correct and "3× too small" in q.options[0].text
+    total = sum(len(list(DistributedSampler(range(6), num_replicas=8, rank=r))) for r in range(8))
+    assert load_bank(0).question("padding-w-gt-n").answer == total - 6 == 2

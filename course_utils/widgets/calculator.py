@@ -219,7 +219,12 @@ class CalculatorView(View):
     def text(self) -> str:
         if self.result is None:
             return f"Training-arithmetic calculator: invalid input: {self.error}"
-        return "Training-arithmetic calculator\n" + self.result.table()
+        r = self.result
+        return (f"Training-arithmetic calculator: N={r.dataset_size:,}, B={r.batch_size:,}, E={r.epochs:,}, "
+                f"K={r.accum_steps:,}, W={r.world_size:,}, drop_last={r.drop_last}\n"
+                f"  {plural(r.iters_per_epoch, 'iteration')} per epoch, {plural(r.updates_per_epoch, 'update')} per "
+                f"epoch (with flush), {plural(r.total_weight_updates, 'update')} in all, "
+                f"{plural(r.total_examples_seen, 'example')} seen" + (" per rank" if r.world_size > 1 else ""))
 
 
 def calculator(**kwargs) -> CalculatorView:

@@ -66,6 +66,16 @@ print("ln 3 =", sig(math.log(3)), f"| sorted run, mean batch loss of its last ep
 # In its first epoch the sorted run's loss falls inside each class block (one class alone is easy to
 # predict) and jumps at every class boundary. After that it hovers near ln 3, the loss of a model that
 # guesses among 3 classes. The shuffled run ends far lower on the *whole* set.
+#
+# Why is the sorted run's accuracy then well above 1/3? Accuracy only asks which class scores
+# highest. The weights keep a rough split of the plane from block to block, so the top guess is often
+# right even when the probabilities are close to uniform (hence the loss near ln 3). But the
+# guesses are lopsided:
+
+# %%
+for shuffle, r in runs.items():
+    print(f"{'shuffled' if shuffle else 'sorted':<8}: accuracy per class {[sig(a, 3) for a in r.class_accuracy]}, "
+          f"share of predictions per class {[sig(a, 3) for a in r.predicted_share]}")
 
 # %% [markdown]
 # ## 2. A shuffle is one permutation per epoch
@@ -132,6 +142,47 @@ print("total weight per class:", [sig(w * c) for w, c in zip(weights, counts)])
 print("expected per batch of 32, weighted:", [sig(v) for v in expected_batch_counts(counts, 32, weighted=True)])
 
 # %% [markdown]
+# ### Writing it yourself: per-example weights and `DataLoader(sampler=...)`
+#
+# `WeightedRandomSampler` wants **one weight per example**, not one per class. You build it by
+# indexing the class weights with the labels, and hand the sampler to the `DataLoader`:
+
+# %%
+from torch.utils.data import WeightedRandomSampler
+
+from course_utils.sampling import sample_weights
+
+class_w = torch.tensor([1 / c for c in counts], dtype=torch.double)   # [1/900, 1/100]
+example_w = class_w[labels]                                           # one weight per example: 1,000 of them
+print("per-example weights:", example_w.shape[0], "| same as course_utils:", torch.equal(example_w, sample_weights(labels)))
+sampler = WeightedRandomSampler(example_w, num_samples=len(labels), replacement=True,
+                                generator=torch.Generator().manual_seed(0))
+balanced = DataLoader(make_imbalanced(n_major=900, n_minor=100, seed=0), batch_size=32, sampler=sampler)
+cats = [int(y.sum()) for _, y in balanced]
+print(f"one epoch: {len(cats)} batches, cats per batch {cats[:8]} ... mean {sig(sum(cats) / len(cats), 3)}")
+
+# %% [markdown]
+# `num_samples` is *your* choice of epoch length: the sampler draws that many indices and the
+# epoch ends. Here it is `len(labels)` = 1,000 draws (32 batches); below we ask for 500 batches'
+# worth (16,000 draws) to measure averages, and call that "500 batches", not an epoch.
+#
+# Two mistakes people make first, run here. Passing both a sampler and `shuffle=True`:
+
+# %%
+try:
+    DataLoader(range(1000), batch_size=32, sampler=sampler, shuffle=True)
+except ValueError as err:
+    print("ValueError:", err)
+
+# %% [markdown]
+# And passing the two **class** weights where per-example weights belong. Nothing fails: the
+# sampler reads `[1/900, 1/100]` as the weights of examples 0 and 1, and draws only those two.
+
+# %%
+wrong = WeightedRandomSampler(class_w, num_samples=1000, replacement=True, generator=torch.Generator().manual_seed(0))
+print("indices drawn with class weights:", sorted(set(wrong)))
+
+# %% [markdown]
 # Expectations are averages. We measure them with the real samplers over many batches:
 # one shuffled epoch (32 batches) and 500 weighted batches.
 
@@ -149,7 +200,9 @@ print("weighted: each cat drawn", sig(weighted.totals[1] / counts[1]), "times on
 
 # %% [markdown]
 # The weighted sampler draws *with replacement*: the same 100 cats come back again and again, about
-# 9 times as often as each dog. That repetition is the price of balance (watch for overfitting the minority).
+# 9 times as often as each dog. That repetition is the price of balance: a model can memorise the
+# few minority examples (overfit them). This chapter does not train on this data, so that risk is
+# stated here, not shown.
 #
 # `replacement=True` is the usual choice, not a rule. With `replacement=False` every example is drawn at
 # most once. Over a full epoch (1,000 draws) the weights can then only change the *order*: heavy cats come
@@ -180,6 +233,20 @@ sampling_strategies(batch_size=32, n_batches=30)
 #
 # Take N = 10 and W = 4. Each rank must get the same count: ceil(10 / 4) = 3. That is 12 slots for
 # 10 examples, so the sampler pads by repeating 2 indices: they are seen twice this epoch.
+#
+# In a real multi-GPU script each process builds its own sampler with its rank, and calls
+# `set_epoch` before each epoch. Here one process plays the four ranks:
+
+# %%
+from torch.utils.data import DistributedSampler
+
+for rank in range(4):
+    dist_sampler = DistributedSampler(range(10), num_replicas=4, rank=rank, shuffle=False)
+    rank_loader = DataLoader(range(10), batch_size=2, sampler=dist_sampler)
+    print(f"rank {rank}: batches {[b.tolist() for b in rank_loader]}")
+
+# %% [markdown]
+# `course_utils.sampling.shard_view` asks the same sampler for every rank and counts the padding:
 
 # %%
 from course_utils.sampling import shard_view
@@ -241,19 +308,44 @@ except RuntimeError as err:
 # longest one *in the batch* with a padding id (0 here), and returns:
 #
 # - `input_ids`: the padded tokens, shape (batch, longest);
-# - `attention_mask`: 1 for a real token, 0 for padding, so the model and the loss can ignore padding;
-# - `labels`: one label per sequence.
+# - `attention_mask`: 1 for a real token, 0 for padding. It is for the **model**: attention and
+#   pooling use it to skip padding. A token-level loss ignores padding differently: its labels at
+#   padded positions are set to -100, which `CrossEntropyLoss(ignore_index=-100)` skips;
+# - `labels`: one label per sequence (here one per sequence, so no padding in the labels).
+#
+# Here it is, written out: the function you pass as `collate_fn`.
 
 # %%
-from course_utils.data import make_sequences
-from course_utils.sampling import pad_collate
+from course_utils.data import PAD_ID, make_sequences
+
+
+def my_pad_collate(examples):
+    """A list of (tokens, label) pairs -> padded input_ids, attention_mask and labels."""
+    longest = max(len(tokens) for tokens, _ in examples)
+    input_ids = torch.full((len(examples), longest), PAD_ID, dtype=torch.long)
+    attention_mask = torch.zeros((len(examples), longest), dtype=torch.long)
+    for row, (tokens, _) in enumerate(examples):
+        input_ids[row, :len(tokens)] = tokens
+        attention_mask[row, :len(tokens)] = 1
+    labels = torch.tensor([int(label) for _, label in examples])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
 
 sequences = make_sequences(200, min_len=3, max_len=40, vocab=50, seed=0)
 small = make_sequences(3, min_len=2, max_len=6, vocab=50, seed=1)
 print("lengths:", [len(small[i][0]) for i in range(3)])
-batch = pad_collate([small[i] for i in range(3)])
+batch = next(iter(DataLoader(small, batch_size=3, collate_fn=my_pad_collate)))
 for key, value in batch.items():
     print(f"{key}:\n{value}")
+
+# %% [markdown]
+# The package's `pad_collate`, which the rest of the chapter uses, is the same function:
+
+# %%
+from course_utils.sampling import pad_collate
+
+theirs = pad_collate([small[i] for i in range(3)])
+print("identical to course_utils.sampling.pad_collate:", all(torch.equal(batch[k], theirs[k]) for k in batch))
 
 # %% [markdown]
 # ### Padding waste, and bucketing
@@ -276,7 +368,8 @@ for bucketing in (False, True):
 # %% [markdown]
 # ### Try it: the padding view
 #
-# Dark cells are tokens, light cells padding. Tick **bucket by length** and watch the light cells shrink.
+# Dark cells are tokens, light cells padding, every batch on the same length scale. Tick **bucket by
+# length** and watch the light cells shrink.
 
 # %%
 from course_utils.widgets.sampling_view import padding
@@ -295,9 +388,12 @@ quiz(2)
 #
 # - Shuffle ordered data: sorted batches bias every gradient; a shuffle is one new permutation per epoch.
 # - The sampler is the lever: sequential, random, weighted, distributed; `BatchSampler` groups its output.
-# - 900/100 data: a shuffled batch of 32 holds 3.2 cats on average; weights 1/900 and 1/100 make it 16.
-#   Weighted sampling needs `replacement=True` to rebalance a whole epoch.
+# - 900/100 data: a shuffled batch of 32 holds 3.2 cats on average; per-example weights (1/900 for
+#   each dog, 1/100 for each cat) make it 16. Pass them with `DataLoader(sampler=...)` and no
+#   `shuffle`; class weights in their place silently draw only examples 0 and 1. Weighted sampling
+#   needs `replacement=True` to rebalance a whole epoch, and `num_samples` sets the epoch length.
 # - `DistributedSampler` gives each rank a disjoint shard, up to a few padding copies; call
 #   `set_epoch(epoch)` every epoch.
-# - `default_collate` stacks equal shapes; variable lengths need a pad collate with an attention mask,
-#   and bucketing by length cuts the padding.
+# - `default_collate` stacks equal shapes; variable lengths need a pad collate with an attention mask
+#   (for the model; a token loss skips padding through labels of -100), and bucketing by length cuts
+#   the padding.
