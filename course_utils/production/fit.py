@@ -213,6 +213,8 @@ def fit(config: FitConfig) -> FitResult:
             elif precision.scaler is not None and math.isfinite(window_mean):
                 precision.step(optimizer)                 # fp16 overflow: the scaler skips it and lowers the scale
             else:
+                if precision.scaler is not None:
+                    precision.step(optimizer)             # fp16: the scaler sees the NaN, skips, and resets
                 state["skipped"] += 1
                 state["bad_in_a_row"] += 1
                 say(f"skipped update at epoch {epoch + 1}, batch {i + 1}: loss {window_mean:.4g}, "
