@@ -37,6 +37,8 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch04 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 4}),
     ("ch05 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 5}),
     # chapters 3-5 and later chapters: append your views here, one line each.
+    ("ch06 simulator", "course_utils.widgets.simulator:simulator", {"n_train": 120, "n_val": 60, "epochs": 2, "batch_size": 16}),
+    ("ch06 LR range test", "course_utils.widgets.lr_find_view:lr_range_test", {}),
 ]
 
 TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0"]
