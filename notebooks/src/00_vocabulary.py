@@ -5,8 +5,8 @@
 # counts of iterations, forward passes, weight updates and examples seen, and say why the word
 # "step" is ambiguous.
 #
-# Every number below is computed by a cell, and most are checked against a real `DataLoader`
-# or a counted loop. Nothing is typed in by hand.
+# Every number in the prose is checked by the cell that follows it, most of them against a real
+# `DataLoader` or a counted loop.
 
 # %%
 from course_utils import setup_notebook, training_arithmetic
@@ -24,7 +24,7 @@ from torch.utils.data.distributed import DistributedSampler
 # |---|---|
 # | dataset size **N** | how many examples there are |
 # | batch size **B** | how many examples go through the model together |
-# | **iteration** (= step) | one batch through forward → loss → backward → update |
+# | **iteration** (= step) | one batch through forward → loss → backward (→ update, but with K > 1 only at a window's end) |
 # | **epoch** | one pass over all N examples |
 # | last (partial) batch | what is left when B does not divide N |
 # | `drop_last` | throw that partial batch away |
@@ -33,8 +33,10 @@ from torch.utils.data.distributed import DistributedSampler
 # | effective batch | B·K examples per update (B·K·W with W data-parallel ranks) |
 # | weight update | one `optimizer.step()` call |
 #
-# "Batch" used to mean the whole dataset (batch gradient descent) and "stochastic" meant one
-# example at a time. Today "batch" almost always means a **mini-batch** of B examples.
+# Three words for one idea, from the history of optimisation: **batch** gradient descent used the
+# whole dataset for every update (B = N), **stochastic** gradient descent used one example
+# (B = 1), and **mini-batch** gradient descent uses B examples in between. Today "batch" almost
+# always means a mini-batch, and "SGD" names the optimizer whatever B is.
 #
 # The smallest example makes it concrete: 10 examples, batch 4.
 
@@ -57,6 +59,17 @@ N, B, E = 10_000, 32, 3
 print(f"10,000 / 32 = {N / B}  ->  ceil = {math.ceil(N / B)} iterations, last batch {N - (math.ceil(N / B) - 1) * B}")
 plain = training_arithmetic(N, B, E)
 print(plain)
+
+# %% [markdown]
+# The same run as a picture: the three epochs, then one epoch batch by batch with its updates
+# (drawn here with K = 4, the setting of the next cell). The calculator at the end of the chapter
+# draws this for any input.
+
+# %%
+import matplotlib.pyplot as plt
+from course_utils.widgets.calculator import timeline_figure
+timeline_figure(training_arithmetic(N, B, E, accum_steps=4))
+plt.show()
 
 # %% [markdown]
 # Now accumulate K = 4 micro-batches per update. The effective batch is 32 × 4 = 128. The number
@@ -104,6 +117,25 @@ for when in [100, 1_000]:
           f"  or  every {when:,} updates ({when * K:,} micro-batches)")
 
 # %% [markdown]
+# A learning-rate schedule shows the cost. A cosine schedule is sized for the run's 237 updates,
+# but the loop calls `scheduler.step()` after every micro-batch instead of after every update:
+
+# %%
+def lr_after(calls: int, total_updates: int) -> float:
+    """The lr of a cosine schedule sized for `total_updates`, after `calls` scheduler steps."""
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total_updates)
+    for _ in range(calls):
+        opt.step()
+        sched.step()
+    return sched.get_last_lr()[0]
+
+total = accum.total_weight_updates
+print(f"schedule sized for {total} updates; after 1/4 of the run ({total // 4} updates):")
+print(f"  stepped per update     : lr = {lr_after(total // 4, total):.4f}")
+print(f"  stepped per micro-batch: lr = {lr_after(K * (total // 4), total):.4f}  (already at the bottom of the cosine)")
+
+# %% [markdown]
 # ## The accumulation remainder
 #
 # The textbook accumulation loop steps when `(i + 1) % K == 0`. With 313 micro-batches and
@@ -113,61 +145,96 @@ for when in [100, 1_000]:
 #
 # The course's loop also steps at the end of the epoch, the **flush** (as Lightning,
 # Hugging Face Accelerate and the HF Trainer do). The calculator assumes that loop. Let us
-# count real `optimizer.step()` calls to prove both numbers.
+# count real `optimizer.step()` calls, with a plain counter beside each call, for all three
+# loops: naive (the leftover leaks), naive with `zero_grad()` at each epoch start (the leftover
+# is wiped), and flushing.
 
 # %%
-def count_updates(n_examples: int, batch_size: int, k: int, epochs: int, flush: bool):
-    """Run a real accumulation loop and count optimizer.step() calls per epoch and micro-batches per update."""
+def count_updates(n_examples: int, batch_size: int, k: int, epochs: int, ending: str):
+    """Run a real accumulation loop; return updates per epoch and how many micro-batches each update summed."""
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(TensorDataset(torch.randn(n_examples, 2), torch.randn(n_examples, 1)), batch_size=batch_size)
-    steps_per_epoch, window_sizes, pending = [], [], 0
-    optimizer.register_step_post_hook(lambda *_: window_sizes.append(pending))
+    updates_per_epoch, summed, pending = [], [], 0
     for _ in range(epochs):
-        before = len(window_sizes)
+        if ending == "wipe":
+            optimizer.zero_grad()      # the leftover gradient of the last epoch is thrown away
+            pending = 0
+        n_updates = 0
         for i, (x, y) in enumerate(loader):
             loss = torch.nn.functional.mse_loss(model(x), y) / k
             loss.backward()
             pending += 1
-            if (i + 1) % k == 0 or (flush and i + 1 == len(loader)):
+            if (i + 1) % k == 0 or (ending == "flush" and i + 1 == len(loader)):
                 optimizer.step()
+                n_updates += 1         # the plain counter
+                summed.append(pending)
                 optimizer.zero_grad()
                 pending = 0
-        steps_per_epoch.append(len(window_sizes) - before)
-    return steps_per_epoch, window_sizes
+        updates_per_epoch.append(n_updates)
+    return updates_per_epoch, summed
 
-naive, naive_windows = count_updates(10_000, 32, 4, epochs=2, flush=False)
-flushed, flushed_windows = count_updates(10_000, 32, 4, epochs=2, flush=True)
-print("naive loop   : updates per epoch", naive, "| micro-batches in epoch 2's first update:", naive_windows[78])
-print("flushing loop: updates per epoch", flushed, "| micro-batches in the last update of an epoch:", flushed_windows[78])
-print("calculator   : naive", accum.naive_updates_per_epoch, "| with flush", accum.updates_per_epoch,
+for ending in ["leak", "wipe", "flush"]:
+    per_epoch, summed = count_updates(10_000, 32, 4, epochs=2, ending=ending)
+    print(f"{ending:<5}: updates per epoch {per_epoch} | micro-batches summed by update 79 (epoch 2's first "
+          f"for leak/wipe, epoch 1's flush): {summed[78]} | micro-batches never applied: {2 * 313 - sum(summed)}")
+print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.updates_per_epoch,
       "| last window", accum.last_window_size)
 
 # %% [markdown]
-# The naive loop's first update of epoch 2 sums **5** micro-batches: the leftover from epoch 1
-# plus a full window. The flushing loop makes 79 updates per epoch, exactly as the calculator says.
+# The leaking loop's first update of epoch 2 sums **5** micro-batches: the leftover from epoch 1
+# plus a full window (and epoch 2's own leftover is still waiting at the end). The wiping loop
+# makes 78 updates and throws away one micro-batch's gradient per epoch. The flushing loop makes
+# 79 updates per epoch, exactly as the calculator says.
 #
-# One more detail. The flushed window holds r = 1 micro-batch, but every loss was divided by
-# K = 4, so that update is **4× too small**. Dividing by the window's real size (as the HF Trainer
-# does) fixes it. Compare the gradient of the last micro-batch scaled both ways with the
-# gradient of the same batch computed directly:
+# ## Weighting a window: equal to one big batch, exactly
+#
+# Accumulating a window of micro-batches should give the same gradient as one big batch of the
+# same examples. Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
+# window's **examples**: `course_utils.arithmetic.loss_weight` is that rule, used by the course's
+# loop. The hard case is the end of an epoch: 600 examples, batch 32, K = 4 gives 19 batches, and
+# the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that
+# update too small; dividing by the number of micro-batches (3) over-weights the 24 examples by 4/3.
 
 # %%
+from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
+
+sizes = batch_sizes(600, 32)
+last = accumulation_window(len(sizes) - 1, len(sizes), 4)
+print("batch sizes of the last window:", [sizes[i] for i in last])
 torch.manual_seed(0)
-model = torch.nn.Linear(2, 1)
-x, y = torch.randn(16, 2), torch.randn(16, 1)
-def grad_norm(divisor: int) -> float:
+xs, ys = torch.randn(600, 2, dtype=torch.double), torch.randn(600, 1, dtype=torch.double)
+model = torch.nn.Linear(2, 1).double()
+starts = [sum(sizes[:i]) for i in range(len(sizes))]
+
+def window_grad(weight) -> torch.Tensor:
+    """Accumulate the last window with each micro-batch's mean loss scaled by weight(i)."""
     model.zero_grad()
-    (torch.nn.functional.mse_loss(model(x), y) / divisor).backward()
-    return torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
-true_norm = grad_norm(1)
-print(f"flush window r={accum.last_window_size}: loss/K gives {grad_norm(4) / true_norm:.2f} of the batch's gradient,"
-      f" loss/r gives {grad_norm(accum.last_window_size) / true_norm:.2f}")
+    for i in last:
+        sl = slice(starts[i], starts[i] + sizes[i])
+        (torch.nn.functional.mse_loss(model(xs[sl]), ys[sl]) * weight(i)).backward()
+    return model.weight.grad.clone()
+
+model.zero_grad()
+big = slice(starts[last[0]], 600)
+torch.nn.functional.mse_loss(model(xs[big]), ys[big]).backward()
+one_big_batch = model.weight.grad.clone()
+for name, weight in [("loss_weight (examples)", lambda i: loss_weight(i, sizes, 4)),
+                     ("divide by K = 4", lambda i: 1 / 4), ("divide by 3 micro-batches", lambda i: 1 / len(last))]:
+    diff = (window_grad(weight) - one_big_batch).abs().max().item()
+    shown = "< 1e-12 (equal)" if diff < 1e-12 else f"{diff:.1e}"
+    print(f"{name:<27} max |difference from one big batch of {big.stop - big.start}| = {shown}")
 
 # %% [markdown]
-# The course's loop (`course_utils.loop`) flushes and divides by the window's real size. Here is
-# the count from a real training run on the spiral: 600 examples, batch 32, K = 4.
+# Only the example-weighted window equals the big batch (to float64 rounding). This
+# matters most when batches differ in size (a partial last batch, or variable-length batches
+# weighted by tokens), which is why the HF Trainer divides by the number of items in the window
+# when it knows it.
+#
+# The course's own training loop (`course_utils.session.run`, built in chapters 3 and 5: it
+# yields one `StepEvent` per micro-batch) flushes and weights windows this way. Here is its count
+# from a real training run on the spiral: 600 examples, batch 32, K = 4.
 
 # %%
 from course_utils.session import TrainConfig, run
@@ -196,14 +263,18 @@ print(f"calculator: {w4.samples_per_rank} per rank, {w4.padded_samples} padding 
       f"{w4.iters_per_epoch} iterations per rank")
 
 # %% [markdown]
-# Ranks 2 and 3 see examples 0 and 1 a second time: 2 duplicates per epoch.
+# Ranks 2 and 3 see examples 0 and 1 a second time: 2 duplicates per epoch. The calculator's
+# "examples seen, all ranks" counts those duplicates too: it is the number of example-level
+# forward passes, not the number of distinct examples.
 #
 # ## The calculator
 #
-# Change any input. The timeline draws the epochs as blocks, then one epoch batch by batch,
-# drawn to scale. Green marks are updates, an orange mark is the flush, and grey hatching is
-# what `drop_last` throws away. Press ▶ to animate one step. Try B > N, K larger than the epoch,
-# W larger than N, and `drop_last` with B > N.
+# Change any input and press Enter (the boxes take whole numbers; "1e3" and "1,000" work too).
+# The timeline draws the epochs as blocks, then one epoch batch by batch, drawn to scale. Green
+# marks are updates, an orange mark is the flush, and grey hatching is what `drop_last` throws
+# away. Press ▶ to animate one step. Try B > N, K larger than the epoch, W larger than N, and
+# `drop_last` with B > N. "Effective batch" is nominal (B·K·W); the row below it counts the
+# examples that really go into the largest update.
 
 # %%
 from course_utils.widgets.calculator import calculator
@@ -229,6 +300,9 @@ course_progress()
 #
 # - iterations per epoch = ⌈N / B⌉, or ⌊N / B⌋ with `drop_last=True`; micro-steps = E × iterations.
 # - updates per epoch = ⌈iterations / K⌉ for a loop that flushes, ⌊iterations / K⌋ for the textbook loop.
-# - effective batch = B × K (× W ranks); accumulation changes memory, not the number of updates.
+# - effective batch = B × K (× W ranks). B = 32 with K = 4 makes the same updates as B = 128 with
+#   K = 1, with a quarter of the activation memory; against B = 32 alone it makes 4× fewer updates.
+# - a window's losses are weighted by its share of the window's examples: then it equals one big
+#   batch, the short last window included.
 # - "step" means an update in most trainers and a micro-batch in many hand-written loops: check which.
 # - `DistributedSampler` pads every rank to ⌈N / W⌉, so a few examples are seen twice per epoch.

@@ -56,13 +56,26 @@ for name, default in dataloader_defaults().items():
     print(f"{name:<24} {default!r}")
 
 # %% [markdown]
-# Three of these need a word.
+# Three of these need a word, and are checked in the next cell.
 #
 # - `shuffle=None` means *no shuffling* (the same as `False`).
 # - `collate_fn=None` means torch's `default_collate`, which stacks equal-shaped examples.
 # - `prefetch_factor=None` means *2 batches per worker* as soon as `num_workers > 0`.
 #
-# Let us check all three on real loaders.
+# The rest, one line each (sections 5 and 8 and chapter 7 come back to several):
+#
+# - `batch_size=1`, `drop_last=False`: one example per batch, and a short last batch is kept.
+# - `sampler` / `batch_sampler`: your own order or your own grouping (chapter 2).
+# - `num_workers=0`: the main process loads every batch itself.
+# - `pin_memory=False`, `pin_memory_device=''`: page-locked batches for faster copies to an accelerator.
+# - `timeout=0`: how long to wait for a worker's batch before raising (0 = forever).
+# - `worker_init_fn=None`: a function each worker runs at start, e.g. to seed NumPy per worker.
+# - `multiprocessing_context=None`: how workers start (fork, spawn, forkserver); section 8 shows why it matters.
+# - `generator=None`: the random generator the sampler draws from; pass a seeded one for a
+#   reproducible order (chapter 7's reproducibility levers are `generator` and `worker_init_fn`).
+# - `persistent_workers=False`: workers are started again every epoch; `True` keeps them (section 8).
+# - `in_order=True` (new in torch 2.6): batches come back in sampler order even if a later worker
+#   finishes first; `False` hands them over as soon as they are ready.
 
 # %%
 from torch.utils.data import DataLoader, default_collate
@@ -76,16 +89,21 @@ print("prefetch_factor, 2 workers:    ", with_workers.prefetch_factor)
 print("first batch with batch_size=1: ", next(iter(plain)))
 
 # %% [markdown]
+# The first batch printed above is a **list** `[x, y]`, although `__getitem__` returns a tuple
+# `(x, y)`: `default_collate` keeps the structure of one example but returns tuples as lists.
+#
 # ## 3. The pipeline, stage by stage
 #
-# One epoch flows through five stages:
+# One epoch takes four steps, and the Dataset is *called* in the third:
 #
-# **Dataset → Sampler → BatchSampler → workers → collate → model.**
+# **Sampler → BatchSampler → fetch (`dataset[i]`, in the workers) → collate → model.**
 #
 # 1. The **sampler** decides the *order*: it yields indices (0, 1, 2, … or a random permutation).
 # 2. The **batch sampler** cuts that stream into groups of `batch_size` indices.
 # 3. The **workers** (the main process when `num_workers=0`) call `dataset[i]` for each index.
-# 4. **collate** merges the examples of a group into batch tensors.
+# 4. **collate** merges the examples of a group into batch tensors. With `num_workers > 0` this
+#    also happens inside the worker, which then sends the whole collated batch back to the main
+#    process.
 #
 # `shuffle=True` simply swaps the sampler:
 
@@ -123,7 +141,9 @@ print("every index seen once:", sorted(i for b in trace.epochs[0].batches for i 
 e = trace.epochs[0]
 print("sampler order (first 20):", e.sampler_order[:20])
 for k, (batch, shape) in enumerate(zip(e.batches, e.collated_shapes), 1):
-    print(f"batch {k}: collated shape {shape}, indices {batch}")
+    if k <= 2 or k == len(e.batches):
+        print(f"batch {k}: collated shape {shape}, indices {batch}")
+print("(the pipeline view in section 6 shows every batch)")
 
 # %% [markdown]
 # ## 5. drop_last: a different 4 each epoch
@@ -131,7 +151,8 @@ for k, (batch, shape) in enumerate(zip(e.batches, e.collated_shapes), 1):
 # With `drop_last=True` the small last batch is thrown away: 6 batches of 16, and 4 examples unused.
 #
 # With shuffling, *which* 4 are unused changes every epoch, because every epoch draws a new
-# permutation. Over many epochs every example is still seen. Three epochs of one loader:
+# permutation. Over many epochs an example is very likely to be seen: it sits out a given epoch
+# with probability 4/100, so all E epochs with probability 0.04^E. Three epochs of one loader:
 
 # %%
 dropping = trace_pipeline(N, B, shuffle=True, drop_last=True, seed=0, epochs=3)
@@ -140,6 +161,8 @@ for e in dropping.epochs:
     print(f"epoch {e.epoch}: skipped {sorted(e.skipped)}")
 skipped_sets = [frozenset(e.skipped) for e in dropping.epochs]
 print("all three skipped sets different:", len(set(skipped_sets)) == 3)
+seen = {i for e in dropping.epochs for batch in e.batches for i in batch}
+print(f"examples seen at least once in 3 epochs: {len(seen)} of {N}")
 
 # %% [markdown]
 # Without shuffling, the sampler's order never changes, so the *same* last 4 examples are skipped
@@ -154,7 +177,9 @@ for e in fixed.epochs:
 # ## 6. Try it: the pipeline view
 #
 # Change the batch size, switch shuffle and drop_last, and press **Next epoch** to see the same
-# loader's next pass. Each cell is one example in the sampler's order; the colour is its batch.
+# loader's next pass. Each cell is one example in the sampler's order, with its batch number under
+# it; striped cells are dropped. Changing a setting builds a new loader, so the view starts again at
+# epoch 1.
 
 # %%
 from course_utils.widgets.pipeline_view import pipeline_view
@@ -205,35 +230,93 @@ for decode_ms in (0.0, 2.0):
           + f" -> 2 workers are {sig(times[0] / times[2], 3)}x as fast")
 
 # %% [markdown]
-# How to read it:
+# How to read it: workers have a **fixed cost** (starting each process, and setting up the queues
+# that carry every batch back) and a **per-batch saving** (loading overlaps with everything else).
 #
-# - When each example is cheap to load, the workers' start-up and the hand-over of every batch
-#   can cost as much as they save, or more. Small or in-memory data rarely needs workers.
+# - When each example is cheap to load, the fixed cost and the hand-over of every batch can cost
+#   as much as they save, or more. Small or in-memory data rarely needs workers.
 # - When loading an example is slow, workers overlap that work, and the gain approaches the number
 #   of workers (up to the CPU cores you have).
 # - `persistent_workers=True` keeps workers alive between epochs, so the start-up is paid once.
-#
-# One trap on macOS and Windows: workers are *spawned*, and a spawned worker must import the
-# dataset's class. A class defined in a notebook cannot be imported, so the loader fails. Put your
-# datasets in a module (as `OnDiskDataset` lives in `course_utils.pipeline`). This machine starts workers with:
+#   Three epochs of the in-memory squares both ways, where start-up is most of the cost (timings, so
+#   their exact values vary):
+
+# %% tags=["nbval-ignore-output"]
+import time
+
+
+def three_epochs(persistent: bool) -> float:
+    loader = DataLoader(squares, batch_size=16, num_workers=2, persistent_workers=persistent)
+    start = time.perf_counter()
+    for _ in range(3):
+        for _batch in loader:
+            pass
+    return time.perf_counter() - start
+
+
+fresh, kept = three_epochs(False), three_epochs(True)
+print(f"3 epochs, 2 workers: started every epoch {sig(fresh, 2)} s, persistent {sig(kept, 2)} s")
+
+# %% [markdown]
+# One trap: workers started with **spawn** (the default on macOS and Windows, and Python 3.14 makes
+# forkserver the Linux default) begin as fresh interpreters and must *import* the dataset's class.
+# A class defined in a notebook lives in `__main__`, which they cannot import, so the loader fails.
+# Linux uses fork by default, but we can ask for spawn and watch it fail:
 
 # %%
 import torch.multiprocessing as mp
 
 print("worker start method here:", mp.get_start_method())
 
+
+class NotebookSquares(Dataset):   # defined in the notebook, i.e. in __main__
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i)])
+
+
+from course_utils.pipeline import try_spawned_workers
+
+cell_sees, worker_says = try_spawned_workers(NotebookSquares())
+print("the cell sees:   ", cell_sees)
+print("the worker said: ", worker_says)
+
+# %% [markdown]
+# The exception the loop gets says only that a worker died. The cause is in the worker's own
+# traceback, printed to the error stream (`try_spawned_workers` caught it to show its last line;
+# in your own notebook it appears as a long red traceback): the worker could not find
+# `NotebookSquares` in its `__main__`. The fix: put datasets in a module (as `OnDiskDataset` lives
+# in `course_utils.pipeline`).
+
 # %% [markdown]
 # ## 9. pin_memory matters only for CPU → GPU copies
 #
 # `pin_memory=True` puts each batch in page-locked memory, so copying it to a CUDA GPU is faster and
-# can run in the background with `batch.to("cuda", non_blocking=True)`. Without a GPU there is no
-# such copy, and pinning buys nothing.
+# can run in the background with `batch.to("cuda", non_blocking=True)`. Without an accelerator
+# there is no such copy: torch ignores the flag and says so.
 
 # %%
-if torch.cuda.is_available():
-    print("CUDA GPU found:", torch.cuda.get_device_name(0), "-> pin_memory=True with non_blocking=True copies helps")
-else:
-    print("torch.cuda.is_available() = False: no GPU here, so pin_memory would change nothing")
+import warnings
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    x, y = next(iter(DataLoader(squares, batch_size=4, pin_memory=True)))
+x = x.to(device, non_blocking=True)   # the copy pinning speeds up (a no-op on the CPU)
+print("device:", device, "| batch pinned:", y.is_pinned())
+for w in caught:
+    print("warning:", str(w.message))
+
+# %% [markdown]
+# On this CPU-only machine the batch is not pinned and torch warns. On a CUDA machine the batch
+# comes back pinned and there is no warning (not run here: no GPU).
+#
+# One more kind of dataset exists, not used in this course: an `IterableDataset` streams examples
+# (from a file or a network) and decides the order itself, so it takes no sampler; with several
+# workers each worker streams a copy of everything unless it uses `get_worker_info()` to read only
+# its share.
 
 # %%
 tmp.cleanup()
@@ -254,4 +337,5 @@ quiz(1)
 #   shuffling a different 4 examples sit out each epoch.
 # - Defaults: batch size 1, no shuffling, no workers, `default_collate`, nothing dropped or pinned.
 # - Measure `num_workers` on your own data; keep datasets in an importable module.
-# - `pin_memory` only helps copies from the CPU to a CUDA GPU.
+# - `pin_memory` only helps copies from the CPU to an accelerator; on a CPU-only machine torch ignores it and warns.
+# - Notebook-defined datasets fail with spawned workers: keep datasets in an importable module.
