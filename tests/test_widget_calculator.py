@@ -7,18 +7,17 @@ from course_utils.widgets.calculator import STAGES, calculator
 
 def test_inputs_update_numbers_and_timeline():
     view = calculator(dataset_size=10_000, batch_size=32, epochs=3, accum_steps=4)
-    assert "79" in view.numbers.value and view.timeline_png.startswith(b"\x89PNG")
-    assert "data:image/png;base64," in view.timeline.value
-    before_png, before_text = view.timeline_png, view.text()
+    assert "79" in view.numbers.value and "<svg" in view.timeline.value and "237 weight updates" in view.timeline.value
+    before_png, before_text = view.timeline.value, view.text()
     view.batch_size.value = "64"
     assert view.result == training_arithmetic(10_000, 64, 3, 4)
-    assert view.timeline_png != before_png and view.text() != before_text
+    assert view.timeline.value != before_png and view.text() != before_text
     assert f">{view.result.iters_per_epoch}<" in view.numbers.value
     for control, value in [(view.dataset_size, "999"), (view.epochs, "5"), (view.accum_steps, "3"),
                            (view.world_size, "4"), (view.drop_last, True)]:
-        png = view.timeline_png
+        png = view.timeline.value
         control.value = value
-        assert view.error is None and view.timeline_png != png, control.description
+        assert view.error is None and view.timeline.value != png, control.description
     assert view.result == training_arithmetic(999, 64, 5, 3, drop_last=True, world_size=4)
 
 
@@ -40,7 +39,7 @@ def test_invalid_input_keeps_the_layout_and_speaks_the_labels():
     view = calculator()
     view.batch_size.value = "0"
     assert "batch size B must be at least 1" in view.message.value and "batch_size" not in view.message.value
-    assert "opacity" in view.numbers.value and "data:image/png" in view.timeline.value   # dimmed, not removed
+    assert "opacity" in view.numbers.value and "<svg" in view.timeline.value   # dimmed, not removed
     assert "invalid input" in view.text()
     view.batch_size.value = "32"
     assert view.message.value == "" and view.error is None and "opacity" not in view.numbers.value
@@ -72,3 +71,13 @@ def test_labels_use_plurals_and_commas():
     view = calculator(dataset_size=1, batch_size=1, epochs=1)
     view.stage.value = 0
     assert "1 example drawn" in view.step_view.value
+
+
+def test_timeline_marks_every_update_and_the_flush():
+    """The SVG timeline draws one mark per update of an epoch, the flush in orange, and the dropped examples."""
+    view = calculator(dataset_size=100, batch_size=16, epochs=2, accum_steps=4)
+    r = view.result
+    assert view.timeline.value.count("<path") == r.updates_per_epoch == 2
+    assert view.timeline.value.count("#ef6c00") >= 1 and "flush: window of 3" in view.timeline.value
+    view.drop_last.value = True
+    assert "4 dropped" in view.timeline.value

@@ -9,7 +9,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from course_utils.arithmetic import (TrainingArithmetic, accumulation_window, epoch_timeline, is_update_step,
                                      training_arithmetic)
-from course_utils.widgets.base import (View, busy_html, error_html, figure_html, figure_png, guarded, number_box,
+from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box,
                                        parse_whole_number, stale_html, table_html)
 
 STAGES = ("pick a batch", "forward", "loss", "backward", "update")
@@ -75,6 +75,82 @@ def timeline_figure(r: TrainingArithmetic, max_epochs: int = 8):
                     color="#8a1c1c")
     fig.tight_layout()
     return fig
+
+
+def _ticks(total: int, count: int = 5) -> list[int]:
+    """Round whole-number tick positions from 0 to `total`."""
+    if total <= 0:
+        return [0]
+    raw = total / count
+    magnitude = 10 ** (len(str(int(raw))) - 1) if raw >= 1 else 1
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return list(range(0, total + 1, max(int(step), 1)))
+
+
+def timeline_svg(r: TrainingArithmetic, max_epochs: int = 8, width: int = 760) -> str:
+    """The calculator's timeline as SVG (drawn in milliseconds; the same picture as timeline_figure)."""
+    parts, left, plot = [], 10, width - 20
+    shown = min(r.epochs, max_epochs)
+    block = plot / (shown + (1.4 if r.epochs > shown else 0))
+    title = (f"{plural(r.epochs, 'epoch')} × {plural(r.iters_per_epoch, 'iteration')} = "
+             f"{plural(r.total_micro_steps, 'micro-step')}, {plural(r.total_weight_updates, 'weight update')}")
+    parts.append(f'<text x="{width / 2}" y="16" font-size="13" text-anchor="middle">{html.escape(title)}</text>')
+    for e in range(shown):
+        x = left + e * block
+        parts.append(f'<rect x="{x:.1f}" y="26" width="{block - 2:.1f}" height="34" '
+                     f'fill="{"#90caf9" if e % 2 == 0 else "#64b5f6"}"/>'
+                     f'<text x="{x + block / 2:.1f}" y="41" font-size="12" text-anchor="middle">epoch {e + 1}</text>'
+                     f'<text x="{x + block / 2:.1f}" y="55" font-size="11" text-anchor="middle">'
+                     f'{plural(r.updates_per_epoch, "update")}</text>')
+    if r.epochs > shown:
+        parts.append(f'<text x="{left + shown * block + 6:.1f}" y="47" font-size="12">… {r.epochs - shown:,} more</text>')
+    n = max(r.samples_per_rank, 1)
+    y0, bar_h = 96, 26
+
+    def x(examples: float) -> float:
+        return left + plot * examples / n
+
+    rows = epoch_timeline(r) if r.iters_per_epoch <= MAX_DRAWN_BATCHES else []
+    if rows:
+        for i, (start, size, _, _) in enumerate(rows):
+            parts.append(f'<rect x="{x(start):.2f}" y="{y0}" width="{max(x(start + size) - x(start) - 0.3, 0.4):.2f}" '
+                         f'height="{bar_h}" fill="{("#bbdefb", "#90caf9")[i % 2]}"/>')
+        for start, size, update, flush in rows:
+            if update:
+                cx, colour, s = x(start + size), "#ef6c00" if flush else "#2e7d32", 6 if flush else 4
+                parts.append(f'<path d="M{cx - s:.1f},{y0 - 12 - s} L{cx + s:.1f},{y0 - 12 - s} L{cx:.1f},{y0 - 12}Z" '
+                             f'fill="{colour}"/>')
+    elif r.iters_per_epoch:
+        parts.append(f'<rect x="{left}" y="{y0}" width="{x(r.examples_per_epoch) - left:.1f}" height="{bar_h}" '
+                     f'fill="#bbdefb"/><text x="{width / 2}" y="{y0 + 17}" font-size="12" text-anchor="middle">'
+                     f'{r.iters_per_epoch:,} batches: too many to draw one by one</text>')
+    else:
+        parts.append(f'<text x="{width / 2}" y="{y0 + 17}" font-size="12" text-anchor="middle" fill="#8a1c1c">'
+                     'drop_last leaves no complete batch: no step at all</text>')
+    if r.dropped_per_epoch:
+        w_drop = max(x(r.dropped_per_epoch) - left, 6)   # never an invisible sliver
+        parts.append(f'<rect x="{left + plot - w_drop:.1f}" y="{y0}" width="{w_drop:.1f}" height="{bar_h}" '
+                     f'fill="url(#hatch)" stroke="#757575"/>')
+        wider = " (drawn wider)" if w_drop > x(r.dropped_per_epoch) - left + 0.01 else ""
+        parts.append(f'<text x="{left + plot}" y="{y0 + bar_h + 30}" font-size="11" text-anchor="end" fill="#616161">'
+                     f'{r.dropped_per_epoch:,} dropped{wider}</text>')
+    ticks = _ticks(r.samples_per_rank)
+    for t in ticks:
+        anchor = "end" if t == ticks[-1] and t > 0 else ("start" if t == 0 else "middle")
+        parts.append(f'<line x1="{x(t):.1f}" y1="{y0 + bar_h}" x2="{x(t):.1f}" y2="{y0 + bar_h + 4}" stroke="#555"/>'
+                     f'<text x="{x(t):.1f}" y="{y0 + bar_h + 16}" font-size="11" text-anchor="{anchor}">{t:,}</text>')
+    axis = "examples of one epoch" + (" (one rank)" if r.world_size > 1 else "")
+    legend = ('<span style="color:#2e7d32">▼</span> optimizer.step()'
+              + (f' <span style="color:#ef6c00">▼</span> flush: window of {r.last_window_size} &lt; K={r.accum_steps}'
+                 if r.iters_per_epoch and r.last_window_size < r.accum_steps else "")
+              + (' <span style="color:#9e9e9e">▨</span> dropped (drop_last)' if r.dropped_per_epoch else ""))
+    hatch = ('<defs><pattern id="hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
+             'patternTransform="rotate(45)"><rect width="5" height="5" fill="#e0e0e0"/>'
+             '<line x1="0" y1="0" x2="0" y2="5" stroke="#9e9e9e" stroke-width="2"/></pattern></defs>')
+    return (f'<svg viewBox="0 0 {width} 170" width="{width}" height="170" style="max-width:100%" '
+            f'xmlns="http://www.w3.org/2000/svg">{hatch}{"".join(parts)}'
+            f'<text x="{width / 2}" y="{y0 + bar_h + 32}" font-size="11" text-anchor="middle">{axis}</text></svg>'
+            f'<div style="font-size:12px">{legend}</div>')
 
 
 def step_html(r: TrainingArithmetic, micro_step: int, stage: int) -> str:
@@ -145,7 +221,7 @@ class CalculatorView(View):
                          self.drop_last]
         self.numbers = w.HTML(layout=w.Layout(min_height="330px"))
         self.message = w.HTML(layout=w.Layout(min_height="34px"))
-        self.timeline = w.HTML(layout=w.Layout(min_height="300px"))
+        self.timeline = w.HTML(layout=w.Layout(min_height="190px"))
         self.micro_step = w.IntSlider(1, min=1, max=1, description="micro-step", style={"description_width": "80px"})
         self.stage = w.IntSlider(0, min=0, max=len(STAGES) - 1, description="stage", readout=False,
                                  style={"description_width": "80px"})
@@ -154,7 +230,6 @@ class CalculatorView(View):
         self.step_view = w.HTML(layout=w.Layout(min_height="120px"))
         self.result: TrainingArithmetic | None = None
         self.error: str | None = None
-        self.timeline_png = b""
         for control in self.controls:
             control.observe(guarded(self, lambda _: self.update()), names="value")
         for control in (self.micro_step, self.stage):
@@ -185,12 +260,12 @@ class CalculatorView(View):
             return
         self.message.value = busy_html("drawing the timeline")
         r = training_arithmetic(drop_last=self.drop_last.value, **values)
-        png = figure_png(timeline_figure(r))
+        svg = timeline_svg(r)
         table = table_html([(k, f"{v:,}" if not isinstance(v, bool) else v) for k, v in r.rows(False)])
-        self.result, self.error, self.timeline_png = r, None, png
+        self.result, self.error = r, None
         self.message.value = ""
         self.numbers.value = table
-        self.timeline.value = figure_html(png, 760, "timeline of the epochs and of one epoch's batches")
+        self.timeline.value = svg
         for control in (self.micro_step, self.stage, self.play):
             control.disabled = r.iters_per_epoch == 0
         self.micro_step.max = max(r.iters_per_epoch, 1)

@@ -1,0 +1,108 @@
+"""Response time of a view's control in the browser: from the learner's input event to the last DOM change.
+
+Used by tests/browser/test_timing.py. A chapter registers its timed controls in its own
+tests/browser/interactions_chNN.py by exporting
+
+    TIMINGS = {"NN_name.ipynb": [("view: what the learner does", function(page)), ...]}
+
+where each function performs ONE learner action (fill a box and press Enter, click a button, press an arrow
+key on a slider). The harness arms a MutationObserver on the notebook, stamps the first input event
+(keydown, mousedown, input or change), runs the action, waits until nothing has changed for SETTLE_MS, and
+returns (last change - input event) in milliseconds. Helpers below locate the usual widgets.
+"""
+from __future__ import annotations
+
+import re
+
+SETTLE_MS = 1200
+LIMIT_MS = 1000
+
+_ARM = """() => {
+  const nb = document.querySelector('.jp-Notebook');
+  window.__t0 = null; window.__last = null;
+  for (const type of ['keydown', 'mousedown', 'input', 'change']) {
+    if (!window.__stampers) window.__stampers = {};
+    if (window.__stampers[type]) continue;
+    window.__stampers[type] = true;
+    window.addEventListener(type, () => { if (window.__t0 === null) window.__t0 = performance.now(); }, true);
+  }
+  if (window.__observer) window.__observer.disconnect();
+  window.__observer = new MutationObserver((mutations) => {
+    if (window.__t0 === null) return;
+    window.__last = performance.now();
+    const node = mutations[mutations.length - 1].target;
+    const el = node.nodeType === 1 ? node : node.parentElement;
+    const cell = el && el.closest('.jp-Cell');
+    if (cell) window.__lastCell = cell;
+  });
+  window.__observer.observe(nb, {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
+
+_SETTLED = f"""() => window.__t0 !== null && window.__last !== null
+  && performance.now() - window.__last > {SETTLE_MS}"""
+
+
+def measure(page, action, timeout_ms: int = 30_000) -> float:
+    """Milliseconds from the input event of `action(page)` to the last change of the notebook's DOM."""
+    page.evaluate(_ARM)
+    action(page)
+    page.wait_for_function(_SETTLED, timeout=timeout_ms, polling=100)
+    return page.evaluate("() => window.__last - window.__t0")
+
+
+def shoot_changed_cell(page, path) -> None:
+    """Screenshot the notebook cell that changed last (the view just driven), whole."""
+    handle = page.evaluate_handle("() => window.__lastCell || document.querySelector('.jp-Notebook')")
+    element = handle.as_element()
+    if element is not None:
+        element.screenshot(path=str(path))
+
+
+# ----------------------------------------------------------------------------- locating widgets
+def text_box(page, label: str):
+    """The <input> of a Text / IntText widget by its on-screen label."""
+    return page.locator(".widget-inline-hbox", has=page.locator("label", has_text=re.compile(rf"^{re.escape(label)}$"))
+                        ).locator("input").first
+
+
+def type_into(label: str, value: str, nth: int = 0):
+    """An action: replace a box's text with `value` and press Enter (`nth` box with that label)."""
+    def action(page):
+        box = page.locator(".widget-inline-hbox", has=page.locator(
+            "label", has_text=re.compile(rf"^{re.escape(label)}$"))).nth(nth).locator("input").first
+        box.scroll_into_view_if_needed()
+        box.fill(value)
+        box.press("Enter")
+    return action
+
+
+def slider_keys(label: str, *keys: str, nth: int = 0):
+    """An action: press keys (ArrowRight, Home, End...) on a slider's handle (`nth` slider with that label)."""
+    def action(page):
+        slider = page.locator(".widget-slider", has=page.locator(
+            "label", has_text=re.compile(rf"^{re.escape(label)}$"))).nth(nth)
+        handle = slider.locator(".noUi-handle").first
+        handle.scroll_into_view_if_needed()
+        handle.focus()
+        for key in keys:
+            handle.press(key)
+    return action
+
+
+def click_button(label: str, nth: int = 0):
+    """An action: click a widget button by its exact label."""
+    def action(page):
+        target = page.locator("button.jupyter-button").filter(
+            has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).nth(nth)
+        target.scroll_into_view_if_needed()
+        target.click()
+    return action
+
+
+def tick(label: str):
+    """An action: click a checkbox by its label."""
+    def action(page):
+        box = page.locator(".widget-checkbox", has_text=label).first.locator("input")
+        box.scroll_into_view_if_needed()
+        box.click()
+    return action
