@@ -1,0 +1,55 @@
+"""Chapter 7's flowchart view, driven headless: each switch changes the flowchart and the code together."""
+from course_utils.flowchart import BY_KEY, KEYS, NODES, assemble, code_lines
+from course_utils.widgets.flowchart_view import FlowchartView, flowchart_svg, flowchart_view
+
+
+def test_opens_minimal_and_every_switch_adds_its_code_and_boxes():
+    view = flowchart_view()
+    assert view.text().startswith(f"Production loop: 0 of {len(KEYS)} components on: none")
+    minimal_board = view.board.value
+    for key in KEYS:
+        view.toggle(key)
+        assert view.enabled == {key}
+        assert f"{code_lines([key])} lines of code" in view.board.value
+        assert BY_KEY[key].label in view.message.value and "added" in view.message.value
+        assert BY_KEY[key].label in view.text()
+        assert view.board.value != minimal_board
+        view.toggle(key)
+        assert view.enabled == frozenset() and "removed" in view.message.value
+        assert view.board.value == minimal_board  # back to the minimal loop, box for box
+    assert view._repr_mimebundle_()["text/plain"] == view.text()
+
+
+def test_code_shown_is_the_assembled_code():
+    import html
+    import re
+    view = flowchart_view("checkpoint", "amp")
+    shown = re.findall(r"</span>(.*?)</div>", view.board.value)
+    assert [html.unescape(line).rstrip() if line != " " else "" for line in shown] == assemble(
+        ["checkpoint", "amp"]).splitlines()
+
+
+def test_presets_and_checkbox_state_stay_in_sync():
+    view = FlowchartView()
+    view.all_button.click()
+    assert view.enabled == frozenset(KEYS) and all(box.value for box in view.boxes.values())
+    assert f"{len(KEYS)} of {len(KEYS)} components on" in view.text()
+    view.boxes["compile"].value = False
+    assert "compile" not in view.enabled and "torch.compile" not in view.text().split("\n")[0]
+    view.minimal_button.click()
+    assert view.enabled == frozenset() and not any(box.value for box in view.boxes.values())
+
+
+def test_unknown_component_is_a_message_not_a_traceback():
+    view = FlowchartView(("seed",))
+    view.set_components(["warp_drive"])
+    assert "no component called warp_drive" in view.message.value and view.enabled == {"seed"}
+
+
+def test_svg_draws_every_box_in_every_state():
+    for enabled in (frozenset(), frozenset(KEYS), frozenset({"amp"})):
+        svg = flowchart_svg(enabled)
+        assert svg.count("<rect") == len(NODES)  # same boxes, same height: no layout jumps
+        assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert 'stroke-dasharray' not in flowchart_svg(frozenset(KEYS))
+    assert flowchart_svg(frozenset()).count("stroke-dasharray") == sum(n.component is not None for n in NODES)
