@@ -27,27 +27,36 @@ def _passes(n: int) -> str:
 # --- the loss graph at backward --------------------------------------------------------------------
 
 def loss_factor(root: torch.Tensor, scaled: dict) -> float:
-    """The constant the loss was multiplied by before backward (loss / K -> 1/K); a GradScaler's scale excluded."""
-    factor, node = 1.0, root.grad_fn
+    """The constant the loss was multiplied by before backward (loss / K -> 1/K); a GradScaler's scale excluded.
+
+    Through a sum of terms (loss / K + penalty / K) it is the largest factor of any term.
+    """
+    factor = _node_factor(root.grad_fn, 8)
     entry = scaled.get(id(root))
     if entry is not None and entry[0]() is root:
         factor /= entry[1]
-    for _ in range(8):
-        name = type(node).__name__
-        if name not in SCALE_NODES or len(node.next_functions) != 2:
-            break
-        (left, _), (right, _) = node.next_functions
-        if right is None:
-            constant, node = node._saved_other, left
-        elif left is None and name == "MulBackward0":
-            constant, node = node._saved_self, right
-        else:
-            break
-        if constant is None or constant.numel() != 1:
-            break
-        value = float(constant)
-        factor = factor * value if name == "MulBackward0" else factor / value
     return factor
+
+
+def _node_factor(node: object, depth: int) -> float:
+    name = type(node).__name__
+    if depth == 0 or node is None or len(node.next_functions) != 2:
+        return 1.0
+    (left, _), (right, _) = node.next_functions
+    if name in ("AddBackward0", "SubBackward0"):
+        return max(_node_factor(n, depth - 1) for n in (left, right) if n is not None)
+    if name not in SCALE_NODES:
+        return 1.0
+    if right is None:
+        constant, child = node._saved_other, left
+    elif left is None and name == "MulBackward0":
+        constant, child = node._saved_self, right
+    else:
+        return 1.0
+    if constant is None or constant.numel() != 1:
+        return 1.0
+    value = float(constant)
+    return (value if name == "MulBackward0" else 1 / value) * _node_factor(child, depth - 1)
 
 
 def _skip_casts(node: object) -> object:

@@ -3,7 +3,7 @@
 It only observes, through hooks torch provides and a few wrappers that call the original and change
 nothing: a forward hook on the model (train/eval mode, grad mode, which split the batch came from), a
 hook on each forward's output (was it backwarded?), optimizer step pre/post hooks, and wrappers around
-``torch.autograd.backward``, ``clip_grad_norm_``/``clip_grad_value_``, ``GradScaler.scale`` and the
+``torch.autograd.backward``, ``clip_grad_norm_``/``clip_grad_value_``, ``GradScaler.scale``/``step`` and the
 given scheduler's ``step``. Everything is removed on exit, also when the loop raises.
 
 Gradient bookkeeping: the doctor counts *contributions*, backward passes summed into ``.grad`` since it
@@ -26,7 +26,7 @@ from course_utils.doctor.examples import batch_row_key, example_keys
 from course_utils.doctor.report import Report
 
 MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)
-GRAPH_LAG = 3        # a forward's graph still alive this many grad-enabled forwards later is being kept
+GRAPH_LAG = 3        # a graph alive this many forwards (and 2 backward passes) after its forward is being kept
 SOFTMAX_CHECKS = 5   # backward passes whose loss graph is searched for softmax -> cross_entropy
 
 
@@ -62,6 +62,7 @@ class Observations:
     events: dict[str, list[str]] = field(default_factory=dict)        # finding name -> evidence strings
     sched_mark: int | None = None     # forward count when scheduler.step() ran with gradients pending
     clips: int = 0                    # clip_grad_norm_ / clip_grad_value_ calls
+    skipped_updates: int = 0          # GradScaler.step calls that skipped the update (inf/NaN gradients)
     leftover: int = 0                 # backward passes no update applied, counted at the loop's end
 
     def note(self, name: str, evidence: str) -> None:
@@ -151,9 +152,11 @@ class LoopDoctor:
             wrapper = functools.wraps(original)(functools.partial(self._clip, original, name))
             for module in (torch.nn.utils, torch.nn.utils.clip_grad):
                 self._patch(module, name, wrapper)
-        scale = torch.amp.GradScaler.scale
+        scale, scaler_step = torch.amp.GradScaler.scale, torch.amp.GradScaler.step
         self._patch(torch.amp.GradScaler, "scale", functools.wraps(scale)(
             lambda scaler, outputs: self._scale(scale, scaler, outputs)))
+        self._patch(torch.amp.GradScaler, "step", functools.wraps(scaler_step)(
+            lambda scaler, optimizer, *a, **k: self._scaler_step(scaler_step, scaler, optimizer, *a, **k)))
         if self.scheduler is not None:
             step = self.scheduler.step
             self._patch(self.scheduler, "step", functools.wraps(step)(
@@ -217,14 +220,15 @@ class LoopDoctor:
         record.reached = True
 
     def _watch_graph(self, out: torch.Tensor) -> None:
-        """Tag the output's autograd node; a tag alive GRAPH_LAG forwards later means the graph is kept."""
+        """Tag the output's autograd node; a tag alive GRAPH_LAG forwards and 2 backward passes later is kept."""
+        obs, graphs = self.obs, self._graphs
+        while graphs and obs.forwards - graphs[0][0] >= GRAPH_LAG and obs.backward_passes - graphs[0][1] >= 2:
+            index, _, alive = graphs.popleft()
+            if alive() is not None:
+                checks.graph_kept(obs, index, obs.forwards)
         sentinel = _Sentinel()
         out.grad_fn.metadata["loop_doctor"] = sentinel
-        self._graphs.append((self.obs.forwards, weakref.ref(sentinel)))
-        if len(self._graphs) > GRAPH_LAG:
-            index, alive = self._graphs.popleft()
-            if alive() is not None:
-                checks.graph_kept(self.obs, index, self.obs.forwards)
+        graphs.append((obs.forwards, obs.backward_passes, weakref.ref(sentinel)))
 
     def _resolve(self, final: bool = False) -> None:
         """Decide the open forwards: backwarded ones trained; older (or, at the end, all) others evaluated."""
@@ -290,6 +294,14 @@ class LoopDoctor:
             self._scaled[id(result)] = (weakref.ref(result), float(scaler.get_scale()))
         return result
 
+    def _scaler_step(self, original, scaler, optimizer, *args, **kwargs):
+        updates = self.obs.updates
+        result = original(scaler, optimizer, *args, **kwargs)
+        if optimizer is self.optimizer and self.obs.updates == updates:   # inf/NaN found: the scaler skipped it
+            self.obs.skipped_updates += 1
+            self.obs.consumed = self.obs.contributions                    # discarded on purpose, not lost
+        return result
+
     def _scheduler_step(self, original, *args, **kwargs):
         obs = self.obs
         obs.scheduler_steps += 1
@@ -303,6 +315,12 @@ class LoopDoctor:
 
     def report(self) -> Report:
         """The findings so far (complete once the with-block has ended), with what was counted."""
-        return Report(checks.findings(self), self.obs.training_forwards, self.obs.evaluation_forwards,
-                      self.obs.backward_passes, self.obs.updates,
-                      None if self.scheduler is None else self.obs.scheduler_steps)
+        obs, notes = self.obs, []
+        if obs.backward_passes and not obs.forwards:
+            notes.append("no forward pass of the model was seen: call model(x), not model.forward(x), or the "
+                         "train/eval and no_grad checks cannot run")
+        if obs.skipped_updates:
+            notes.append(f"GradScaler skipped {obs.skipped_updates} updates with inf/NaN gradients, as it should; "
+                         "their gradients were discarded on purpose and are not counted as lost")
+        return Report(checks.findings(self), obs.training_forwards, obs.evaluation_forwards, obs.backward_passes,
+                      obs.updates, None if self.scheduler is None else obs.scheduler_steps, tuple(notes))

@@ -36,6 +36,7 @@ class Report:
     backward_passes: int
     updates: int
     scheduler_steps: int | None     # None: no scheduler was given to the doctor
+    notes: tuple[str, ...] = ()     # what limited the checks, or what the doctor saw and did not count as a bug
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -53,6 +54,7 @@ class Report:
             lines += [f"* {item.name}: {item.title}{times}",
                       f"    evidence: {item.evidence}",
                       f"    fix: {item.fix}"]
+        lines += [f"Note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

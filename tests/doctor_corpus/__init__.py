@@ -59,6 +59,13 @@ CORRECT = [
           scheduler=lambda opt, n, e: torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=-(-n // 3) * e), **ACCUM),
     _case("per_update_cosine", correct.per_update_cosine, scheduler=SCHEDULES["cosine_updates"]),
     _case("nothing_given_but_model", correct.seed_zero_after_forward, give=(), dropout=0.2),
+    # written after the doctor, to probe for false alarms
+    _case("amp_fp16_skipped_steps", correct.amp_fp16_skipped_steps,
+          scheduler=lambda opt, n, e: torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=n * e)),
+    _case("two_views_label_smoothing", correct.two_views_label_smoothing, dropout=0.1, optimizer="adam"),
+    _case("regularised_accumulation", correct.regularised_accumulation, **ACCUM),
+    _case("last_loss_and_train_accuracy", correct.last_loss_and_train_accuracy, batchnorm=True),
+    _case("pair_lists_log_softmax_nll", buggy.plain_training, prepare=correct.prepare_pair_lists),
 ]
 
 BUGGY = [

@@ -312,3 +312,93 @@ SCHEDULES = {
     "multistep": lambda opt, n, e: lr_scheduler.MultiStepLR(opt, milestones=[1, 2], gamma=0.5),
     "exponential": lambda opt, n, e: lr_scheduler.ExponentialLR(opt, gamma=0.9),
 }
+
+
+# --- correct loops written after the doctor, to probe for false alarms ----------------------------
+
+def amp_fp16_skipped_steps(s: Setup) -> None:
+    """fp16 autocast with a GradScaler whose first scales overflow: it skips updates (torch's order
+    warning then fires wrongly); OneCycleLR stepped after every scaler.step."""
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 24)
+    for epoch in range(s.epochs):
+        s.model.train()
+        for xb, yb in s.train_loader:
+            s.optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = s.loss_fn(s.model(xb), yb)
+            scaler.scale(loss).backward()
+            scaler.step(s.optimizer)
+            scaler.update()
+            s.scheduler.step()
+        _evaluate(s.model, s.val_loader, s.loss_fn)
+
+
+def two_views_label_smoothing(s: Setup) -> None:
+    """Two forwards per step (the batch and a jittered copy), label smoothing, one backward on their mean."""
+    criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+    for epoch in range(s.epochs):
+        s.model.train()
+        for xb, yb in s.train_loader:
+            s.optimizer.zero_grad()
+            jittered = xb + 0.05 * torch.randn_like(xb)
+            loss = (criterion(s.model(xb), yb) + criterion(s.model(jittered), yb)) / 2
+            loss.backward()
+            s.optimizer.step()
+        _validate(s.model, s.val_loader, s.loss_fn)
+
+
+def regularised_accumulation(s: Setup, accum_steps: int = 4, weight_decay: float = 1e-4) -> None:
+    """Accumulation where each term of a loss + L2 penalty is divided by K separately, with the flush."""
+    n = len(s.train_loader)
+    for epoch in range(s.epochs):
+        s.model.train()
+        for i, (xb, yb) in enumerate(s.train_loader):
+            penalty = sum((p ** 2).sum() for p in s.model.parameters())
+            loss = s.loss_fn(s.model(xb), yb) / accum_steps + weight_decay * penalty / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or i + 1 == n:
+                s.optimizer.step()
+                s.optimizer.zero_grad()
+        _evaluate(s.model, s.val_loader, s.loss_fn)
+
+
+def last_loss_and_train_accuracy(s: Setup) -> None:
+    """Keeps the last loss tensor for an end-of-epoch print; measures training accuracy mid-epoch in eval mode."""
+    for epoch in range(s.epochs):
+        s.model.train()
+        last = None
+        for i, (xb, yb) in enumerate(s.train_loader):
+            s.optimizer.zero_grad()
+            loss = s.loss_fn(s.model(xb), yb)
+            loss.backward()
+            s.optimizer.step()
+            last = loss
+            if i == 3:
+                s.model.eval()
+                with torch.no_grad():
+                    train_acc = (s.model(xb).argmax(1) == yb).float().mean().item()
+                s.model.train()
+        summary = f"epoch {epoch}: last loss {last.item():.3f}"
+
+
+class PairList(torch.utils.data.Dataset):
+    """A hand-written Dataset over (features, label) pairs, as learners write before TensorDataset."""
+
+    def __init__(self, dataset):
+        self.pairs = [(x.clone(), int(y)) for x, y in dataset]
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, index):
+        return self.pairs[index]
+
+
+def prepare_pair_lists(s: Setup) -> Setup:
+    """Custom Datasets and a model that ends in log_softmax, trained with nll_loss."""
+    s.train_loader = torch.utils.data.DataLoader(PairList(s.train_loader.dataset), batch_size=16, shuffle=True,
+                                                 generator=torch.Generator().manual_seed(0))
+    s.val_loader = torch.utils.data.DataLoader(PairList(s.val_loader.dataset), batch_size=16)
+    s.model = nn.Sequential(s.model, nn.LogSoftmax(dim=1))
+    s.loss_fn = nn.NLLLoss()
+    return s
