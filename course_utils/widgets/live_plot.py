@@ -161,7 +161,8 @@ function render({ model, el }) {
     if (msg.series) for (const [id, pts] of Object.entries(msg.series)) (data[id] = data[id] || []).push(...pts);
     if (msg.points) points = { xy: floatsOf(buffers[msg.points.xy]), cls: bytesOf(buffers[msg.points.cls]) };
     if (msg.grid) grid = { n: msg.grid.n, cls: bytesOf(buffers[msg.grid.cls]), conf: bytesOf(buffers[msg.grid.conf]) };
-    schedule();
+    if (frame) { cancelAnimationFrame(frame); frame = 0; }
+    draw();                     // at once: one message per update, no wait for the next animation frame
   });
   for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size"]) model.on("change:" + name, build);
   for (const name of ["xmax", "extent", "xlabel"]) model.on("change:" + name, schedule);
@@ -229,6 +230,7 @@ class LivePlot(anywidget.AnyWidget):
         self._pending: dict[str, list[list[float]]] = {}
         self._points: tuple[bytes, bytes] | None = None
         self._grid: tuple[int, bytes, bytes] | None = None
+        self._grid_pending = False
         self.messages_sent = 0
         self.set_panels(panels)
         self.on_msg(self._on_message)
@@ -239,7 +241,7 @@ class LivePlot(anywidget.AnyWidget):
 
     def clear(self) -> None:
         """Forget every point, the data points and the boundary, here and in the browser."""
-        self.data, self._pending, self._points, self._grid = {}, {}, None, None
+        self.data, self._pending, self._points, self._grid, self._grid_pending = {}, {}, None, None, False
         self._custom({"type": "reset"})
 
     def add(self, series: str, x: float, y: float) -> None:
@@ -249,10 +251,17 @@ class LivePlot(anywidget.AnyWidget):
         self._pending.setdefault(series, []).append(point)
 
     def flush(self) -> None:
-        """Send the points queued since the last flush, and nothing else."""
+        """Send the points (and boundary) queued since the last flush, and nothing else, in one message."""
+        message: dict = {"type": "append"}
+        buffers: list[bytes] = []
         if self._pending:
-            self._custom({"type": "append", "series": self._pending})
-            self._pending = {}
+            message["series"] = self._pending
+        if self._grid_pending and self._grid is not None:
+            message["grid"] = {"n": self._grid[0], "cls": 0, "conf": 1}
+            buffers = list(self._grid[1:])
+        if len(message) > 1:
+            self._custom(message, buffers)
+        self._pending, self._grid_pending = {}, False
 
     def set_points(self, xy: bytes, classes: bytes) -> None:
         """The data points of the boundary panel: float32 (x, y) pairs and one uint8 class per point."""
@@ -260,9 +269,9 @@ class LivePlot(anywidget.AnyWidget):
         self._custom({"type": "points", "points": {"xy": 0, "cls": 1}}, [xy, classes])
 
     def set_grid(self, n: int, classes: bytes, confidence: bytes) -> None:
-        """The boundary: n x n predicted classes and confidences (uint8, rows from the bottom)."""
+        """The boundary: n x n predicted classes and confidences (uint8, rows from the bottom), sent at the next flush."""
         self._grid = (n, classes, confidence)
-        self._custom({"type": "grid", "grid": {"n": n, "cls": 0, "conf": 1}}, [classes, confidence])
+        self._grid_pending = True
 
     def _custom(self, content: dict, buffers: list[bytes] | None = None) -> None:
         self.messages_sent += 1

@@ -75,6 +75,14 @@ def _panels(ghost: bool) -> list[Panel]:
     ]
 
 
+def _last(history: list, kind: type) -> list:
+    """The latest event of `kind` as a one-item list (empty if none): the readouts' cost does not grow with history."""
+    for event in reversed(history):
+        if isinstance(event, kind):
+            return [event]
+    return []
+
+
 def _fmt(x: float) -> str:
     return f"{sig(x):g}" if isinstance(x, float) else str(x)
 
@@ -392,9 +400,9 @@ class SimulatorView(View):
                 add("eval_mem", event.steps, event.eval_memory / 1024)
 
     def _refresh(self, boundary: bool = False) -> None:
-        self.plot.flush()
         if boundary:
             self.plot.set_grid(GRID, *boundary_grid(self.session.model, self.extent, GRID))
+        self.plot.flush()
         self.lr_label.value = f"lr = {_fmt(self.session.lr)}"
         self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
         self.readouts.value = "<br>".join(html.escape(line) for line in self._readout_lines())
@@ -403,7 +411,7 @@ class SimulatorView(View):
 
     def _readout_lines(self) -> list[str]:
         s, c = self.session, self.session.config
-        steps, epochs = s.steps, s.epochs
+        steps, epochs = _last(s.history, StepEvent), _last(s.history, EpochEvent)
         total = c.epochs * c.arithmetic().iters_per_epoch
         line = [f"epoch {len(epochs)} of {c.epochs} done", f"step {s.state.step} of {total}",
                 f"updates {s.state.updates}", f"next lr {_fmt(s.lr)}"]
@@ -417,11 +425,12 @@ class SimulatorView(View):
                  f"(memory = {CPU_KIND}, peak per step / per evaluation)"]
         if s.ghost is not None:
             g = s.ghost
+            ghost_steps, ghost_epochs = _last(g.history, StepEvent), _last(g.history, EpochEvent)
             ghost = [f"healthy ghost (same seed): step {g.state.step}"]
-            if g.steps:
-                ghost += [f"loss {_fmt(g.steps[-1].loss)}", f"grad norm {_fmt(g.steps[-1].grad_norm)}"]
-            if g.epochs:
-                ghost.append(f"val accuracy {_fmt(g.epochs[-1].val_acc)}")
+            if ghost_steps:
+                ghost += [f"loss {_fmt(ghost_steps[-1].loss)}", f"grad norm {_fmt(ghost_steps[-1].grad_norm)}"]
+            if ghost_epochs:
+                ghost.append(f"val accuracy {_fmt(ghost_epochs[-1].val_acc)}")
             lines.append(" | ".join(ghost))
         return lines
 
