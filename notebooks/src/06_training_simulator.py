@@ -48,9 +48,9 @@ print("chance level for 3 classes:", sig(1 / 3))
 # %% [markdown]
 # No NaN here. Adam divides each update by a running estimate of the gradient's size, so every weight
 # moves by about lr per step whatever the gradient: at lr = 1.0 that is a huge step, but a finite one.
-# The loss jumps far above its starting value (about log 3 = 1.1) in the first epoch, then the ReLUs
-# are mostly dead or saturated and the model hovers near chance. It fails; it does not overflow.
-# (NaN needs an overflow, for example plain SGD with an exploding gradient, or half precision.)
+# The loss jumps far above its starting value (about log 3 = 1.1) in the first epoch and the model
+# never recovers: its final accuracy is far below the healthy run's, not far above chance. The run
+# fails; nothing overflows.
 #
 # ## Experiment 2: SGD vs Adam at the same learning rate
 #
