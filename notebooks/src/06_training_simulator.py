@@ -182,7 +182,7 @@ quiz(6)
 # %% [markdown]
 # ## Summary
 #
-# - Adam at lr = 1.0 on the spiral: no NaN; the loss spikes, then the model sits near chance.
+# - Adam at lr = 1.0 on the spiral: no NaN; the loss spikes and the run ends far below a healthy one.
 # - Optimizer comparisons depend on the learning rate: compare each optimizer at its own good rate.
 # - Missing `zero_grad`: the gradient norm grows; Adam stays finite but ends far below its ghost.
 # - Missing `no_grad`: same numbers, graph memory during evaluation.
