@@ -108,7 +108,7 @@ class RaceResult:
     wall_s: float                   # seconds, this machine (varies: never printed where nbval compares)
     curve: tuple[tuple[int, float], ...] = field(repr=False)   # (updates, val accuracy), one per update
     stopped: bool = False           # the learner pressed Stop
-    capped: bool = False            # stopped at max_updates (a search probe)
+    capped: bool = False            # ended early by max_updates or stop_at_target (a probe, not a full run)
 
     @property
     def reached(self) -> bool:
@@ -118,7 +118,8 @@ class RaceResult:
         """One line, no wall time (what nbval compares)."""
         hit = (f"{self.target:.0%} after {self.updates_to_target} updates" if self.reached
                else f"{self.target:.0%} not reached in {self.total_updates} updates")
-        end = " (stopped)" if self.stopped else " (capped)" if self.capped else ""
+        at_hit = self.capped and self.updates_to_target == self.total_updates
+        end = " (stopped)" if self.stopped else " (ended at the target)" if at_hit else " (capped)" if self.capped else ""
         return (f"{self.knobs.label()}: {hit}; final val acc {self.final_acc:.1%}, best {self.best_acc:.1%}, "
                 f"peak memory {self.peak_memory:,} B, {self.total_updates} updates{end}")
 
@@ -146,11 +147,11 @@ def _val_accuracy(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.T
 
 def race_config(config: TrainConfig, target: float, knobs: Knobs | None = None, *,
                 progress: Callable[[Progress], None] | None = None, stop: Callable[[], bool] | None = None,
-                max_updates: int | None = None) -> RaceResult:
+                max_updates: int | None = None, stop_at_target: bool = False) -> RaceResult:
     """Train `config` with the course's loop, measuring val accuracy after every update (chapter 8).
 
     `progress` is called after every update; `stop()` returning True ends the race early;
-    `max_updates` caps it (the search's probes). Re-running a stored config repeats its counts exactly.
+    `max_updates` caps it (the search's probes); `stop_at_target` ends it at the first hit. Re-running a stored config repeats its counts exactly.
     """
     start = time.perf_counter()
     state = build(config)
@@ -170,7 +171,7 @@ def race_config(config: TrainConfig, target: float, knobs: Knobs | None = None, 
                 hit = event.updates
             if progress is not None:
                 progress(Progress(event.updates, planned, epoch, acc, hit))
-            if max_updates is not None and event.updates >= max_updates:
+            if (max_updates is not None and event.updates >= max_updates) or (stop_at_target and hit is not None):
                 capped = event.updates < planned
                 break
         if stop is not None and stop():

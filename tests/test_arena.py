@@ -91,3 +91,9 @@ def test_the_race_uses_the_loops_step_events():
     session = Session(SHORT.config(FAST))
     first = session.step()
     assert isinstance(first, StepEvent) and first.memory > 0
+
+
+def test_stop_at_target_ends_at_the_first_hit():
+    full, short = race(SHORT, FAST), race(SHORT, FAST, stop_at_target=True)
+    assert full.reached and short.total_updates == short.updates_to_target == full.updates_to_target
+    assert short.capped and "(ended at the target)" in short.summary() and short.curve == full.curve[:short.total_updates]

@@ -11,7 +11,7 @@ from course_utils.arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress,
 from course_utils.models import OPTIMIZERS
 from course_utils.schedules import SCHEDULES
 from course_utils.scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
-from course_utils.widgets.base import View, error_html, figure_png
+from course_utils.widgets.base import View, error_html
 
 DATASET_SIZES = (300, 600, 1200)
 TARGETS = (0.8, 0.85, 0.9, 0.95)
@@ -52,8 +52,20 @@ def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: fl
     ax.set_xlabel("updates (optimizer.step() calls, log scale)")
     ax.set_ylabel("validation accuracy")
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.95, bottom=0.17)   # fixed margins: fast, no jumps
     return fig
+
+
+def figure_bytes(fig) -> bytes:
+    """PNG bytes of a figure with fixed margins (cheaper than a tight bounding box), the figure closed."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def _cell(text: str, style: str = "") -> w.HTML:
@@ -198,7 +210,7 @@ class ArenaView(View):
             self.last_row = self.board.record(challenge, result)
             self.summary.value = self._result_html(result, self.last_row["rank"])
             self.status.value = "done"
-        self.plot.value = figure_png(race_figure(result, baseline, challenge.target))
+        self.plot.value = figure_bytes(race_figure(result, baseline, challenge.target))
         self._refresh_table()
         self._show_store_warnings()
 
@@ -218,8 +230,9 @@ class ArenaView(View):
         self.status.value = "done"
 
     def _progress(self, challenge: Challenge, baseline: RaceResult):
-        last = {"bar": 0.0, "plot": time.perf_counter()}
+        last = {"bar": 0.0, "plot": time.perf_counter(), "wait": PLOT_EVERY_S}
         live: list[tuple[int, float]] = []
+        draw = self.background              # a synchronous run (the notebook's first) shows only its result
 
         def report(p: Progress) -> None:
             live.append((p.updates, p.val_acc))
@@ -230,9 +243,10 @@ class ArenaView(View):
                 hit = f"; target reached at {p.updates_to_target}" if p.updates_to_target else ""
                 self.status.value = (f"epoch {p.epoch}, update {p.updates}/{p.planned_updates}: "
                                      f"val acc {p.val_acc:.1%}{hit}")
-            if now - last["plot"] >= PLOT_EVERY_S:
-                last["plot"] = now
-                self.plot.value = figure_png(race_figure(None, baseline, challenge.target, live))
+            if draw and now - last["plot"] >= last["wait"]:
+                self.plot.value = figure_bytes(race_figure(None, baseline, challenge.target, live))
+                last["plot"] = time.perf_counter()          # drawing takes time too: never more than 1/4 of it
+                last["wait"] = max(PLOT_EVERY_S, 3 * (last["plot"] - now))
         return report
 
     # --- showing ----------------------------------------------------------------------------------------
@@ -265,7 +279,7 @@ class ArenaView(View):
         self.result = None
         self.summary.value = f"<i>Challenge: {html.escape(challenge.key)}. Pick your knobs and press Run.</i>"
         base = _BASELINES.get(challenge.key)
-        self.plot.value = figure_png(race_figure(None, base, challenge.target))
+        self.plot.value = figure_bytes(race_figure(None, base, challenge.target))
         self._refresh_table()
 
     def _refresh_table(self) -> None:
