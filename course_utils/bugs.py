@@ -70,6 +70,7 @@ class CastDemo:
     dtype_seen_by_optimizer: str
     weight_change_after_step: float
     overwrite_flag: bool    # torch.__future__.get_overwrite_module_params_on_conversion()
+    stateful_step_error: str   # Adam with state from one float32 step, then .half(), then a step: what torch says
 
 
 def _demo_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,7 +124,8 @@ def head_after_optimizer(steps: int = 10, seed: int = 0) -> HeadDemo:
 
 
 def half_after_optimizer(seed: int = 0) -> CastDemo:
-    """Exhibit 5: model.half() after building the optimizer keeps the same Parameter objects in torch 2.13."""
+    """Exhibit 5: model.half() after building the optimizer: same Parameter objects, fine while the optimizer
+    holds no state (SGD before any step); Adam with state from a float32 step then fails (chapter 5)."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = MLP(hidden=16)
@@ -135,8 +137,19 @@ def half_after_optimizer(seed: int = 0) -> CastDemo:
     before = _snapshot(model)
     inputs, targets = _demo_batch(seed)
     _train(model, opt, (inputs.half(), targets), 1)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        stateful = MLP(hidden=16)
+    adam = make_optimizer("adam", stateful.parameters(), lr=0.01)
+    _train(stateful, adam, (inputs, targets), 1)              # Adam now keeps float32 moments
+    stateful.half()
+    try:
+        _train(stateful, adam, (inputs.half(), targets), 1)
+        error = "no error"
+    except RuntimeError as exc:
+        error = f"RuntimeError: {str(exc).splitlines()[0]}"
     return CastDemo(same, str(tracked[0].dtype), _change(before, model),
-                    torch.__future__.get_overwrite_module_params_on_conversion())
+                    torch.__future__.get_overwrite_module_params_on_conversion(), error)
 
 
 # --- the registry --------------------------------------------------------------------------------
@@ -169,7 +182,7 @@ _ENTRIES = [
         "In training, backward() still frees each step's saved activations while the log holds the loss, "
         "so saved-for-backward memory stays flat. What piles up is the graph's bookkeeping: each kept loss "
         "holds its chain of autograd nodes, and the count grows by the same amount every step until the "
-        "log itself is dropped (kilobytes of host memory a step). Add evaluation without no_grad, where "
+        "log itself is dropped (host memory, not counted as saved bytes). Add evaluation without no_grad, where "
         "no backward frees anything, and every kept validation loss pins its batch's activations: "
         "evaluation memory grows batch by batch.",
         "Log loss.item() (or loss.detach()), never the graph-attached tensor."),
@@ -190,7 +203,8 @@ _ENTRIES = [
     Bug("epoch_schedule_per_batch", "Epoch schedule stepped every batch", "scheduler_step", "every_batch",
         "A schedule counted in epochs advances every batch, len(loader) times too fast: StepLR reaches after "
         "k batches the lr meant for epoch k; CosineAnnealingLR(T_max=epochs) finishes its descent within "
-        "T_max batches and then, being periodic, climbs back: the lr oscillates batch to batch.",
+        "T_max batches and then, being periodic, climbs back: the lr follows a cosine wave with a period of "
+        "2·T_max batches instead of falling once over the run.",
         "Step an epoch-based scheduler once per epoch, after the batch loop."),
     Bug("unscaled_accumulation", "Accumulating without dividing the loss", "compute_loss", "unscaled",
         "Each window's gradient is the sum of its K micro-batch means, not their mean: the first update's "
@@ -237,12 +251,15 @@ _ENTRIES = [
         "crawls and stalls above the healthy run's loss.",
         "Pass the raw logits to cross_entropy (or use log_softmax with nll_loss); softmax only for reporting.",
         demo=softmax_before_cross_entropy),
-    Bug("half_after_optimizer", "model.half()/.to() after building the optimizer (not a bug)", "optimizer",
+    Bug("half_after_optimizer", "model.half()/.to() after building the optimizer", "optimizer",
         None,
-        "Not a bug in torch 2.13: .half() and .to() convert parameters in place (their .data is swapped; "
+        ".half() and .to() convert parameters in place (their .data is swapped; "
         "torch.__future__.get_overwrite_module_params_on_conversion() is False), so the optimizer still "
-        "holds the model's own Parameter objects and its steps move them.",
-        "Nothing to fix by default; building the optimizer last remains the safe habit.",
+        "holds the model's own Parameter objects: harmless while it has no state (SGD, or before the first "
+        "step). Once Adam has taken a step, its moments keep the old dtype (and device), and the next "
+        "step after .half() raises a dtype error.",
+        "Convert the model (dtype, device) before building the optimizer; to convert later, rebuild the "
+        "optimizer or cast its state too.",
         demo=half_after_optimizer),
 ]
 BUGS: dict[str, Bug] = {bug.name: bug for bug in _ENTRIES}

@@ -267,6 +267,12 @@ def test_half_after_the_optimizer_keeps_the_same_parameters():
     assert demo.weight_change_after_step > 0 and not demo.overwrite_flag
 
 
+def test_half_after_adam_has_state_fails_at_the_next_step():
+    """Review ch.5 item 3: Adam's float32 moments meet half-precision parameters: torch raises."""
+    demo = half_after_optimizer()
+    assert demo.stateful_step_error.startswith("RuntimeError") and "Half" in demo.stateful_step_error
+
+
 def test_demos_are_reachable_from_the_registry():
     assert BUGS["freeze_after_optimizer"].demo is freeze_after_optimizer
     assert BUGS["head_after_optimizer"].demo().head_change == 0.0
