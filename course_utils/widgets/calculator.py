@@ -95,17 +95,22 @@ def timeline_svg(r: TrainingArithmetic, max_epochs: int = 8, width: int = 760) -
     title = (f"{plural(r.epochs, 'epoch')} × {plural(r.iters_per_epoch, 'iteration')} = "
              f"{plural(r.total_micro_steps, 'micro-step')}, {plural(r.total_weight_updates, 'weight update')}")
     parts.append(f'<text x="{width / 2}" y="16" font-size="13" text-anchor="middle">{html.escape(title)}</text>')
+    per_epoch = plural(r.updates_per_epoch, "update")
+    fits = len(per_epoch) * 6.5 < block - 6          # else said once, under the blocks
     for e in range(shown):
         x = left + e * block
         parts.append(f'<rect x="{x:.1f}" y="26" width="{block - 2:.1f}" height="34" '
                      f'fill="{"#90caf9" if e % 2 == 0 else "#64b5f6"}"/>'
-                     f'<text x="{x + block / 2:.1f}" y="41" font-size="12" text-anchor="middle">epoch {e + 1}</text>'
-                     f'<text x="{x + block / 2:.1f}" y="55" font-size="11" text-anchor="middle">'
-                     f'{plural(r.updates_per_epoch, "update")}</text>')
+                     f'<text x="{x + block / 2:.1f}" y="{41 if fits else 47}" font-size="12" text-anchor="middle">'
+                     f'epoch {e + 1}</text>'
+                     + (f'<text x="{x + block / 2:.1f}" y="55" font-size="11" text-anchor="middle">{per_epoch}</text>'
+                        if fits else ""))
     if r.epochs > shown:
         parts.append(f'<text x="{left + shown * block + 6:.1f}" y="47" font-size="12">… {r.epochs - shown:,} more</text>')
+    if not fits:
+        parts.append(f'<text x="{left}" y="74" font-size="11">each epoch: {per_epoch}</text>')
     n = max(r.samples_per_rank, 1)
-    y0, bar_h = 96, 26
+    y0, bar_h = 104, 26
 
     def x(examples: float) -> float:
         return left + plot * examples / n
@@ -140,14 +145,14 @@ def timeline_svg(r: TrainingArithmetic, max_epochs: int = 8, width: int = 760) -
         parts.append(f'<line x1="{x(t):.1f}" y1="{y0 + bar_h}" x2="{x(t):.1f}" y2="{y0 + bar_h + 4}" stroke="#555"/>'
                      f'<text x="{x(t):.1f}" y="{y0 + bar_h + 16}" font-size="11" text-anchor="{anchor}">{t:,}</text>')
     axis = "examples of one epoch" + (" (one rank)" if r.world_size > 1 else "")
-    legend = ('<span style="color:#2e7d32">▼</span> optimizer.step()'
+    legend = (('<span style="color:#2e7d32">▼</span> optimizer.step()' if rows else "")
               + (f' <span style="color:#ef6c00">▼</span> flush: window of {r.last_window_size} &lt; K={r.accum_steps}'
-                 if r.iters_per_epoch and r.last_window_size < r.accum_steps else "")
+                 if rows and r.last_window_size < r.accum_steps else "")
               + (' <span style="color:#9e9e9e">▨</span> dropped (drop_last)' if r.dropped_per_epoch else ""))
     hatch = ('<defs><pattern id="hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
              'patternTransform="rotate(45)"><rect width="5" height="5" fill="#e0e0e0"/>'
              '<line x1="0" y1="0" x2="0" y2="5" stroke="#9e9e9e" stroke-width="2"/></pattern></defs>')
-    return (f'<svg viewBox="0 0 {width} 170" width="{width}" height="170" style="max-width:100%" '
+    return (f'<svg viewBox="0 0 {width} 178" width="{width}" height="178" style="max-width:100%" '
             f'xmlns="http://www.w3.org/2000/svg">{hatch}{"".join(parts)}'
             f'<text x="{width / 2}" y="{y0 + bar_h + 32}" font-size="11" text-anchor="middle">{axis}</text></svg>'
             f'<div style="font-size:12px">{legend}</div>')

@@ -1,4 +1,4 @@
-"""Response time of a view's control in the browser: from the learner's input event to the last DOM change.
+"""Response time of a view's control in the browser: from the learner's input event to the last DOM change inside an output area.
 
 Used by tests/browser/test_timing.py. A chapter registers its timed controls in its own
 tests/browser/interactions_chNN.py by exporting
@@ -6,7 +6,8 @@ tests/browser/interactions_chNN.py by exporting
     TIMINGS = {"NN_name.ipynb": [("view: what the learner does", function(page)), ...]}
 
 where each function performs ONE learner action (fill a box and press Enter, click a button, press an arrow
-key on a slider). The harness arms a MutationObserver on the notebook, stamps the first input event
+key on a slider). The harness arms a MutationObserver on the notebook's output areas (JupyterLab's own
+class changes on cells are not the view answering), stamps the first input event
 (keydown, mousedown, input or change), runs the action, waits until nothing has changed for SETTLE_MS, and
 returns (last change - input event) in milliseconds. Helpers below locate the usual widgets.
 """
@@ -29,11 +30,12 @@ _ARM = """() => {
   if (window.__observer) window.__observer.disconnect();
   window.__observer = new MutationObserver((mutations) => {
     if (window.__t0 === null) return;
-    window.__last = performance.now();
-    const node = mutations[mutations.length - 1].target;
-    const el = node.nodeType === 1 ? node : node.parentElement;
-    const cell = el && el.closest('.jp-Cell');
-    if (cell) window.__lastCell = cell;
+    for (const m of mutations) {   // only what a view shows: changes inside output areas (as the UX review did)
+      const el = m.target.nodeType === 1 ? m.target : m.target.parentElement;
+      if (!el || !el.closest('.jp-OutputArea')) continue;
+      window.__last = performance.now();
+      window.__lastCell = el.closest('.jp-Cell') || window.__lastCell;
+    }
   });
   window.__observer.observe(nb, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
