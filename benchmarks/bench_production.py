@@ -7,7 +7,8 @@ metrics.jsonl. Both end with the same weights (printed as a check that the work 
 Then fit() is timed with one component changed at a time, and the checkpoint write is taken apart.
 
 Run: .venv/bin/python benchmarks/bench_production.py [--repeats 5] [--epochs 10]
-Figures are the minimum over repeats (the machine is shared; minima are the least disturbed).
+Figures are the minimum over repeats, taken round-robin (the machine is shared: minima are the least
+disturbed, and a change of load hits every variant alike).
 """
 from __future__ import annotations
 
@@ -70,17 +71,6 @@ def timed(function, repeats: int) -> tuple[float, object]:
     return best, value
 
 
-def loop_timed(function, repeats: int) -> tuple[float, float, str]:
-    """(min loop seconds, min whole-call seconds, digest) of a function returning (loop seconds, digest)."""
-    loop = whole = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        seconds, digest = function()
-        whole = min(whole, time.perf_counter() - start)
-        loop = min(loop, seconds)
-    return loop, whole, digest
-
-
 def fit_in(folder: Path, **changes):
     def run():
         shutil.rmtree(folder, ignore_errors=True)
@@ -118,6 +108,86 @@ def checkpoint_parts(folder: Path, repeats: int) -> list[tuple[str, float]]:
     return rows
 
 
+def best_of(function, repeats: int, number: int) -> float:
+    """Minimum over `repeats` of the mean time of `number` calls (seconds per call)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def component_costs(folder: Path, repeats: int) -> list[tuple[str, str, float]]:
+    """Each component on its own, in the loop's real setting (batch 32, hidden 64): (label, unit, seconds)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from course_utils.arithmetic import batch_sizes, loss_weight
+    seed_everything(0)
+    splits = spiral_splits(WORK["n_train"], WORK["n_val"], seed=0)
+    model = MLP(2, WORK["hidden"], 3, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    x, y = splits.train.tensors[0][:32], splits.train.tensors[1][:32]
+    sizes = batch_sizes(WORK["n_train"], 32)
+
+    def plain_step():
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    def bf16_step():
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    plain_step()
+    params = list(model.parameters())
+    window = torch.zeros((), dtype=torch.float64)
+    loss = nn.functional.cross_entropy(model(x), y)
+
+    def weighting():
+        _ = loss.detach() * loss_weight(3, sizes, 4)
+
+    def running_sum():
+        window.add_(loss.detach().double() * 32)
+
+    def norm_measure():
+        nn.utils.get_total_norm([p.grad for p in params]).item()
+
+    def norm_clip():
+        nn.utils.clip_grad_norm_(params, 1.0).item()
+
+    writer = SummaryWriter(str(folder / "tb"))
+    step = iter(range(10**9))
+
+    def tensorboard():
+        n = next(step)
+        for tag in ("train/loss_step", "train/lr", "train/grad_norm"):
+            writer.add_scalar(tag, 0.5, n)
+
+    metrics = folder / "metrics.jsonl"
+
+    def metrics_line():
+        with open(metrics, "a", encoding="utf-8") as handle:
+            handle.write('{"epoch": 1, "val_loss": 0.5}\n')
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    rows = [("one plain training step (reference)", "step", best_of(plain_step, repeats, 200)),
+            ("bf16 autocast step instead (CPU)", "step", best_of(bf16_step, repeats, 200)),
+            ("loss weighting by the window's examples", "micro-step", best_of(weighting, repeats, 2000)),
+            ("running loss sum (no .item(), no sync)", "micro-step", best_of(running_sum, repeats, 2000)),
+            ("gradient norm, measured (.item())", "update", best_of(norm_measure, repeats, 1000)),
+            ("gradient norm, clipped (.item())", "update", best_of(norm_clip, repeats, 1000)),
+            ("TensorBoard: 3 scalars", "update", best_of(tensorboard, repeats, 1000)),
+            ("metrics.jsonl line, fsynced", "epoch", best_of(metrics_line, repeats, 20))]
+    writer.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -132,8 +202,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench_production_"))
     print(f"work: {epochs} epochs x {counts.iters_per_epoch} steps = {steps} updates; batch {WORK['batch_size']}, "
           f"hidden {WORK['hidden']}, 1 thread, min of {args.repeats} repeats")
-    plain_loop_s, plain_whole_s, plain_digest = loop_timed(lambda: plain_loop(epochs), args.repeats)
     variants = [
+        ("plain loop (same data order, same work)", None),
         ("production: checkpoint every epoch, TensorBoard, metrics.jsonl", {}),
         ("  the same without TensorBoard", {"tensorboard": False}),
         ("  the same with a checkpoint every 10 updates", {"checkpoint_every": 10}),
@@ -143,19 +213,30 @@ def main() -> None:
         ("  the same with early stopping (patience 100: never stops)", {"patience": 100}),
         ("  the same with 2 DataLoader workers", {"workers": 2}),
     ]
+    runs = [(lambda: plain_loop(epochs)) if changes is None else fit_in(root / "run", epochs=epochs, **changes)
+            for _, changes in variants]
+    loop = [float("inf")] * len(runs)
+    whole = [float("inf")] * len(runs)
+    digests = [""] * len(runs)
+    for _ in range(args.repeats):         # round-robin, so a change in the machine's load hits every variant
+        for index, run in enumerate(runs):
+            start = time.perf_counter()
+            seconds, digests[index] = run()
+            whole[index] = min(whole[index], time.perf_counter() - start)
+            loop[index] = min(loop[index], seconds)
     print("loop = the epochs only (fit's own clock); call = the whole call, setup and final files included")
     print(f"\n{'run':<62} {'loop':>8} {'ratio':>6} {'+/update':>9} {'call':>8} {'ratio':>6}")
-    print(f"{'plain loop (same data order, same work)':<62} {plain_loop_s * 1e3:6.0f}ms {1:6.2f} {'':>9} "
-          f"{plain_whole_s * 1e3:6.0f}ms {1:6.2f}")
-    same = ""
-    for label, changes in variants:
-        loop_s, whole_s, digest = loop_timed(fit_in(root / "run", epochs=epochs, **changes), args.repeats)
-        if not same:
-            same = "same final weights as the plain loop: " + ("yes" if digest == plain_digest else "NO")
-        extra = (loop_s - plain_loop_s) / steps * 1e6
-        print(f"{label:<62} {loop_s * 1e3:6.0f}ms {loop_s / plain_loop_s:6.2f} {extra:+7.0f}us "
-              f"{whole_s * 1e3:6.0f}ms {whole_s / plain_whole_s:6.2f}")
+    for (label, _), loop_s, whole_s in zip(variants, loop, whole):
+        extra = f"{(loop_s - loop[0]) / steps * 1e6:+7.0f}us" if loop_s is not loop[0] else ""
+        print(f"{label:<62} {loop_s * 1e3:6.0f}ms {loop_s / loop[0]:6.2f} {extra:>9} "
+              f"{whole_s * 1e3:6.0f}ms {whole_s / whole[0]:6.2f}")
+    same = "same final weights as the plain loop: " + ("yes" if digests[1] == digests[0] else "NO")
     print(same)
+    print("\ncomponents one by one (min over repeats; % of one plain training step)")
+    costs = component_costs(root / "components", max(3, args.repeats))
+    reference = costs[0][2]
+    for label, unit, seconds in costs:
+        print(f"  {label:<44} {seconds * 1e6:9.1f}us per {unit:<10} {100 * seconds / reference:7.1f}%")
     print("\ncheckpoint, taken apart (per call; size of the epoch-end state of this model)")
     for label, value in checkpoint_parts(root / "parts", args.repeats):
         print(f"  {label:<64} {value:9.1f}" + (" KiB" if "KiB" in label else "") if "KiB" in label
