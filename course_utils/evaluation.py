@@ -126,12 +126,18 @@ def time_evaluation(model: nn.Module, x: torch.Tensor, mode: str, repeats: int =
 # --- graph memory of an evaluation -------------------------------------------------------------
 
 def eval_graph_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, no_grad: bool) -> int:
-    """Bytes autograd saves for backward while evaluating `model` on (x, y), with or without no_grad (CPU)."""
+    """Bytes autograd saves for backward while evaluating `model` on (x, y), with or without no_grad (CPU).
+
+    The model is evaluated in eval mode and left in the mode it came in (chapters 4, 5)."""
     meter = GraphMemoryMeter()
+    was_training = model.training
     model.eval()
-    with (torch.no_grad() if no_grad else torch.enable_grad()), meter:
-        loss = nn.functional.cross_entropy(model(x), y)
-    del loss
+    try:
+        with (torch.no_grad() if no_grad else torch.enable_grad()), meter:
+            loss = nn.functional.cross_entropy(model(x), y)
+        del loss
+    finally:
+        model.train(was_training)
     return meter.peak
 
 

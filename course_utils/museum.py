@@ -3,8 +3,11 @@
 - ``compare(bugs, **config)`` trains both runs and returns a ``Comparison`` (curves + signature numbers);
 - ``EXHIBITS`` holds, for every loop bug, a configuration in which its signature shows (the same ones
   tests/test_bugs.py checks);
-- ``comparison_figure`` draws loss / gradient norm / memory / validation accuracy against the healthy run;
-- ``MysteryGame`` hides one of ``LOOP_BUGS`` (a seeded choice), shows its curves and grades a diagnosis.
+- ``comparison_figure`` draws eight panels (loss, gradient norm, lr, updates, memory, graph nodes,
+  validation loss, validation and test accuracy) against the healthy run; ``visible_panels`` says
+  which of them a bug visibly changes;
+- ``MysteryGame`` deals the loop bugs without replacement into the one ``MYSTERY`` run and grades a
+  diagnosis once per round.
 """
 from __future__ import annotations
 
@@ -17,24 +20,50 @@ from course_utils.loop import EpochEvent, StepEvent
 from course_utils.session import Session, TrainConfig
 from course_utils.notebook import sig
 
-BASE = dict(n_train=300, n_val=150, epochs=3, measure_memory=False)
+# The base of the exhibits: a run that converges when healthy (val accuracy about 0.9 after 300 steps):
+# 300 spiral points in batches of 20 (15 per epoch), SGD with momentum, 20 epochs.
+BASE = dict(n_train=300, n_val=122, batch_size=20, epochs=20, noise=0.3, hidden=64, optimizer="momentum", lr=0.2,
+            measure_memory=False)
 
-# per loop bug: a small run where its signature shows (from tests/test_bugs.py)
+# per loop bug: a run in which its harm shows (checked in tests/test_museum.py: the healthy run converges
+# and the bugged run is measurably worse, or its signature is there in the numbers)
 EXHIBITS: dict[str, dict] = {
-    "missing_zero_grad": dict(BASE, optimizer="sgd"),
+    "missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.5),
     "zero_grad_after_backward": dict(BASE),
-    "eval_in_train_mode": dict(BASE, dropout=0.3),
+    "eval_in_train_mode": dict(BASE, dropout=0.3, lr=0.5, clip_norm=1.0, schedule="cosine"),
     "missing_no_grad": dict(BASE, measure_memory=True),
     "graph_attached_logging": dict(BASE, measure_memory=True),
-    "missing_train_switch": dict(BASE, dropout=0.5),
-    "clip_before_backward": dict(BASE, optimizer="sgd", lr=0.5, clip_norm=0.1),
-    "clip_after_step": dict(BASE, optimizer="sgd", lr=0.5, clip_norm=0.1),
+    # dropout only helps a model that can overfit: 100 noisy points and a wide, deep network
+    "missing_train_switch": dict(BASE, n_train=100, n_val=200, n_test=400, noise=0.8, hidden=256, depth=3,
+                                 dropout=0.5, epochs=60, optimizer="adam", lr=0.01, batch_size=25),
+    "clip_before_backward": dict(BASE, optimizer="sgd", lr=3.0, clip_norm=0.5),
+    "clip_after_step": dict(BASE, optimizer="sgd", lr=3.0, clip_norm=0.5),
     "epoch_schedule_per_batch": dict(BASE, schedule="step"),
-    "unscaled_accumulation": dict(BASE, optimizer="sgd", lr=0.05, accum_steps=4),
+    "unscaled_accumulation": dict(BASE, lr=0.3, accum_steps=4),
     "accumulation_without_flush": dict(BASE, accum_steps=4),
     "mean_of_batch_means": dict(BASE),
-    "data_leakage": dict(n_train=200, n_val=200, n_test=400, noise=1.0, hidden=256, epochs=30,
-                         measure_memory=False),
+    # a model that memorises its training set (train accuracy near 1), so copied examples score near 1
+    "data_leakage": dict(BASE, n_train=150, n_val=150, n_test=400, noise=1.0, hidden=256, epochs=40,
+                         optimizer="adam", lr=0.01, batch_size=32),
+}
+
+# The mystery game's one configuration, shared by every round (and the detector's): dropout, SGD with
+# momentum, accumulation over 2 micro-batches with a short last window, clipping that bites, an epoch
+# schedule, a validation set whose last batch holds 2 examples and a clean test set, memory measured.
+# Nothing in it points at one bug; every bug changes at least one panel visibly (tests/test_museum.py).
+MYSTERY = dict(n_train=300, n_val=122, n_test=300, batch_size=20, epochs=20, noise=0.3, hidden=64, dropout=0.2,
+               optimizer="momentum", lr=0.5, accum_steps=2, clip_norm=1.0, schedule="cosine", measure_memory=True)
+DETECTOR = MYSTERY
+
+# where each bug's signature shows in the figure (tests/test_museum.py: that panel differs visibly)
+SIGNATURE_PANEL = {
+    "missing_zero_grad": "gradient norm (pre-clip)", "zero_grad_after_backward": "gradient norm (pre-clip)",
+    "eval_in_train_mode": "validation loss", "missing_no_grad": "graph memory (KiB)",
+    "graph_attached_logging": "graph nodes kept by the loss log", "missing_train_switch": "training loss",
+    "clip_before_backward": "gradient norm (pre-clip)", "clip_after_step": "training loss",
+    "epoch_schedule_per_batch": "learning rate", "unscaled_accumulation": "gradient norm (pre-clip)",
+    "accumulation_without_flush": "weight updates so far", "mean_of_batch_means": "validation loss",
+    "data_leakage": "accuracy: validation, test",
 }
 
 
@@ -47,6 +76,7 @@ class Curves:
     memory: list[int]
     lr: list[float]
     graph_nodes: list[int]
+    step_updates: list[int]        # optimizer.step() calls so far, after each micro-step
     epoch_step: list[int]          # the micro-step count at each epoch's end (x of epoch curves)
     val_loss: list[float]
     val_acc: list[float]
@@ -60,14 +90,16 @@ class Curves:
         steps: list[StepEvent] = session.steps
         epochs: list[EpochEvent] = session.epochs
         return cls([e.loss for e in steps], [e.grad_norm for e in steps], [e.memory for e in steps],
-                   [e.lr for e in steps], [e.graph_nodes for e in steps], [e.steps for e in epochs],
-                   [e.val_loss for e in epochs], [e.val_acc for e in epochs], [e.eval_memory for e in epochs],
-                   [e.updates for e in epochs], [e.train_loss for e in epochs], [e.test_acc for e in epochs])
+                   [e.lr for e in steps], [e.graph_nodes for e in steps], [e.updates for e in steps],
+                   [e.steps for e in epochs], [e.val_loss for e in epochs], [e.val_acc for e in epochs],
+                   [e.eval_memory for e in epochs], [e.updates for e in epochs], [e.train_loss for e in epochs],
+                   [e.test_acc for e in epochs])
 
 
 # (label, how to read it from Curves) for the signature table
 QUANTITIES = [
     ("final train loss", lambda c: c.train_loss[-1]),
+    ("max train loss (a step)", lambda c: max(c.loss)),
     ("final val loss", lambda c: c.val_loss[-1]),
     ("final val accuracy", lambda c: c.val_acc[-1]),
     ("final test accuracy", lambda c: c.test_acc[-1]),
@@ -79,6 +111,10 @@ QUANTITIES = [
     ("weight updates", lambda c: c.updates[-1]),
     ("final lr", lambda c: c.lr[-1]),
 ]
+
+
+def _fmt(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{sig(x):g}"
 
 
 @dataclass(frozen=True)
@@ -103,37 +139,50 @@ class Comparison:
         return rows
 
     def changed(self) -> list[str]:
-        """The quantities whose values differ between the runs."""
-        return [label for label, h, b in self.signature() if h != b]
+        """The quantities that differ between the runs, as printed (4 significant digits)."""
+        return [label for label, h, b in self.signature() if _fmt(h) != _fmt(b)]
 
     def identical(self) -> bool:
         """Did the bugged run log exactly the healthy run's losses, norms and metrics?"""
         return self.healthy == self.bugged
 
-    def text(self) -> str:
+    def text(self, only_changed: bool = False) -> str:
+        """The signature table: every quantity, or only those that differ (as printed)."""
         name = " + ".join(self.bugs) or "no bug"
         lines = [f"{name}: healthy vs bugged (same seed)"]
         for label, h, b in self.signature():
-            mark = "" if h == b else "   <- differs"
-            lines.append(f"  {label:<26} {_fmt(h):>12} {_fmt(b):>12}{mark}")
+            differs = _fmt(h) != _fmt(b)
+            if only_changed and not differs:
+                continue
+            lines.append(f"  {label:<26} {_fmt(h):>12} {_fmt(b):>12}{'   <- differs' if differs else ''}")
         if self.identical():
             lines.append("  every logged number is identical: this bug leaves no trace in these curves")
+        elif len(lines) == 1:
+            lines.append("  the runs differ only beyond 4 significant digits")
         return "\n".join(lines)
 
 
-def _fmt(x: float) -> str:
-    return str(x) if isinstance(x, int) else f"{sig(x):g}"
+_HEALTHY: dict[tuple, Session] = {}   # healthy runs by configuration: the same config is never trained twice
+
+
+def _quiet_run(session: Session) -> Session:
+    with warnings.catch_warnings():   # torch's "scheduler.step() before optimizer.step()" is a bug's symptom here
+        warnings.simplefilter("ignore", UserWarning)
+        session.run_to_end()
+    return session
 
 
 def compare(bugs: tuple[str, ...] | list[str] | str = (), **config) -> Comparison:
     """Train the healthy and the bugged run (same config, same seed) to the end; ValueError if bugs clash."""
     bugs = (bugs,) if isinstance(bugs, str) else tuple(bugs)
     healthy_config, bugged_config = TrainConfig(**config), TrainConfig(**config, bugs=bugs)
-    healthy, bugged = Session(healthy_config), Session(bugged_config)
-    with warnings.catch_warnings():   # torch's "scheduler.step() before optimizer.step()" is a bug's symptom here
-        warnings.simplefilter("ignore", UserWarning)
-        healthy.run_to_end()
-        bugged.run_to_end()
+    key = tuple(sorted(config.items()))
+    if key not in _HEALTHY:
+        if len(_HEALTHY) > 32:
+            _HEALTHY.clear()
+        _HEALTHY[key] = _quiet_run(Session(healthy_config))
+    healthy = _HEALTHY[key]
+    bugged = _quiet_run(Session(bugged_config)) if bugs else healthy
     return Comparison(bugs, dict(config), Curves.of(healthy), Curves.of(bugged), healthy, bugged)
 
 
@@ -142,33 +191,89 @@ def exhibit(bug: str) -> Comparison:
     return compare((bug,), **EXHIBITS[bug])
 
 
+# --- the four-by-two panel figure -------------------------------------------------------------------
+
+# (title, per step or per epoch, how to read the series from Curves)
+PANELS = [
+    ("training loss", "step", lambda c: c.loss),
+    ("gradient norm (pre-clip)", "step", lambda c: c.grad_norm),
+    ("learning rate", "step", lambda c: c.lr),
+    ("weight updates so far", "step", lambda c: c.step_updates),
+    ("graph memory (KiB)", "step", lambda c: [m / 1024 for m in c.memory]),
+    ("graph nodes kept by the loss log", "step", lambda c: c.graph_nodes),
+    ("validation loss", "epoch", lambda c: c.val_loss),
+    ("accuracy: validation, test", "epoch", lambda c: c.val_acc),
+]
+
+
+def visible_panels(comp: Comparison, threshold: float = 0.05) -> list[str]:
+    """Panels in which the bugged curve departs from the healthy one by more than `threshold` of the panel's
+    height (what a learner can see); the memory panel counts evaluation memory too, accuracy the test set."""
+    seen = []
+    for title, _, read in PANELS:
+        pairs = [(read(comp.healthy), read(comp.bugged))]
+        if title.startswith("graph memory"):
+            if not comp.config.get("measure_memory", True):
+                continue
+            pairs.append(([m / 1024 for m in comp.healthy.eval_memory], [m / 1024 for m in comp.bugged.eval_memory]))
+        if title.startswith("accuracy") and comp.healthy.test_acc[-1] is not None:
+            pairs.append((comp.healthy.test_acc, comp.bugged.test_acc))
+            pairs.append(([v - t for v, t in zip(comp.healthy.val_acc, comp.healthy.test_acc)],
+                          [v - t for v, t in zip(comp.bugged.val_acc, comp.bugged.test_acc)]))
+        values = [v for h, b in pairs for v in (*h, *b) if v == v and abs(v) != float("inf")]
+        height = (max(values) - min(values)) if values else 0.0
+        gap = max((abs(x - y) for h, b in pairs for x, y in zip(h, b)), default=0.0)
+        if gap > threshold * max(height, 1e-12) and gap > 0:
+            seen.append(title)
+    return seen
+
+
 def comparison_figure(comp: Comparison, title: str | None = None, show_healthy: bool = True):
-    """Four panels against the micro-step: loss, gradient norm, memory, validation accuracy."""
+    """Eight small panels against the micro-step, sized for a 900-pixel notebook (8-point text or larger)."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(13.0, 2.9))
+    fig, axes = plt.subplots(2, 4, figsize=(8.8, 4.6), dpi=100)
     runs = [("bugged", comp.bugged, "#c62828", "-")]
     if show_healthy:
         runs.insert(0, ("healthy", comp.healthy, "#1565c0", "--"))
-    for label, c, colour, style in runs:
-        x = range(1, len(c.loss) + 1)
-        axes[0].plot(x, c.loss, style, color=colour, label=label, lw=1.2)
-        axes[1].plot(x, c.grad_norm, style, color=colour, label=label, lw=1.2)
-        axes[2].plot(x, [m / 1024 for m in c.memory], style, color=colour, label=f"{label} step", lw=1.2)
-        axes[2].plot(c.epoch_step, [m / 1024 for m in c.eval_memory], "o", color=colour, ms=4,
-                     label=f"{label} eval")
-        axes[3].plot(c.epoch_step, c.val_acc, style, marker="o", ms=3, color=colour, label=label, lw=1.2)
-    for ax, name in zip(axes, ["training loss", "gradient norm (pre-clip)", "graph memory (KiB)",
-                               "validation accuracy"]):
+    measured = comp.config.get("measure_memory", True)
+    has_test = comp.healthy.test_acc[-1] is not None
+    for ax, (name, unit, read) in zip(axes.flat, PANELS):
         ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        if name.startswith("graph memory") and not measured:
+            ax.text(0.5, 0.5, "not measured\nin this run", ha="center", va="center", fontsize=9, color="#555",
+                    transform=ax.transAxes)
+            ax.set_xticks([]), ax.set_yticks([])
+            continue
+        for label, c, colour, style in runs:
+            x = range(1, len(c.loss) + 1) if unit == "step" else c.epoch_step
+            marker = dict(marker="o", ms=2.5) if unit == "epoch" else {}
+            ax.plot(x, read(c), style, color=colour, lw=1.1, **marker)
+            if name.startswith("graph memory"):
+                ax.plot(c.epoch_step, [m / 1024 for m in c.eval_memory], "s", color=colour, ms=3.5, mfc="none")
+            if name.startswith("accuracy") and has_test:
+                ax.plot(c.epoch_step, c.test_acc, ":", color=colour, lw=1.1)
+        if name.startswith("gradient") and max(max(c.grad_norm) for _, c, _, _ in runs) > 50 * max(
+                min(comp.healthy.grad_norm), 1e-3):
+            ax.set_yscale("symlog", linthresh=1e-2)
+        if name.startswith("training loss") and max(max(c.loss) for _, c, _, _ in runs) > 20:
+            ax.set_yscale("log")
+    for ax in axes[1]:
         ax.set_xlabel("micro-step", fontsize=8)
-        ax.tick_params(labelsize=7)
-    if max(max(comp.bugged.grad_norm), max(comp.healthy.grad_norm)) > 50 * max(min(comp.healthy.grad_norm), 1e-12):
-        axes[1].set_yscale("symlog", linthresh=1e-3)
-    axes[0].legend(fontsize=7, frameon=False)
-    axes[2].legend(fontsize=6, frameon=False)
-    fig.suptitle(title or (" + ".join(comp.bugs) or "healthy"), fontsize=10)
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colour, ls=style, label=label) for label, _, colour, style in runs]
+    handles.append(plt.Line2D([], [], color="#555", ls="none", marker="s", mfc="none",
+                              label="memory: squares = evaluation"))
+    if has_test:
+        handles.append(plt.Line2D([], [], color="#555", ls=":", label="accuracy: dotted = test"))
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.955))
+    name = " + ".join(comp.bugs) or "healthy"
+    if len(comp.bugs) > 2:
+        name = f"{len(comp.bugs)} bugs combined"
+    fig.suptitle(title or name, fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.91))
     return fig
 
 
@@ -183,51 +288,62 @@ class Grade:
 
 
 class MysteryGame:
-    """Each round hides one loop bug (a seeded choice); the learner sees its curves and names the bug."""
+    """Rounds hide one loop bug each in the one shared MYSTERY run; the learner names it from the curves.
 
-    def __init__(self, seed: int = 0, choices: tuple[str, ...] = LOOP_BUGS):
+    Rounds are dealt without replacement (a seeded shuffle of the bugs; a fresh shuffle once all were
+    shown); a round takes one diagnosis, and no guess counts once the bug has been revealed.
+    """
+
+    def __init__(self, seed: int = 0, choices: tuple[str, ...] = LOOP_BUGS, config: dict | None = None):
         self.seed = seed
         self.choices = tuple(choices)
+        self.config = dict(config or MYSTERY)
         self.round = 0
         self.hidden: str | None = None
         self.comparison: Comparison | None = None
+        self.revealed = False
+        self._deck: list[str] = []
+        self._decks = 0
         self._cache: dict[str, Comparison] = {}
 
+    def _deal(self) -> str:
+        if not self._deck:
+            self._deck = list(self.choices)
+            random.Random(self.seed * 1000 + self._decks).shuffle(self._deck)
+            self._decks += 1
+        return self._deck.pop()
+
     def new_round(self, bug: str | None = None) -> Comparison:
-        """Start a round: hide `bug` (or a seeded random choice) and return its healthy-vs-bugged curves."""
-        self.round += 1
+        """Start a round: hide `bug` (or the next of the seeded deck) and return its healthy-vs-bugged curves."""
         if bug is None:
-            bug = random.Random(self.seed * 1000 + self.round).choice(self.choices)
-        if bug not in self.choices:
+            bug = self._deal()
+        elif bug not in self.choices:
             raise ValueError(f"unknown mystery bug {bug!r}")
-        self.hidden = bug
         if bug not in self._cache:
-            self._cache[bug] = exhibit(bug)
+            self._cache[bug] = compare((bug,), **self.config)
+        self.round += 1
+        self.hidden, self.revealed = bug, False
         self.comparison = self._cache[bug]
         return self.comparison
 
     def setup_text(self) -> str:
-        """The run's settings, with the bug's name left out."""
-        if self.comparison is None:
-            return "no round yet"
-        return ", ".join(f"{k}={v}" for k, v in self.comparison.config.items() if k != "measure_memory")
+        """The run's settings: the same for every round, so they say nothing about the hidden bug."""
+        return "same run every round: " + ", ".join(f"{k}={v}" for k, v in self.config.items()
+                                                    if k != "measure_memory")
 
     def grade(self, guess: str) -> Grade:
-        """Compare a diagnosis with the hidden bug; the message reveals the bug, its signature and fix."""
+        """Grade a diagnosis once; the message reveals the bug, its signature and fix. ValueError after the reveal."""
         if self.hidden is None:
             raise ValueError("start a round first")
+        if self.revealed:
+            raise ValueError("this round's bug is already revealed: start a new round")
+        self.revealed = True
         bug = BUGS[self.hidden]
         ok = guess == self.hidden
         verdict = "Correct" if ok else f"Not quite: you said {guess}"
         return Grade(ok, guess, self.hidden,
-                     f"{verdict}. The hidden bug was {bug.name} ({bug.title}). Signature: {bug.symptom} "
-                     f"Fix: {bug.fix}")
-
-
-# the detector's run: dropout, SGD, accumulation with a remainder, clipping that bites, an epoch schedule,
-# a validation set that is not a multiple of the batch and a clean test set, so every toggle shows
-DETECTOR = dict(n_train=300, n_val=150, n_test=150, epochs=4, dropout=0.3, optimizer="sgd", lr=0.3,
-                accum_steps=3, clip_norm=0.1, schedule="cosine", measure_memory=True)
+                     f"{verdict}. The hidden bug was {bug.name} ({bug.title}); look at the panel "
+                     f"'{SIGNATURE_PANEL[bug.name]}'. Signature: {bug.symptom} Fix: {bug.fix}")
 
 
 def sync_cost(steps: int = 200, size: int = 256) -> tuple[float, float]:
@@ -249,3 +365,31 @@ def sync_cost(steps: int = 200, size: int = 256) -> tuple[float, float]:
         float(total)
         results.append((time.perf_counter() - start) / steps)
     return results[0], results[1]
+
+
+# one line per bug for chapter 5's quick-reference table (the registry's `symptom` is the long form)
+ONE_LINE = {
+    "missing_zero_grad": "gradient norm grows step after step; SGD loss oscillates, then blows up",
+    "zero_grad_after_backward": "gradient norm reads 0, weights never move, loss stays near ln C",
+    "eval_in_train_mode": "validation noisy and lower; training unchanged",
+    "missing_no_grad": "evaluation graph memory above 0; metrics unchanged",
+    "graph_attached_logging": "graph nodes kept by the log grow by the same amount every step",
+    "missing_train_switch": "from epoch 2 training loss falls below healthy; test accuracy worse",
+    "clip_before_backward": "pre-clip norm reads 0 (or a partial sum); run = the unclipped run",
+    "clip_after_step": "norm looks normal; run = the unclipped run (spikes at a high lr)",
+    "epoch_schedule_per_batch": "lr collapses (StepLR) or waves (cosine) within the first epoch",
+    "unscaled_accumulation": "gradient norm K times healthy; SGD acts at K times the lr",
+    "accumulation_without_flush": "fewer updates per epoch; the short last window is thrown away",
+    "mean_of_batch_means": "validation loss/accuracy off when the last batch is small",
+    "data_leakage": "validation accuracy well above a clean test set's",
+}
+
+
+def reference_markdown() -> str:
+    """Chapter 5's quick reference, bug -> signature -> fix, as one markdown table."""
+    rows = ["| bug | signature | fix |", "|---|---|---|"]
+    for name in LOOP_BUGS:
+        rows.append(f"| `{name}` | {ONE_LINE[name]} | {BUGS[name].fix} |")
+    for name in ("freeze_after_optimizer", "head_after_optimizer", "half_after_optimizer"):
+        rows.append(f"| `{name}` | {BUGS[name].title} (exhibit 5) | {BUGS[name].fix} |")
+    return "\n".join(rows)

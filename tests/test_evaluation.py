@@ -67,3 +67,16 @@ def test_averaging():
     assert average_losses([2.0, 2.0], [5, 1]).per_example == average_losses([2.0, 2.0], [5, 1]).per_batch
     with pytest.raises(ValueError):
         average_losses([1.0], [1, 2])
+
+
+def test_eval_graph_bytes_restores_the_callers_mode():
+    import torch
+    from course_utils.evaluation import eval_graph_bytes
+    from course_utils.models import MLP
+    model = MLP(dropout=0.5).train()
+    x, y = torch.randn(8, 2), torch.randint(0, 3, (8,))
+    eval_graph_bytes(model, x, y, no_grad=False)
+    assert model.training
+    model.eval()
+    eval_graph_bytes(model, x, y, no_grad=True)
+    assert not model.training

@@ -1,14 +1,39 @@
-"""Chapter 5's engine: healthy vs bugged comparisons and the mystery game."""
+"""Chapter 5's engine: exhibits where each bug hurts, a fair mystery game, panels that show every bug."""
 import pytest
 
 from course_utils.bugs import LOOP_BUGS
-from course_utils.museum import EXHIBITS, MysteryGame, compare, exhibit
+from course_utils.museum import (EXHIBITS, MYSTERY, PANELS, SIGNATURE_PANEL, MysteryGame, compare,
+                                 comparison_figure, exhibit, visible_panels)
+
+# bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)
+HARMFUL = ("missing_zero_grad", "zero_grad_after_backward", "clip_before_backward", "clip_after_step",
+           "epoch_schedule_per_batch", "unscaled_accumulation", "accumulation_without_flush")
 
 
 def test_every_loop_bug_has_an_exhibit_that_differs_from_healthy():
     assert set(EXHIBITS) == set(LOOP_BUGS)
     for bug in LOOP_BUGS:
         assert not exhibit(bug).identical(), bug
+
+
+@pytest.mark.parametrize("bug", HARMFUL)
+def test_healthy_exhibit_runs_converge_and_the_bug_hurts(bug):
+    c = exhibit(bug)
+    assert c.healthy.val_acc[-1] >= 0.8, "the healthy run must be trained, not under-trained"
+    assert c.bugged.val_acc[-1] < c.healthy.val_acc[-1]
+
+
+def test_missing_train_switch_hurts_on_the_clean_test_set():
+    c = exhibit("missing_train_switch")
+    assert c.bugged.train_loss[-1] < 0.8 * c.healthy.train_loss[-1]      # looks better while training...
+    assert c.bugged.test_acc[-1] < c.healthy.test_acc[-1]                # ...and is worse on held-out data
+
+
+def test_data_leakage_flatters_validation_and_not_the_test_set():
+    c = exhibit("data_leakage")
+    assert c.bugged.test_acc == c.healthy.test_acc                       # the very same model
+    assert c.bugged.val_acc[-1] - c.bugged.test_acc[-1] > 0.08           # validation flatters it
+    assert abs(c.healthy.val_acc[-1] - c.healthy.test_acc[-1]) < 0.05
 
 
 def test_signatures_match_the_registry():
@@ -18,8 +43,16 @@ def test_signatures_match_the_registry():
     assert set(c.healthy.eval_memory) == {0} and min(c.bugged.eval_memory) > 0
     assert "peak eval memory (bytes)" in c.changed()
     c = exhibit("accumulation_without_flush")
-    assert c.healthy.updates == [3, 6, 9] and c.bugged.updates == [2, 4, 6]
+    assert c.healthy.updates[:2] == [4, 8] and c.bugged.updates[:2] == [3, 6]    # 15 batches, K = 4
     assert "differs" in c.text()
+
+
+def test_rows_printed_equal_are_never_flagged_as_differing():
+    c = exhibit("unscaled_accumulation")
+    for line in c.text().splitlines()[1:]:
+        if "<- differs" in line:
+            cells = line.split()
+            assert cells[-4] != cells[-3], line
 
 
 def test_same_seed_same_numbers_and_clash_raises():
@@ -28,12 +61,51 @@ def test_same_seed_same_numbers_and_clash_raises():
         compare(("clip_before_backward", "clip_after_step"))
 
 
-def test_mystery_game_is_seeded_and_grades():
-    a, b = MysteryGame(seed=3), MysteryGame(seed=3)
-    assert [a.new_round() and a.hidden for _ in range(3)] == [b.new_round() and b.hidden for _ in range(3)]
-    for bug in LOOP_BUGS:
-        game = MysteryGame()
-        game.new_round(bug)
-        assert game.grade(bug).correct and bug in game.grade(bug).message
-        other = next(x for x in LOOP_BUGS if x != bug)
-        assert not game.grade(other).correct and game.grade(other).answer == bug
+@pytest.mark.parametrize("bug", LOOP_BUGS)
+def test_every_hidden_bug_is_visible_in_the_mystery_panels(bug):
+    """In the one shared mystery run, each bug's signature panel differs visibly from the healthy run."""
+    c = compare((bug,), **MYSTERY)
+    assert SIGNATURE_PANEL[bug] in visible_panels(c), visible_panels(c)
+
+
+def test_identical_runs_show_no_visible_panel():
+    assert visible_panels(compare((), **MYSTERY)) == []
+    assert {title for title, _, _ in PANELS} >= set(SIGNATURE_PANEL.values())
+
+
+def test_mystery_game_deals_without_replacement_with_one_config():
+    game = MysteryGame(seed=3)
+    dealt = []
+    for _ in range(len(LOOP_BUGS)):
+        game.new_round()
+        dealt.append(game.hidden)
+        assert game.comparison.config == MYSTERY
+    assert sorted(dealt) == sorted(LOOP_BUGS)                            # every bug once before any repeats
+    again = MysteryGame(seed=3)
+    assert [again.new_round() and again.hidden for _ in range(3)] == dealt[:3]
+    setup = game.setup_text()
+    game.new_round()
+    assert game.setup_text() == setup                                    # the settings never name the bug
+
+
+def test_mystery_game_grades_once_and_never_after_the_reveal():
+    game = MysteryGame()
+    game.new_round("missing_no_grad")
+    grade = game.grade("data_leakage")
+    assert not grade.correct and grade.answer == "missing_no_grad" and "graph memory" in grade.message
+    with pytest.raises(ValueError, match="revealed"):
+        game.grade("missing_no_grad")                                    # the revealed answer scores nothing
+    game.new_round("missing_no_grad")
+    assert game.grade("missing_no_grad").correct
+
+
+def test_figure_is_legible_and_hides_unmeasured_memory():
+    fig = comparison_figure(exhibit("zero_grad_after_backward"))            # memory not measured there
+    width, height = fig.get_size_inches() * fig.dpi
+    assert width <= 900
+    texts = [t for ax in fig.axes for t in ax.texts]
+    assert any("not measured" in t.get_text() for t in texts)
+    for ax in fig.axes:
+        for label in ax.get_xticklabels() + ax.get_yticklabels():
+            assert label.get_fontsize() >= 8
+        assert not ax.get_legend()                                       # one legend, outside the panels

@@ -1,4 +1,4 @@
-"""Chapter 5's views, driven headless: every toggle changes the run; the game reveals every bug."""
+"""Chapter 5's views, driven headless: every toggle changes the run; the game is fair and grades once."""
 from course_utils.bugs import LOOP_BUGS
 from course_utils.quiz import ProgressStore
 from course_utils.widgets.bug_detector import BugDetectorView, bug_detector
@@ -14,16 +14,39 @@ def test_each_toggle_changes_the_run():
         assert view.comparison is not None and not view.comparison.identical(), bug
         assert view.plot.value[:4] == b"\x89PNG" and bug in view.summary.value
         assert view.text().startswith("Bug detector\n" + bug)
+        assert not view.run_button.disabled and view.run_button.description == "Run"
     assert view._repr_mimebundle_()["text/plain"] == view.text()
 
 
-def test_combination_and_clash():
+def test_stale_ticks_are_marked_and_same_ticks_say_so():
+    view = bug_detector("missing_no_grad")
+    view.select("missing_no_grad", "data_leakage")
+    assert "previous ticks" in view.message.value and view.plot.layout.opacity == "0.45"
+    view.select("missing_no_grad")
+    assert view.plot.layout.opacity == "1"
+    view.run_button.click()
+    assert "already shown" in view.message.value
+
+
+def test_combination_and_every_clash_named_without_losing_the_figure():
     view = bug_detector("graph_attached_logging", "missing_no_grad")
     assert "missing_no_grad + graph_attached_logging" in view.text()
-    view.select("clip_before_backward", "clip_after_step")
+    png = view.plot.value
+    view.select("clip_before_backward", "clip_after_step", "missing_zero_grad", "zero_grad_after_backward")
     view.run_button.click()
-    assert "cannot be combined" in view.text() and "Traceback" not in view.message.value
-    assert view.plot.value == b""
+    message = view.message.value
+    assert "cannot be combined" in view.text() and "Traceback" not in message
+    assert "clip_before_backward and clip_after_step" in message
+    assert "missing_zero_grad and zero_grad_after_backward" in message and "bugs:" not in message
+    assert view.plot.value == png                           # the last figure stays (dimmed): no layout jump
+
+
+def test_rows_flagged_differs_differ_as_printed():
+    view = bug_detector("unscaled_accumulation")
+    for row in view.summary.value.split("<tr>")[2:]:
+        cells = [c.split("</td>")[0] for c in row.split(">") if "</td>" in c]
+        if "differs" in row:
+            assert cells[1] != cells[2], row
 
 
 def test_mystery_reveal_is_right_for_every_bug(tmp_path):
@@ -39,7 +62,18 @@ def test_mystery_reveal_is_right_for_every_bug(tmp_path):
         view.check_button.click()
         assert view.grade.correct and f"The hidden bug was {bug}" in view.text()
         assert store.chapter("05")[f"mystery-{bug}"]["correct"]
+
+
+def test_no_guess_counts_after_the_reveal(tmp_path):
+    store = ProgressStore(tmp_path / "p.json")
+    view = mystery(store=store)
     view.new_round(LOOP_BUGS[0])
     view.diagnose(LOOP_BUGS[1])
     view.check_button.click()
     assert not view.grade.correct and f"The hidden bug was {LOOP_BUGS[0]}" in view.text()
+    assert view.check_button.disabled and view.choice.disabled
+    view.check()                                             # even called directly: nothing recorded
+    assert store.chapter("05")[f"mystery-{LOOP_BUGS[0]}"]["correct"] is False
+    assert "already revealed" in view.feedback.value
+    view.new_round()
+    assert not view.check_button.disabled and not view.choice.disabled

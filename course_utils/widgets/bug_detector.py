@@ -1,4 +1,4 @@
-"""Chapter 5: the bug detector: toggle loop bugs, run, compare four curves with the healthy run."""
+"""Chapter 5: the bug detector: toggle loop bugs, run, compare eight panels with the healthy run."""
 from __future__ import annotations
 
 import html
@@ -6,8 +6,19 @@ import html
 import ipywidgets as w
 
 from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.museum import DETECTOR, Comparison, compare, comparison_figure
+from course_utils.museum import DETECTOR, Comparison, _fmt, compare, comparison_figure
 from course_utils.widgets.base import View, error_html, figure_png, table_html
+
+NOTE = "<div style='color:#555;min-height:1.6em'>{}</div>"
+
+
+def clashes(bugs: tuple[str, ...]) -> list[str]:
+    """Every pair of ticked bugs that change the same operation, in words (chapter 5)."""
+    by_operation: dict[str, list[str]] = {}
+    for name in bugs:
+        by_operation.setdefault(BUGS[name].operation, []).append(name)
+    return [f"{' and '.join(names)} both change {operation}" for operation, names in by_operation.items()
+            if len(names) > 1]
 
 
 class BugDetectorView(View):
@@ -15,20 +26,25 @@ class BugDetectorView(View):
 
     def __init__(self, config: dict | None = None, bugs: tuple[str, ...] = ()):
         self.config = dict(config or DETECTOR)
-        self.boxes = {name: w.Checkbox(name in bugs, description=f"{name}: {BUGS[name].title}", indent=False,
-                                       layout=w.Layout(width="420px")) for name in LOOP_BUGS}
+        self.boxes = {name: w.Checkbox(name in bugs, description=name, indent=False, tooltip=BUGS[name].title,
+                                       layout=w.Layout(width="auto")) for name in LOOP_BUGS}
+        for box in self.boxes.values():
+            box.observe(lambda _: self._mark_stale(), names="value")
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.run_button.on_click(lambda _: self.run())
-        self.message = w.HTML()
-        self.plot = w.Image(format="png", layout=w.Layout(width="980px"))
+        self.message = w.HTML(NOTE.format(""))
+        self.plot = w.Image(format="png", layout=w.Layout(width="100%", max_width="900px", min_height="300px"))
         self.summary = w.HTML("<i>Tick one or more bugs and press Run.</i>")
         self.comparison: Comparison | None = None
+        self.shown: tuple[str, ...] | None = None
         self.error: str | None = None
         settings = ", ".join(f"{k}={v}" for k, v in self.config.items())
         self.widget = w.VBox([
-            w.HTML(f"<b>Bug detector</b>: the course's loop, healthy vs bugged, same seed ({html.escape(settings)})"),
-            w.GridBox(list(self.boxes.values()), layout=w.Layout(grid_template_columns="repeat(2, 430px)")),
-            self.run_button, self.message, self.plot, self.summary,
+            w.HTML(f"<b>Bug detector</b>: the course's loop, healthy (blue, dashed) vs bugged (red), same seed "
+                   f"<small>({html.escape(settings)})</small>"),
+            w.GridBox(list(self.boxes.values()),
+                      layout=w.Layout(grid_template_columns="repeat(3, minmax(0, 1fr))", width="100%")),
+            w.HBox([self.run_button, self.message]), self.plot, self.summary,
         ])
 
     def selected(self) -> tuple[str, ...]:
@@ -38,21 +54,44 @@ class BugDetectorView(View):
         for name, box in self.boxes.items():
             box.value = name in names
 
+    def _mark_stale(self) -> None:
+        if self.shown is not None and self.selected() != self.shown:
+            self.message.value = NOTE.format("Ticks changed: the curves below are for the previous ticks. "
+                                             "Press <b>Run</b>.")
+            self.plot.layout.opacity = "0.45"
+        elif self.shown is not None:
+            self.message.value = NOTE.format("")
+            self.plot.layout.opacity = "1"
+
     def run(self) -> Comparison | None:
         """Train both runs with the ticked bugs; a clash (two bugs on one operation) shows a message."""
         bugs = self.selected()
+        problems = clashes(bugs)
+        if problems:
+            self.error = "; ".join(problems) + ". Untick one of each pair."
+            self.message.value = error_html(f"These bugs cannot be combined: {self.error}")
+            self.plot.layout.opacity = "0.45"                  # the last result stays, dimmed: no jump
+            return None
+        if bugs == self.shown:
+            self.message.value = NOTE.format("These ticks are already shown: same seed, same result.")
+            return self.comparison
+        self.run_button.disabled, self.run_button.description = True, "Running…"
+        self.message.value = NOTE.format("⏳ training the healthy and the bugged run…")
         try:
             comp = compare(bugs, **self.config)
-        except ValueError as exc:
-            self.comparison, self.error = None, str(exc)
-            self.message.value = error_html(f"These bugs cannot be combined: {exc}")
-            self.plot.value = b""
-            self.summary.value = ""
+            png = figure_png(comparison_figure(comp))
+        except Exception as exc:                                # never let a callback die silently
+            self.error = str(exc)
+            self.message.value = error_html(f"The run failed: {exc}")
             return None
-        self.comparison, self.error = comp, None
-        self.message.value = ""
-        self.plot.value = figure_png(comparison_figure(comp))
-        rows = [(label, _f(h), _f(b), "" if h == b else "differs") for label, h, b in comp.signature()]
+        finally:
+            self.run_button.disabled, self.run_button.description = False, "Run"
+        self.comparison, self.error, self.shown = comp, None, bugs
+        self.message.value = NOTE.format("")
+        self.plot.value = png
+        self.plot.layout.opacity = "1"
+        rows = [(label, _fmt(h), _fmt(b), "" if _fmt(h) == _fmt(b) else "differs")
+                for label, h, b in comp.signature()]
         fixes = "".join(f"<li><b>{html.escape(n)}</b>: {html.escape(BUGS[n].fix)}</li>" for n in bugs)
         self.summary.value = (f"<b>Signature of {html.escape(' + '.join(bugs) or 'no bug')}</b>"
                               + table_html(rows, ["quantity", "healthy", "bugged", ""])
@@ -64,12 +103,7 @@ class BugDetectorView(View):
             return f"Bug detector: these bugs cannot be combined: {self.error}"
         if self.comparison is None:
             return "Bug detector: tick bugs and press Run"
-        return "Bug detector\n" + self.comparison.text()
-
-
-def _f(x) -> str:
-    from course_utils.museum import _fmt
-    return _fmt(x)
+        return "Bug detector\n" + self.comparison.text(only_changed=True)
 
 
 def bug_detector(*bugs: str, run: bool = True, **config) -> BugDetectorView:

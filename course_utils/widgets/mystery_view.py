@@ -1,4 +1,4 @@
-"""Chapter 5: the mystery-bug game: curves of a hidden bug, a diagnosis, feedback and the reveal."""
+"""Chapter 5: the mystery-bug game: curves of a hidden bug, one diagnosis per round, the reveal."""
 from __future__ import annotations
 
 import html
@@ -8,21 +8,22 @@ import ipywidgets as w
 from course_utils.bugs import BUGS
 from course_utils.museum import MysteryGame, comparison_figure
 from course_utils.quiz import ProgressStore
-from course_utils.widgets.base import View, figure_png
+from course_utils.widgets.base import View, error_html, figure_png
 
 PLACEHOLDER = "(choose a diagnosis)"
 
 
 class MysteryView(View):
-    """New round → curves only; pick a diagnosis, Check → feedback, the reveal, and progress recorded."""
+    """New round → curves only; pick a diagnosis, Check → feedback and the reveal (once), progress recorded."""
 
     def __init__(self, seed: int = 0, store: ProgressStore | None = None):
         self.game = MysteryGame(seed)
         self.store = store
         self.new_button = w.Button(description="New round", icon="refresh")
         self.new_button.on_click(lambda _: self.new_round())
-        self.setup = w.HTML()
-        self.plot = w.Image(format="png", layout=w.Layout(width="980px"))
+        self.status = w.HTML("<div style='min-height:1.6em'></div>")
+        self.setup = w.HTML(f"<small>{html.escape(self.game.setup_text())}</small>")
+        self.plot = w.Image(format="png", layout=w.Layout(width="100%", max_width="900px", min_height="300px"))
         self.choice = w.Dropdown(options=[PLACEHOLDER] + [f"{n}: {BUGS[n].title}" for n in self.game.choices],
                                  description="diagnosis", layout=w.Layout(width="520px"))
         self.check_button = w.Button(description="Check", button_style="primary")
@@ -30,35 +31,56 @@ class MysteryView(View):
         self.feedback = w.HTML()
         self.grade = None
         self.widget = w.VBox([w.HTML("<b>Mystery bug</b>: one bug is hidden in the red run. Which one?"),
-                              self.new_button, self.setup, self.plot,
+                              w.HBox([self.new_button, self.status]), self.setup, self.plot,
                               w.HBox([self.choice, self.check_button]), self.feedback])
 
     def new_round(self, bug: str | None = None) -> None:
-        comp = self.game.new_round(bug)
+        """Deal the next hidden bug (busy state while its run trains; the old figure stays until then)."""
+        self.new_button.disabled, self.check_button.disabled = True, True
+        self.status.value = "<div style='min-height:1.6em;color:#555'>⏳ training the round's run…</div>"
+        try:
+            comp = self.game.new_round(bug)
+            png = figure_png(comparison_figure(comp, title=f"round {self.game.round}: healthy vs ???"))
+        except Exception as exc:                                  # never let a callback die silently
+            self.status.value = error_html(f"Could not deal a round: {exc}")
+            self.new_button.disabled = False
+            return
+        self.new_button.disabled = False
         self.grade = None
+        self.choice.disabled, self.check_button.disabled = False, False
         self.choice.value = PLACEHOLDER
         self.feedback.value = ""
-        self.setup.value = f"<small>run settings: {html.escape(self.game.setup_text())}</small>"
-        self.plot.value = figure_png(comparison_figure(comp, title=f"round {self.game.round}: healthy vs ???"))
+        self.status.value = f"<div style='min-height:1.6em;color:#555'>round {self.game.round}</div>"
+        self.plot.value = png
 
     def diagnose(self, bug: str) -> None:
         self.choice.value = f"{bug}: {BUGS[bug].title}"
 
     def check(self) -> None:
+        """Grade the chosen diagnosis once; after the reveal only New round counts."""
         if self.game.hidden is None:
             self.feedback.value = "<i>Press New round first.</i>"
+            return
+        if self.game.revealed:
+            self.feedback.value += "<i>This round is already revealed: press New round.</i>"
             return
         if self.choice.value == PLACEHOLDER:
             self.feedback.value = "<i>Choose a diagnosis first.</i>"
             return
         guess = self.choice.value.split(":")[0]
         self.grade = self.game.grade(guess)
-        if self.store is None:
-            self.store = ProgressStore()
-        self.store.record("05", f"mystery-{self.grade.answer}", guess, self.grade.correct)
+        self.choice.disabled, self.check_button.disabled = True, True
+        try:
+            if self.store is None:
+                self.store = ProgressStore()
+            self.store.record("05", f"mystery-{self.grade.answer}", guess, self.grade.correct)
+            saved = ""
+        except Exception as exc:                                  # a full disk must not cost the reveal
+            saved = f" (your answer could not be saved: {exc})"
         colour = "#2e7d32" if self.grade.correct else "#c62828"
         self.feedback.value = (f'<div style="border-left:4px solid {colour};padding:4px 10px">'
-                               f"{html.escape(self.grade.message)}</div>")
+                               f"{html.escape(self.grade.message + saved)}<br><i>Press New round for the next "
+                               "bug.</i></div>")
 
     def text(self) -> str:
         if self.game.hidden is None:

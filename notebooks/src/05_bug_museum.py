@@ -2,74 +2,119 @@
 # # Chapter 5: The bug museum
 #
 # **After this chapter you can** recognise each silent training bug by what it does to the loss,
-# gradient-norm, memory and metric curves, and fix it.
+# gradient-norm, learning-rate, memory and metric curves, and fix it.
 #
 # Every exhibit below is a real bug injected into the course's real loop (`course_utils.loop`). The
 # same configuration runs twice with the same seed, once healthy and once with the bug, and we print
-# what differs. None of the numbers is typed in: each one is measured.
+# the numbers that differ. The healthy runs are trained to convergence (validation accuracy about 0.9),
+# so a bug cannot hide behind an under-trained baseline. None of the numbers is typed in: each is measured.
+#
+# A few words we use: a **param group** is a set of parameters the optimizer updates with the same
+# settings (lr, weight decay); **stateful** optimizers (SGD with momentum, Adam) keep tensors per
+# parameter between steps; Adam divides each update by the **RMS** (root mean square) of recent
+# gradients, plus a tiny **eps** against division by zero; **buffers** are tensors a module keeps that
+# are not trained (BatchNorm's running mean); a **host sync** is the CPU waiting for the GPU to finish
+# (`.item()` does one).
 
 # %%
 from course_utils import setup_notebook
 setup_notebook()
 
+import math
 import torch
 from torch import nn
-from course_utils.bugs import BUGS, LOOP_BUGS, bug_table
+from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.session import Session, TrainConfig
-from course_utils.museum import EXHIBITS, compare, comparison_figure, exhibit
+from course_utils.museum import BASE, EXHIBITS, compare, comparison_figure, exhibit, reference_markdown
 from course_utils.notebook import sig
 import matplotlib.pyplot as plt
-from IPython.display import display
+from IPython.display import Markdown, display
 
 
 def draw(comp, title=None):
-    """Show the four curves once, then close the figure."""
+    """Show the eight panels once, then close the figure."""
     fig = comparison_figure(comp, title)
     display(fig)
     plt.close(fig)
 
 
-def show(bug, **config):
-    """Run healthy vs bugged, print the signature, draw the four curves, print the fix."""
+def show(bug, figure=True, **config):
+    """Run healthy vs bugged, print the numbers that differ, draw the panels, print the fix."""
     comp = compare((bug,), **config) if config else exhibit(bug)
-    print(comp.text())
+    print(comp.text(only_changed=True))
     print("fix:", BUGS[bug].fix)
-    draw(comp)
+    if figure:
+        draw(comp)
     return comp
+
+# %% [markdown]
+# ## Two checks before any exhibit
+#
+# Two cheap diagnostics catch many bugs before a long run. First, the loss at initialisation: a fresh
+# classifier guesses about uniformly, so its cross-entropy is close to ln C for C classes. Second, a
+# healthy loop can overfit one small batch until its loss is near 0; if it cannot, the loop is broken.
+
+# %%
+base = Session(TrainConfig(**BASE))
+first = base.step()
+print(f"loss at the first step {sig(first.loss)}   ln 3 = {sig(math.log(3))}")
+torch.manual_seed(0)
+from course_utils.models import MLP
+model, batch = MLP(), next(iter(base.state.train_loader))
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+for step in range(300):
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(batch[0]), batch[1])
+    loss.backward()
+    optimizer.step()
+print(f"one batch of {len(batch[1])}, 300 steps: loss {sig(loss.item(), 2)} (near 0: the loop can learn)")
 
 # %% [markdown]
 # ## Exhibit 1: missing `zero_grad`
 #
 # `backward()` adds into `.grad`. Without `zero_grad()` the gradient used at step n is the sum of every
-# gradient so far. With plain SGD its norm keeps growing:
+# gradient so far. With plain SGD (lr 0.5) its norm keeps growing, the loss oscillates, then blows up:
 
 # %%
 c = show("missing_zero_grad")
-h, b = c.healthy.grad_norm, c.bugged.grad_norm
-print("bugged grad norm, steps 1-10:", [sig(x, 3) for x in b[:10]])
-print("norm grows every one of the first 10 steps:", all(y > x for x, y in zip(b[:10], b[1:11])))
-print("step 10 / step 1:", sig(b[9] / b[0]))
+b = c.bugged.grad_norm
+print("bugged grad norm, steps 1-8:", [sig(x, 3) for x in b[:8]])
+print("step 8 / step 1:", sig(b[7] / b[0]))
+print("largest single-batch loss: healthy", sig(max(c.healthy.loss)), " bugged", sig(max(c.bugged.loss)))
 
 # %% [markdown]
-# With Adam the picture is different. Adam divides each update by the gradient's running RMS, so the
-# step size stays about lr and nothing explodes. The gradient norm still grows, but the updates follow
-# stale gradients and learning stalls:
+# At a small learning rate the same bug can pass for an improvement. The summed gradient acts like
+# momentum that never decays, i.e. a larger step, and an under-trained model (here only 3 epochs at
+# lr 0.05) profits from larger steps at first. Train longer or at the lr you would really use, and the
+# harm appears (the run above):
 
 # %%
-adam = compare(("missing_zero_grad",), **{**EXHIBITS["missing_zero_grad"], "optimizer": "adam", "epochs": 10})
+for epochs in (3, 20):
+    cmp = compare(("missing_zero_grad",), **{**EXHIBITS["missing_zero_grad"], "lr": 0.05, "epochs": epochs})
+    print(f"SGD lr 0.05, {epochs:>2} epochs: val accuracy healthy {sig(cmp.healthy.val_acc[-1])}, "
+          f"bugged {sig(cmp.bugged.val_acc[-1])}")
+
+# %% [markdown]
+# With Adam the picture is different. Adam divides each update by the gradient's RMS, so every step
+# stays about lr in size and nothing explodes; but the updates follow a stale sum of old gradients:
+
+# %%
+adam = compare(("missing_zero_grad",), **{**BASE, "optimizer": "adam", "lr": 0.01})
 print("max grad norm      healthy", sig(max(adam.healthy.grad_norm)), " bugged", sig(max(adam.bugged.grad_norm)))
 print("max loss           healthy", sig(max(adam.healthy.loss)), " bugged", sig(max(adam.bugged.loss)))
 print("final val accuracy healthy", sig(adam.healthy.val_acc[-1]), " bugged", sig(adam.bugged.val_acc[-1]))
-draw(adam, "missing_zero_grad with Adam")
 
 # %% [markdown]
 # ## Exhibit 2: validating in train mode
 #
-# Without `model.eval()` dropout stays on during validation. Two passes over the same validation set
-# disagree, and with BatchNorm each pass moves the running statistics.
+# Without `model.eval()` dropout stays on during validation. The validation numbers get noisier and
+# worse; two passes over the same validation set disagree; with BatchNorm each pass moves the running
+# statistics. Training itself is untouched: evaluation draws its dropout masks from its own random
+# stream, so the training losses are identical, step for step.
 
 # %%
 c = show("eval_in_train_mode")
+print("training losses identical, all", len(c.healthy.loss), "steps:", c.healthy.loss == c.bugged.loss)
 for bugs in [(), ("eval_in_train_mode",)]:
     s = Session(TrainConfig(**EXHIBITS["eval_in_train_mode"], bugs=bugs))
     s.run_epoch()
@@ -86,19 +131,28 @@ for bugs in [(), ("eval_in_train_mode",)]:
 # ## Exhibit 3: evaluation without `no_grad`
 #
 # The metrics are the same; the evaluation keeps a graph. The meter counts the bytes saved for backward
-# during evaluation: 0 under `no_grad`.
+# during evaluation: 0 under `no_grad`. Why twice one batch? While batch k+1 runs forward, the variable
+# `logits` still holds batch k's output, and with it batch k's whole graph.
 
 # %%
-c = show("missing_no_grad")
-print("eval memory per epoch, healthy:", c.healthy.eval_memory, " bugged:", c.bugged.eval_memory)
+from course_utils.evaluation import eval_graph_bytes
+c = show("missing_no_grad", figure=False)
+print("eval memory per epoch (bytes), healthy:", sorted(set(c.healthy.eval_memory)),
+      " bugged:", sorted(set(c.bugged.eval_memory)))
+model = c.bugged_session.model
+xb, yb = next(iter(c.bugged_session.state.val_loader))
+one = eval_graph_bytes(model, xb, yb, no_grad=False)
+print(f"one validation batch of {len(yb)} saves {one:,} bytes; bugged peak / one batch =",
+      sig(max(c.bugged.eval_memory) / one))
 print("val losses identical:", c.healthy.val_loss == c.bugged.val_loss)
 
 # %% [markdown]
 # ## Exhibit 4: logging the loss tensor (`losses.append(loss)`, `total += loss`)
 #
 # Each logged tensor keeps its chain of autograd nodes alive. In training, `backward()` still frees the
-# activations, so what grows is the node count, by the same amount every step, until the log is dropped.
-# Combined with evaluation outside `no_grad`, every kept validation loss pins a whole batch's graph.
+# activations, so the saved bytes do not grow: what grows is the node count, by the same amount every
+# step, until the log is dropped (the panel "graph nodes kept by the loss log"). Combined with evaluation
+# outside `no_grad`, every kept validation loss pins a whole batch's activations.
 
 # %%
 c = show("graph_attached_logging")
@@ -106,9 +160,10 @@ nodes = c.bugged.graph_nodes
 print("graph nodes kept, first 6 steps:", nodes[:6], " healthy:", sorted(set(c.healthy.graph_nodes)))
 print("growth per step in epoch 1:", sorted({y - x for x, y in zip(nodes[:9], nodes[1:10])}))
 both = compare(("graph_attached_logging", "missing_no_grad"), **EXHIBITS["graph_attached_logging"])
-print("eval memory with both bugs:", both.bugged.eval_memory, "bytes; with no_grad only the log:",
-      compare(("missing_no_grad",), **EXHIBITS["graph_attached_logging"]).bugged.eval_memory)
-print("fix: log loss.item() or loss.detach()")
+no_grad_only = compare(("missing_no_grad",), **EXHIBITS["graph_attached_logging"])
+print("peak eval memory, both bugs (log keeps tensors, no no_grad):", f"{max(both.bugged.eval_memory):,}", "bytes")
+print("peak eval memory, only no_grad missing (log keeps floats):  ", f"{max(no_grad_only.bugged.eval_memory):,}",
+      "bytes")
 
 # %% [markdown]
 # ## Exhibit 5: optimizer and parameters out of step (what torch 2.13 really does)
@@ -124,29 +179,35 @@ for opt in ["sgd", "momentum", "adam", "adamw"]:
 
 # %% [markdown]
 # With the default `set_to_none=True` frozen weights have `.grad = None` and every optimizer skips them.
-# With zero tensors instead, the stateful optimizers (momentum, Adam, AdamW) keep moving them.
+# With zero tensors instead, the stateful optimizers (momentum, Adam, AdamW) keep moving them; AdamW also
+# moves them through its weight decay (torch's default 0.01), which is why its row differs from Adam's.
 #
 # Second, a head added after the optimizer was built:
 
 # %%
 d = BUGS["head_after_optimizer"].demo()
-print(d)
+print(f"head in the optimizer: {d.head_in_optimizer}; head grad norm {sig(d.head_grad_norm)}; "
+      f"head moved {sig(d.head_change)}; body moved {sig(d.body_change)}")
 print("the head gets gradients but never moves:", d.head_grad_norm > 0 and d.head_change == 0.0)
 
 # %% [markdown]
-# Third, `model.half()` (or `.to()`) after building the optimizer:
+# Third, `model.half()` (or `.to()`) after building the optimizer. torch converts the parameters in
+# place, so the optimizer still holds the same Parameter objects: fine while it has no state. But after
+# one Adam step its two moments exist, in float32, and the next step after `.half()` fails. (The same
+# goes for the device: moments left on the CPU by `.to("cuda")`; no GPU here, so that case is not run.)
 
 # %%
 d = BUGS["half_after_optimizer"].demo()
-print(d)
-print("not a bug by default: same Parameter objects and the step moves them:",
-      d.same_parameters and d.weight_change_after_step > 0)
+print("same Parameter objects after .half():", d.same_parameters, "| optimizer sees", d.dtype_seen_by_optimizer)
+print("stateless SGD, no step yet: the step after .half() moves the weights:", d.weight_change_after_step > 0)
+print("Adam after one float32 step, then .half(), then a step ->", d.stateful_step_error)
 
 # %% [markdown]
 # ## Exhibit 6: data leakage
 #
 # Half the validation set is copied from the training set. The model is the same; only the measurement
-# changes. A clean held-out test set shows the truth.
+# changes. This model memorises its training set, so the copied half scores almost perfectly, and a
+# clean held-out test set shows the truth.
 
 # %%
 c = show("data_leakage")
@@ -156,24 +217,30 @@ for name, run in [("healthy", c.healthy), ("leaky", c.bugged)]:
           f"gap {sig(run.val_acc[-1] - run.test_acc[-1])}")
 
 # %% [markdown]
+# Leakage also comes through preprocessing: statistics (mean, standard deviation) computed on all the
+# data, validation included, carry information about the validation set into training. Fit them on
+# the training split only. Here the two choices give different numbers to normalise with:
+
+# %%
+from course_utils.data import spiral_splits
+sp = spiral_splits(150, 150, seed=0)
+train_x, val_x = sp.train.tensors[0], sp.val.tensors[0]
+print("mean from train only:", [sig(v, 3) for v in train_x.mean(0).tolist()],
+      "| from train + val:", [sig(v, 3) for v in torch.cat([train_x, val_x]).mean(0).tolist()])
+
+# %% [markdown]
 # ## Exhibit 7: the wrong device
 #
-# With a GPU, mixing a CPU tensor and a CUDA tensor in one operation raises an error: it is not silent.
-# The silent costs are host syncs: `.item()` or `.cpu()` every step makes the CPU wait for the GPU.
+# With a GPU, mixing a CPU tensor and a CUDA tensor in one operation usually raises an error. Not always:
+# a 0-dimensional CPU tensor passes as a plain number (`cuda_x * torch.tensor(2.0)` works), and that is one
+# way a silent host-to-device copy slips into a loop. The silent costs are host syncs (`.item()` or
+# `.cpu()` every step makes the CPU wait for the GPU) and copies from unpinned memory, which cannot
+# overlap with compute.
 
 # %%
 print("GPU present:", torch.cuda.is_available())
 if not torch.cuda.is_available():
-    print("No GPU here: the device-mix error and GPU sync stalls cannot be shown; we time .item() on the CPU.")
-
-# %% [markdown]
-# The timing below varies from run to run, so its output is not checked. On the CPU `.item()` has no
-# device to wait for, so the difference is small; on a GPU each call stalls the pipeline.
-
-# %% tags=["nbval-ignore-output"]
-from course_utils.museum import sync_cost
-with_item, without = sync_cost()
-print(f"per step: .item() every step {with_item * 1e6:.1f} µs, tensor kept on device {without * 1e6:.1f} µs")
+    print("No GPU here: the device-mix error, sync stalls and unpinned copies cannot be measured on this machine.")
 
 # %% [markdown]
 # ## The misplacement table
@@ -184,40 +251,47 @@ print(f"per step: .item() every step {with_item * 1e6:.1f} µs, tensor kept on d
 
 # %%
 c = show("zero_grad_after_backward")
-s = c.bugged_session
-print("logged grad norms:", sorted(set(c.bugged.grad_norm)), " updates called:", c.bugged.updates[-1])
+print("logged grad norms:", sorted(set(c.bugged.grad_norm)), " step() calls:", c.bugged.updates[-1])
 
 # %% [markdown]
-# **Clipping before `backward` or after `step`**: the run is the run without clipping.
+# **Clipping before `backward` or after `step`**: the run is the run without clipping. At SGD lr 3.0 the
+# clipping (to norm 0.5) is what keeps training stable, so losing it shows as loss spikes.
 
 # %%
 unclipped = Session(TrainConfig(**{**EXHIBITS["clip_after_step"], "clip_norm": None}))
 unclipped.run_to_end()
 for bug in ["clip_before_backward", "clip_after_step"]:
-    c = show(bug)
+    c = show(bug, figure=bug == "clip_after_step")
     print(f"{bug}: losses equal to the unclipped run: {c.bugged.loss == [e.loss for e in unclipped.steps]}; "
-          f"equal to the correctly clipped run: {c.bugged.loss == c.healthy.loss}")
+          f"equal to the correctly clipped run: {c.bugged.loss == c.healthy.loss}\n")
 
 # %% [markdown]
-# **An epoch schedule stepped every batch**: StepLR reaches after k batches the lr meant for epoch k.
+# **An epoch schedule stepped every batch**: StepLR (÷10 every 6 epochs here) reaches after k batches the
+# lr meant for epoch k, and training stalls. A cosine schedule stepped per batch instead follows a wave
+# of period 2·T_max batches (chapter 3).
 
 # %%
 c = show("epoch_schedule_per_batch")
-print("healthy lr by epoch:", [sig(c.healthy.lr[i]) for i in (0, 10, 20)])
-print("bugged lr, first 3 batches:", [sig(x) for x in c.bugged.lr[:3]])
-print("lr after epoch 1: healthy", sig(c.healthy_session.epochs[0].lr), " bugged", sig(c.bugged_session.epochs[0].lr))
+print("healthy lr at epochs 1, 7, 13:", [sig(c.healthy.lr[i]) for i in (0, 90, 180)])
+print("bugged lr, first 8 batches:", [sig(x) for x in c.bugged.lr[:8]])
 
 # %% [markdown]
 # **Forgetting `model.train()` after evaluation**: from epoch 2 on the model trains with dropout off.
+# This one passes for an improvement: the training loss drops below the healthy run's. The harm is
+# on data the model has not seen: dropout was there to stop it from overfitting 100 noisy examples.
 
 # %%
 c = show("missing_train_switch")
-print("trained in train mode, by epoch:", [all(e.training for e in c.bugged_session.steps if e.epoch == k) for k in (1, 2, 3)])
-print("train loss healthy:", [sig(x) for x in c.healthy.train_loss], " bugged:", [sig(x) for x in c.bugged.train_loss])
+print("trained in train mode, by epoch 1-3:",
+      [all(e.training for e in c.bugged_session.steps if e.epoch == k) for k in (1, 2, 3)])
+print("final train loss healthy", sig(c.healthy.train_loss[-1]), " bugged", sig(c.bugged.train_loss[-1]))
+print("final test accuracy healthy", sig(c.healthy.test_acc[-1]), " bugged", sig(c.bugged.test_acc[-1]))
 
 # %% [markdown]
-# **Accumulating K = 4 micro-batches without dividing the loss by K**: the first update's gradient
-# is exactly 4 times the healthy one (an SGD learning rate × 4).
+# **Accumulating K = 4 micro-batches without dividing the loss**: the first update's gradient is exactly
+# 4 times the healthy one, an SGD learning rate × 4 (0.3 → 1.2), and training breaks down. With Adam
+# the factor would cancel (it divides by the gradient's RMS), and at a tiny lr the bigger step could
+# even look like a gain, as with exhibit 1.
 
 # %%
 c = show("unscaled_accumulation")
@@ -225,42 +299,52 @@ first = next(i for i, e in enumerate(c.healthy_session.steps) if e.update)
 print("first update's grad norm ratio:", sig(c.bugged.grad_norm[first] / c.healthy.grad_norm[first]))
 
 # %% [markdown]
-# Two more from the registry: accumulation without the end-of-epoch flush, and averaging validation by batch.
+# Two more: accumulation without the end-of-epoch flush (15 micro-batches, K = 4: 4 updates an epoch
+# become 3, and the last 3 micro-batches of each epoch are thrown away), and averaging validation by
+# batch (122 validation examples in batches of 20: the last batch of 2 counts like a full one).
 
 # %%
-c = show("accumulation_without_flush")
-print("updates so far, after each epoch:", c.healthy.updates, "vs", c.bugged.updates)
-c = show("mean_of_batch_means")
+c = show("accumulation_without_flush", figure=False)
+print("updates so far, after epochs 1-3:", c.healthy.updates[:3], "vs", c.bugged.updates[:3], "\n")
+c = show("mean_of_batch_means", figure=False)
 
 # %% [markdown]
 # ## The intentional version: gradient accumulation
 #
-# Accumulation is "missing zero_grad" done on purpose: K micro-batches, each loss divided by K, one
-# step. The gradient equals that of one big batch.
+# Accumulation is "missing zero_grad" done on purpose: each micro-batch's loss weighted, one step per
+# window. The weight is the micro-batch's share of its window's *examples*
+# (`course_utils.arithmetic.loss_weight`), so a window, even the short last one with a partial batch,
+# gives exactly the gradient of one big batch of the same examples. Dividing by K instead is right only
+# when every micro-batch is full. Here: 120 examples in batches of 32, K = 4, so the one window holds
+# 32 + 32 + 32 + 24 examples.
 
 # %%
+from course_utils.arithmetic import batch_sizes, loss_weight
 from course_utils.data import make_spiral
-from course_utils.models import MLP
 
-x, y = make_spiral(128, seed=0).tensors
+x, y = make_spiral(120, seed=0).tensors
 torch.manual_seed(0)
 model = MLP(hidden=16)
 model.zero_grad()
 nn.functional.cross_entropy(model(x), y).backward()
 big = [p.grad.clone() for p in model.parameters()]
-model.zero_grad()
-K = 4
-for xb, yb in zip(x.chunk(K), y.chunk(K)):
-    (nn.functional.cross_entropy(model(xb), yb) / K).backward()
-diff = max((p.grad - g).abs().max().item() for p, g in zip(model.parameters(), big))
-print("max |accumulated - big batch| < 1e-6:", diff < 1e-6)
+sizes = batch_sizes(120, 32, False)
+for rule in ("examples", "divide by K"):
+    model.zero_grad()
+    for i, (xb, yb) in enumerate(zip(x.split(32), y.split(32))):
+        weight = loss_weight(i, sizes, 4) if rule == "examples" else 1 / 4
+        (nn.functional.cross_entropy(model(xb), yb) * weight).backward()
+    diff = max((p.grad - g).abs().max().item() for p, g in zip(model.parameters(), big))
+    print(f"batch sizes {sizes}, weights by {rule:<11}: max |accumulated - big batch| "
+          f"{'< 1e-6' if diff < 1e-6 else sig(diff, 2)}")
 
 # %% [markdown]
 # ## The bug detector
 #
-# Tick one or more bugs and press **Run**: both runs train on the course's loop and the four curves are
-# drawn against the healthy run. Bugs that change the same operation cannot be combined; the detector
-# says so. It opens with two bugs combined.
+# Tick one or more bugs and press **Run**: both runs train on the course's loop and the eight panels are
+# drawn against the healthy run. It uses the same run as the mystery game below: dropout, SGD with
+# momentum, accumulation over 2 micro-batches, clipping, a cosine schedule and a clean test set. Bugs
+# that change the same operation cannot be combined; the detector says so. It opens with two bugs combined.
 
 # %%
 from course_utils.widgets.bug_detector import bug_detector
@@ -269,8 +353,10 @@ bug_detector("graph_attached_logging", "missing_no_grad")
 # %% [markdown]
 # ## The mystery bug
 #
-# The game hides one bug (a seeded choice) and shows only the curves. Choose a diagnosis and press
-# **Check**; your answers are kept with your quiz progress.
+# Each round hides one bug in the same run (its settings never change, so they give nothing away) and
+# shows only the panels. Every bug appears once before any repeats. Choose a diagnosis and press
+# **Check**: one diagnosis per round, then the bug is revealed. Your rounds count in the course progress
+# view (chapter 0).
 
 # %%
 from course_utils.widgets.mystery_view import mystery
@@ -280,8 +366,7 @@ mystery()
 # ## Quick reference: bug → signature → fix
 
 # %%
-for name, operation, symptom, fix in bug_table():
-    print(f"{name} [{operation}]\n  signature: {symptom}\n  fix: {fix}\n")
+display(Markdown(reference_markdown()))
 
 # %% [markdown]
 # ## Bring your own loop: the loop doctor
@@ -430,10 +515,14 @@ quiz(5)
 # %% [markdown]
 # ## Summary
 #
-# - Missing `zero_grad`: gradient norm grows step by step (SGD); Adam stalls instead of exploding.
-# - Train-mode validation: noisy metrics, BatchNorm statistics moved by validation data.
-# - No `no_grad` in evaluation: graph memory during evaluation; metrics unchanged.
+# - Start with two checks: loss at init ≈ ln C, and the loop can overfit one batch.
+# - Missing `zero_grad`: gradient norm grows step by step; SGD oscillates then blows up; Adam stalls.
+# - Train-mode validation: noisy, lower metrics, BatchNorm statistics moved by validation data.
+# - No `no_grad` in evaluation: graph memory during evaluation (two batches' worth); metrics unchanged.
 # - Logging loss tensors: autograd nodes pile up; with evaluation outside `no_grad`, memory too. Log `.item()`.
-# - Freezing late is harmless with `set_to_none=True`; a head added late never trains; `.half()` late is fine.
+# - Freezing late is harmless with `set_to_none=True`; a head added late never trains; `.half()`/`.to()`
+#   late fails once Adam has state: convert the model first, then build the optimizer.
 # - Leakage: validation flatters, a clean test set does not.
-# - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature.
+# - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
+#   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
+# - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
