@@ -39,6 +39,7 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     # chapters 3-5 and later chapters: append your views here, one line each.
     ("ch06 simulator", "course_utils.widgets.simulator:simulator", {"n_train": 120, "n_val": 60, "epochs": 2, "batch_size": 16}),
     ("ch06 LR range test", "course_utils.widgets.lr_find_view:lr_range_test", {}),
+    ("ch08 arena", "course_utils.widgets.arena_view:arena", {"batch_size": 64, "optimizer": "adam", "lr": 0.1, "epochs": 2, "background": False}),
 ]
 
 TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0"]
