@@ -43,7 +43,7 @@ class SoftmaxDemo:
 def _lrs_used(scheduler_first: bool, schedule: str, updates: int) -> tuple[float, ...]:
     weight = torch.zeros(1, requires_grad=True)
     optimizer = torch.optim.SGD([weight], lr=0.1)
-    scheduler, _ = make_scheduler(schedule, optimizer, epochs=1, steps_per_epoch=updates)
+    scheduler, _ = make_scheduler(schedule, optimizer, epochs=1, steps_per_epoch=updates, warmup=0.3)
     used = []
     for _ in range(updates):
         optimizer.zero_grad()
