@@ -151,6 +151,7 @@ class Session:
         self.state = build(self.config)
         self._events = stream(self.state)
         self.history: list[Event] = []
+        self.epochs_done = 0                               # EpochEvents so far (without scanning history)
         self.done = False
         self.stop_requested = False
         self.lr_changes: list[tuple[int, float]] = []   # (micro-steps done when it changed, new base lr)
@@ -183,6 +184,7 @@ class Session:
             self.done = True
         else:
             self.history.append(event)
+            self.epochs_done += isinstance(event, EpochEvent)
         if self.ghost is not None:                        # the healthy twin takes the same event
             self.ghost._pull()
         return event

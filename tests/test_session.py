@@ -65,6 +65,7 @@ def test_step_epoch_end_counts_match_the_arithmetic():
     epoch = s.run_epoch()
     assert epoch.epoch == 1 and epoch.steps == arithmetic.iters_per_epoch
     assert s.run_to_end().updates == arithmetic.total_weight_updates and s.done
+    assert s.epochs_done == len(s.epochs) == config.epochs
     assert s.step() is None and s.run_epoch() is None
 
 

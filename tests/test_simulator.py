@@ -30,8 +30,9 @@ def test_step_epoch_end_and_reset_buttons():
     assert view.session.state.step == 1 and "step 1 of 16" in view.text()
     view.buttons["epoch"].click()                  # no event loop here: trains synchronously
     assert len(view.session.epochs) == 1 and view.session.state.step == 8
+    assert "epoch 1 of 2 done | step 8 of 16" in view.text()
     view.buttons["end"].click()
-    assert view.session.done and "run is complete" in view.text()
+    assert view.session.done and "run is complete" in view.text() and "epoch 2 of 2 done" in view.text()
     assert view.buttons["step"].disabled and view.buttons["epoch"].disabled
     view.buttons["step"].click()                   # disabled in the browser; a stray call still says why
     view.buttons["reset"].click()

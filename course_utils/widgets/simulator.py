@@ -413,7 +413,7 @@ class SimulatorView(View):
         s, c = self.session, self.session.config
         steps, epochs = _last(s.history, StepEvent), _last(s.history, EpochEvent)
         total = c.epochs * c.arithmetic().iters_per_epoch
-        line = [f"epoch {len(epochs)} of {c.epochs} done", f"step {s.state.step} of {total}",
+        line = [f"epoch {s.epochs_done} of {c.epochs} done", f"step {s.state.step} of {total}",
                 f"updates {s.state.updates}", f"next lr {_fmt(s.lr)}"]
         metrics = [f"loss {_fmt(steps[-1].loss)}" if steps else "loss -",
                    f"grad norm {_fmt(steps[-1].grad_norm)}" if steps else "grad norm -",

@@ -38,11 +38,15 @@ def _message(page) -> str:
                          " return r ? r.innerText : ''; }")
 
 
-def timed_click(page, label: str, timeout: int = 60_000) -> float:
-    """Click a simulator button; return ms from the click to the last change of the view."""
+def timed_click(page, label: str, until: str = "", timeout: int = 60_000) -> float:
+    """Click a simulator button; return ms from the click to the last change of the view.
+
+    The view counts as done when it has been quiet for QUIET_MS and (if given) its text contains `until`.
+    """
     handle = button(page, label).element_handle()
     page.evaluate(_CLICK, handle)
-    page.wait_for_function(_QUIET, timeout=timeout, polling=50)
+    page.wait_for_function(f"(until) => document.body.innerText.includes(until) && ({_QUIET})()", arg=until,
+                           timeout=timeout, polling=50)
     return page.evaluate("() => window.__simLast - window.__simT0")
 
 
@@ -55,13 +59,13 @@ def use_simulator(page) -> None:
     page.evaluate(_OBSERVE)
     timed_click(page, "Reset")
     assert "step 0 of 190" in _readouts(page)
-    steps = [timed_click(page, "Step") for _ in range(15)]
+    steps = [timed_click(page, "Step", until=f"step {n + 1} of 190") for n in range(15)]
     assert "step 15 of 190" in _readouts(page), _readouts(page)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "06_training_simulator-steps.png"))
     epochs = []
     for n in range(3):
-        epochs.append(timed_click(page, "Train epoch"))
+        epochs.append(timed_click(page, "Train epoch", until=f"epoch {n + 1} of 10 done"))
         assert f"epoch {n + 1} of 10 done" in _readouts(page), _readouts(page)
     page.screenshot(path=str(ARTIFACTS / "06_training_simulator-epochs.png"))
     # a bug: the run restarts, the view says so, the healthy ghost joins the panels
@@ -69,8 +73,8 @@ def use_simulator(page) -> None:
     page.wait_for_function("() => document.body.innerText.includes('a new run started from step 0')",
                            timeout=30_000)
     assert page.locator(".lp-key", has_text="healthy ghost").count() >= 1
-    timed_click(page, "Train epoch")
-    timed_click(page, "Train epoch")
+    timed_click(page, "Train epoch", until="epoch 1 of 10 done")
+    timed_click(page, "Train epoch", until="epoch 2 of 10 done")
     assert "healthy ghost (same seed): step 38" in _readouts(page), _readouts(page)
     page.screenshot(path=str(ARTIFACTS / "06_training_simulator-bug.png"))
     # Train to end, then Stop while it runs: the kernel still hears the Stop click
