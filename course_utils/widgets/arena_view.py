@@ -326,12 +326,16 @@ def _hits(r: RaceResult) -> str:
             else f"{r.target:.0%} not reached in {r.total_updates} updates")
 
 
-def arena(knobs: Knobs = BASELINE, challenge: Challenge = Challenge(), board: Scoreboard | None = None,
-          run: bool = True) -> ArenaView:
-    """Show the arena with `knobs` set (and raced, so the page opens on a result) (chapter 8)."""
-    view = ArenaView(knobs, challenge, board)
+def arena(knobs: Knobs | None = None, challenge: Challenge | None = None, board: Scoreboard | None = None,
+          run: bool = True, background: bool = True, **knob_values) -> ArenaView:
+    """Show the arena with `knobs` (or knob keyword values) set, raced once so the page opens on a result.
+
+    background=False makes every later Run train in the caller's thread (headless tests) (chapter 8).
+    """
+    knobs = knobs or Knobs(**{**BASELINE.__dict__, **knob_values})
+    view = ArenaView(knobs, challenge or Challenge(), board)
+    view.background = False
     if run:
-        view.background = False
         view.run()
-        view.background = True
+    view.background = background
     return view
