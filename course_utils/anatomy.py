@@ -105,6 +105,44 @@ def max_difference(a: TinyStep, b: TinyStep) -> float:
     return max(abs(p - q) for name in names for p, q in zip(flat(getattr(a, name)), flat(getattr(b, name))))
 
 
+# --- one Adam step by hand -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AdamStep:
+    """Chapter 3's first Adam step on TinyLinear's W, worked with plain arithmetic, and torch's result."""
+
+    grad: Mat          # g = dL/dW (the same gradient as the SGD hand calculation)
+    m: Mat             # first moment  m = beta1 * 0 + (1 - beta1) * g
+    v: Mat             # second moment v = beta2 * 0 + (1 - beta2) * g^2
+    m_hat: Mat         # bias-corrected m / (1 - beta1^1) = g
+    v_hat: Mat         # bias-corrected v / (1 - beta2^1) = g^2
+    update: Mat        # lr * m_hat / (sqrt(v_hat) + eps): about lr * sign(g) at the first step
+    W_new: Mat
+    torch_W_new: Mat   # torch.optim.Adam on the same model, loss and lr (float64)
+
+
+def adam_step_by_hand(lr: float = LR, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> AdamStep:
+    """Adam's first update on TinyLinear's W, by hand and by torch.optim.Adam (chapter 3)."""
+    beta1, beta2 = betas
+    hand = tiny_step(lr)
+    g = hand.dL_dW
+
+    def each(f, *mats):
+        return tuple(tuple(f(*vals) for vals in zip(*rows)) for rows in zip(*mats))
+
+    m = each(lambda gi: (1 - beta1) * gi, g)
+    v = each(lambda gi: (1 - beta2) * gi * gi, g)
+    m_hat = each(lambda mi: mi / (1 - beta1), m)
+    v_hat = each(lambda vi: vi / (1 - beta2), v)
+    update = each(lambda mh, vh: lr * mh / (vh ** 0.5 + eps), m_hat, v_hat)
+    W_new = each(lambda w, u: w - u, hand.W, update)
+    model = TinyLinear().double()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)
+    nn.functional.mse_loss(model(torch.tensor(X, dtype=torch.float64)), torch.tensor(T, dtype=torch.float64)).backward()
+    optimizer.step()
+    return AdamStep(g, m, v, m_hat, v_hat, update, W_new, _mat(model.weight))
+
+
 # --- the step-through engine ------------------------------------------------------------------
 
 @dataclass
@@ -153,6 +191,7 @@ class StepThrough:
         self.L: torch.Tensor | None = None
         self.grad_norm: float | None = None
         self.changed: set[str] = set()     # which tensors the last operation wrote
+        self.stale: set[str] = set()       # y and L computed with weights a step has since changed
         self.history = []
 
     # each operation ------------------------------------------------------------------------
@@ -171,6 +210,7 @@ class StepThrough:
     def forward(self) -> Record:
         self.y = self.model(self.x)
         self.L = None
+        self.stale = set()
         return self._record("forward", f"y = W x + b = {_fmt(self.y)}; grad_fn={type(self.y.grad_fn).__name__}",
                             changed={"y"})
 
@@ -210,6 +250,7 @@ class StepThrough:
             return self._record("step", "no gradients: SGD skips parameters whose .grad is None; weights unchanged",
                                 ok=False)
         self.optimizer.step()
+        self.stale = {name for name, value in (("y", self.y), ("L", self.L)) if value is not None}
         return self._record("step", f"W ← W − {self.lr:g}·W.grad = {_fmt(self.model.weight)}, "
                                     f"b = {_fmt(self.model.bias)}", changed={"W", "b"})
 

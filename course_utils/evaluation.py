@@ -203,3 +203,61 @@ def memory_budget_mb(params: int | float, dtype_bytes: int = 4, optimizer: str =
     """memory_budget in megabytes (1 MB = 10^6 bytes), as a dict (the quiz key uses "total")."""
     b = memory_budget(params, dtype_bytes, optimizer)
     return {k: getattr(b, k) / 1e6 for k in ("weights", "grads", "optimizer_state", "master_weights", "total")}
+
+
+# --- which layers read `training` ---------------------------------------------------------------
+
+def modules_reading_training() -> list[str]:
+    """Public torch.nn modules whose forward() source reads self.training (chapter 4): measured from torch."""
+    import inspect
+
+    found = []
+    for name in dir(nn):
+        cls = getattr(nn, name)
+        if inspect.isclass(cls) and issubclass(cls, nn.Module):
+            try:
+                source = inspect.getsource(cls.forward)
+            except (OSError, TypeError):
+                continue
+            if "self.training" in source:
+                found.append(name)
+    return found
+
+
+def train_eval_differ(module: nn.Module, x: torch.Tensor, seed: int = 0) -> tuple[bool, bool]:
+    """(two train-mode passes differ, two eval-mode passes differ) for `module` on `x` (chapter 4)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        module.train()
+        train_differ = not torch.equal(module(x), module(x))
+        module.eval()
+        eval_differ = not torch.equal(module(x), module(x))
+    return train_differ, eval_differ
+
+
+@dataclass(frozen=True)
+class RunningStats:
+    """BatchNorm1d(1)'s running mean and variance: at start, after one train pass, after one eval pass."""
+
+    batch_mean: float
+    batch_var_unbiased: float
+    start: tuple[float, float]
+    after_train: tuple[float, float]
+    after_eval: tuple[float, float]
+    momentum: float
+
+
+def batchnorm_running_update(batch=(2.0, 4.0, 6.0, 8.0)) -> RunningStats:
+    """Train mode updates BatchNorm's running statistics (EMA, unbiased variance); eval mode leaves them (ch. 4)."""
+    bn = nn.BatchNorm1d(1, affine=False)
+    x = torch.tensor(batch).reshape(-1, 1)
+    read = lambda: (round(bn.running_mean.item(), 6), round(bn.running_var.item(), 6))  # noqa: E731
+    start = read()
+    with torch.no_grad():
+        bn.train()
+        bn(x)
+        after_train = read()
+        bn.eval()
+        bn(x)
+        after_eval = read()
+    return RunningStats(float(x.mean()), float(x.var(unbiased=True)), start, after_train, after_eval, bn.momentum)

@@ -78,3 +78,32 @@ def lr_curve(name: str, lr: float, epochs: int, steps_per_epoch: int, **options)
         if cadence == "epoch":
             scheduler.step()
     return curve
+
+
+def onecycle_cadence_demo(updates: int = 8, accum_steps: int = 4, lr: float = 0.1) -> tuple[list[float], list[float], str]:
+    """OneCycleLR sized for `updates` optimizer updates, stepped per update vs per micro-batch (chapter 3).
+
+    Returns the lr at each update stepped correctly, the lrs seen per micro-batch when stepped K times
+    per update until torch refuses, and torch's error message then.
+    """
+    def fresh():
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+        return optimizer, lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=updates)
+
+    optimizer, scheduler = fresh()
+    right = []
+    for _ in range(updates):
+        right.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    optimizer, scheduler = fresh()
+    wrong, error = [], ""
+    try:
+        for _ in range(updates):
+            for _ in range(accum_steps):
+                wrong.append(optimizer.param_groups[0]["lr"])
+                scheduler.step()                       # the bug: once per micro-batch
+            optimizer.step()
+    except ValueError as exc:
+        error = f"ValueError: {exc}"
+    return right, wrong, error

@@ -29,7 +29,7 @@ class StepView(View):
                                      layout=w.Layout(width="100px"))
         self.reset_button.on_click(lambda _: self.reset())
         self.board = w.HTML()
-        self.log = w.HTML()
+        self.log = w.HTML(layout=w.Layout(min_height="190px"))   # room for 8 log lines: no layout jump
         legend = w.HTML(f"<span style='color:{FORWARD}'>■ forward values</span> &nbsp; "
                         f"<span style='color:{GRADIENT}'>■ gradients</span> &nbsp; "
                         f"<span style='color:{UPDATE}'>■ weights (changed by the update)</span> &nbsp; "
@@ -53,8 +53,11 @@ class StepView(View):
         cells = []
         for name, tensor in self.engine.tensors().items():
             bold = "font-weight:bold;" if name in self.engine.changed else ""
-            cells.append(f"<tr><td style='padding:2px 10px'>{name}</td><td style='padding:2px 10px;color:{KIND[name]};"
-                         f"{bold}font-family:monospace'>{html.escape(fmt(tensor))}</td></tr>")
+            stale = name in self.engine.stale
+            colour = "#9e9e9e" if stale else KIND[name]
+            note = " <i>(stale: computed with the weights before the step; run forward again)</i>" if stale else ""
+            cells.append(f"<tr><td style='padding:2px 10px'>{name}</td><td style='padding:2px 10px;color:{colour};"
+                         f"{bold}font-family:monospace'>{html.escape(fmt(tensor))}{note}</td></tr>")
         self.board.value = f"<table>{''.join(cells)}</table>"
         rows = []
         for i, r in enumerate(self.engine.history[-8:], max(1, len(self.engine.history) - 7)):
@@ -66,7 +69,8 @@ class StepView(View):
     def text(self) -> str:
         lines = ["Step-through of one training step on TinyLinear (lr=%g, clip max_norm=%g)"
                  % (self.engine.lr, self.engine.max_norm)]
-        lines += [f"  {name:7s} = {fmt(t)}" for name, t in self.engine.tensors().items()]
+        lines += [f"  {name:7s} = {fmt(t)}" + ("  (stale: before the step)" if name in self.engine.stale else "")
+                  for name, t in self.engine.tensors().items()]
         if self.engine.history:
             r = self.engine.history[-1]
             lines.append(f"last operation: {r.operation} — {r.note}")

@@ -5,7 +5,8 @@
 #
 # - name the operations of one training step in order;
 # - say what each one reads and what it writes;
-# - do one SGD step by hand and check every number against PyTorch.
+# - do one SGD step, and one Adam step, by hand and check every number against PyTorch;
+# - write the minimal training loop over a DataLoader.
 #
 # We use the smallest model that still has a weight matrix: `TinyLinear`, a `Linear(2, 2)`.
 
@@ -27,12 +28,12 @@ from course_utils.notebook import sig
 #
 # | operation | reads | writes |
 # |---|---|---|
-# | `optimizer.zero_grad()` | nothing | every `.grad` ← `None` |
-# | forward `y = model(x)` | inputs, weights | outputs, and the autograd graph |
+# | `optimizer.zero_grad()` | nothing | `.grad` ← `None` for the optimizer's parameters only |
+# | forward `y = model(x)` | inputs, weights | outputs, the autograd graph with the activations it keeps; BatchNorm's running statistics |
 # | loss `L = loss_fn(y, t)` | outputs, targets | one scalar with a `grad_fn` |
-# | `L.backward()` | the graph | every `.grad` (added to what is there) |
+# | `L.backward()` | the graph | every `.grad` (added to what is there); then frees the graph |
 # | clip (optional) | every `.grad` | every `.grad`, rescaled |
-# | `optimizer.step()` | weights, `.grad`, lr | weights |
+# | `optimizer.step()` | weights, `.grad`, lr, its own state (momentum, Adam's moments) | weights, its state |
 # | `scheduler.step()` | its counter | the learning rate |
 #
 # Let us watch each one on real tensors.
@@ -59,6 +60,39 @@ print("loss =", sig(loss.item()), "| shape:", tuple(loss.shape), "| grad_fn:", t
 print("weights after forward and loss:", fmt(model.weight), "(unchanged)")
 
 # %% [markdown]
+# The graph is real: each `grad_fn` points to the operations that made its inputs. Walking it from the
+# loss back to the weights gives the chain that `backward()` follows (the chain rule, one node at a time).
+# `AccumulateGrad` is where a gradient lands in a weight's `.grad`.
+
+# %%
+def walk(node, depth=0):
+    if node is None:
+        return
+    print("  " * depth + type(node).__name__)
+    for child, _ in node.next_functions:
+        walk(child, depth + 1)
+
+
+walk(loss.grad_fn)
+
+# %% [markdown]
+# Forward also *keeps* what backward will need: inputs and intermediate results. The more examples in a
+# batch, the more it keeps. Measured with the course's meter on the spiral MLP (bytes autograd saved):
+
+# %%
+from course_utils.memory import GraphMemoryMeter
+from course_utils.models import MLP
+
+torch.manual_seed(0)
+mlp = MLP()
+for batch in (32, 64):
+    meter = GraphMemoryMeter()
+    with meter:
+        out = nn.functional.cross_entropy(mlp(torch.randn(batch, 2)), torch.randint(0, 3, (batch,)))
+    print(f"batch {batch}: {meter.bytes:,} bytes kept for backward")
+    del out
+
+# %% [markdown]
 # ## Backward fills `.grad`, and a second backward *adds*
 #
 # `backward()` writes the gradient into each weight's `.grad`.
@@ -70,6 +104,15 @@ print("after 1st backward: W.grad =", fmt(model.weight.grad))
 nn.functional.mse_loss(model(x), t).backward()
 print("after 2nd backward: W.grad =", fmt(model.weight.grad), "(the sum of both)")
 print("weights are still", fmt(model.weight), "— backward never moves them")
+
+# %% [markdown]
+# Backward also frees the graph it used: a second `backward()` on the same loss fails.
+
+# %%
+try:
+    loss.backward()
+except RuntimeError as exc:
+    print("RuntimeError:", str(exc).split(".")[0])
 
 # %% [markdown]
 # ## `zero_grad` clears to `None`
@@ -98,7 +141,25 @@ print("b after step: ", fmt(model.bias))
 
 # %% [markdown]
 # `zero_grad` may come first in the step or right after `optimizer.step()`.
-# What matters is only that the gradients are clear before the next `backward()`.
+# What matters is only that the gradients are clear before the next `backward()`. Three steps both ways:
+
+# %%
+def three_steps(zero_grad_first):
+    m = TinyLinear()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for _ in range(3):
+        if zero_grad_first:
+            opt.zero_grad()
+        nn.functional.mse_loss(m(x), t).backward()
+        opt.step()
+        if not zero_grad_first:
+            opt.zero_grad()
+    return m.weight.detach().clone()
+
+
+print("W after 3 steps, zero_grad first:", fmt(three_steps(True)))
+print("W after 3 steps, zero_grad last: ", fmt(three_steps(False)))
+print("identical:", torch.equal(three_steps(True), three_steps(False)))
 
 # %% [markdown]
 # ## The hand calculation
@@ -130,7 +191,8 @@ for name in ("y", "loss", "dL_dy", "dL_dW", "dL_db", "W_new", "b_new"):
 # The loss is ((−1.1)² + 1.8²)/2 = (1.21 + 3.24)/2 = 2.225.
 # Each gradient row is ∂L/∂yᵢ times x = [1, 2], so the second column is twice the first.
 #
-# Now the same step done by PyTorch: `TinyLinear`, `mse_loss`, `backward()`, `SGD.step()`.
+# Now the same step done by PyTorch: `TinyLinear`, `mse_loss`, `backward()`, `SGD.step()`, here in
+# float64 (`TinyLinear().double()`), so that only rounding of the starting weights can differ.
 
 # %%
 auto = tiny_step_autograd(lr=0.01)
@@ -140,7 +202,17 @@ gap = max_difference(hand, auto)
 print("largest difference between hand and autograd, over every number:", "< 1e-6" if gap < 1e-6 else gap)
 
 # %% [markdown]
-# They agree to float32 precision (the starting weights are stored in float32).
+# They agree: the only difference is the starting weights, which `TinyLinear` stores in float32
+# (0.3 is 0.30000001 in float32). The same step in float32, the dtype you would normally train in:
+
+# %%
+m32 = TinyLinear()
+nn.functional.mse_loss(m32(x), t).backward()
+torch.optim.SGD(m32.parameters(), lr=0.01).step()
+gap32 = (m32.weight.detach().double() - torch.tensor(hand.W_new, dtype=torch.float64)).abs().max().item()
+print("float32 step: largest |W_new - hand| < 1e-7:", gap32 < 1e-7)
+
+# %% [markdown]
 #
 # Did the step help? Run forward again with the new weights.
 # The new y₀ is 0.511·1 + (−0.278)·2 + 0.011. The new loss is yours to work out: it is the last quiz question.
@@ -151,11 +223,52 @@ print("new loss by hand == new loss by autograd (to 1e-6):", abs(hand.loss_new -
 print("new loss below the old one,", sig(hand.loss), ":", hand.loss_new < hand.loss)
 
 # %% [markdown]
+# ## The same step with Adam
+#
+# Every later chapter trains with Adam, so here is its update rule. For each weight, Adam keeps two running
+# averages (its *state*, two numbers per weight): the **first moment** m, an average of recent gradients,
+# and the **second moment** v, an average of recent *squared* gradients. At step k, with gradient g:
+#
+# 1. m ← β₁·m + (1 − β₁)·g, and v ← β₂·v + (1 − β₂)·g² (defaults β₁ = 0.9, β₂ = 0.999; both start at 0);
+# 2. bias correction, because both started at 0: m̂ = m / (1 − β₁ᵏ), v̂ = v / (1 − β₂ᵏ);
+# 3. w ← w − lr · m̂ / (√v̂ + ε), with ε = 1e-8 against division by zero.
+#
+# At the first step m̂ = g and v̂ = g², so the update is lr · g / |g| = lr · sign(g): every weight moves
+# by about lr, whatever the size of its gradient. That is why a constant factor on the loss barely
+# changes Adam (chapter 5). One step on TinyLinear, same gradient as above, lr = 0.01:
+
+# %%
+from course_utils.anatomy import adam_step_by_hand
+
+adam = adam_step_by_hand(lr=0.01)
+for name in ("grad", "m", "v", "m_hat", "v_hat", "update", "W_new"):
+    print(f"{name:7s}", show(getattr(adam, name)))
+gap = max(abs(a - b) for ra, rb in zip(adam.W_new, adam.torch_W_new) for a, b in zip(ra, rb))
+print("torch.optim.Adam gives the same W_new (to 1e-6):", gap < 1e-6)
+print("first update = lr * sign(g) for every weight (to 1e-6):",
+      all(abs(abs(u) - 0.01) < 1e-6 for row in adam.update for u in row))
+
+# %% [markdown]
+# Compare with SGD's update of the same gradient: −lr·g = [[0.011, 0.022], [−0.018, −0.036]], four
+# different sizes. Adam moves all four weights by 0.01.
+
+# %% [markdown]
 # ## Where clipping goes
 #
-# Clipping rescales the gradients so that their global norm is at most `max_norm`.
-# It only makes sense between `backward()` (which writes the gradients) and `step()` (which uses them).
-# Here the gradient norm is 5.167; we clip to 1.0 in three places.
+# Clipping protects a step from one bad batch: a batch that gives a huge gradient (an outlier, or an
+# exploding gradient in a deep or recurrent network) would otherwise throw the weights far away.
+# It rescales the gradients so that their **global norm**, the length of all gradients laid end to
+# end as one long vector, √(Σ g²), is at most `max_norm`. Here:
+
+# %%
+grads = torch.tensor([v for row in hand.dL_dW for v in row] + list(hand.dL_db))
+print("all gradients end to end:", [sig(v) for v in grads.tolist()])
+print("global norm = sqrt(sum of squares) =", sig(torch.linalg.vector_norm(grads).item()),
+      "| sum of squares:", sig((grads ** 2).sum().item()))
+
+# %% [markdown]
+# Clipping only makes sense between `backward()` (which writes the gradients) and `step()` (which uses
+# them). We clip to 1.0 in three places.
 
 # %%
 def one_step(clip_at):
@@ -193,8 +306,34 @@ for place in ("no clipping", "before backward", "between backward and step", "af
 print(scheduler_before_optimizer_warning())
 
 # %% [markdown]
+# The warning says the first value of the schedule is skipped. Here is what that means for a StepLR that
+# halves the lr after every update, over 4 updates:
+
+# %%
+def steplr_sequence(scheduler_first):
+    opt = torch.optim.SGD(TinyLinear().parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    used = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(4):
+            if scheduler_first:
+                sched.step()
+            used.append(sig(opt.param_groups[0]["lr"]))
+            opt.step()
+            if not scheduler_first:
+                sched.step()
+    return used
+
+
+import warnings
+print("lr used by each update, optimizer first (right):", steplr_sequence(False))
+print("lr used by each update, scheduler first (wrong):", steplr_sequence(True))
+
+# %% [markdown]
 # The unit matters too. A `CosineAnnealingLR` with `T_max` counted in epochs must step once per epoch;
-# a `OneCycleLR` counts `total_steps` in batches and must step once per batch.
+# a `OneCycleLR` counts `total_steps` in optimizer updates and must step once per update (with gradient
+# accumulation over K micro-batches, that is once every K micro-batches, not every batch).
 # Below, 3 epochs of 4 batches with a 3-epoch cosine schedule, stepped both ways.
 
 # %%
@@ -218,6 +357,18 @@ print("per batch (wrong):", lrs(per_batch=True))
 
 # %% [markdown]
 # Stepped per batch, the cosine runs its whole 3-"epoch" course in 3 batches, then climbs back up.
+#
+# And a OneCycleLR sized for 8 updates, with accumulation over K = 4 micro-batches, stepped per update
+# (right) and per micro-batch (wrong): the wrong one runs through its whole cycle 4 times too fast,
+# and torch refuses to go past `total_steps`.
+
+# %%
+from course_utils.schedules import onecycle_cadence_demo
+
+right, wrong, error = onecycle_cadence_demo(updates=8, accum_steps=4)
+print("per update (right), lr at each update:  ", [sig(v, 3) for v in right])
+print("per micro-batch (wrong), lr per micro-batch:", [sig(v, 3) for v in wrong])
+print("then:", error)
 
 # %% [markdown]
 # ## Step through it yourself
@@ -238,21 +389,32 @@ view
 # %% [markdown]
 # ## The minimal loop, and its anti-step
 #
-# Put together, a training loop repeats the step for every batch. Validation is the anti-step:
-# forward and loss only, no backward, no step, no graph (chapter 4 explains the switches).
-# Here with lr = 0.1, so the loss falls fast.
+# Put together, a training loop repeats the step for every batch of a DataLoader (chapter 1), epoch
+# after epoch. Validation is the anti-step: forward and loss only, in eval mode, no graph, no backward,
+# no step (chapter 4 explains the switches). Here on the spiral, with Adam:
 
 # %%
-model = TinyLinear()
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(3):
-    optimizer.zero_grad()
-    loss = nn.functional.mse_loss(model(x), t)
-    loss.backward()
-    optimizer.step()
+from torch.utils.data import DataLoader
+from course_utils.data import spiral_splits
+
+splits = spiral_splits(600, 300, seed=0)
+train_loader = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+val_loader = DataLoader(splits.val, batch_size=100)
+torch.manual_seed(0)
+model = MLP()
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+for epoch in range(1, 6):
+    model.train()
+    for inputs, targets in train_loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    model.eval()
     with torch.no_grad():
-        val = nn.functional.mse_loss(model(x), t)
-    print(f"step {step + 1}: training loss {sig(loss.item())}, loss after the step {sig(val.item())}")
+        hits = sum((model(xb).argmax(dim=1) == yb).sum().item() for xb, yb in val_loader)
+    print(f"epoch {epoch}: last training loss {sig(loss.item())}, validation accuracy {sig(hits / len(splits.val))}")
 
 # %% [markdown]
 # ## Quiz
@@ -268,4 +430,7 @@ quiz(3)
 # - The loss is a scalar with a `grad_fn`; backward fills `.grad` and *adds* to what is there.
 # - Only `optimizer.step()` changes the weights; `zero_grad()` leaves `.grad` as `None`.
 # - By hand: y = [−0.1, 1.8], L = 2.225, ∂L/∂W = [[−1.1, −2.2], [1.8, 3.6]], W_new = [[0.511, −0.278], [0.182, 0.764]] — autograd agrees.
-# - Clip between backward and step; step the scheduler after the optimizer, at the cadence of its unit.
+# - Adam keeps two moments per weight; its first update is about lr·sign(g) for every weight.
+# - Backward frees the graph; forward keeps more activations for a bigger batch.
+# - Clip the global norm between backward and step; step the scheduler after the optimizer, at the cadence
+#   of its unit (per epoch for T_max in epochs, once per optimizer update for OneCycleLR).
