@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lab test notebooks clean
+.PHONY: install lab test notebooks cheatsheet clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or run make PYTHON=/path/to/python3.11 ...)"; exit 1; }
@@ -28,6 +28,11 @@ test: $(STAMP)
 ## Re-execute every notebook in place in a fresh kernel (run after changing course_utils).
 notebooks: $(STAMP)
 	$(PY) tools/notebooks.py build $(NB)
+
+## Print the cheat sheet (chapter 9): build/cheatsheet.html (standalone) and build/cheatsheet.pdf (2 A4 pages, headless Chromium).
+cheatsheet: $(STAMP)
+	bash tools/ensure_chromium.sh
+	$(PY) -m course_utils.cheatsheet build/cheatsheet.html --pdf build/cheatsheet.pdf
 
 clean:
 	rm -rf $(VENV)
