@@ -37,6 +37,10 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch04 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 4}),
     ("ch05 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 5}),
     # chapters 3-5 and later chapters: append your views here, one line each.
+    ("ch03 step-through", "course_utils.widgets.step_view:step_through", {}),
+    ("ch04 train vs eval", "course_utils.widgets.train_eval_view:train_vs_eval", {}),
+    ("ch05 bug detector", "course_utils.widgets.bug_detector:bug_detector", {"n_train": 60, "n_val": 30, "n_test": 30, "epochs": 2, "batch_size": 16, "accum_steps": 2, "clip_norm": 1.0}),
+    ("ch05 mystery", "course_utils.widgets.mystery_view:mystery", {"config": {"n_train": 60, "n_val": 30, "n_test": 30, "epochs": 2, "batch_size": 16, "accum_steps": 2, "clip_norm": 1.0, "dropout": 0.2}}),
     ("ch06 simulator", "course_utils.widgets.simulator:simulator", {"n_train": 120, "n_val": 60, "epochs": 2, "batch_size": 16}),
     ("ch06 LR range test", "course_utils.widgets.lr_find_view:lr_range_test", {}),
     ("ch08 arena", "course_utils.widgets.arena_view:arena", {"batch_size": 64, "optimizer": "adam", "lr": 0.1, "epochs": 2, "background": False}),

@@ -16,8 +16,8 @@ PLACEHOLDER = "(choose a diagnosis)"
 class MysteryView(View):
     """New round → curves only; pick a diagnosis, Check → feedback and the reveal (once), progress recorded."""
 
-    def __init__(self, seed: int = 0, store: ProgressStore | None = None):
-        self.game = MysteryGame(seed)
+    def __init__(self, seed: int = 0, store: ProgressStore | None = None, config: dict | None = None):
+        self.game = MysteryGame(seed, config=config)
         self.store = store
         self.new_button = w.Button(description="New round", icon="refresh")
         self.new_button.on_click(lambda _: self.new_round())
@@ -93,8 +93,8 @@ class MysteryView(View):
         return "\n".join(lines)
 
 
-def mystery(seed: int = 0, store: ProgressStore | None = None) -> MysteryView:
-    """Start the game with its first round dealt."""
-    view = MysteryView(seed, store)
+def mystery(seed: int = 0, store: ProgressStore | None = None, config: dict | None = None) -> MysteryView:
+    """Start the game with its first round dealt (config: the shared run; museum.MYSTERY by default)."""
+    view = MysteryView(seed, store, config)
     view.new_round()
     return view

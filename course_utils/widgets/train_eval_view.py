@@ -30,7 +30,8 @@ class TrainEvalView(View):
         self.memory = {"grad enabled": eval_graph_bytes(self.model, xs, ys, no_grad=False),
                        "no_grad": eval_graph_bytes(self.model, xs, ys, no_grad=True)}
         self.memory_batch = memory_batch
-        self.mode = w.ToggleButtons(options=["train", "eval"], value="train", description="mode")
+        self.mode = w.ToggleButtons(options=["train", "eval"], value="train")
+        self.mode.observe(lambda _: self._draw(), names="value")
         self.forward_button = w.Button(description="forward", icon="play", button_style="primary")
         self.forward_button.on_click(lambda _: self.forward())
         self.reset_button = w.Button(description="reset", icon="undo")
@@ -38,8 +39,9 @@ class TrainEvalView(View):
         self.mask_html = w.HTML()
         self.history_html = w.HTML()
         self.memory_html = w.HTML(self._memory_bars())
-        self.widget = w.VBox([w.HBox([self.mode, self.forward_button, self.reset_button]), self.mask_html,
-                              self.history_html, self.memory_html])
+        self.history_html.layout = w.Layout(min_height="170px")    # room for 8 passes: no layout jump
+        self.widget = w.VBox([w.HBox([w.Label("mode:"), self.mode, self.forward_button, self.reset_button]),
+                              self.mask_html, self.history_html, self.memory_html])
         self.reset()
 
     def _hook(self, module, inputs, output):
@@ -76,7 +78,8 @@ class TrainEvalView(View):
         bars = []
         for name, b in self.memory.items():
             width = int(300 * b / top)
-            bars.append(f"<div style='font-family:monospace'>{name:>12}: <span style='display:inline-block;"
+            bars.append(f"<div style='font-family:monospace'><span style='display:inline-block;width:110px;"
+                        f"text-align:right'>{name}:</span> <span style='display:inline-block;"
                         f"width:{width}px;height:10px;background:#ef6c00'></span> {b:,} bytes</div>")
         return (f"<b>Graph memory of evaluating {self.memory_batch} spiral examples</b> (saved for backward, "
                 f"measured){''.join(bars)}")
@@ -94,10 +97,21 @@ class TrainEvalView(View):
                     style, label = "background:#90caf9;color:#0d47a1", f"{self._seen['out'][i].item():.2f}"
                 cells.append(f"<span style='display:inline-block;width:44px;text-align:center;margin:2px;"
                              f"border-radius:12px;{style}'>{label}</span>")
-        self.mask_html.value = ("<b>hidden units after dropout</b> (grey × = dropped this pass, 0 = ReLU off): "
-                                + ("".join(cells) or "<i>press forward</i>"))
-        rows = "".join(f"<div style='font-family:monospace'>{i}. {mode:5s} output {html.escape(str(list(v)))} "
-                       f"dropped {d}</div>" for i, (mode, v, d) in enumerate(self.history[-8:], 1))
+        last_mode = self.history[-1][0] if self.history else None
+        if last_mode is not None and last_mode != self.mode.value:
+            note = (f"<i>mode is now <b>{self.mode.value}</b>; the units below are from the last {last_mode} pass: "
+                    "press forward</i>")
+        elif len(self.history) > 1 and self.history[-1] == self.history[-2] and last_mode == "train":
+            note = ("<i>same mask as the pass before: with only a few units alive after ReLU, a repeat happens "
+                    "now and then by chance</i>")
+        else:
+            note = "&nbsp;"
+        self.mask_html.value = ("<b>hidden units after dropout</b> (grey × = dropped this pass, 0 = ReLU off):"
+                                f"<div style='white-space:nowrap'>{''.join(cells) or '<i>press forward</i>'}</div>"
+                                f"<div style='min-height:1.4em'>{note}</div>")
+        first = max(1, len(self.history) - 7)
+        rows = "".join(f"<div style='font-family:monospace'>pass {i}. {mode:5s} output {html.escape(str(list(v)))} "
+                       f"dropped {d}</div>" for i, (mode, v, d) in enumerate(self.history[-8:], first))
         self.history_html.value = rows
 
     def text(self) -> str:

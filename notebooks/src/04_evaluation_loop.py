@@ -16,19 +16,38 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from course_utils.data import spiral_splits
-from course_utils.evaluation import (average_losses, batchnorm_demo, dropout_demo, eval_graph_bytes,
-                                     inference_mode_errors, memory_budget, time_evaluation, tiny_batch_outputs)
+from course_utils.evaluation import (average_losses, batchnorm_demo, batchnorm_running_update, dropout_demo,
+                                     eval_graph_bytes, inference_mode_errors, memory_budget,
+                                     modules_reading_training, time_evaluation, tiny_batch_outputs,
+                                     train_eval_differ)
 from course_utils.loop import evaluate
 from course_utils.models import MLP
 from course_utils.notebook import sig
 
 # %% [markdown]
-# ## Switch 1: `model.eval()` changes two kinds of layer
+# ## Switch 1: `model.eval()` changes the layers that read `training`
 #
-# `model.eval()` sets a flag, `training = False`, on every module. Only two common layers read it:
-# Dropout (becomes the identity) and BatchNorm (uses running statistics). Nothing else changes.
-#
-# Dropout first. Input [0.8, 1.2, 0.3, 0.9], p = 0.5. In train mode each value is zeroed with
+# `model.eval()` sets a flag, `training = False`, on every module. Which layers read it? Ask torch itself:
+# here are the public `torch.nn` modules whose `forward` reads `self.training`.
+
+# %%
+readers = modules_reading_training()
+print(len(readers), "modules:", ", ".join(readers))
+
+# %% [markdown]
+# They fall into a few families: every **dropout** variant (also the dropout inside RNN, LSTM, GRU and
+# MultiheadAttention); **BatchNorm** and SyncBatchNorm (batch statistics vs running statistics);
+# **RReLU**, whose negative slope is random in training and fixed in eval; and
+# TransformerEncoderLayer, which takes a faster code path only in eval mode. Layers such as Linear,
+# ReLU or LayerNorm ignore the flag. RReLU, for instance:
+
+# %%
+print("RReLU: two train passes differ, two eval passes differ:",
+      train_eval_differ(nn.RReLU(), -torch.ones(6)))
+print("Linear: two train passes differ, two eval passes differ:", train_eval_differ(nn.Linear(3, 2), torch.ones(3)))
+
+# %% [markdown]
+# The two you meet in every model are Dropout and BatchNorm. Dropout first. Input [0.8, 1.2, 0.3, 0.9], p = 0.5. In train mode each value is zeroed with
 # probability 0.5, and the survivors are scaled by 1/(1 − p) = 2 so the expected sum stays the same.
 
 # %%
@@ -43,6 +62,17 @@ print("two train passes differ:", demo.train_passes[0] != demo.train_passes[1],
 # %% [markdown]
 # Every surviving value is exactly twice its input (0.3 → 0.6, 0.9 → 1.8). In eval mode the input passes through.
 #
+# Dropout written from scratch is three lines: draw a mask that keeps each value with probability 1 − p,
+# zero the rest, and scale the survivors by 1/(1 − p).
+
+# %%
+torch.manual_seed(1)
+x4, p = torch.tensor([0.8, 1.2, 0.3, 0.9]), 0.5
+mask = (torch.rand(4) > p).float()
+print("mask", mask.tolist(), "-> output", (x4 * mask / (1 - p)).tolist())
+
+# %% [markdown]
+#
 # BatchNorm next. In train mode it normalises with the mean and variance *of this batch*.
 # In eval mode it uses the running averages it collected during training.
 
@@ -50,6 +80,20 @@ print("two train passes differ:", demo.train_passes[0] != demo.train_passes[1],
 bn = batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean=3.0, running_var=4.0)
 print("batch statistics:   mean", bn.batch_mean, " var", bn.batch_var, "-> train-mode output", list(bn.train_out))
 print("running statistics: mean", bn.running_mean, " var", bn.running_var, "-> eval-mode output ", list(bn.eval_out))
+
+# %% [markdown]
+# Where do the running statistics come from? Each train-mode pass moves them a step towards the batch's
+# statistics: new = (1 − momentum)·old + momentum·batch, with momentum 0.1 and, for the variance, the
+# unbiased batch variance (divided by n − 1). An eval-mode pass leaves them alone:
+
+# %%
+rs = batchnorm_running_update((2.0, 4.0, 6.0, 8.0))
+print("batch mean", rs.batch_mean, "| unbiased batch var", sig(rs.batch_var_unbiased), "| momentum", rs.momentum)
+print("running (mean, var) at start:       ", rs.start)
+print("after one train pass:               ", rs.after_train,
+      "= 0.9*start + 0.1*batch:", rs.after_train == (round(0.9 * rs.start[0] + 0.1 * rs.batch_mean, 6),
+                                                      round(0.9 * rs.start[1] + 0.1 * rs.batch_var_unbiased, 6)))
+print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 
 # %% [markdown]
 # Same input, two different outputs. In eval mode one example's output no longer depends on the others in its batch.
@@ -109,6 +153,20 @@ print(f"evaluation under no_grad:     {without:,} bytes")
 
 # %% [markdown]
 # Exactly zero under `no_grad`. (On a GPU you would compare `torch.cuda.memory_allocated()` instead.)
+#
+# Where does that number come from? It is exactly the tensors autograd keeps to run backward later, for
+# 300 examples through Linear(2, 64) → ReLU → Linear(64, 64) → ReLU → Linear(64, 3) and cross-entropy.
+# Each tensor is counted once, even when two operations save it (a ReLU output is saved by the ReLU and
+# by the next Linear); the weights are not counted, they live anyway.
+
+# %%
+n = len(ys)
+parts = [("input x (by the first Linear)", n * 2 * 4), ("ReLU output, layer 1", n * 64 * 4),
+         ("ReLU output, layer 2", n * 64 * 4), ("log-probabilities (log_softmax)", n * 3 * 4),
+         ("targets (int64, by nll_loss)", n * 8), ("total weight (a 0-d float32)", 4)]
+for name, nbytes in parts:
+    print(f"  {name:34s} {nbytes:>8,} bytes")
+print(f"  {'sum':34s} {sum(b for _, b in parts):>8,} bytes | measured {with_grad:,}")
 
 # %% [markdown]
 # ## `no_grad` vs `inference_mode`
@@ -136,13 +194,14 @@ for mode, seconds in times.items():
 print("inference_mode / no_grad:", sig(times["inference_mode"] / times["no_grad"]))
 
 # %% [markdown]
-# On a small CPU model the difference is small; it grows with many small operations per forward.
+# On a small CPU model the difference is small: the bookkeeping `inference_mode` skips is a small
+# fixed cost per operation.
 
 # %% [markdown]
 # ## The memory budget of training
 #
 # Evaluation needs the weights. Training also needs gradients (one number per weight) and optimizer state
-# (Adam: two moments per weight), plus activations that depend on batch and architecture.
+# (Adam: its two moments per weight, chapter 3), plus activations that depend on batch and architecture.
 # A 100M-parameter model in FP32 (4 bytes per number):
 
 # %%
@@ -165,8 +224,13 @@ for name, b in cases.items():
     print(f"{name:45s} {b / 1e9:g} GB")
 
 # %% [markdown]
-# Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Training needs 112 GB before
-# activations, either way: mixed precision saves activation memory and time, not optimizer state.
+# **Mixed precision** means computing in 16-bit floats where it is safe and keeping 32-bit where it is
+# not. Two schemes give the same total here. With PyTorch's own AMP (`torch.autocast`), weights,
+# gradients and Adam's moments all stay FP32 (4 + 4 + 8 bytes per parameter) and only the computations
+# run in FP16. The last row is the Apex/DeepSpeed style: FP16 weights and gradients plus an FP32 master
+# copy of the weights and FP32 moments (2 + 2 + 4 + 8 bytes). Both come to 16 bytes per parameter.
+# Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Training needs 112 GB
+# before activations, either way: mixed precision saves activation memory and time, not optimizer state.
 
 # %% [markdown]
 # ## Averaging: weight by batch size
@@ -189,7 +253,7 @@ torch.manual_seed(0)
 model = MLP()
 ordered = make_spiral(300, seed=1)
 loader = DataLoader(ordered, batch_size=128)
-print("batch sizes:", [len(t) for _, t in loader])
+print("batch sizes:", [len(t) for _, t in loader], "| classes in the last batch:", sorted(set(list(loader)[-1][1].tolist())))
 for average in ("example", "batch"):
     loss, acc = evaluate(model, loader, average=average)
     print(f"average={average!r:10s} loss {sig(loss)}  accuracy {sig(acc)}")
@@ -217,19 +281,34 @@ a, b = model(xs[:4]), model(xs[:4])
 print("after model.train():  two training passes equal ->", torch.equal(a, b), "(dropout is on)")
 
 # %% [markdown]
-# A correct evaluation function, then, is short:
+# ## A correct evaluation function
 #
-# ```python
-# def evaluate(model, loader, loss_fn):
-#     model.eval()                      # switch 1: Dropout off, BatchNorm on running stats
-#     total, n = 0.0, 0
-#     with torch.no_grad():             # switch 2: no graph
-#         for x, y in loader:
-#             total += loss_fn(model(x), y).item() * len(y)   # weight by batch size
-#             n += len(y)
-#     model.train()                     # back to training (or do it at the top of each epoch)
-#     return total / n                  # switch 3: no backward, no step
-# ```
+# All of it fits in a few lines. It switches to eval mode, turns off the graph, weights each batch by
+# its size, and puts the model back in the mode it found it in:
+
+# %%
+def evaluate_model(model, loader, loss_fn=nn.functional.cross_entropy):
+    was_training = model.training
+    model.eval()                                    # switch 1: Dropout off, BatchNorm on running stats
+    total_loss, hits, n = 0.0, 0, 0
+    with torch.no_grad():                           # switch 2: no graph
+        for inputs, targets in loader:
+            logits = model(inputs)
+            total_loss += loss_fn(logits, targets).item() * len(targets)   # weight by batch size
+            hits += (logits.argmax(dim=1) == targets).sum().item()
+            n += len(targets)
+    model.train(was_training)                       # back to the mode it came in
+    return total_loss / n, hits / n                 # switch 3: no backward, no step
+
+
+torch.manual_seed(0)
+model = MLP(dropout=0.5).train()
+val_loader = DataLoader(splits.val, batch_size=64)
+mine = evaluate_model(model, val_loader)
+print("ours:    loss", sig(mine[0]), " accuracy", sig(mine[1]), "| model.training afterwards:", model.training)
+package = evaluate(model, val_loader)
+print("package: loss", sig(package[0]), " accuracy", sig(package[1]))
+print("same numbers (to 1e-6):", abs(mine[0] - package[0]) < 1e-6 and mine[1] == package[1])
 
 # %% [markdown]
 # ## Train mode vs eval mode, side by side
@@ -259,7 +338,8 @@ quiz(4)
 # %% [markdown]
 # ## Summary
 #
-# - `model.eval()`: Dropout off, BatchNorm on running statistics; nothing else. It does not stop gradients.
+# - `model.eval()` flips `training`; 19 torch.nn modules read it (dropout variants, BatchNorm, RNN/attention
+#   dropout, RReLU, the Transformer fast path). It does not stop gradients.
 # - `torch.no_grad()`: no graph — 0 bytes saved for backward; it does not change any layer.
 # - `inference_mode` is stricter: its tensors cannot be saved for backward or modified in place outside it.
 # - 100M parameters in FP32 with Adam: 400 MB weights + 400 MB grads + 800 MB state. 7B: 28 GB (FP32) or 14 GB (FP16) of weights; 112 GB to train with Adam.
