@@ -78,7 +78,8 @@ def test_report_reads_well():
 # --- hooks and patches are gone on exit ----------------------------------------------------------
 
 def _originals(setup):
-    return (torch.autograd.backward, torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_value_,
+    return (torch.autograd.backward, torch.nn.utils.clip_grad._clip_grads_with_norm_, torch.nn.utils.clip_grad_norm_,
+            torch.nn.utils.clip_grads_with_norm_, torch.nn.utils.clip_grad.clip_grad_value_, torch.amp.GradScaler.step,
             torch.amp.GradScaler.scale, "step" in vars(setup.scheduler) if setup.scheduler else None)
 
 

@@ -88,7 +88,7 @@ def softmax_in_loss(obs: Observations, root: torch.Tensor) -> None:
 
 def eval_in_train_mode(obs: Observations, index: int, is_val: bool) -> None:
     """An evaluation forward (no graph, or never backwarded) ran with the model in train mode."""
-    where = " on validation data" if is_val else ""
+    where = " on validation data" if is_val else " without gradients"
     obs.note("eval_in_train_mode", f"forward {index} evaluated{where} with the model in train mode: Dropout "
              "and BatchNorm behaved as in training (model.training was True)")
 

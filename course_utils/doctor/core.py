@@ -3,7 +3,7 @@
 It only observes, through hooks torch provides and a few wrappers that call the original and change
 nothing: a forward hook on the model (train/eval mode, grad mode, which split the batch came from), a
 hook on each forward's output (was it backwarded?), optimizer step pre/post hooks, and wrappers around
-``torch.autograd.backward``, ``clip_grad_norm_``/``clip_grad_value_``, ``GradScaler.scale``/``step`` and the
+``torch.autograd.backward``, gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``), ``GradScaler.scale``/``step`` and the
 given scheduler's ``step``. Everything is removed on exit, also when the loop raises.
 
 Gradient bookkeeping: the doctor counts *contributions*, backward passes summed into ``.grad`` since it
@@ -147,11 +147,16 @@ class LoopDoctor:
         backward = torch.autograd.backward
         self._patch(torch.autograd, "backward", functools.wraps(backward)(
             lambda tensors, *a, **k: self._backward(backward, tensors, *a, **k)))
-        for name in ("clip_grad_norm_", "clip_grad_value_"):
-            original = getattr(torch.nn.utils.clip_grad, name)
-            wrapper = functools.wraps(original)(functools.partial(self._clip, original, name))
-            for module in (torch.nn.utils, torch.nn.utils.clip_grad):
-                self._patch(module, name, wrapper)
+        # clip_grad_norm_ (however it was imported) calls the module-level _clip_grads_with_norm_
+        clip_grad = torch.nn.utils.clip_grad
+        for label, owners in [("clip_grad_norm_", [(clip_grad, "_clip_grads_with_norm_"),
+                                                   (torch.nn.utils, "clip_grads_with_norm_")]),
+                              ("clip_grad_value_", [(clip_grad, "clip_grad_value_"),
+                                                    (torch.nn.utils, "clip_grad_value_")])]:
+            original = getattr(*owners[0])
+            wrapper = functools.wraps(original)(functools.partial(self._clip, original, label))
+            for owner, name in owners:
+                self._patch(owner, name, wrapper)
         scale, scaler_step = torch.amp.GradScaler.scale, torch.amp.GradScaler.step
         self._patch(torch.amp.GradScaler, "scale", functools.wraps(scale)(
             lambda scaler, outputs: self._scale(scale, scaler, outputs)))
@@ -200,14 +205,13 @@ class LoopDoctor:
         obs.forwards += 1
         training = self._mode_training()
         out = _first_tensor(output)
-        is_val = bool(self._val_only) and batch_row_key(inputs) in self._val_only
         if not torch.is_grad_enabled() or out is None or not out.requires_grad:
             obs.evaluation_forwards += 1
             if training:
-                checks.eval_in_train_mode(obs, obs.forwards, is_val)
+                checks.eval_in_train_mode(obs, obs.forwards, is_val=False)
             return
         self._watch_graph(out)
-        if is_val:
+        if self._val_only and batch_row_key(inputs) in self._val_only:   # CPU inputs only: no device sync
             obs.evaluation_forwards += 1
             checks.evaluation_with_graph(obs, obs.forwards, training, is_val=True)
             return

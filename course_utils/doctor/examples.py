@@ -10,7 +10,8 @@ MAX_EXAMPLES = 200_000   # larger splits are keyed on their first MAX_EXAMPLES e
 
 
 def _key(row: torch.Tensor) -> bytes:
-    return row.detach().cpu().contiguous().numpy().tobytes()
+    row = row.detach().cpu().contiguous()
+    return row.view(torch.uint8).numpy().tobytes() if row.dtype == torch.bfloat16 else row.numpy().tobytes()
 
 
 def _inputs(data: object) -> Iterable[torch.Tensor]:
@@ -46,8 +47,8 @@ def example_keys(data: object) -> list[bytes]:
 
 
 def batch_row_key(inputs: tuple) -> bytes | None:
-    """The key of the first example in a forward's first tensor argument, or None if there is none."""
+    """The key of the first example in a forward's first tensor argument (on the CPU), or None."""
     for value in inputs:
-        if isinstance(value, torch.Tensor) and value.dim() >= 1 and len(value):
+        if isinstance(value, torch.Tensor) and value.dim() >= 1 and len(value) and value.device.type == "cpu":
             return _key(value[0])
     return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils import clip_grad_norm_
 from torch.utils.data import ConcatDataset, DataLoader, Subset
 
 from tests.doctor_corpus.correct import _evaluate, _validate
@@ -247,13 +248,13 @@ def clip_after_step(s: Setup) -> None:
 
 
 def clip_after_step_then_schedule(s: Setup) -> None:
-    """Step, clip, schedule, zero: the clip comes one operation too late."""
+    """Step, clip, schedule, zero: the clip comes one operation too late (clip_grad_norm_ imported by name)."""
     for epoch in range(s.epochs):
         s.model.train()
         for xb, yb in s.train_loader:
             s.loss_fn(s.model(xb), yb).backward()
             s.optimizer.step()
-            nn.utils.clip_grad_norm_(s.model.parameters(), 0.5)
+            clip_grad_norm_(s.model.parameters(), 0.5)
             s.scheduler.step()
             s.optimizer.zero_grad()
         _evaluate(s.model, s.val_loader, s.loss_fn)
