@@ -115,16 +115,17 @@ def log_scalars(writer, step, scalars):                                    #@ lo
             writer.add_scalar(name, value, step)                           #@ logging
                                                                            #@ logging
                                                                            #@ logging
-def fit(make_model, train_set, val_set, *, epochs=10, batch_size=32, lr=0.01,
-        seed=0,                                                            #@ seed
-        out="run",                                                         #@ checkpoint|logging
-        accum_steps=4,                                                     #@ accumulation
-        amp_dtype=torch.bfloat16,                                          #@ amp
-        max_norm=1.0,                                                      #@ clip
-        max_bad_updates=3,                                                 #@ nan_guard
-        patience=3, min_delta=0.0,                                         #@ early_stop
-        compile_backend="inductor",                                        #@ compile
-        ):
+def fit(
+    make_model, train_set, val_set, *, epochs=10, batch_size=32, lr=0.01,
+    seed=0,                                                                #@ seed
+    out="run",                                                             #@ checkpoint|logging
+    accum_steps=4,                                                         #@ accumulation
+    amp_dtype=torch.bfloat16,                                              #@ amp
+    max_norm=1.0,                                                          #@ clip
+    max_bad_updates=3,                                                     #@ nan_guard
+    patience=3, min_delta=0.0,                                             #@ early_stop
+    compile_backend="inductor",                                            #@ compile
+):
     """Train a fresh `make_model()` on `train_set`, validate on `val_set` each epoch; return it and the history."""
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")  # torchrun set the addresses  #@ scale_out
     rank = dist.get_rank()  # this process's number: 0 .. world size - 1  #@ scale_out
@@ -280,11 +281,14 @@ def assembled_lines(enabled: Iterable[str]) -> list[tuple[str, frozenset[str]]]:
         elif holds(condition, chosen):
             names = {w.strip().lstrip("!") for w in condition.replace("|", "&").split("&")}
             kept.append((code, frozenset(n for n in names if n in chosen)))
-    # blank lines that were only separators for removed blocks: never more than two in a row
+    # blank lines left by removed blocks: at most two before a top-level line, at most one elsewhere
     tidy: list[tuple[str, frozenset[str]]] = []
-    for code, owners in kept:
-        if not code and len(tidy) >= 2 and not tidy[-1][0] and not tidy[-2][0]:
-            continue
+    for index, (code, owners) in enumerate(kept):
+        if not code and tidy and not tidy[-1][0]:
+            following = next((c for c, _ in kept[index:] if c), "")
+            top_level = following[:1] not in ("", " ")
+            if not top_level or (len(tidy) >= 2 and not tidy[-2][0]):
+                continue
         tidy.append((code, owners))
     return tidy
 

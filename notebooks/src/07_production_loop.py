@@ -1,0 +1,536 @@
+# %% [markdown]
+# # Chapter 7: The production loop
+#
+# **After this chapter you can** build the training loop that survives real runs, one component at a
+# time, and say what each component costs and what it prevents: checkpoints that resume exactly, safe
+# loading, early stopping, gradient accumulation, mixed precision, clipping, a NaN guard, seeding,
+# logging, learning-rate schedules, `torch.compile` and scale-out with `torchrun`.
+#
+# Two tools carry the chapter. The **flowchart** assembles the loop's code from the components you
+# switch on, and that exact code runs. The course's **production trainer**
+# (`course_utils.production.fit`, also `python -m course_utils.train`) is the full loop; every
+# component below is shown doing its job on a real run of it.
+
+# %%
+from course_utils import setup_notebook
+setup_notebook()
+
+import contextlib
+import io
+import json
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from IPython.display import display
+from torch.utils.data import TensorDataset
+
+from course_utils.data import spiral_splits
+from course_utils.flowchart import KEYS, assemble, load_fit
+from course_utils.flowchart_costs import one_process_group_env
+from course_utils.models import MLP
+from course_utils.notebook import sig
+from course_utils.production import FitConfig, UnsafeCheckpointError, fit, load_checkpoint
+
+RUNS = Path("runs/ch07")  # every run of this chapter writes here (relative: printed paths stay short)
+shutil.rmtree(RUNS, ignore_errors=True)
+SPLITS = spiral_splits(384, 128, seed=0)
+
+
+def quiet_fit(**config):
+    """The production trainer, its progress notices kept out of the way (we print what matters)."""
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        result = fit(FitConfig(threads=1, progress=False, tensorboard=False, **config))
+    return result, said.getvalue()
+
+
+def flow_run(components, train=SPLITS.train, **options):
+    """Run the flowchart's assembled loop for these components on the spiral; returns (model, history)."""
+    fit_loop = load_fit(components)
+    options.setdefault("epochs", 4)
+    options.setdefault("batch_size", 32)
+    torch.manual_seed(0)
+    with one_process_group_env():
+        return fit_loop(lambda: MLP(hidden=32), train, SPLITS.val, **options)
+
+
+def final_weights(path):
+    return torch.load(path, weights_only=True)
+
+# %% [markdown]
+# ## 1. Where we start: the minimal loop
+#
+# This is chapter 3's loop plus chapter 4's validation, written as a function. It is what the
+# flowchart assembles with every component switched off. Read it once: every component below adds a
+# few lines to it.
+
+# %%
+print(assemble(()))
+
+# %% [markdown]
+# It trains. The code above is executed as printed (`load_fit` runs the assembled text):
+
+# %%
+_, history = flow_run(())
+for row in history:
+    print(f"epoch {row['epoch']}: updates {row['updates']}, val loss {sig(row['val_loss'])}, "
+          f"val accuracy {sig(row['val_acc'])}")
+
+# %% [markdown]
+# ## 2. The flowchart
+#
+# Tick a component: its boxes light up in the flowchart, and its lines appear in the code, tinted in
+# its colour. Grey dashed boxes are components that are off. The code under the flowchart is exactly
+# the code that runs for that combination; the course's tests execute it for every single component and
+# for all of them together.
+
+# %%
+from course_utils.widgets.flowchart_view import flowchart_view
+flowchart_view("seed", "checkpoint")
+
+# %% [markdown]
+# With every component on, the loop is about three and a half times as long. It still runs; here it is
+# on the spiral, in one process (scale-out with a single rank, `torch.compile` with its `eager` backend so
+# the cell stays fast):
+
+# %%
+full_code = assemble(KEYS)
+print(f"{len(full_code.splitlines())} lines with all {len(KEYS)} components "
+      f"(minimal loop: {len(assemble(()).splitlines())})")
+_, history = flow_run(KEYS, out=str(RUNS / "flowchart-full"), batch_size=8, epochs=6, lr=0.02,
+                      compile_backend="eager")
+print("epochs run:", len(history), " final val accuracy:", sig(history[-1]["val_acc"]))
+print("files written:", sorted(p.name for p in (RUNS / "flowchart-full" / "checkpoints").iterdir()))
+
+# %% [markdown]
+# ## 3. Seeding
+#
+# **Problem:** two runs of the same code give different numbers, so nobody can check a result.
+# **Lines:** `seed_everything(seed)` (Python's `random`, NumPy, torch and every GPU) and a `torch.Generator`
+# for the shuffle. Whatever happened before the call, the seeded loop gives the same run:
+
+# %%
+runs = []
+for before in (1, 2):
+    torch.manual_seed(before)  # some earlier, different use of the random streams
+    runs.append(load_fit(["seed"])(lambda: MLP(hidden=32), SPLITS.train, SPLITS.val, epochs=2))
+print("seeded runs identical:", runs[0][1] == runs[1][1])
+unseeded = []
+for before in (1, 2):
+    torch.manual_seed(before)
+    unseeded.append(load_fit(())(lambda: MLP(hidden=32), SPLITS.train, SPLITS.val, epochs=2))
+print("unseeded runs identical:", unseeded[0][1] == unseeded[1][1])
+
+# %% [markdown]
+# On a GPU there is one more switch: `torch.backends.cudnn.benchmark = True` picks the fastest
+# convolution algorithm per shape (fast, not repeatable), while `torch.use_deterministic_algorithms(True)`
+# and `cudnn.deterministic = True` trade some speed for the same result every time.
+#
+# ## 4. Checkpoints, and a resume that changes nothing
+#
+# **Problem:** a crash or a time limit throws away hours of work. A checkpoint must hold *everything*
+# the next update depends on, or the resumed run quietly differs from the one that was not
+# interrupted. The trainer writes each checkpoint durably (temporary file in the same folder, fsync,
+# `os.replace`, fsync of the folder, then a checksum) and keeps the last few plus the best.
+#
+# The experiment: the same configuration twice. Once uninterrupted. Once as a separate process
+# (`python -m course_utils.train`), killed with `SIGKILL` as soon as a checkpoint is on disk (mid-epoch),
+# then resumed.
+
+# %%
+CONFIG = dict(epochs=3, n_train=300, n_val=150, batch_size=16, accum_steps=2, dropout=0.1, optimizer="adamw",
+              schedule="onecycle", checkpoint_every=3)
+whole, _ = quiet_fit(out=str(RUNS / "whole"), **CONFIG)
+
+flags = ["--epochs", "3", "--n-train", "300", "--n-val", "150", "--batch-size", "16", "--accum-steps", "2",
+         "--dropout", "0.1", "--optimizer", "adamw", "--schedule", "onecycle", "--checkpoint-every", "3",
+         "--threads", "1", "--no-progress", "--no-tensorboard"]
+env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent)}
+process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "cut"), *flags],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+checkpoints = RUNS / "cut" / "checkpoints"
+while process.poll() is None and not list(checkpoints.glob("last-*.pt.sha256")):
+    time.sleep(0.01)
+process.kill()
+process.wait()
+print("the second run was killed:", process.returncode == -9)
+print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt.sha256"))))
+print("it had not finished:", not (RUNS / "cut" / "model.pt").exists())
+
+resumed, said = quiet_fit(out=str(RUNS / "cut"), resume=True, **CONFIG)
+print("resumed from a checkpoint:", said.startswith("resumed from"))
+
+# %%
+def metrics(run):
+    """metrics.jsonl, wall-clock time aside."""
+    lines = (RUNS / run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k != "elapsed_s"} for line in lines]
+
+
+a, b = final_weights(RUNS / "whole" / "model.pt"), final_weights(RUNS / "cut" / "model.pt")
+print("final weights bitwise identical:", all(torch.equal(a[k], b[k]) for k in a))
+print("metrics.jsonl identical, line for line:", metrics("whole") == metrics("cut"))
+for row in metrics("cut"):
+    print(f"epoch {row['epoch']}: updates {row['updates']}, val loss {sig(row['val_loss'])}, "
+          f"val accuracy {sig(row['val_acc'])}")
+
+# %% [markdown]
+# What made that possible is in the checkpoint. Besides the weights:
+
+# %%
+newest = sorted(checkpoints.glob("last-*.pt"))[-1]
+state = load_checkpoint(newest)
+print(sorted(k for k in state if k != "model"))
+print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
+
+# %% [markdown]
+# ## 5. Safe loading: `weights_only=True`
+#
+# The source article saves NumPy's random state as it comes (a tuple holding an `ndarray`) and then
+# loads with `weights_only=False`. Since torch 2.6 the default is `weights_only=True`, which only
+# accepts tensors and plain Python values. Such a checkpoint fails to load:
+
+# %%
+seed_style = RUNS / "seed-style.pt"
+torch.save({"model": MLP().state_dict(), "numpy_rng": np.random.get_state()}, seed_style)
+try:
+    torch.load(seed_style, weights_only=True)
+except pickle.UnpicklingError as error:
+    print("weights_only=True refuses it:", type(error).__name__, "| mentions numpy:", "numpy" in str(error))
+
+# %% [markdown]
+# Why not just pass `weights_only=False`? Because unpickling can run any code. A file is all it takes:
+
+
+# %%
+class Payload:
+    """What an attacker (or a corrupted tool) can put in a .pt file: a call that runs while loading."""
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(RUNS / "pwned.txt"), "this ran while loading a checkpoint"))
+
+
+torch.save({"model": MLP().state_dict(), "extra": Payload()}, RUNS / "evil.pt")
+try:
+    torch.load(RUNS / "evil.pt", weights_only=True)
+except pickle.UnpicklingError:
+    print("weights_only=True: refused; code ran:", (RUNS / "pwned.txt").exists())
+torch.load(RUNS / "evil.pt", weights_only=False)
+print("weights_only=False: loaded;  code ran:", (RUNS / "pwned.txt").exists())
+
+# %% [markdown]
+# The fix is to store NumPy's state as plain lists (the trainer does), so `weights_only=True` needs no
+# allowlist. And when `--resume` meets such a file, the trainer refuses with one line naming it, and
+# runs nothing from it:
+
+# %%
+folder = RUNS / "refused" / "checkpoints"
+folder.mkdir(parents=True)
+import hashlib
+payload = (RUNS / "evil.pt").read_bytes()
+(folder / "last-e0000-s000003.pt").write_bytes(payload)
+(folder / "last-e0000-s000003.pt.sha256").write_text(f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n")
+(RUNS / "pwned.txt").unlink()
+try:
+    quiet_fit(out=str(RUNS / "refused"), resume=True, epochs=1, n_train=60)
+except UnsafeCheckpointError as error:
+    print(str(error).splitlines()[0][:160])
+print("code ran:", (RUNS / "pwned.txt").exists())
+
+# %% [markdown]
+# ## 6. Early stopping
+#
+# **Problem:** training goes on after validation stopped improving, wasting time and over-fitting.
+# **Lines:** keep the best metric and count validation checks without a strict improvement (by more than
+# `min_delta`); stop after `patience` of them, or at once on a NaN/Inf metric (PyTorch Lightning's rules).
+# A small training set over-fits fast:
+
+# %%
+stopped, _ = quiet_fit(out=str(RUNS / "early"), epochs=60, n_train=40, n_val=200, lr=0.03, patience=3)
+print("stop reason:", stopped.stop_reason.split(":")[0], "| epochs run:", stopped.epochs_completed, "of 60")
+best, waited, expected = math.inf, 0, None  # the rule, counted by hand over the run's own history
+for row in stopped.history:
+    if row["val_loss"] < best:
+        best, waited = row["val_loss"], 0
+    else:
+        waited += 1
+    if waited == 3:
+        expected = row["epoch"]
+        break
+print("a counted loop stops at the same epoch:", expected == stopped.epochs_completed)
+print("best val loss", sig(best), "at epoch", stopped.best["epoch"],
+      "| last val loss", sig(stopped.history[-1]["val_loss"]))
+
+# %% [markdown]
+# ## 7. Gradient accumulation
+#
+# **Problem:** the batch you want does not fit in memory. **Lines:** run K micro-batches, weight each
+# micro-batch's mean loss by its share of the window's examples, step once per window, and flush a
+# short last window at the end of the epoch. With 200 examples, micro-batches of 8 and K=4, the epoch
+# ends with a window of one micro-batch. Against one big batch of 32 on the same examples in the same
+# order:
+
+# %%
+small, _ = quiet_fit(out=str(RUNS / "accumulated"), epochs=2, n_train=200, batch_size=8, accum_steps=4)
+big, _ = quiet_fit(out=str(RUNS / "big-batch"), epochs=2, n_train=200, batch_size=32)
+a, b = final_weights(RUNS / "accumulated" / "model.pt"), final_weights(RUNS / "big-batch" / "model.pt")
+print("updates:", small.updates, "accumulated vs", big.updates, "big batch")
+print("largest weight difference < 1e-5:", max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5)
+
+# %% [markdown]
+# ## 8. Mixed precision (bf16 autocast on the CPU)
+#
+# **Problem:** float32 everywhere costs time and memory. **Lines:** run the forward pass and the loss
+# under `torch.autocast(device, dtype=torch.bfloat16)`. bf16 keeps float32's exponent range, so it needs no
+# `GradScaler`; fp16 (CUDA) needs one, with `scaler.unscale_(optimizer)` before clipping. The weights stay
+# float32. Memory here is what autograd keeps for backward (the course's meter), the same work both times:
+
+# %%
+from course_utils.memory import GraphMemoryMeter
+
+precision = {}
+for batch, hidden in [(16, 64), (512, 128)]:
+    for amp in ("none", "bf16"):
+        meter = GraphMemoryMeter()
+        start = time.perf_counter()
+        with meter:
+            result, _ = quiet_fit(out=str(RUNS / f"amp-{amp}-{batch}"), epochs=2, n_train=1024, n_val=256,
+                                  batch_size=batch, hidden=hidden, amp=amp)
+        precision[batch, amp] = (time.perf_counter() - start, meter.peak, result.final)
+for (batch, amp), (_, peak, final) in precision.items():
+    print(f"batch {batch:>3}, {amp:>4}: graph memory peak {sig(peak / 1024, 3)} KiB, "
+          f"final val loss {sig(final['val_loss'], 2)}")
+for batch in (16, 512):
+    print(f"batch {batch}: bf16 keeps {sig(precision[batch, 'bf16'][1] / precision[batch, 'none'][1], 2)} "
+          f"of float32's bytes for backward")
+
+# %% tags=["nbval-ignore-output"]
+for (batch, amp), (seconds, _, _) in precision.items():
+    print(f"batch {batch:>3}, {amp:>4}: {seconds:.2f} s for the run (this machine's CPU, 1 thread, shared with others)")
+
+# %% [markdown]
+# With a big batch, bf16 activations halve what backward keeps. With a tiny batch there is no saving:
+# autocast also keeps the bf16 copies of the weights it made, and those outweigh the small activations.
+# Whether bf16 is faster on a CPU depends on the processor's bf16 support.
+# **No GPU is available on this machine**, so the GPU figures (bf16 and fp16 against float32, where tensor
+# cores usually give the large speed-up) are not measured here.
+#
+# ## 9. Gradient clipping
+#
+# **Problem:** one huge gradient throws the weights far away. **Lines:** `clip_grad_norm_` after
+# `backward()` and before `step()`; it returns the norm *before* clipping, which is worth logging. One wild
+# example (its input scaled by 1000) in the training set, with the flowchart's loop:
+
+# %%
+x, y = (t.clone() for t in SPLITS.train.tensors)
+x[5] *= 1000.0
+outlier = TensorDataset(x, y)
+for name, components, data in [("clean data", (), SPLITS.train), ("one outlier", (), outlier),
+                               ("one outlier, clipped", ("clip",), outlier)]:
+    _, h = flow_run(components, train=data, epochs=6)
+    print(f"{name:<22} final val loss {sig(h[-1]['val_loss'], 3)}, val accuracy {sig(h[-1]['val_acc'], 3)}")
+
+# %% [markdown]
+# ## 10. The NaN/Inf guard
+#
+# **Problem:** one NaN gradient makes every weight NaN, for good. Without a guard, one poisoned example:
+
+# %%
+x, y = (t.clone() for t in SPLITS.train.tensors)
+x[5] = float("nan")
+_, h = flow_run((), train=TensorDataset(x, y))
+print("no guard, final val loss:", h[-1]["val_loss"])
+
+# %% [markdown]
+# **Lines:** check that the gradient norm is finite before `step()`; if not, skip the update; after too
+# many in a row, stop with a clear message and keep the last good checkpoint. The trainer can inject a
+# NaN loss at chosen micro-steps to show it:
+
+# %%
+guarded, said = quiet_fit(out=str(RUNS / "nan-once"), epochs=2, n_train=200, inject_nan_at=(5,))
+print("skipped updates:", guarded.skipped_updates, "| stop reason:", guarded.stop_reason,
+      "| final val loss finite:", math.isfinite(guarded.final["val_loss"]))
+diverged, said = quiet_fit(out=str(RUNS / "nan-many"), epochs=2, n_train=200, inject_nan_at=(5, 6, 7))
+print("three in a row:", diverged.stop_reason.split(":")[0], "| completed:", diverged.completed)
+
+# %% [markdown]
+# ## 11. Learning-rate schedules: the gallery
+#
+# Each scheduler expects a **cadence**: per epoch, per update, or per validation with the metric. Every
+# curve below comes from torch's own scheduler driving a real optimizer. ReduceLROnPlateau is fed the
+# validation losses of the over-fitting run of section 6 (`scheduler.step(val_loss)`; in torch 2.13 it has
+# no `verbose` argument).
+
+# %%
+from course_utils.scheduler_gallery import GALLERY, curve, gallery_figure, gallery_table
+
+plateau_metric = [row["val_loss"] for row in stopped.history] + [stopped.history[-1]["val_loss"]] * 12
+for entry in GALLERY:
+    print(f"{entry.name:<28} {entry.call}")
+print()
+print(f"{'scheduler':<28}{'cadence':>8}{'first':>10}{'peak':>10}{'middle':>10}{'last':>10}")
+for name, cadence, first, peak, middle, last in gallery_table(metric=plateau_metric):
+    print(f"{name:<28}{cadence:>8}{sig(first, 3):>10}{sig(peak, 3):>10}{sig(middle, 3):>10}{sig(last, 3):>10}")
+fig = gallery_figure(metric=plateau_metric)
+display(fig)
+plt.close(fig)
+
+# %% [markdown]
+# The cadence is not a detail. Stepped at the wrong one, the same schedulers do something else:
+
+# %%
+onecycle = curve("OneCycleLR", cadence="epoch")
+cosine = curve("CosineAnnealingLR", cadence="update")
+print("OneCycleLR stepped per epoch: highest LR", sig(max(onecycle), 3), "of max_lr 0.1")
+print("CosineAnnealingLR stepped per update: climbs back up",
+      sum(b > a for a, b in zip(cosine, cosine[1:])), "times (the cosine is periodic past T_max)")
+
+# %% [markdown]
+# ## 12. Logging: TensorBoard
+#
+# **Problem:** you cannot see what a run is doing. **Lines:** a `SummaryWriter(DIR/tb)` on rank 0 and one
+# `add_scalar` per curve. It writes event files, offline. Written by the trainer and read back with
+# TensorBoard's own reader:
+
+# %%
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+logged = fit(FitConfig(out=str(RUNS / "logged"), epochs=3, n_train=200, threads=1, progress=False))
+events = EventAccumulator(str(RUNS / "logged" / "tb"))
+events.Reload()
+print("curves:", sorted(events.Tags()["scalars"]))
+print("val/loss points:", len(events.Scalars("val/loss")), "| train/lr points:", len(events.Scalars("train/lr")),
+      "(one per update:", logged.updates, ")")
+print("val/loss in TensorBoard = metrics.jsonl:",
+      [sig(e.value) for e in events.Scalars("val/loss")] == [sig(r["val_loss"]) for r in logged.history])
+
+# %% [markdown]
+# To look at the curves: `tensorboard --logdir notebooks/runs/ch07` in a terminal, then open the address it
+# prints; or inside JupyterLab, `%load_ext tensorboard` and `%tensorboard --logdir runs/ch07`. The trainer
+# also writes `metrics.jsonl` (one line per epoch) and shows a tqdm progress bar when run in a terminal.
+#
+# ## 13. `torch.compile`
+#
+# **Problem:** Python overhead and many small kernels slow each step. **Lines:** one,
+# `model = torch.compile(model)`, before wrapping in DDP; checkpoints keep the plain module's
+# `state_dict` (the compiled one prefixes every key with `_orig_mod.`). The first step pays a
+# compilation that takes far longer than this chapter's tiny runs (tens of seconds on this CPU), so it is
+# not run here: it pays off on long runs of big models, mostly on GPUs. The course's tests run the
+# flowchart's compiled loop with the `eager` backend and get the same numbers as the plain loop.
+#
+# ## 14. Scale-out: `torchrun` and DistributedDataParallel
+#
+# **Problem:** one process is too slow. **Lines:** `init_process_group` (gloo on CPU, nccl on GPU), a
+# `DistributedSampler` with `set_epoch(epoch)`, `DDP(model)`, and rank 0 alone writing checkpoints and logs.
+# The same trainer, two processes, launched from this notebook:
+
+# %%
+env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent)}
+launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+          "-m", "course_utils.train", "--out", str(RUNS / "ddp"), "--epochs", "2", "--n-train", "200",
+          "--threads", "1", "--no-tensorboard", "--no-progress"]
+done = subprocess.run(launch, capture_output=True, text=True, env=env, timeout=300)
+summary = json.loads((RUNS / "ddp" / "summary.json").read_text())
+print("exit code:", done.returncode, "| world size:", summary["world_size"], "| stop:", summary["stop_reason"])
+digests = summary["weights_sha256_per_rank"]
+print("final weights identical on both ranks:", len(digests) == 2 and digests[0] == digests[1])
+
+from course_utils.arithmetic import training_arithmetic
+predicted = training_arithmetic(200, 32, 2, 1, world_size=2).total_weight_updates
+print("updates:", summary["updates"], "| chapter 0's calculator for W=2:", predicted)
+
+# %% [markdown]
+# Each rank trains on its own shard. The trainer's sampler (torch's `DistributedSampler` underneath) deals
+# the shuffled indices out; here are epoch 1's shards:
+
+# %%
+from course_utils.production.data_order import ResumableSampler
+
+train_set = spiral_splits(200, 300, seed=0).train
+shards = []
+for rank in (0, 1):
+    sampler = ResumableSampler(train_set, world_size=2, rank=rank, seed=0)
+    sampler.start_epoch(0)
+    shards.append(list(sampler))
+    print(f"rank {rank}: {len(shards[-1])} examples, first ten {shards[-1][:10]}")
+print("disjoint:", not set(shards[0]) & set(shards[1]), "| together all 200:", len(set(shards[0]) | set(shards[1])) == 200)
+
+# %% [markdown]
+# ## 15. What each component costs
+#
+# Each component alone on the flowchart's loop, against the minimal loop: the lines it adds (alone, and
+# what switching it off removes from the full loop), the memory this machine can measure exactly (bytes
+# autograd keeps for backward, peak; bytes written to disk), and what it prevents.
+
+# %%
+from course_utils.flowchart_costs import cost_text, measure_costs
+
+costs = measure_costs(epochs=1, repeats=2)
+print(cost_text(costs))
+
+# %% [markdown]
+# Accumulation keeps a quarter of the activations (micro-batches of 8 instead of 32); bf16 keeps smaller
+# saved tensors; checkpoints and logging are the only ones that write to disk. The speed column is wall-clock
+# time relative to the minimal loop, on this shared 2-core machine: read differences below about 30% as
+# noise. The production trainer's own overhead is measured in `benchmarks/bench_production.py`.
+
+# %% tags=["nbval-ignore-output"]
+print(cost_text(costs, epochs=1, repeats=2, with_time=True))
+
+# %% [markdown]
+# ## 16. Choosing the loss
+#
+# Each value is the loss computed on the same small batch by the loss itself:
+
+# %%
+from course_utils.loop_tables import DEBUG_TABLE, double_softmax_floor, initial_loss_check, loss_table
+
+for row in loss_table():
+    print(f"{row.task:<34} {row.loss:<42} = {sig(row.value, 3)}\n{'':<34} takes {row.prediction}; "
+          f"targets {row.target}")
+right, wrong = double_softmax_floor()
+print(f"\nconfident, correct logits: loss {sig(right, 3)}; the same after a softmax (a softmax too many): {sig(wrong, 3)}")
+
+# %% [markdown]
+# `CrossEntropyLoss` applies log-softmax itself: feed it logits. With a softmax in front, even a perfect
+# prediction cannot push the loss below about 0.55 for three classes, and the gradients shrink.
+#
+# ## 17. When a run looks sick
+#
+# Check the first loss before anything else: a model that knows nothing gives each of C classes
+# probability 1/C, so its cross-entropy is log C.
+
+# %%
+for classes in (3, 5):
+    measured, expected = initial_loss_check(classes=classes)
+    print(f"{classes} classes: fresh MLP's loss {sig(measured, 3)}, log C = {sig(expected, 3)}, "
+          f"within 5%: {abs(measured - expected) < 0.05 * expected}")
+print()
+for row in DEBUG_TABLE:
+    print(f"{row.symptom}\n  likely: {row.likely_causes}\n  first check: {row.first_check}")
+
+# %% [markdown]
+# ## Quiz
+
+# %%
+from course_utils.widgets.quiz_view import quiz
+quiz(7)
+
+# %% [markdown]
+# ## Summary
+#
+# - A checkpoint holds everything the next update depends on (optimizer, scheduler, scaler, counters,
+#   early-stopping state, every random stream and the data order); resumed, the run is bitwise the same.
+# - Load with `weights_only=True`; store NumPy's RNG state as plain lists instead of loosening it.
+# - Early stopping counts validation checks without strict improvement; accumulation weights each
+#   micro-batch by its window's examples and equals the big batch; bf16 needs no GradScaler.
+# - Clip after `backward()`, guard against NaN before `step()`, step each scheduler at its cadence.
+# - Log to TensorBoard from rank 0; scale out with `torchrun` and DDP: same weights on every rank.
