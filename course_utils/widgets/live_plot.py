@@ -152,7 +152,9 @@ function render({ model, el }) {
   }
   function draw() {
     frame = 0;
+    const start = performance.now();
     for (const p of panels) (p.kind === "line" ? drawLine : drawBoundary)(p);
+    root.dataset.drawMs = (performance.now() - start).toFixed(1);   // what the browser spent drawing
     root.dataset.version = String(++version);
   }
   function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
