@@ -43,6 +43,7 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch05 mystery", "course_utils.widgets.mystery_view:mystery", {"config": {"n_train": 60, "n_val": 30, "n_test": 30, "epochs": 2, "batch_size": 16, "accum_steps": 2, "clip_norm": 1.0, "dropout": 0.2}}),
     ("ch06 simulator", "course_utils.widgets.simulator:simulator", {"n_train": 120, "n_val": 60, "epochs": 2, "batch_size": 16}),
     ("ch06 LR range test", "course_utils.widgets.lr_find_view:lr_range_test", {}),
+    ("ch07 flowchart", "course_utils.widgets.flowchart_view:FlowchartView", {"enabled": ("seed", "checkpoint")}),
     ("ch08 arena", "course_utils.widgets.arena_view:arena", {"batch_size": 64, "optimizer": "adam", "lr": 0.1, "epochs": 2, "background": False}),
 ]
 
