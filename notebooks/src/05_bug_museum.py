@@ -528,3 +528,5 @@ quiz(5)
 # - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
 #   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
 # - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
+# - Your own loop: wrap it, unchanged, in `LoopDoctor(model, optimizer, scheduler, train_data, val_data)`;
+#   it names these bugs with the evidence it measured, and the weights come out bit for bit the same.
