@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,19 @@ from course_utils.storage import atomic_write_text
 
 STEP_TAGS = {"loss": "train/loss_step", "lr": "train/lr", "grad_norm": "train/grad_norm"}
 EPOCH_TAGS = {"train_loss": "train/loss", "val_loss": "val/loss", "val_acc": "val/acc"}
+
+
+def _after_existing_event_files(folder: Path) -> None:
+    """Wait (at most a second) until a new event file's name sorts after every existing one.
+
+    Readers take a folder's event files in name order, and the name starts with the creation time in
+    whole seconds; a run resumed within the second its killed predecessor started would otherwise be
+    read first, and the purge of the steps logged after the checkpoint would go wrong.
+    """
+    stamps = [int(p.name.split(".")[3]) for p in folder.glob("events.out.tfevents.*")
+              if p.name.split(".")[3].isdigit()]
+    while stamps and int(time.time()) <= max(stamps):
+        time.sleep(0.02)
 
 
 class RunLog:
@@ -34,6 +48,8 @@ class RunLog:
             from torch.utils.tensorboard import SummaryWriter   # imported here: tensorboard is slow to import
 
             purge = None if resumed_at is None else resumed_at + 1
+            if purge is not None:
+                _after_existing_event_files(out / "tb")
             self.writer = SummaryWriter(str(out / "tb"), purge_step=purge)
 
     def start_epoch(self, epoch: int, epochs: int, total: int, done: int) -> None:
