@@ -3,9 +3,11 @@
 Both train the same MLP on the same spiral split with the same seed, data order and optimizer,
 log the training loss with .item() and evaluate validation loss and accuracy once per epoch. The
 engine also measures its telemetry every step (pre-clip gradient norm, learning rate, graph
-memory, counters), keeps its own RNG stream and yields an event per step and per epoch. Prints
-median wall times and the ratio to the plain loop (goal for the engine: <= 1.10), and the same
-for PyTorch Lightning's Trainer when lightning is importable (see README.md).
+memory, counters), keeps its own RNG streams and yields an event per step and per epoch. Prints,
+for each contender, the minimum over the repeats of the wall time and of the process CPU time
+(the machine is shared: the minimum is the least disturbed run, and CPU time ignores time spent
+waiting for a core) and their ratios to the plain loop (goal for the engine: <= 1.10), and the
+same for PyTorch Lightning's Trainer when lightning is importable (see README.md).
 
 Run: .venv/bin/python benchmarks/bench_loop.py [--repeats N] [--epochs E]
 """
@@ -110,10 +112,11 @@ def lightning_loop(config: TrainConfig) -> tuple[float, float]:
     return float(trainer.callback_metrics["train_loss"]), float(trainer.callback_metrics["val_acc"])
 
 
-def timed(fn, config: TrainConfig) -> float:
-    start = time.perf_counter()
+def timed(fn, config: TrainConfig) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     fn(config)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def compare(config: TrainConfig, repeats: int, with_lightning: bool) -> None:
@@ -127,15 +130,18 @@ def compare(config: TrainConfig, repeats: int, with_lightning: bool) -> None:
           f"{config.hidden} x depth {config.depth}, Adam lr {config.lr}: "
           f"{config.arithmetic().total_micro_steps} steps")
     results = {name: fn(cfg) for name, (fn, cfg) in contenders.items()}    # warm-up and a sanity check
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, (fn, cfg) in contenders.items():
             times[name].append(timed(fn, cfg))
-    base = statistics.median(times["plain"])
+    wall0 = min(t[0] for t in times["plain"])
+    cpu0 = min(t[1] for t in times["plain"])
     for name in contenders:
-        median = statistics.median(times[name])
+        wall, cpu = min(t[0] for t in times[name]), min(t[1] for t in times[name])
+        spread = statistics.median(t[0] for t in times[name]) / wall
         train_loss, val_acc = results[name]
-        print(f"  {name:<27} median {median * 1000:7.1f} ms   ratio {median / base:5.2f}   "
+        print(f"  {name:<27} min wall {wall * 1000:7.1f} ms (ratio {wall / wall0:5.2f})   min cpu "
+              f"{cpu * 1000:7.1f} ms (ratio {cpu / cpu0:5.2f})   median/min {spread:4.2f}   "
               f"last train loss {train_loss:.4f}   val acc {val_acc:.4f}")
 
 

@@ -69,7 +69,7 @@ print("two train passes differ:", demo.train_passes[0] != demo.train_passes[1],
 torch.manual_seed(1)
 x4, p = torch.tensor([0.8, 1.2, 0.3, 0.9]), 0.5
 mask = (torch.rand(4) > p).float()
-print("mask", mask.tolist(), "-> output", (x4 * mask / (1 - p)).tolist())
+print("mask", mask.tolist(), "-> output", [sig(v) for v in (x4 * mask / (1 - p)).tolist()])
 
 # %% [markdown]
 #

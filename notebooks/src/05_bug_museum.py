@@ -85,7 +85,7 @@ print("largest single-batch loss: healthy", sig(max(c.healthy.loss)), " bugged",
 # %% [markdown]
 # At a tiny learning rate the same bug can pass for an improvement. The summed gradient acts like
 # momentum that never decays, i.e. a larger step, and a model trained with steps that are too small
-# (SGD at lr 0.01 is far from converged after 20 epochs) profits from larger steps. At the lr you would
+# (SGD at lr 0.01 is far from converged after 12 epochs) profits from larger steps. At the lr you would
 # really use, the harm appears (the run above):
 
 # %%
@@ -268,13 +268,13 @@ for bug in ["clip_before_backward", "clip_after_step"]:
           f"equal to the correctly clipped run: {c.bugged.loss == c.healthy.loss}\n")
 
 # %% [markdown]
-# **An epoch schedule stepped every batch**: StepLR (÷10 every 6 epochs here) reaches after k batches the
+# **An epoch schedule stepped every batch**: StepLR (÷10 every 4 epochs here) reaches after k batches the
 # lr meant for epoch k, and training stalls. A cosine schedule stepped per batch instead follows a wave
 # of period 2·T_max batches (chapter 3).
 
 # %%
 c = show("epoch_schedule_per_batch")
-print("healthy lr at epochs 1, 7, 13:", [sig(c.healthy.lr[i]) for i in (0, 90, 180)])
+print("healthy lr at epochs 1, 5, 9:", [sig(c.healthy.lr[i]) for i in (0, 60, 120)])
 print("bugged lr, first 8 batches:", [sig(x) for x in c.bugged.lr[:8]])
 
 # %% [markdown]

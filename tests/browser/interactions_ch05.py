@@ -1,4 +1,5 @@
-"""Chapter 5's browser interaction: the bug detector and the mystery game."""
+"""Chapter 5's browser interaction: the bug detector and the mystery game; their main controls timed."""
+from tests.browser.timing import click_button, tick
 
 
 def use_bug_detector(page) -> None:
@@ -20,3 +21,24 @@ def use_bug_detector(page) -> None:
 
 
 INTERACTIONS = {"05_bug_museum.ipynb": use_bug_detector}
+
+
+def _diagnose(page) -> None:
+    select = page.locator(".widget-dropdown", has_text="diagnosis").first.locator("select")
+    select.scroll_into_view_if_needed()
+    select.select_option(index=3)
+    click_button("Check")(page)
+
+
+TIMINGS = {
+    "05_bug_museum.ipynb": [
+        ("detector: tick missing_zero_grad (marked stale)", tick("missing_zero_grad"), "bd-stale"),
+        ("detector: Run (1 bug on top of 2)", click_button("Run"), "bd-three-bugs"),
+        ("detector: Run again, same ticks", click_button("Run"), None),
+        ("detector: tick clip_before_backward", tick("clip_before_backward"), None),
+        ("detector: tick clip_after_step", tick("clip_after_step"), None),
+        ("detector: Run with a clash (message, figure kept)", click_button("Run"), "bd-clash"),
+        ("mystery: choose a diagnosis and Check", _diagnose, "my-checked"),
+        ("mystery: New round", click_button("New round"), "my-round2"),
+    ],
+}
