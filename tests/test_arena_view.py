@@ -88,3 +88,10 @@ def test_a_damaged_scoreboard_is_reported_in_the_view(tmp_path):
         view = arena(QUICK, board=Scoreboard(path))
     assert "moved to" in view.message.value and list(tmp_path.glob("scoreboard.json.corrupt-*"))
     assert len(Scoreboard(path).rows(Challenge())) == 1
+
+
+def test_learning_rates_are_exact_values_and_a_new_one_is_added(board):
+    view = ArenaView(QUICK, board=board)
+    assert view.knobs().lr == 0.1
+    view.set_knobs(Knobs(lr=0.05))
+    assert view.knobs().lr == 0.05 and 0.05 in view._rates and 0.03 in view._rates

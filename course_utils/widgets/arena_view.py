@@ -15,6 +15,7 @@ from course_utils.widgets.base import View, error_html
 
 DATASET_SIZES = (300, 600, 1200)
 TARGETS = (0.8, 0.85, 0.9, 0.95)
+LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)   # exact values, as the search used
 TOP = 8                      # scoreboard rows shown
 PROGRESS_EVERY_S = 0.1       # progress bar refresh
 PLOT_EVERY_S = 0.5           # live race-curve refresh
@@ -31,10 +32,14 @@ def baseline_for(challenge: Challenge) -> RaceResult:
 
 
 def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: float, live: list | None = None):
-    """Validation accuracy after each update: the learner's run against the baseline's, with the target."""
-    import matplotlib.pyplot as plt
+    """Validation accuracy after each update: the learner's run against the baseline's, with the target.
 
-    fig, ax = plt.subplots(figsize=(7.2, 2.9))
+    A bare matplotlib Figure, not pyplot's: the view draws it from its training thread.
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.2, 2.9), dpi=90)
+    ax = fig.subplots()
     if baseline is not None:
         ax.plot(*zip(*baseline.curve), color="#888", ls="--", lw=1.2, label="baseline (SGD, lr 0.01, B 32)")
     curve = list(mine.curve) if mine is not None else (live or [])
@@ -57,14 +62,11 @@ def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: fl
 
 
 def figure_bytes(fig) -> bytes:
-    """PNG bytes of a figure with fixed margins (cheaper than a tight bounding box), the figure closed."""
+    """PNG bytes of a figure with fixed margins (cheaper than a tight bounding box)."""
     import io
-
-    import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    plt.close(fig)
     return buffer.getvalue()
 
 
@@ -92,8 +94,9 @@ class ArenaView(View):
         self.batch = w.IntText(value=knobs.batch_size, description="batch size B", style=style, layout=wide)
         self.optimizer = w.Dropdown(options=OPTIMIZERS, value=knobs.optimizer, description="optimizer", style=style,
                                     layout=wide)
-        self.lr = w.FloatLogSlider(value=knobs.lr, base=10, min=-4, max=0, step=0.1, description="learning rate",
-                                   readout_format=".3g", style=style, layout=w.Layout(width="330px"))
+        self._rates = sorted(set(LEARNING_RATES) | {knobs.lr})
+        self.lr = w.SelectionSlider(options=[(f"{r:g}", r) for r in self._rates], value=knobs.lr,
+                                    description="learning rate", style=style, layout=w.Layout(width="330px"))
         self.schedule = w.Dropdown(options=SCHEDULES, value=knobs.schedule, description="schedule", style=style,
                                    layout=wide)
         self.epochs = w.IntSlider(value=knobs.epochs, min=1, max=MAX_EPOCHS, description="epochs", style=style,
@@ -132,10 +135,13 @@ class ArenaView(View):
         return Challenge(n_train=self.size.value, target=self.target.value)
 
     def knobs(self) -> Knobs:
-        return Knobs(batch_size=self.batch.value, optimizer=self.optimizer.value, lr=float(f"{self.lr.value:.3g}"),
+        return Knobs(batch_size=self.batch.value, optimizer=self.optimizer.value, lr=self.lr.value,
                      schedule=self.schedule.value, epochs=self.epochs.value)
 
     def set_knobs(self, knobs: Knobs) -> None:
+        if knobs.lr not in self._rates:
+            self._rates = sorted(set(self._rates) | {knobs.lr})
+            self.lr.options = [(f"{r:g}", r) for r in self._rates]
         self.batch.value, self.optimizer.value, self.lr.value = knobs.batch_size, knobs.optimizer, knobs.lr
         self.schedule.value, self.epochs.value = knobs.schedule, knobs.epochs
 
@@ -217,7 +223,9 @@ class ArenaView(View):
     def _rerun(self, row: dict, index: int) -> None:
         challenge = self.challenge()
         self.status.value = f"<i>re-running row {index + 1}…</i>"
-        result = rerun(row, progress=self._progress(challenge, baseline_for(challenge)), stop=self._stop.is_set)
+        baseline = baseline_for(challenge)
+        result = rerun(row, progress=self._progress(challenge, baseline), stop=self._stop.is_set)
+        self.plot.value = figure_bytes(race_figure(result, baseline, challenge.target))
         if result.stopped:
             self.rerun_note = f"re-run of row {index + 1} stopped after {result.total_updates} updates"
         elif reproduces(row, result):

@@ -1,5 +1,9 @@
 """Chapters 8 and 9 in the browser: an arena run lands on the scoreboard and re-runs; the final quiz counts."""
+from pathlib import Path
+
 from tests.browser.interactions import button
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 _RERUN_BUTTONS = ("() => [...document.querySelectorAll('button')]"
                   ".filter(b => b.innerText.trim() === 'Re-run this row').length")
@@ -27,6 +31,11 @@ def use_arena(page) -> None:
     page.locator("button", has_text="Re-run this row").first.click()
     page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
                            ".some(e => e.innerText.includes('reproduced it exactly'))", timeout=120_000)
+    table = page.locator(".widget-gridbox").first
+    table.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "08_arena-scoreboard.png"))
     page.locator(".widget-html", has_text="The arena").first.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
 
