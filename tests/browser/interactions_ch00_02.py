@@ -20,6 +20,14 @@ def use_calculator(page) -> None:
                            "&& i.naturalWidth > 100)", timeout=30_000)
 
 
+def answer_first_question(page) -> None:
+    """Chapter 0's quiz: type the right answer to Q1 and press Check."""
+    card = page.locator(".widget-vbox", has=page.locator(".widget-html", has_text="50,000 examples")).last
+    card.scroll_into_view_if_needed()
+    card.locator("input[type='text']").first.fill("196")
+    card.locator("button.jupyter-button", has_text="Check").first.click()
+
+
 INTERACTIONS = {"00_vocabulary.ipynb": use_calculator}
 
 # (what the learner does, the action, a screenshot name or None). Default first, then edge values.
@@ -36,7 +44,8 @@ TIMINGS = {
         ("calculator: epochs E = 1e3", type_into("epochs E", "1e3"), "calc-epochs-1e3"),
         ("calculator: drop_last ticked", tick("drop_last"), "calc-drop-last"),
         ("quiz: Check with nothing chosen", click_button("Check", nth=3), "quiz00-nothing-chosen"),
-        ("progress: Refresh", click_button("Refresh"), None),
+        ("quiz: Q1 answered 196, Check", answer_first_question, "quiz00-q1-correct"),
+        ("progress: Refresh (after an answer)", click_button("Refresh"), "progress-refreshed"),
     ],
     "01_datasets_dataloaders.ipynb": [
         ("pipeline: Next epoch", click_button("Next epoch"), "pipeline-default"),

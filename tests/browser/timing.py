@@ -44,11 +44,20 @@ _SETTLED = f"""() => window.__t0 !== null && window.__last !== null
   && performance.now() - window.__last > {SETTLE_MS}"""
 
 
+def wait_for_idle_kernel(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the kernel is idle (nothing queued), so a measurement times the control, not a cell still running."""
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
+
+
 def measure(page, action, timeout_ms: int = 30_000) -> float:
     """Milliseconds from the input event of `action(page)` to the last change of the notebook's DOM."""
+    wait_for_idle_kernel(page)
     page.evaluate(_ARM)
     action(page)
-    page.wait_for_function(_SETTLED, timeout=timeout_ms, polling=100)
+    try:
+        page.wait_for_function(_SETTLED, timeout=timeout_ms, polling=100)
+    except Exception as exc:  # noqa: BLE001 - say what the learner would see: nothing
+        raise AssertionError(f"no visible change within {timeout_ms} ms after the action") from exc
     return page.evaluate("() => window.__last - window.__t0")
 
 
