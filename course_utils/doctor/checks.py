@@ -245,9 +245,9 @@ def findings(doctor: LoopDoctor) -> tuple[Finding, ...]:
     if doctor.leaked:
         result.append(finding("data_leakage", f"{doctor.leaked} of the {doctor.val_size} validation examples are "
                               "exact copies of training examples"))
-    for name, evidence in obs.events.items():
-        if name == "graph_attached_logging" and len(evidence) < 2:
+    for name, (evidence, count) in obs.events.items():
+        if name == "graph_attached_logging" and count < 2:
             continue
-        result.append(finding(name, evidence[0], len(evidence)))
+        result.append(finding(name, evidence, count))
     result += _zero_grad_and_flush(obs) + _unscaled(obs) + _schedule_cadence(doctor)
     return tuple(result)

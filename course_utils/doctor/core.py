@@ -59,7 +59,7 @@ class Observations:
     factors: list[float] = field(default_factory=list)    # loss multiplier of each contribution
     windows: list[tuple[int, int, tuple[float, ...]]] = field(default_factory=list)  # (update, new, factors)
     wipes: list[tuple[str, int, int]] = field(default_factory=list)   # (where, index, contributions lost)
-    events: dict[str, list[str]] = field(default_factory=dict)        # finding name -> evidence strings
+    events: dict[str, list] = field(default_factory=dict)   # finding name -> [first evidence, times seen]
     sched_mark: int | None = None     # forward count when scheduler.step() ran with gradients pending
     clips: int = 0                    # clip_grad_norm_ / clip_grad_value_ calls
     skipped_updates: int = 0          # GradScaler.step calls that skipped the update (inf/NaN gradients)
@@ -67,7 +67,8 @@ class Observations:
 
     def note(self, name: str, evidence: str) -> None:
         """Record one observation of bug `name` (the first evidence is the one reported)."""
-        self.events.setdefault(name, []).append(evidence)
+        entry = self.events.setdefault(name, [evidence, 0])
+        entry[1] += 1
 
 
 def _first_tensor(output: object) -> torch.Tensor | None:
