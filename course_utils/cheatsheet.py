@@ -59,7 +59,7 @@ def _table(rows, header) -> tuple[str, str]:
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     plain = [" | ".join(str(h) for h in header)] + [
         " | ".join(html.unescape(re.sub("<[^>]+>", "", str(c))) for c in row) for row in rows]
-    return f"<table>{'<tr>' + head + '</tr>'}{body}</table>", "\n".join(plain)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>", "\n".join(plain)
 
 
 def _code(source: str) -> str:
@@ -134,7 +134,6 @@ def operations() -> Section:
 
 TEMPLATE = '''
 import torch
-
 
 @torch.no_grad()                                   # no graph, no saved activations
 def evaluate(model, loader, loss_fn):
@@ -315,17 +314,20 @@ def sections() -> list[Section]:
 
 CSS = """
 @page { size: A4; margin: 8mm; }
-body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 7.2pt; line-height: 1.22; margin: 0; color: #111; }
+body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 7pt; line-height: 1.2; margin: 0; color: #111; }
 h1 { font-size: 11pt; margin: 0 0 1px 0; }
 .sub { color: #555; margin-bottom: 3px; }
 .row { display: grid; grid-template-columns: 1fr 1fr; column-gap: 5mm; }
-.cs-section { break-inside: avoid; margin-bottom: 4px; }
+.cs-section { margin-bottom: 4px; }
+.row .cs-section, tr, pre, h3 { break-inside: avoid; }
+h3 { break-after: avoid; }
+thead { display: table-header-group; }
 h3 { font-size: 8.4pt; margin: 3px 0 2px 0; border-bottom: 1px solid #999; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; vertical-align: top; padding: 0.5px 3px; border-bottom: 1px solid #e4e4e4; }
 th { background: #f0f0f0; }
-code, pre { font-family: "DejaVu Sans Mono", monospace; font-size: 6.6pt; }
-pre { background: #f6f6f6; padding: 3px 5px; margin: 2px 0; white-space: pre-wrap; break-inside: avoid; }
+code, pre { font-family: "DejaVu Sans Mono", monospace; font-size: 6.4pt; }
+pre { background: #f6f6f6; padding: 3px 5px; margin: 2px 0; white-space: pre-wrap; line-height: 1.13; }
 ol { margin: 0; padding-left: 20px; } p { margin: 2px 0; }
 """
 
