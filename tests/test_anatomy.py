@@ -71,3 +71,37 @@ def test_zero_grad_sets_none_and_reset_restores():
 
 def test_scheduler_warning_is_torchs():
     assert "before `optimizer.step()`" in scheduler_before_optimizer_warning()
+
+
+def test_adam_first_step_by_hand_matches_torch_and_is_lr_times_sign():
+    from course_utils.anatomy import adam_step_by_hand
+    step = adam_step_by_hand(lr=0.01)
+    for hand_row, torch_row, grad_row, update_row in zip(step.W_new, step.torch_W_new, step.grad, step.update):
+        for hand, ref, g, u in zip(hand_row, torch_row, grad_row, update_row):
+            assert abs(hand - ref) < 1e-6
+            assert abs(u - 0.01 * (1 if g > 0 else -1)) < 1e-6
+
+
+def test_onecycle_stepped_per_micro_batch_runs_k_times_too_fast_and_torch_refuses():
+    import torch
+    from course_utils.schedules import onecycle_cadence_demo
+    right, wrong, error = onecycle_cadence_demo(updates=8, accum_steps=4, lr=0.1)
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    oracle = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=8)
+    expected = []
+    for _ in range(8):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        oracle.step()
+    assert right == expected
+    assert wrong[:8] == expected and "total steps is 8" in error      # the whole cycle in 8 micro-batches
+
+
+def test_step_through_marks_outputs_stale_after_a_step():
+    from course_utils.widgets.step_view import StepView
+    view = StepView()
+    for op in ("zero_grad", "forward", "loss", "backward", "step"):
+        view.press(op)
+    assert view.engine.stale == {"y", "L"} and "stale" in view.board.value and "stale" in view.text()
+    view.press("forward")
+    assert view.engine.stale == set() and "stale" not in view.board.value

@@ -80,3 +80,29 @@ def test_eval_graph_bytes_restores_the_callers_mode():
     model.eval()
     eval_graph_bytes(model, x, y, no_grad=True)
     assert not model.training
+
+
+def test_modules_reading_training_include_the_families_and_exclude_linear():
+    from course_utils.evaluation import modules_reading_training
+    found = set(modules_reading_training())
+    assert {"Dropout", "BatchNorm1d", "SyncBatchNorm", "LSTM", "MultiheadAttention", "RReLU",
+            "TransformerEncoderLayer"} <= found
+    assert not {"Linear", "ReLU", "LayerNorm"} & found
+
+
+def test_batchnorm_running_statistics_move_in_train_mode_only():
+    from course_utils.evaluation import batchnorm_running_update
+    rs = batchnorm_running_update((2.0, 4.0, 6.0, 8.0))
+    assert rs.after_train == (round(0.9 * 0 + 0.1 * 5.0, 6), round(0.9 * 1 + 0.1 * rs.batch_var_unbiased, 6))
+    assert rs.after_eval == rs.after_train
+
+
+def test_train_eval_view_numbers_passes_and_shows_a_mode_change_at_once():
+    from course_utils.widgets.train_eval_view import TrainEvalView
+    view = TrainEvalView()
+    for _ in range(10):
+        view.forward()
+    assert "pass 10." in view.history_html.value and "pass 3." in view.history_html.value
+    assert "pass 2." not in view.history_html.value
+    view.mode.value = "eval"
+    assert "mode is now <b>eval</b>" in view.mask_html.value
