@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import pickle
 import random
 import signal
 import subprocess
 import sys
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
