@@ -19,8 +19,7 @@ LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)   # e
 TOP = 8                      # scoreboard rows shown
 PROGRESS_EVERY_S = 0.1       # progress bar refresh
 PLOT_EVERY_S = 0.5           # live race-curve refresh
-_COLUMNS = ("#", "updates to target", "final acc", "optimizer", "lr", "B", "schedule", "epochs", "peak memory",
-            "time", "")
+_COLUMNS = ("#", "updates", "final acc", "optimizer", "lr", "B", "schedule", "epochs", "memory", "time", "")
 _BASELINES: dict[str, RaceResult] = {}
 
 
@@ -71,7 +70,7 @@ def figure_bytes(fig) -> bytes:
 
 
 def _cell(text: str, style: str = "") -> w.HTML:
-    return w.HTML(f"<div style='padding:1px 6px;white-space:nowrap;{style}'>{html.escape(text)}</div>")
+    return w.HTML(f"<div style='padding:1px 4px;white-space:nowrap;font-size:12px;{style}'>{html.escape(text)}</div>")
 
 
 class ArenaView(View):
@@ -110,7 +109,8 @@ class ArenaView(View):
         self.message = w.HTML(layout=w.Layout(min_height="30px"))
         self.plot = w.Image(format="png", layout=w.Layout(width="660px", height="266px"))
         self.summary = w.HTML(layout=w.Layout(min_height="44px"))
-        self.table = w.GridBox(layout=w.Layout(grid_template_columns="repeat(11, auto)", min_height=f"{(TOP + 1) * 26}px",
+        self.table = w.GridBox(layout=w.Layout(grid_template_columns="repeat(11, max-content)", width="100%",
+                                               min_height=f"{(TOP + 1) * 26}px",
                                                align_content="flex-start", justify_content="flex-start"))
         self.rerun_status = w.HTML(layout=w.Layout(min_height="24px"))
         self.controls = [self.size, self.target, self.batch, self.optimizer, self.lr, self.schedule, self.epochs]
@@ -123,7 +123,7 @@ class ArenaView(View):
             w.HBox([self.run_button, self.stop_button, self.progress, self.status]),
             self.message, self.plot, self.summary,
             w.HTML("<b>Scoreboard</b> <small>(your best runs on this challenge, kept between sessions; "
-                   "★ = your best)</small>"),
+                   "★ = your best; updates = updates to the target; memory = peak bytes saved for backward)</small>"),
             self.table, self.rerun_status,
         ], layout=w.Layout(max_width="900px"))
         self.size.observe(lambda _: self._challenge_changed(), "value")
@@ -304,7 +304,7 @@ class ArenaView(View):
                       k["schedule"], str(k["epochs"]), f"{row['peak_memory']:,} B",
                       f"{row['wall_s']:.1f} s" + (" ← latest" if latest else ""))
             cells += [_cell(v, style) for v in values]
-            button = w.Button(description="Re-run this row", layout=w.Layout(width="130px", height="24px"),
+            button = w.Button(description="Re-run this row", layout=w.Layout(width="118px", height="24px"),
                               tooltip=f"train row {i + 1}'s configuration again and compare its count",
                               disabled=self.running)
             button.on_click(lambda _, index=i: self.rerun_row(index))
