@@ -314,3 +314,18 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
     expected = training_arithmetic(384, 16, 2, 4, world_size=2).total_weight_updates
     assert ra["updates"] == rb["updates"] == expected
     assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+
+
+def test_cost_table_measures_what_each_component_changes():
+    from course_utils.flowchart_costs import cost_text, measure_costs
+    rows = {r.component: r for r in measure_costs(epochs=1, timed=False)}
+    minimal = rows["minimal loop"]
+    assert minimal.lines_alone == 0 and minimal.disk_bytes == 0 and minimal.graph_bytes > 0
+    for key in KEYS:
+        assert (rows[key].lines_alone, rows[key].lines_in_full) == lines_added(key)
+        assert (rows[key].disk_bytes > 0) == (key in ("checkpoint", "logging")), key
+    assert rows["accumulation"].graph_bytes * 3 < minimal.graph_bytes  # micro-batches of 8 instead of 32
+    assert rows["amp"].graph_bytes < minimal.graph_bytes
+    assert rows["seed"].graph_bytes == minimal.graph_bytes
+    assert all(r.seconds is None for r in rows.values())
+    assert "prevents" in cost_text(list(rows.values()))

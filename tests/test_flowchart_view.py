@@ -34,10 +34,12 @@ def test_presets_and_checkbox_state_stay_in_sync():
     view.all_button.click()
     assert view.enabled == frozenset(KEYS) and all(box.value for box in view.boxes.values())
     assert f"{len(KEYS)} of {len(KEYS)} components on" in view.text()
+    assert f"All {len(KEYS)} components on: {code_lines(KEYS)} lines" in view.message.value
     view.boxes["compile"].value = False
     assert "compile" not in view.enabled and "torch.compile" not in view.text().split("\n")[0]
     view.minimal_button.click()
     assert view.enabled == frozenset() and not any(box.value for box in view.boxes.values())
+    assert f"The minimal loop: {code_lines(())} lines" in view.message.value
 
 
 def test_unknown_component_is_a_message_not_a_traceback():

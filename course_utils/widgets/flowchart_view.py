@@ -23,7 +23,7 @@ def flowchart_svg(enabled: frozenset[str]) -> str:
     rows = [sum(1 for n in NODES if n.stage == s) for s in range(len(STAGES))]
     height = TOP + max(rows) * (BOX_H + GAP) + 8
     width = COL_W * len(STAGES)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" style="max-width:{width}px;height:auto" '
              f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" role="img" '
              f'aria-label="flowchart of the training loop">',
              '<defs><marker id="fc-arrow" markerWidth="8" markerHeight="8" refX="6" refY="3" orient="auto">'
@@ -99,7 +99,7 @@ class FlowchartView(View):
                                         layout=w.Layout(width="210px")) for c in COMPONENTS}
         self.minimal_button = w.Button(description="minimal loop", icon="minus")
         self.all_button = w.Button(description="all components", icon="plus")
-        self.message = w.HTML(layout=w.Layout(min_height="44px"))
+        self.message = w.HTML(layout=w.Layout(height="52px", overflow="hidden"))  # two lines, in every state
         self.board = w.HTML()
         self.enabled: frozenset[str] = frozenset()
         self.last_change: str | None = None
@@ -128,6 +128,11 @@ class FlowchartView(View):
             self._quiet = False
         self.enabled, self.last_change = frozenset(enabled), None
         self._render()
+        if not self.enabled:
+            self.message.value = f"The minimal loop: {code_lines(())} lines. Tick a component to add it."
+        elif self.enabled == frozenset(KEYS):
+            self.message.value = (f"All {len(KEYS)} components on: {code_lines(KEYS)} lines. Untick one to see "
+                                  f"what it adds.")
 
     def toggle(self, key: str) -> None:
         """Flip one component, as a click on its box does."""
@@ -151,7 +156,7 @@ class FlowchartView(View):
                                   f"<i>Problem:</i> {html.escape(c.problem)}. <i>Prevents:</i> {html.escape(c.prevents)}.")
         else:
             self.message.value = (f"Tick a component to add it to the loop. The code below is exactly what runs "
-                                  f"for this combination: {total} lines.")
+                                  f"for this combination: {total} lines (blank lines not counted).")
         self.board.value = (flowchart_svg(self.enabled)
                             + f"<div style='margin:4px 0;color:#566573'>{len(self.enabled)} of {len(KEYS)} components on "
                               f"· {total} lines of code (the minimal loop has {code_lines(())})</div>"
