@@ -273,7 +273,7 @@ def comparison_figure(comp: Comparison, title: str | None = None, show_healthy: 
     if len(comp.bugs) > 2:
         name = f"{len(comp.bugs)} bugs combined"
     fig.suptitle(title or name, fontsize=10, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.91))
+    fig.subplots_adjust(left=0.06, right=0.99, bottom=0.1, top=0.8, wspace=0.32, hspace=0.45)  # no tight_layout pass
     return fig
 
 
