@@ -36,7 +36,7 @@ def _none_or(kind):
     return parse
 
 
-def _steps(text: str) -> tuple[int, ...]:
+def comma_separated_integers(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--threads", type=_none_or(int), default=None, help="torch CPU threads (default: torch's own choice)")
     a("--no-progress", action="store_true", help="no tqdm progress bar (it only shows on a terminal anyway)")
     a("--no-tensorboard", action="store_true", help="do not write TensorBoard event files")
-    a("--inject-nan-at", type=_steps, default=(), metavar="STEPS",
+    a("--inject-nan-at", type=comma_separated_integers, default=(), metavar="STEPS",
       help="for demonstrations: comma-separated micro-steps (0-based, whole run) whose loss becomes NaN")
     return p
 
