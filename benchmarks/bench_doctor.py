@@ -7,7 +7,8 @@ Two loops, each timed bare and watched, runs interleaved, best of N and median p
 - **plain loop**: the same training written by hand (zero_grad, forward, loss, backward, step,
   ``loss.item()``, validation under ``no_grad``): less work per step, so the doctor's share is larger.
 
-The final weights of the bare and watched runs are compared bitwise as a check that the work is the same.
+Times are the process's CPU time (``time.process_time``, one thread): on a shared, loaded machine wall time
+mostly measures the neighbours. The final weights of the bare and watched runs are compared bitwise.
 Run: .venv/bin/python benchmarks/bench_doctor.py [--repeats N]
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ STEPS = TrainConfig().arithmetic().total_micro_steps   # training steps of the d
 def course_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
     """The course's default run; returns the wall time of the loop and the final weights."""
     state = build(TrainConfig())
-    start = time.perf_counter()
+    start = time.process_time()
     if watched:
         with LoopDoctor(state.model, state.optimizer, state.scheduler, state.train_loader, state.val_loader) as doc:
             for _ in stream(state):
@@ -40,7 +41,7 @@ def course_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
     else:
         for _ in stream(state):
             pass
-    return time.perf_counter() - start, [p.detach().clone() for p in state.model.parameters()]
+    return time.process_time() - start, [p.detach().clone() for p in state.model.parameters()]
 
 
 def plain_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
@@ -64,13 +65,13 @@ def plain_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
                 for xb, yb in val:
                     (model(xb).argmax(1) == yb).sum().item()
 
-    start = time.perf_counter()
+    start = time.process_time()
     if watched:
         with LoopDoctor(model, optimizer, None, train, val):
             loop()
     else:
         loop()
-    return time.perf_counter() - start, [p.detach().clone() for p in model.parameters()]
+    return time.process_time() - start, [p.detach().clone() for p in model.parameters()]
 
 
 def main() -> None:
@@ -79,7 +80,7 @@ def main() -> None:
     repeats = parser.parse_args().repeats
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    print(f"torch {torch.__version__}, 1 thread, best and median of {repeats} interleaved runs")
+    print(f"torch {torch.__version__}, 1 thread, CPU time, best and median of {repeats} interleaved runs")
     for label, runner in [("course default run", course_run), ("plain hand-written loop", plain_run)]:
         times = {False: [], True: []}
         for _ in range(repeats):
