@@ -304,7 +304,7 @@ class ArenaView(View):
                       k["schedule"], str(k["epochs"]), f"{row['peak_memory']:,} B",
                       f"{row['wall_s']:.1f} s" + (" ← latest" if latest else ""))
             cells += [_cell(v, style) for v in values]
-            button = w.Button(description="Re-run this row", layout=w.Layout(width="118px", height="24px"),
+            button = w.Button(description="Re-run this row", layout=w.Layout(width="134px", height="24px"),
                               tooltip=f"train row {i + 1}'s configuration again and compare its count",
                               disabled=self.running)
             button.on_click(lambda _, index=i: self.rerun_row(index))
