@@ -82,15 +82,14 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, 1 thread, CPU time, best and median of {repeats} interleaved runs")
     for label, runner in [("course default run", course_run), ("plain hand-written loop", plain_run)]:
-        times = {False: [], True: []}
+        times: dict[bool, list[float]] = {False: [], True: []}
+        same = True
         for _ in range(repeats):
-            for watched in (False, True):
-                seconds, weights = runner(watched)
-                times[watched].append(seconds)
-                if watched:
-                    same = all(torch.equal(a, b) for a, b in zip(bare_weights, weights))
-                else:
-                    bare_weights = weights
+            bare_seconds, bare_weights = runner(False)
+            watched_seconds, watched_weights = runner(True)
+            times[False].append(bare_seconds)
+            times[True].append(watched_seconds)
+            same = same and all(torch.equal(a, b) for a, b in zip(bare_weights, watched_weights))
         bare, doc = min(times[False]), min(times[True])
         print(f"{label:24}: bare {bare:.3f} s, with doctor {doc:.3f} s -> {doc / bare:.2f}x (best), "
               f"{(doc - bare) / STEPS * 1e6:+.0f} us per training step; "
