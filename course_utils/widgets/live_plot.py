@@ -78,6 +78,7 @@ function render({ model, el }) {
         title.appendChild(key);
       }
       const c = canvas(W, H);
+      box.style.width = W + "px";           // the legend never widens a panel: no jump when a ghost appears
       box.append(title, c); right.appendChild(box);
       panels.push({ kind: "line", spec, canvas: c, W, H });
     }
@@ -180,7 +181,7 @@ _CSS = """
 .lp-grid { display: grid; grid-template-columns: repeat(2, auto); gap: 4px 10px; }
 .lp-panel { display: flex; flex-direction: column; }
 .lp-title { height: 16px; line-height: 16px; white-space: nowrap; overflow: hidden; color: #222; }
-.lp-key { margin-left: 8px; color: #444; }
+.lp-key { margin-left: 6px; color: #444; font-size: 10px; }
 .lp-swatch { display: inline-block; width: 14px; height: 0; vertical-align: middle; margin-right: 3px; }
 """
 

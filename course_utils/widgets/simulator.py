@@ -58,18 +58,18 @@ def _panels(ghost: bool) -> list[Panel]:
     def with_ghost(*series: Series, ghost_ids: tuple[tuple[str, str], ...] = ()) -> tuple[Series, ...]:
         if not ghost:
             return series
-        return series + tuple(Series(i, "" if n else "healthy ghost", COLOURS["ghost"], style, faint=True)
+        return series + tuple(Series(i, "" if n else "ghost", COLOURS["ghost"], style, faint=True)
                               for n, (i, style) in enumerate(ghost_ids))
     return [
-        Panel("loss", with_ghost(Series("loss", "train (step)", COLOURS["train"]),
-                                 Series("val_loss", "val (epoch)", COLOURS["val"], "dots"),
+        Panel("loss", with_ghost(Series("loss", "train", COLOURS["train"]),
+                                 Series("val_loss", "val", COLOURS["val"], "dots"),
                                  ghost_ids=(("ghost_loss", "line"), ("ghost_val_loss", "dots"))), log=True),
-        Panel("validation accuracy", with_ghost(Series("val_acc", "val (epoch)", COLOURS["val"], "dots"),
+        Panel("validation accuracy", with_ghost(Series("val_acc", "val", COLOURS["val"], "dots"),
                                                 ghost_ids=(("ghost_val_acc", "dots"),))),
         Panel("gradient norm (pre-clip)", with_ghost(Series("grad", "", COLOURS["train"]),
                                                      ghost_ids=(("ghost_grad", "line"),)), log=True, floor=1e-4),
         Panel("learning rate", with_ghost(Series("lr", "", COLOURS["lr"]), ghost_ids=(("ghost_lr", "line"),))),
-        Panel("graph memory, KiB (saved for backward)",
+        Panel("graph memory (KiB)",
               with_ghost(Series("mem", "step", COLOURS["mem"]), Series("eval_mem", "eval", COLOURS["val"], "dots"),
                          ghost_ids=(("ghost_mem", "line"),))),
     ]
