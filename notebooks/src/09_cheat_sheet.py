@@ -73,6 +73,44 @@ same = history == [(e.train_loss, e.val_loss, e.val_acc) for e in course.epochs]
 print("every epoch's losses and accuracy identical to the course's loop:", same)
 
 # %% [markdown]
+# ## Check your own loop: the loop doctor
+#
+# `LoopDoctor` (chapter 5) watches a loop you do not change and names the silent bugs it observes. The
+# template above passes, and the doctor changes nothing about the run:
+
+# %%
+from course_utils.doctor import LoopDoctor
+import torch
+
+state = build(config)
+with LoopDoctor(state.model, state.optimizer, train_data=state.train_loader, val_data=state.val_loader) as doctor:
+    watched = fit(state.model, state.train_loader, state.val_loader, state.loss_fn, state.optimizer,
+                  config.epochs, config.accum_steps)
+print(doctor.report())
+print("same history as without the doctor:", watched == history)
+
+# %% [markdown]
+# Now a first-try loop with two classic slips. Put your own loop in its place: the same `with` block
+# around it, then `print(doctor.report())`.
+
+# %%
+def my_first_loop(model, loader, optimizer, epochs=2):
+    losses = []
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()                # no zero_grad: gradients pile up
+            optimizer.step()
+            losses.append(loss)            # the tensor, not loss.item()
+    return losses
+
+
+state = build(config)
+with LoopDoctor(state.model, state.optimizer, train_data=state.train_loader) as doctor:
+    my_first_loop(state.model, state.train_loader, state.optimizer)
+print(doctor.report())
+
+# %% [markdown]
 # ## The bugs
 #
 # From the bug registry of chapter 5: what you see first, and the fix.
