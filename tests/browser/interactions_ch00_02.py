@@ -16,8 +16,8 @@ def use_calculator(page) -> None:
                            arg=before, timeout=30_000)
     after = numbers.inner_text()
     assert "157" in after and after != before
-    page.wait_for_function("() => [...document.querySelectorAll('.widget-html img')].some(i => i.complete "
-                           "&& i.naturalWidth > 100)", timeout=30_000)
+    page.wait_for_function("() => [...document.querySelectorAll('.widget-html svg')]"
+                           ".some(svg => svg.textContent.includes('157 iterations'))", timeout=30_000)
 
 
 def answer_first_question(page) -> None:
