@@ -42,11 +42,13 @@ def test_combination_and_every_clash_named_without_losing_the_figure():
 
 
 def test_rows_flagged_differs_differ_as_printed():
+    import re
     view = bug_detector("unscaled_accumulation")
-    for row in view.summary.value.split("<tr>")[2:]:
-        cells = [c.split("</td>")[0] for c in row.split(">") if "</td>" in c]
-        if "differs" in row:
-            assert cells[1] != cells[2], row
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in view.summary.value.split("<tr>")]
+    rows = [cells for cells in rows if len(cells) == 4]
+    assert rows and any(cells[3] == "differs" for cells in rows)
+    for label, healthy, bugged, mark in rows:
+        assert (mark == "differs") == (healthy != bugged), (label, healthy, bugged, mark)
 
 
 def test_mystery_reveal_is_right_for_every_bug(tmp_path):
