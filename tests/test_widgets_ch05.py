@@ -21,7 +21,7 @@ def test_each_toggle_changes_the_run():
 def test_stale_ticks_are_marked_and_same_ticks_say_so():
     view = bug_detector("missing_no_grad")
     view.select("missing_no_grad", "data_leakage")
-    assert "previous ticks" in view.message.value and view.plot.layout.opacity == "0.45"
+    assert "previous ticks" in view.message.value and "data_leakage" in view.message.value and view.plot.layout.opacity == "0.45"
     view.select("missing_no_grad")
     assert view.plot.layout.opacity == "1"
     view.run_button.click()

@@ -56,8 +56,9 @@ class BugDetectorView(View):
 
     def _mark_stale(self) -> None:
         if self.shown is not None and self.selected() != self.shown:
-            self.message.value = NOTE.format("Ticks changed: the curves below are for the previous ticks. "
-                                             "Press <b>Run</b>.")
+            ticked = ", ".join(self.selected()) or "no bug"
+            self.message.value = NOTE.format(f"Ticked now: {html.escape(ticked)}. The curves below are for the "
+                                             "previous ticks: press <b>Run</b>.")
             self.plot.layout.opacity = "0.45"
         elif self.shown is not None:
             self.message.value = NOTE.format("")

@@ -18,9 +18,12 @@ TIMINGS = {
         ("step-through: optimizer.step() (y and L become stale)", click_button("optimizer.step()"), "step-stale"),
     ],
     "04_evaluation_loop.ipynb": [
+        # the notebook leaves the view in eval mode after two train and two eval passes
         ("train vs eval: reset", click_button("reset"), None),
+        ("train vs eval: forward (eval)", click_button("forward"), None),
+        ("train vs eval: mode train (shown at once)", click_button("train"), "te-mode-train"),
         ("train vs eval: forward (train)", click_button("forward"), "te-train"),
-        ("train vs eval: mode eval (shown at once)", click_button("eval"), "te-mode-eval"),
+        ("train vs eval: mode eval", click_button("eval"), None),
         ("train vs eval: forward (eval)", click_button("forward"), None),
         ("train vs eval: mode train", click_button("train"), None),
     ] + [(f"train vs eval: forward {i} (numbering past 8)", click_button("forward"), "te-many" if i == 9 else None)
