@@ -39,7 +39,7 @@ class TrainEvalView(View):
         self.mask_html = w.HTML()
         self.history_html = w.HTML()
         self.memory_html = w.HTML(self._memory_bars())
-        self.history_html.layout = w.Layout(min_height="170px")    # room for 8 passes: no layout jump
+        self.history_html.layout = w.Layout(min_height="230px")    # room for 8 passes: no layout jump
         self.widget = w.VBox([w.HBox([w.Label("mode:"), self.mode, self.forward_button, self.reset_button]),
                               self.mask_html, self.history_html, self.memory_html])
         self.reset()
@@ -99,7 +99,7 @@ class TrainEvalView(View):
                              f"border-radius:12px;{style}'>{label}</span>")
         last_mode = self.history[-1][0] if self.history else None
         if last_mode is not None and last_mode != self.mode.value:
-            note = (f"<i>mode is now <b>{self.mode.value}</b>; the units below are from the last {last_mode} pass: "
+            note = (f"<i>mode is now <b>{self.mode.value}</b>; the units above are from the last {last_mode} pass: "
                     "press forward</i>")
         elif len(self.history) > 1 and self.history[-1] == self.history[-2] and last_mode == "train":
             note = ("<i>same mask as the pass before: with only a few units alive after ReLU, a repeat happens "
