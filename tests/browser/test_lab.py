@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.interactions import INTERACTIONS  # every chapter's, collected there
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -112,38 +114,6 @@ def shot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
     return path
-
-
-def widget_input(page, label: str):
-    return page.locator(".widget-inline-hbox", has=page.locator("label", has_text=label)).locator("input").first
-
-
-def use_calculator(page) -> None:
-    """Chapter 0: change the batch size and see the numbers change."""
-    numbers = page.locator(".widget-html", has_text="iterations per epoch").first
-    numbers.scroll_into_view_if_needed()
-    before = numbers.inner_text()
-    assert "313" in before
-    box = widget_input(page, "batch size B")
-    box.fill("64")
-    box.press("Enter")
-    page.wait_for_function("(b) => { const e = [...document.querySelectorAll('.widget-html')]"
-                           ".find(x => x.innerText.includes('iterations per epoch')); return e && e.innerText !== b; }",
-                           arg=before, timeout=30_000)
-    after = numbers.inner_text()
-    assert "157" in after and after != before
-    image = page.locator(".widget-image").first
-    image.scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelector('.widget-image').complete", timeout=30_000)
-    page.wait_for_timeout(1000)  # the new timeline PNG arrives just after the numbers
-
-
-INTERACTIONS = {"00_vocabulary.ipynb": use_calculator}
-try:  # chapters add their own interactions beside this file
-    from tests.browser.interactions import INTERACTIONS as MORE  # type: ignore
-    INTERACTIONS.update(MORE)
-except ImportError:
-    pass
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
