@@ -6,7 +6,6 @@ optimizer, schedule and loaders from the config's seed; ``run(config)`` streams 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -16,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from course_utils.arithmetic import TrainingArithmetic, training_arithmetic
 from course_utils.bugs import make_plan
+from course_utils.checks import is_real as _real, require as _require
 from course_utils.data import spiral_splits
 from course_utils.loop import (EpochEvent, Event, RunState, StepEvent, _PrivateRng, evaluate_run, stream)
 from course_utils.memory import GraphMemoryMeter
@@ -26,15 +26,6 @@ DEFAULT_LEAK = 0.5  # share of the validation set the data_leakage bug copies fr
 
 
 # --- configuration -------------------------------------------------------------------------------
-
-def _require(ok: bool, name: str, requirement: str, value: object) -> None:
-    if not ok:
-        raise ValueError(f"{name} must be {requirement}, got {value!r}")
-
-
-def _real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
 
 @dataclass(frozen=True)
 class TrainConfig:

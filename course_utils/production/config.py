@@ -1,10 +1,10 @@
 """FitConfig (chapter 7): every knob of one production run, validated; the CLI flags mirror its fields."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from course_utils.checks import is_int as _is_int, is_real as _is_real, require as _require
 from course_utils.models import OPTIMIZERS
 from course_utils.schedules import SCHEDULES
 
@@ -15,19 +15,6 @@ DEVICES = ("auto", "cpu", "cuda")
 RUN_DEFINING = ("epochs", "batch_size", "accum_steps", "lr", "optimizer", "momentum", "weight_decay", "schedule",
                 "seed", "n_train", "n_val", "classes", "noise", "hidden", "depth", "dropout", "patience",
                 "min_delta", "monitor", "amp", "clip_norm", "inject_nan_at")
-
-
-def _require(ok: bool, name: str, requirement: str, value: object) -> None:
-    if not ok:
-        raise ValueError(f"{name} must be {requirement}, got {value!r}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
