@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 import warnings
 from dataclasses import dataclass, field
 
@@ -162,6 +163,7 @@ class Comparison:
         return "\n".join(lines)
 
 
+HEALTHY_RUNS_KEPT, BUGGED_RUNS_KEPT = 64, 128   # small runs (a tiny MLP and its telemetry): keep many
 _HEALTHY: dict[tuple, Session] = {}   # healthy runs by configuration: the same config is never trained twice
 _BUGGED: dict[tuple, Session] = {}    # bugged runs by (bugs, configuration)
 
@@ -173,21 +175,59 @@ def _quiet_run(session: Session) -> Session:
     return session
 
 
+def _key(bugs: tuple[str, ...], config: dict) -> tuple[tuple, tuple]:
+    key = tuple(sorted(config.items()))
+    return key, (bugs, key)
+
+
+def _remember(cache: dict, key: tuple, session: Session, limit: int) -> Session:
+    """Keep `session` under `key`, forgetting the least recently used run beyond `limit` runs."""
+    if key not in cache and len(cache) >= limit:
+        del cache[next(iter(cache))]
+    cache[key] = session
+    return session
+
+
+def _recall(cache: dict, key: tuple) -> Session | None:
+    """A cached run, marked as just used (or None)."""
+    session = cache.pop(key, None)
+    if session is not None:
+        cache[key] = session
+    return session
+
+
+def compare_steps(bugs: tuple[str, ...], **config) -> Iterator[None]:
+    """Train what compare() needs and has not cached, one micro-batch per item (the mystery's prefetch)."""
+    healthy_key, bugged_key = _key(bugs, config)
+    todo = []
+    if healthy_key not in _HEALTHY:
+        todo.append((_HEALTHY, healthy_key, TrainConfig(**config), HEALTHY_RUNS_KEPT))
+    if bugs and bugged_key not in _BUGGED:
+        todo.append((_BUGGED, bugged_key, TrainConfig(**config, bugs=bugs), BUGGED_RUNS_KEPT))
+    for cache, key, run_config, limit in todo:
+        session = Session(run_config)
+        while True:
+            with warnings.catch_warnings():   # as in _quiet_run
+                warnings.simplefilter("ignore", UserWarning)
+                event = session.step()
+            if event is None:
+                break
+            yield
+        _remember(cache, key, session, limit)
+
+
 def compare(bugs: tuple[str, ...] | list[str] | str = (), **config) -> Comparison:
     """Train the healthy and the bugged run (same config, same seed) to the end; ValueError if bugs clash."""
     bugs = (bugs,) if isinstance(bugs, str) else tuple(bugs)
     healthy_config, bugged_config = TrainConfig(**config), TrainConfig(**config, bugs=bugs)
-    key = tuple(sorted(config.items()))
-    if key not in _HEALTHY:
-        if len(_HEALTHY) > 32:
-            _HEALTHY.clear()
-        _HEALTHY[key] = _quiet_run(Session(healthy_config))
-    healthy = _HEALTHY[key]
-    if (bugs, key) not in _BUGGED:                   # runs are deterministic: the same pair is never trained twice
-        if len(_BUGGED) > 64:
-            _BUGGED.clear()
-        _BUGGED[bugs, key] = _quiet_run(Session(bugged_config)) if bugs else healthy
-    bugged = _BUGGED[bugs, key]
+    healthy_key, bugged_key = _key(bugs, config)
+    healthy = _recall(_HEALTHY, healthy_key)
+    if healthy is None:
+        healthy = _remember(_HEALTHY, healthy_key, _quiet_run(Session(healthy_config)), HEALTHY_RUNS_KEPT)
+    bugged = _recall(_BUGGED, bugged_key)   # runs are deterministic: the same pair is never trained twice
+    if bugged is None:
+        bugged = _remember(_BUGGED, bugged_key, _quiet_run(Session(bugged_config)) if bugs else healthy,
+                           BUGGED_RUNS_KEPT)
     return Comparison(bugs, dict(config), Curves.of(healthy), Curves.of(bugged), healthy, bugged)
 
 
@@ -312,11 +352,16 @@ class MysteryGame:
         self._cache: dict[str, Comparison] = {}
 
     def _deal(self) -> str:
+        self.peek()
+        return self._deck.pop()
+
+    def peek(self) -> str:
+        """The bug the next round will hide (dealing a new seeded deck when this one is used up)."""
         if not self._deck:
             self._deck = list(self.choices)
             random.Random(self.seed * 1000 + self._decks).shuffle(self._deck)
             self._decks += 1
-        return self._deck.pop()
+        return self._deck[-1]
 
     def new_round(self, bug: str | None = None) -> Comparison:
         """Start a round: hide `bug` (or the next of the seeded deck) and return its healthy-vs-bugged curves."""

@@ -79,3 +79,31 @@ def test_no_guess_counts_after_the_reveal(tmp_path):
     assert "already revealed" in view.feedback.value
     view.new_round()
     assert not view.check_button.disabled and not view.choice.disabled
+
+
+def test_mystery_trains_the_next_round_ahead_in_a_kernel_and_gets_the_same_runs():
+    """In an event loop (a kernel), New round's run is trained ahead between turns of the loop; finished or
+    interrupted half-way, the round shows exactly the runs a synchronous compare() trains."""
+    import asyncio
+
+    from course_utils import museum
+
+    config = dict(n_train=60, n_val=30, n_test=30, epochs=2, batch_size=16, accum_steps=2, clip_norm=1.0)
+
+    async def play(turns):
+        view = mystery(seed=3, store=ProgressStore(path="/dev/null/none.json"), config=config)
+        upcoming = view.game.peek()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        view.new_round()
+        assert view.game.hidden == upcoming and view._task is not None   # and the next one is under way
+        return view.game.comparison
+
+    for turns in (3, 400):                       # interrupted half-way, and finished ahead
+        museum._BUGGED.clear()
+        ahead = asyncio.run(play(turns))
+        museum._BUGGED.clear()
+        fresh = museum.compare(ahead.bugs, **config)
+        assert ahead.bugged_session.history == fresh.bugged_session.history
+        assert ahead.healthy_session.history == fresh.healthy_session.history
+        assert ahead == fresh                    # and the curves drawn from them

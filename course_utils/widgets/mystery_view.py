@@ -1,12 +1,13 @@
 """Chapter 5: the mystery-bug game: curves of a hidden bug, one diagnosis per round, the reveal."""
 from __future__ import annotations
 
+import asyncio
 import html
 
 import ipywidgets as w
 
 from course_utils.bugs import BUGS
-from course_utils.museum import MysteryGame, comparison_figure
+from course_utils.museum import MysteryGame, compare_steps, comparison_figure
 from course_utils.quiz import ProgressStore
 from course_utils.widgets.base import View, error_html, figure_png
 
@@ -30,6 +31,8 @@ class MysteryView(View):
         self.check_button.on_click(lambda _: self.check())
         self.feedback = w.HTML()
         self.grade = None
+        self._next = None       # (bug, micro-batch generator) of the round being trained ahead, in a kernel
+        self._task: asyncio.Task | None = None
         self.widget = w.VBox([w.HTML("<b>Mystery bug</b>: one bug is hidden in the red run. Which one?"),
                               w.HBox([self.new_button, self.status]), self.setup, self.plot,
                               w.HBox([self.choice, self.check_button]), self.feedback])
@@ -39,6 +42,7 @@ class MysteryView(View):
         self.new_button.disabled, self.check_button.disabled = True, True
         self.status.value = "<div style='min-height:1.6em;color:#555'>⏳ training the round's run…</div>"
         try:
+            self._finish_prefetch()
             comp = self.game.new_round(bug)
             png = figure_png(comparison_figure(comp, title=f"round {self.game.round}: healthy vs ???"))
         except Exception as exc:                                  # never let a callback die silently
@@ -52,6 +56,33 @@ class MysteryView(View):
         self.feedback.value = ""
         self.status.value = f"<div style='min-height:1.6em;color:#555'>round {self.game.round}</div>"
         self.plot.value = png
+        self._prefetch()
+
+    def _prefetch(self) -> None:
+        """In a kernel, train the next round's run ahead, one micro-batch per turn of the event loop, so New
+        round answers at once and the kernel stays responsive; headless (no loop) nothing is trained ahead."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        steps = compare_steps((self.game.peek(),), **self.game.config)
+        self._next = steps
+
+        async def run() -> None:
+            for _ in steps:
+                await asyncio.sleep(0)
+
+        self._task = loop.create_task(run())
+
+    def _finish_prefetch(self) -> None:
+        """Finish what the prefetch left (the task is paused between micro-batches), then drop the task."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self._next is not None:
+            for _ in self._next:
+                pass
+            self._next = None
 
     def diagnose(self, bug: str) -> None:
         self.choice.value = f"{bug}: {BUGS[bug].title}"
