@@ -6,14 +6,12 @@
 - ``comparison_figure`` draws eight panels (loss, gradient norm, lr, updates, memory, graph nodes,
   validation loss, validation and test accuracy) against the healthy run; ``visible_panels`` says
   which of them a bug visibly changes;
-- ``MysteryGame`` deals the loop bugs without replacement into the one ``MYSTERY`` run and grades a
-  diagnosis once per round.
+- ``MYSTERY`` is the one shared run of the mystery game (``course_utils/mystery.py``).
 """
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from course_utils.bugs import BUGS, LOOP_BUGS
@@ -320,80 +318,6 @@ def comparison_figure(comp: Comparison, title: str | None = None, show_healthy: 
     fig.suptitle(title or name, fontsize=10, y=0.995)
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.1, top=0.8, wspace=0.32, hspace=0.45)  # no tight_layout pass
     return fig
-
-
-# --- the mystery game -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Grade:
-    correct: bool
-    guess: str
-    answer: str
-    message: str
-
-
-class MysteryGame:
-    """Rounds hide one loop bug each in the one shared MYSTERY run; the learner names it from the curves.
-
-    Rounds are dealt without replacement (a seeded shuffle of the bugs; a fresh shuffle once all were
-    shown); a round takes one diagnosis, and no guess counts once the bug has been revealed.
-    """
-
-    def __init__(self, seed: int = 0, choices: tuple[str, ...] = LOOP_BUGS, config: dict | None = None):
-        self.seed = seed
-        self.choices = tuple(choices)
-        self.config = dict(config or MYSTERY)
-        self.round = 0
-        self.hidden: str | None = None
-        self.comparison: Comparison | None = None
-        self.revealed = False
-        self._deck: list[str] = []
-        self._decks = 0
-        self._cache: dict[str, Comparison] = {}
-
-    def _deal(self) -> str:
-        self.peek()
-        return self._deck.pop()
-
-    def peek(self) -> str:
-        """The bug the next round will hide (dealing a new seeded deck when this one is used up)."""
-        if not self._deck:
-            self._deck = list(self.choices)
-            random.Random(self.seed * 1000 + self._decks).shuffle(self._deck)
-            self._decks += 1
-        return self._deck[-1]
-
-    def new_round(self, bug: str | None = None) -> Comparison:
-        """Start a round: hide `bug` (or the next of the seeded deck) and return its healthy-vs-bugged curves."""
-        if bug is None:
-            bug = self._deal()
-        elif bug not in self.choices:
-            raise ValueError(f"unknown mystery bug {bug!r}")
-        if bug not in self._cache:
-            self._cache[bug] = compare((bug,), **self.config)
-        self.round += 1
-        self.hidden, self.revealed = bug, False
-        self.comparison = self._cache[bug]
-        return self.comparison
-
-    def setup_text(self) -> str:
-        """The run's settings: the same for every round, so they say nothing about the hidden bug."""
-        return "same run every round: " + ", ".join(f"{k}={v}" for k, v in self.config.items()
-                                                    if k != "measure_memory")
-
-    def grade(self, guess: str) -> Grade:
-        """Grade a diagnosis once; the message reveals the bug, its signature and fix. ValueError after the reveal."""
-        if self.hidden is None:
-            raise ValueError("start a round first")
-        if self.revealed:
-            raise ValueError("this round's bug is already revealed: start a new round")
-        self.revealed = True
-        bug = BUGS[self.hidden]
-        ok = guess == self.hidden
-        verdict = "Correct" if ok else f"Not quite: you said {guess}"
-        return Grade(ok, guess, self.hidden,
-                     f"{verdict}. The hidden bug was {bug.name} ({bug.title}); look at the panel "
-                     f"'{SIGNATURE_PANEL[bug.name]}'. Signature: {bug.symptom} Fix: {bug.fix}")
 
 
 def sync_cost(steps: int = 200, size: int = 256) -> tuple[float, float]:

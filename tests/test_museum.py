@@ -2,8 +2,9 @@
 import pytest
 
 from course_utils.bugs import LOOP_BUGS
-from course_utils.museum import (EXHIBITS, MYSTERY, PANELS, SIGNATURE_PANEL, MysteryGame, compare,
-                                 comparison_figure, exhibit, visible_panels)
+from course_utils.museum import (EXHIBITS, MYSTERY, PANELS, SIGNATURE_PANEL, compare, comparison_figure, exhibit,
+                                 visible_panels)
+from course_utils.mystery import MysteryGame
 
 # bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)
 HARMFUL = ("missing_zero_grad", "zero_grad_after_backward", "clip_before_backward", "clip_after_step",

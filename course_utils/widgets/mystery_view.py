@@ -7,7 +7,8 @@ import html
 import ipywidgets as w
 
 from course_utils.bugs import BUGS
-from course_utils.museum import MysteryGame, compare_steps, comparison_figure
+from course_utils.museum import compare_steps, comparison_figure
+from course_utils.mystery import MysteryGame
 from course_utils.quiz import ProgressStore
 from course_utils.widgets.base import View, error_html, figure_png
 

@@ -1,0 +1,54 @@
+"""Chapter 6: what the simulator's controls accept, what each bug needs to show, and its live panels."""
+from __future__ import annotations
+
+from course_utils.session import TrainConfig
+from course_utils.widgets.live_plot import CLASS_COLOURS, Panel, Series
+
+# the simulator's default run: the course's spiral, Adam at lr 0.01, ten epochs of 19 micro-batches
+DEFAULT = TrainConfig(n_train=600, n_val=300, epochs=10)
+OPTIMIZER_LABELS = {"sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+SCHEDULE_LABELS = {"constant": "constant", "step": "step", "cosine": "cosine", "warmup_cosine": "warmup + cosine",
+                   "onecycle": "OneCycle"}
+# setting -> (label on screen, smallest, largest): what a box accepts
+LIMITS = {"n_train": ("dataset size", 30, 5000), "classes": ("classes", 2, len(CLASS_COLOURS)),
+          "noise": ("noise", 0.0, 2.0), "batch_size": ("batch size", 1, 1024), "epochs": ("epochs", 1, 200),
+          "accum_steps": ("accumulation steps", 1, 64), "dropout": ("dropout", 0.0, 0.9),
+          "clip_norm": ("clip norm (0 = off)", 0.0, 1000.0)}
+# bugs that leave no trace unless a setting lets them act: (does it act?, what it needs, in screen words)
+NEEDS = {
+    "eval_in_train_mode": (lambda c: c.dropout > 0, "dropout above 0"),
+    "missing_train_switch": (lambda c: c.dropout > 0, "dropout above 0"),
+    "epoch_schedule_per_batch": (lambda c: c.schedule in ("step", "cosine"), "schedule step or cosine"),
+    "unscaled_accumulation": (lambda c: c.accum_steps > 1, "accumulation steps above 1"),
+    "accumulation_without_flush": (lambda c: c.arithmetic().iters_per_epoch % c.accum_steps != 0,
+                                   "accumulation steps that do not divide the micro-batches per epoch"),
+    "clip_after_step": (lambda c: c.clip_norm is not None, "a clip norm above 0"),
+    "mean_of_batch_means": (lambda c: c.n_val % c.batch_size != 0,
+                            "a batch size that does not divide the 300 validation examples"),
+}
+LOG_LR = (-4.0, 0.5)
+FLUSH_S = 0.05          # while training runs: send new points at most every 50 ms
+GRID = 48               # decision-boundary grid, GRID x GRID predictions
+COLOURS = {"train": "#1565c0", "val": "#e65100", "ghost": "#757575", "lr": "#2e7d32", "mem": "#6a1b9a"}
+
+
+def panels(ghost: bool) -> list[Panel]:
+    """The five line panels (loss, accuracy, gradient norm, lr, memory), with ghost series when a bug is on."""
+    def with_ghost(*series: Series, ghost_ids: tuple[tuple[str, str], ...] = ()) -> tuple[Series, ...]:
+        if not ghost:
+            return series
+        return series + tuple(Series(i, "" if n else "ghost", COLOURS["ghost"], style, faint=True)
+                              for n, (i, style) in enumerate(ghost_ids))
+    return [
+        Panel("loss", with_ghost(Series("loss", "train", COLOURS["train"]),
+                                 Series("val_loss", "val", COLOURS["val"], "dots"),
+                                 ghost_ids=(("ghost_loss", "line"), ("ghost_val_loss", "dots"))), log=True),
+        Panel("validation accuracy", with_ghost(Series("val_acc", "val", COLOURS["val"], "dots"),
+                                                ghost_ids=(("ghost_val_acc", "dots"),))),
+        Panel("gradient norm (pre-clip)", with_ghost(Series("grad", "", COLOURS["train"]),
+                                                     ghost_ids=(("ghost_grad", "line"),)), log=True, floor=1e-4),
+        Panel("learning rate", with_ghost(Series("lr", "", COLOURS["lr"]), ghost_ids=(("ghost_lr", "line"),))),
+        Panel("graph memory (KiB)",
+              with_ghost(Series("mem", "step", COLOURS["mem"]), Series("eval_mem", "eval", COLOURS["val"], "dots"),
+                         ghost_ids=(("ghost_mem", "line"),))),
+    ]
