@@ -95,8 +95,11 @@ def test_mystery_trains_the_next_round_ahead_in_a_kernel_and_gets_the_same_runs(
         upcoming = view.game.peek()
         for _ in range(turns):
             await asyncio.sleep(0)
+        drawn_ahead = view.ahead.png
+        assert (drawn_ahead is not None) == (turns > 100)   # finished ahead: the figure is drawn too
         view.new_round()
-        assert view.game.hidden == upcoming and view._task is not None   # and the next one is under way
+        assert view.game.hidden == upcoming and view.ahead.key == view.game.peek()   # the next one is under way
+        assert view.plot.value == view._figure(view.game.comparison)    # what is shown is this round's figure
         return view.game.comparison
 
     for turns in (3, 400):                       # interrupted half-way, and finished ahead
@@ -107,3 +110,31 @@ def test_mystery_trains_the_next_round_ahead_in_a_kernel_and_gets_the_same_runs(
         assert ahead.bugged_session.history == fresh.bugged_session.history
         assert ahead.healthy_session.history == fresh.healthy_session.history
         assert ahead == fresh                    # and the curves drawn from them
+
+
+def test_detector_trains_the_ticked_bugs_ahead_in_a_kernel_and_shows_the_same_result():
+    """Ticking starts the run ahead (in an event loop); Run, early or late, shows exactly compare()'s runs."""
+    import asyncio
+
+    from course_utils import museum
+
+    config = dict(n_train=60, n_val=30, n_test=30, epochs=2, batch_size=16, accum_steps=2, clip_norm=1.0)
+
+    async def play(turns):
+        view = bug_detector("missing_no_grad", **config)
+        view.boxes["missing_zero_grad"].value = True
+        assert view.ahead.key == view.selected()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        assert (view.ahead.png is not None) == (turns > 100)
+        comp = view.run()
+        assert view.ahead.key is None and view.shown == view.selected()
+        assert view.plot.value == view._figure(view.selected())
+        return comp
+
+    for turns in (3, 400):
+        museum._BUGGED.clear()
+        ahead = asyncio.run(play(turns))
+        museum._BUGGED.clear()
+        fresh = museum.compare(ahead.bugs, **config)
+        assert ahead.bugged_session.history == fresh.bugged_session.history and ahead == fresh

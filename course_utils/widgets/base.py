@@ -26,12 +26,16 @@ class View:
         return data
 
 
-def figure_png(fig) -> bytes:
-    """Render a matplotlib figure to PNG bytes and close it (views show figures as Image widgets: no flicker)."""
+def figure_png(fig, tight: bool = True) -> bytes:
+    """Render a matplotlib figure to PNG bytes and close it (views show figures as Image widgets: no flicker).
+
+    tight=False skips the tight bounding box, which draws the figure twice: for figures that set their
+    own margins (chapter 5's eight panels render in half the time).
+    """
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
+    fig.savefig(buffer, format="png", **({"bbox_inches": "tight"} if tight else {}))
     plt.close(fig)
     return buffer.getvalue()
 

@@ -6,7 +6,8 @@ import html
 import ipywidgets as w
 
 from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.museum import DETECTOR, Comparison, _fmt, compare, comparison_figure
+from course_utils.museum import DETECTOR, Comparison, _fmt, compare, compare_steps, comparison_figure
+from course_utils.widgets.ahead import RunAhead
 from course_utils.widgets.base import View, error_html, figure_png, table_html
 
 NOTE = "<div style='color:#555;min-height:1.6em'>{}</div>"
@@ -38,6 +39,7 @@ class BugDetectorView(View):
         self.comparison: Comparison | None = None
         self.shown: tuple[str, ...] | None = None
         self.error: str | None = None
+        self.ahead = RunAhead()   # the ticked combination, trained and drawn while the learner reaches for Run
         settings = ", ".join(f"{k}={v}" for k, v in self.config.items())
         self.widget = w.VBox([
             w.HTML(f"<b>Bug detector</b>: the course's loop, healthy (blue, dashed) vs bugged (red), same seed "
@@ -54,7 +56,13 @@ class BugDetectorView(View):
         for name, box in self.boxes.items():
             box.value = name in names
 
+    def _figure(self, bugs: tuple[str, ...]) -> bytes:
+        return figure_png(comparison_figure(compare(bugs, **self.config)), tight=False)  # sets its own margins
+
     def _mark_stale(self) -> None:
+        bugs = self.selected()
+        if bugs != self.shown and not clashes(bugs):
+            self.ahead.start(bugs, compare_steps(bugs, **self.config), lambda: self._figure(bugs))
         if self.shown is not None and self.selected() != self.shown:
             ticked = ", ".join(self.selected()) or "no bug"
             self.message.value = NOTE.format(f"Ticked now: {html.escape(ticked)}. The curves below are for the "
@@ -79,8 +87,8 @@ class BugDetectorView(View):
         self.run_button.disabled, self.run_button.description = True, "Running…"
         self.message.value = NOTE.format("⏳ training the healthy and the bugged run…")
         try:
-            comp = compare(bugs, **self.config)
-            png = figure_png(comparison_figure(comp))
+            png = self.ahead.finish(bugs) or self._figure(bugs)
+            comp = compare(bugs, **self.config)                  # cached by now: the same runs as the figure
         except Exception as exc:                                # never let a callback die silently
             self.error = str(exc)
             self.message.value = error_html(f"The run failed: {exc}")

@@ -1,15 +1,15 @@
 """Chapter 5: the mystery-bug game: curves of a hidden bug, one diagnosis per round, the reveal."""
 from __future__ import annotations
 
-import asyncio
 import html
 
 import ipywidgets as w
 
 from course_utils.bugs import BUGS
-from course_utils.museum import compare_steps, comparison_figure
+from course_utils.museum import compare, compare_steps, comparison_figure
 from course_utils.mystery import MysteryGame
 from course_utils.quiz import ProgressStore
+from course_utils.widgets.ahead import RunAhead
 from course_utils.widgets.base import View, error_html, figure_png
 
 PLACEHOLDER = "(choose a diagnosis)"
@@ -32,8 +32,7 @@ class MysteryView(View):
         self.check_button.on_click(lambda _: self.check())
         self.feedback = w.HTML()
         self.grade = None
-        self._next = None       # (bug, micro-batch generator) of the round being trained ahead, in a kernel
-        self._task: asyncio.Task | None = None
+        self.ahead = RunAhead()   # the next round, trained and drawn while this one is read
         self.widget = w.VBox([w.HTML("<b>Mystery bug</b>: one bug is hidden in the red run. Which one?"),
                               w.HBox([self.new_button, self.status]), self.setup, self.plot,
                               w.HBox([self.choice, self.check_button]), self.feedback])
@@ -43,9 +42,9 @@ class MysteryView(View):
         self.new_button.disabled, self.check_button.disabled = True, True
         self.status.value = "<div style='min-height:1.6em;color:#555'>⏳ training the round's run…</div>"
         try:
-            self._finish_prefetch()
+            ready = self.ahead.finish(self.game.peek() if bug is None else bug)
             comp = self.game.new_round(bug)
-            png = figure_png(comparison_figure(comp, title=f"round {self.game.round}: healthy vs ???"))
+            png = ready if ready is not None else self._figure(comp)
         except Exception as exc:                                  # never let a callback die silently
             self.status.value = error_html(f"Could not deal a round: {exc}")
             self.new_button.disabled = False
@@ -60,30 +59,15 @@ class MysteryView(View):
         self._prefetch()
 
     def _prefetch(self) -> None:
-        """In a kernel, train the next round's run ahead, one micro-batch per turn of the event loop, so New
-        round answers at once and the kernel stays responsive; headless (no loop) nothing is trained ahead."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        steps = compare_steps((self.game.peek(),), **self.game.config)
-        self._next = steps
+        """In a kernel, train the next round's run and draw its figure ahead (widgets/ahead.py)."""
+        upcoming, number = self.game.peek(), self.game.round + 1
+        self.ahead.start(upcoming, compare_steps((upcoming,), **self.game.config),
+                         lambda: self._figure(compare((upcoming,), **self.game.config), number))
 
-        async def run() -> None:
-            for _ in steps:
-                await asyncio.sleep(0)
-
-        self._task = loop.create_task(run())
-
-    def _finish_prefetch(self) -> None:
-        """Finish what the prefetch left (the task is paused between micro-batches), then drop the task."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-        if self._next is not None:
-            for _ in self._next:
-                pass
-            self._next = None
+    def _figure(self, comp, round_number: int | None = None) -> bytes:
+        """The round's eight panels as PNG (the figure sets its own margins: no tight-bbox pass)."""
+        number = self.game.round if round_number is None else round_number
+        return figure_png(comparison_figure(comp, title=f"round {number}: healthy vs ???"), tight=False)
 
     def diagnose(self, bug: str) -> None:
         self.choice.value = f"{bug}: {BUGS[bug].title}"
