@@ -52,10 +52,25 @@ def backward(loss: torch.Tensor) -> None:
     loss.backward()
 
 
+def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The norm of all gradients laid end to end: a norm per tensor, then the norm of those norms.
+
+    The same arithmetic as ``torch.nn.utils.get_total_norm``, so the value is bitwise the same; when every
+    gradient shares one device and dtype (always, in the course's runs) it skips that function's grouping
+    by device and dtype, which costs about 45 µs a step here (issue 9, item 8). Otherwise it calls it.
+    """
+    if not grads:
+        return torch.zeros(())
+    device, dtype = grads[0].device, grads[0].dtype
+    if all(g.device == device and g.dtype == dtype for g in grads):
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    return get_total_norm(grads)
+
+
 def clip(parameters: list[torch.Tensor], max_norm: float | None) -> float:
     """Measure the global gradient norm, rescale to max_norm if set; returns the pre-clip norm (chapters 3, 7)."""
     grads = [p.grad for p in parameters if p.grad is not None]
-    norm = get_total_norm(grads) if grads else torch.zeros(())  # the norm of all grads laid end to end
+    norm = global_norm(grads)
     if max_norm is not None:
         clip_grads_with_norm_(parameters, max_norm, norm)
     return norm.item()
