@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Sampler, SequentialSampler, get_worker_info
 
 from course_utils.data import make_spiral
 from course_utils.notebook import valid_seed
@@ -31,6 +31,26 @@ class IndexDataset(Dataset):
 
     def __getitem__(self, index: int) -> int:
         return int(index)
+
+
+class NumberStream(IterableDataset):
+    """A stream of the numbers 0..n-1, in the order the stream chooses (chapter 1).
+
+    With ``sharded=False`` every DataLoader worker runs its own copy of ``__iter__`` and streams all
+    n numbers; with ``sharded=True`` worker w of W keeps only the numbers w, w + W, w + 2W, ...
+    (``get_worker_info()`` says which worker is running, and is None in the main process).
+    """
+
+    def __init__(self, n: int, sharded: bool = False):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        self.n, self.sharded = n, sharded
+
+    def __iter__(self) -> Iterator[int]:
+        worker = get_worker_info()
+        if not self.sharded or worker is None:
+            return iter(range(self.n))
+        return iter(range(worker.id, self.n, worker.num_workers))
 
 
 class RecordingSampler(Sampler[int]):

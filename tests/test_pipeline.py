@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils.pipeline import (IndexDataset, OnDiskDataset, dataloader_defaults, time_one_epoch, trace_pipeline,
+from course_utils.pipeline import (IndexDataset, NumberStream, OnDiskDataset, dataloader_defaults, time_one_epoch, trace_pipeline,
                                    write_on_disk_dataset)
 
 
@@ -79,3 +79,21 @@ def test_on_disk_dataset_with_workers(tmp_path):
 def test_on_disk_dataset_empty_folder(tmp_path):
     with pytest.raises(ValueError):
         OnDiskDataset(tmp_path)
+
+
+@pytest.mark.parametrize("n, workers", [(12, 2), (7, 3), (1, 2), (0, 2)])
+def test_a_stream_is_copied_by_every_worker_unless_sharded(n, workers):
+    """Oracle: a real DataLoader with workers; each worker replays the stream, sharding splits it."""
+    def seen(sharded):
+        loader = DataLoader(NumberStream(n, sharded=sharded), batch_size=4, num_workers=workers)
+        return sorted(int(v) for batch in loader for v in batch)
+    assert seen(False) == sorted(list(range(n)) * workers)
+    assert seen(True) == list(range(n))
+    assert [int(v) for b in DataLoader(NumberStream(n, sharded=True), batch_size=3) for v in b] == list(range(n))
+
+
+def test_a_stream_takes_no_sampler():
+    with pytest.raises(ValueError, match="shuffle"):
+        DataLoader(NumberStream(5), shuffle=True)
+    with pytest.raises(ValueError):
+        NumberStream(-1)

@@ -312,11 +312,36 @@ for w in caught:
 # %% [markdown]
 # On this CPU-only machine the batch is not pinned and torch warns. On a CUDA machine the batch
 # comes back pinned and there is no warning (not run here: no GPU).
+
+# %% [markdown]
+# ## 10. A stream has no indices: `IterableDataset`
 #
-# One more kind of dataset exists, not used in this course: an `IterableDataset` streams examples
-# (from a file or a network) and decides the order itself, so it takes no sampler; with several
-# workers each worker streams a copy of everything unless it uses `get_worker_info()` to read only
-# its share.
+# Data read from a file or a network as it arrives has no `__getitem__`: an `IterableDataset` has
+# only `__iter__`, and the stream decides the order. So there is nothing for a sampler to shuffle,
+# and every worker runs its own copy of `__iter__`. `NumberStream(12)` streams 0 to 11; load it with
+# 2 workers, then with each worker keeping only its share (`get_worker_info()` tells a worker its
+# `id` and the number of workers; in the main process it returns None).
+
+# %%
+from collections import Counter
+
+from course_utils.pipeline import NumberStream
+
+for sharded in (False, True):
+    batches = [b.tolist() for b in DataLoader(NumberStream(12, sharded=sharded), batch_size=4, num_workers=2)]
+    counts = Counter(v for batch in batches for v in batch)
+    print(f"sharded={sharded!s:<5}: {sum(counts.values())} items, {sum(c > 1 for c in counts.values())} of 12 "
+          f"numbers loaded more than once | batches {batches}")
+try:
+    DataLoader(NumberStream(12), shuffle=True)
+except ValueError as error:
+    print("shuffle=True:", error)
+
+# %% [markdown]
+# Unsharded, each of the 2 workers streamed all 12 numbers: an epoch is 24 items, every example
+# twice, and the batches alternate between the workers. Sharded by worker id, worker 0 streamed the
+# even numbers and worker 1 the odd ones: 12 items, each once. Any shuffling must happen inside the
+# stream (a shuffle buffer, or shuffled file shards), never through `shuffle=` or `sampler=`.
 
 # %%
 tmp.cleanup()
@@ -338,4 +363,6 @@ quiz(1)
 # - Defaults: batch size 1, no shuffling, no workers, `default_collate`, nothing dropped or pinned.
 # - Measure `num_workers` on your own data; keep datasets in an importable module.
 # - `pin_memory` only helps copies from the CPU to an accelerator; on a CPU-only machine torch ignores it and warns.
+# - An `IterableDataset` streams in its own order and takes no sampler; with workers, shard it with
+#   `get_worker_info()` or every worker loads everything.
 # - Notebook-defined datasets fail with spawned workers: keep datasets in an importable module.
