@@ -141,6 +141,29 @@ def eval_graph_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, no_grad
     return meter.peak
 
 
+def eval_bytes_per_batch(model: nn.Module, loader, no_grad: bool, keep_losses: bool) -> list[int]:
+    """Bytes autograd holds for backward after each evaluation batch (CPU), the loop written out (chapter 5).
+
+    `keep_losses=True` logs the loss tensors (`losses.append(loss)`), False logs `loss.item()`. Without
+    no_grad every forward builds a graph; whatever still references one (the `logits` and `loss` variables
+    until the next batch replaces them, a kept loss for ever) keeps its saved activations alive.
+    """
+    meter = GraphMemoryMeter()
+    was_training = model.training
+    model.eval()
+    losses, after_batch = [], []
+    try:
+        with (torch.no_grad() if no_grad else torch.enable_grad()), meter:
+            for inputs, targets in loader:
+                logits = model(inputs)
+                loss = nn.functional.cross_entropy(logits, targets)
+                losses.append(loss if keep_losses else loss.item())
+                after_batch.append(meter.bytes)
+    finally:
+        model.train(was_training)
+    return after_batch
+
+
 # --- memory budget ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

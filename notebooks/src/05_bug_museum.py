@@ -168,6 +168,25 @@ print("peak eval memory, only no_grad missing (exhibit 3):         ",
       f"{max(exhibit('missing_no_grad').bugged.eval_memory):,}", "bytes")
 
 # %% [markdown]
+# Batch by batch: the evaluation loop written out (`eval_bytes_per_batch`), with the bytes autograd
+# holds after each validation batch, for this exhibit's trained model.
+
+# %%
+from course_utils.evaluation import eval_bytes_per_batch
+model, val_loader = c.bugged_session.model, c.bugged_session.state.val_loader
+for label, no_grad, keep in [("no_grad, log loss.item()", True, False),
+                             ("no no_grad, log loss.item()", False, False),
+                             ("no no_grad, log the loss tensor", False, True)]:
+    after = eval_bytes_per_batch(model, val_loader, no_grad=no_grad, keep_losses=keep)
+    print(f"{label:<32} KiB after each batch:", " ".join(f"{b / 1024:.1f}" for b in after))
+
+# %% [markdown]
+# Missing `no_grad` alone holds one batch's graph at a time (the variables `logits` and `loss` keep the
+# latest one; the last batch is smaller), so its memory is flat. Add a log of loss tensors and every
+# batch's activations stay: the memory grows by one batch's graph per batch, until the whole validation
+# set's activations are held (the last figure is the peak printed above, in KiB).
+
+# %% [markdown]
 # ## Exhibit 5: optimizer and parameters out of step (what torch 2.13 really does)
 #
 # Three claims you will read online, measured. First, freezing after building the optimizer:
@@ -219,16 +238,30 @@ for name, run in [("healthy", c.healthy), ("leaky", c.bugged)]:
           f"gap {sig(run.val_acc[-1] - run.test_acc[-1])}")
 
 # %% [markdown]
-# Leakage also comes through preprocessing: statistics (mean, standard deviation) computed on all the
-# data, validation included, carry information about the validation set into training. Fit them on
-# the training split only. Here the two choices give different numbers to normalise with:
+# Leakage also comes through preprocessing: a step fitted on all the data, validation included, has
+# seen the rows the validation score judges. Fit every preprocessing step on the training split only.
+# How much the leak inflates the score depends on what the step learns. Two cases, each trained both
+# ways (`course_utils/leakage.py`): normalising the spiral with mean and standard deviation, and keeping
+# the 20 of 1,000 features most correlated with the labels, on data that is pure noise.
 
 # %%
 from course_utils.data import spiral_splits
+from course_utils.leakage import normalisation_leak, selection_leak
 sp = spiral_splits(150, 150, seed=0)
 train_x, val_x = sp.train.tensors[0], sp.val.tensors[0]
 print("mean from train only:", [sig(v, 3) for v in train_x.mean(0).tolist()],
       "| from train + val:", [sig(v, 3) for v in torch.cat([train_x, val_x]).mean(0).tolist()])
+for case, runs in [("normalisation (spiral)", normalisation_leak()), ("feature selection (noise)", selection_leak())]:
+    for fitted_on, r in runs.items():
+        print(f"{case:<26} fitted on {fitted_on:<12} val acc {sig(r.val_acc)}  test acc {sig(r.test_acc)}")
+
+# %% [markdown]
+# Mean and standard deviation describe the inputs, not the labels, and these splits come from one
+# distribution: 150 more points barely move them, and here the accuracies do not move at all. The leak
+# is real (the statistics differ) but harmless on this data. Feature selection looks at the labels:
+# chosen on train + validation, it picks features that happen to fit the validation labels, so
+# validation accuracy sits far above the 0.5 of chance while fresh test data stays near chance.
+# Chosen on train only, validation tells the truth.
 
 # %% [markdown]
 # ## Exhibit 7: the wrong device
