@@ -190,8 +190,11 @@ class Session:
         return event
 
     def epoch_steps(self) -> Iterator[StepEvent]:
-        """Step to the end of the current epoch, one micro-batch per item; stops early after request_stop()."""
-        self.stop_requested = False
+        """Step to the end of the current epoch, one micro-batch per item; stops early after request_stop().
+
+        A stop requested before it starts (say, while the previous epoch was ending) ends it at once: a
+        caller that begins a new run of epochs clears old requests first (``clear_stop``).
+        """
         start = len(self.epochs)
         while not self.done and len(self.epochs) == start:
             if self.stop_requested:
@@ -214,6 +217,10 @@ class Session:
         while self._pull() is not None:
             pass
         return self.epochs[-1] if self.epochs else None
+
+    def clear_stop(self) -> None:
+        """Forget a stop request that no running epoch consumed (call before starting to train)."""
+        self.stop_requested = False
 
     def request_stop(self) -> None:
         """Ask a running epoch_steps() / run_epoch() to stop after the micro-batch it is on (chapter 6)."""

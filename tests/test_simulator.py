@@ -199,6 +199,30 @@ def test_async_training_can_be_stopped_and_goes_on_from_there():
     assert [e.loss for e in view.session.steps] == [e.loss for e in oracle.steps]
 
 
+def test_stop_is_honoured_whenever_it_arrives_even_at_an_epoch_boundary():
+    """Stop clicked after any number of turns of the event loop, including the turn right after an epoch's
+    last micro-batch (where a stop request used to be dropped when the next epoch began), ends the run."""
+    import asyncio
+
+    total = SMALL.epochs * SMALL.arithmetic().iters_per_epoch
+
+    async def stop_after(turns: int):
+        view = SimulatorView(SMALL)
+        view._start("end")
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        view.buttons["stop"].click()
+        await view._task
+        return view
+
+    for turns in range(total):
+        view = asyncio.run(stop_after(turns))
+        assert not view.running and view.session.state.step < total, turns
+        assert "Stopped at step" in view.text(), (turns, view.text())
+    view.train_epoch()                                    # the request was consumed: training goes on
+    assert view.session.state.step > 0 and "Stopped" not in view.text()
+
+
 def test_boundary_grid_predicts_like_the_model_and_leaves_it_unchanged():
     s = Session(TrainConfig(**{**vars(SMALL), "dropout": 0.5}))
     s.run_epoch()

@@ -212,6 +212,7 @@ class SimulatorView(View):
 
     def _train_sync(self, mode: str) -> EpochEvent | None:
         start = len(self.session.epochs)
+        self.session.clear_stop()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             while not self.session.done:
@@ -234,6 +235,7 @@ class SimulatorView(View):
         if loop is None:
             self._train_sync(mode)
         elif not self.running and not self.session.done:
+            self.session.clear_stop()
             self._set_running(True)
             self._task = loop.create_task(self._train_async(mode))
 
