@@ -141,8 +141,16 @@ def eval_graph_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, no_grad
     return meter.peak
 
 
-def eval_bytes_per_batch(model: nn.Module, loader, no_grad: bool, keep_losses: bool) -> list[int]:
-    """Bytes autograd holds for backward after each evaluation batch (CPU), the loop written out (chapter 5).
+@dataclass(frozen=True)
+class BatchBytes:
+    """Bytes autograd holds for backward per evaluation batch: once the batch is done, and the most while it ran."""
+
+    after: list[int]
+    peak: list[int]
+
+
+def eval_bytes_per_batch(model: nn.Module, loader, no_grad: bool, keep_losses: bool) -> BatchBytes:
+    """The evaluation loop written out, metered batch by batch (CPU saved-for-backward bytes; chapter 5).
 
     `keep_losses=True` logs the loss tensors (`losses.append(loss)`), False logs `loss.item()`. Without
     no_grad every forward builds a graph; whatever still references one (the `logits` and `loss` variables
@@ -151,17 +159,19 @@ def eval_bytes_per_batch(model: nn.Module, loader, no_grad: bool, keep_losses: b
     meter = GraphMemoryMeter()
     was_training = model.training
     model.eval()
-    losses, after_batch = [], []
+    losses, after, peak = [], [], []
     try:
         with (torch.no_grad() if no_grad else torch.enable_grad()), meter:
             for inputs, targets in loader:
+                meter.reset_peak()
                 logits = model(inputs)
                 loss = nn.functional.cross_entropy(logits, targets)
                 losses.append(loss if keep_losses else loss.item())
-                after_batch.append(meter.bytes)
+                after.append(meter.bytes)
+                peak.append(meter.peak)
     finally:
         model.train(was_training)
-    return after_batch
+    return BatchBytes(after, peak)
 
 
 # --- memory budget ------------------------------------------------------------------------------

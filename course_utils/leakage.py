@@ -5,8 +5,9 @@ set lets the validation score see that data twice. How much that inflates the sc
 the step learns from the data:
 
 - ``normalisation_leak``: mean and standard deviation fitted on train + validation instead of train
-  only, on the spiral. They describe the inputs only, never the labels, and the splits come from one
-  distribution, so the statistics barely move and neither do the accuracies.
+  only, on the spiral. They are one shift and one scale per feature, computed without the labels and
+  applied to every split alike, and a first Linear layer can absorb any shift and scale: the leak only
+  changes where training starts. ``leak_effect`` measures over seeds whether that flatters validation.
 - ``selection_leak``: keep the features most correlated with the labels, chosen on train +
   validation. On pure noise (labels independent of every feature) the chosen features fit the
   validation labels by construction: validation accuracy far above chance, fresh test data at chance.
@@ -14,6 +15,7 @@ the step learns from the data:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import torch
 from torch import nn
@@ -28,6 +30,46 @@ class LeakRun:
 
     val_acc: float
     test_acc: float
+
+
+@dataclass(frozen=True)
+class LeakEffect:
+    """One leak measured over several seeds: how much fitting on train + val instead of train only moved each score.
+
+    `inflation` is what the leak added to the validation score beyond what it added on the clean test set:
+    the part of a validation gain that new data will not confirm.
+    """
+
+    runs: tuple[dict[str, LeakRun], ...]      # one per seed, keyed "train only" and "train + val"
+
+    def changes(self, split: str) -> list[float]:
+        """Per seed, leaked minus clean accuracy on `split` ("val" or "test")."""
+        return [getattr(r["train + val"], f"{split}_acc") - getattr(r["train only"], f"{split}_acc") for r in self.runs]
+
+    @property
+    def val_change(self) -> float:
+        return sum(self.changes("val")) / len(self.runs)
+
+    @property
+    def test_change(self) -> float:
+        return sum(self.changes("test")) / len(self.runs)
+
+    @property
+    def inflation(self) -> float:
+        return self.val_change - self.test_change
+
+    @property
+    def largest(self) -> tuple[float, float]:
+        """(val change, test change) of the seed whose validation score the leak moved most."""
+        return max(zip(self.changes("val"), self.changes("test")), key=lambda pair: abs(pair[0]))
+
+
+def leak_effect(leak: Callable[[int], dict[str, LeakRun]], seeds: Iterable[int]) -> LeakEffect:
+    """Run `leak(seed)` (e.g. `normalisation_leak`) for every seed (chapter 5)."""
+    runs = tuple(leak(seed) for seed in seeds)
+    if not runs:
+        raise ValueError("seeds must name at least one seed")
+    return LeakEffect(runs)
 
 
 def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
@@ -48,7 +90,7 @@ def _fit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int, lr: flo
 
 
 def normalisation_leak(seed: int = 0, n_train: int = 150, n_val: int = 150, n_test: int = 600,
-                       steps: int = 300) -> dict[str, LeakRun]:
+                       steps: int = 100) -> dict[str, LeakRun]:
     """The spiral's MLP trained on inputs normalised with train-only vs train + validation statistics."""
     splits = spiral_splits(n_train, n_val, n_test, seed=seed)
     (x, y), (xv, yv), (xt, yt) = (s.tensors for s in (splits.train, splits.val, splits.test))
@@ -62,7 +104,7 @@ def normalisation_leak(seed: int = 0, n_train: int = 150, n_val: int = 150, n_te
 
 
 def selection_leak(seed: int = 0, n_train: int = 100, n_val: int = 100, n_test: int = 1000,
-                   features: int = 1000, keep: int = 20, steps: int = 200) -> dict[str, LeakRun]:
+                   features: int = 1000, keep: int = 20, steps: int = 100) -> dict[str, LeakRun]:
     """Pure noise, two classes: keep the `keep` features most correlated with the labels, chosen on
     train only vs on train + validation, then fit a linear classifier on the training rows."""
     generator = torch.Generator().manual_seed(seed)

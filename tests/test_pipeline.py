@@ -82,6 +82,7 @@ def test_on_disk_dataset_empty_folder(tmp_path):
 
 
 @pytest.mark.parametrize("n, workers", [(12, 2), (7, 3), (1, 2), (0, 2)])
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")   # 3 workers on a 2-core machine
 def test_a_stream_is_copied_by_every_worker_unless_sharded(n, workers):
     """Oracle: a real DataLoader with workers; each worker replays the stream, sharding splits it."""
     def seen(sharded):

@@ -332,10 +332,11 @@ for sharded in (False, True):
     counts = Counter(v for batch in batches for v in batch)
     print(f"sharded={sharded!s:<5}: {sum(counts.values())} items, {sum(c > 1 for c in counts.values())} of 12 "
           f"numbers loaded more than once | batches {batches}")
-try:
-    DataLoader(NumberStream(12), shuffle=True)
-except ValueError as error:
-    print("shuffle=True:", error)
+for ordering in (dict(shuffle=True), dict(sampler=range(12))):
+    try:
+        DataLoader(NumberStream(12), **ordering)
+    except ValueError as error:
+        print(error)
 
 # %% [markdown]
 # Unsharded, each of the 2 workers streamed all 12 numbers: an epoch is 24 items, every example
@@ -361,7 +362,7 @@ quiz(1)
 # - N = 100 with B = 16 gives 7 batches (six of 16, one of 4); `drop_last=True` gives 6, and with
 #   shuffling a different 4 examples sit out each epoch.
 # - Defaults: batch size 1, no shuffling, no workers, `default_collate`, nothing dropped or pinned.
-# - Measure `num_workers` on your own data; keep datasets in an importable module.
+# - Measure `num_workers` on your own data: workers cost start-up time before they save any.
 # - `pin_memory` only helps copies from the CPU to an accelerator; on a CPU-only machine torch ignores it and warns.
 # - An `IterableDataset` streams in its own order and takes no sampler; with workers, shard it with
 #   `get_worker_info()` or every worker loads everything.

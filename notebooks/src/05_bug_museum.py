@@ -168,23 +168,28 @@ print("peak eval memory, only no_grad missing (exhibit 3):         ",
       f"{max(exhibit('missing_no_grad').bugged.eval_memory):,}", "bytes")
 
 # %% [markdown]
-# Batch by batch: the evaluation loop written out (`eval_bytes_per_batch`), with the bytes autograd
-# holds after each validation batch, for this exhibit's trained model.
+# Batch by batch: the evaluation loop written out (`eval_bytes_per_batch`), for this exhibit's trained
+# model, with the bytes autograd holds once each validation batch is done (`after`) and the most it held
+# while that batch ran (`peak`).
 
 # %%
 from course_utils.evaluation import eval_bytes_per_batch
 model, val_loader = c.bugged_session.model, c.bugged_session.state.val_loader
+print("validation batch sizes:", [len(targets) for _, targets in val_loader], "| KiB held for backward, per batch:")
 for label, no_grad, keep in [("no_grad, log loss.item()", True, False),
                              ("no no_grad, log loss.item()", False, False),
                              ("no no_grad, log the loss tensor", False, True)]:
-    after = eval_bytes_per_batch(model, val_loader, no_grad=no_grad, keep_losses=keep)
-    print(f"{label:<32} KiB after each batch:", " ".join(f"{b / 1024:.1f}" for b in after))
+    held = eval_bytes_per_batch(model, val_loader, no_grad=no_grad, keep_losses=keep)
+    for row, values in [("after", held.after), ("peak", held.peak)]:
+        print(f"{label if row == 'after' else '':<33}{row:<5}", "".join(f"{b / 1024:>6.1f}" for b in values))
 
 # %% [markdown]
-# Missing `no_grad` alone holds one batch's graph at a time (the variables `logits` and `loss` keep the
-# latest one; the last batch is smaller), so its memory is flat. Add a log of loss tensors and every
-# batch's activations stay: the memory grows by one batch's graph per batch, until the whole validation
-# set's activations are held (the last figure is the peak printed above, in KiB).
+# Missing `no_grad` alone does not grow. Once a batch is done, one batch's graph is held (the variables
+# `logits` and `loss` point at it; the last batch is smaller). While the next batch runs forward the old
+# graph is still referenced, so the peak is two batches' graphs: exhibit 3's "twice one batch", and the
+# same at batch 2 as at batch 6. Growth needs both bugs: log the loss tensors as well and every batch's
+# graph stays, one more batch's worth per batch, until the whole validation set's activations are held
+# (the last figure is the both-bugs peak printed above, in KiB).
 
 # %% [markdown]
 # ## Exhibit 5: optimizer and parameters out of step (what torch 2.13 really does)
@@ -239,29 +244,51 @@ for name, run in [("healthy", c.healthy), ("leaky", c.bugged)]:
 
 # %% [markdown]
 # Leakage also comes through preprocessing: a step fitted on all the data, validation included, has
-# seen the rows the validation score judges. Fit every preprocessing step on the training split only.
-# How much the leak inflates the score depends on what the step learns. Two cases, each trained both
-# ways (`course_utils/leakage.py`): normalising the spiral with mean and standard deviation, and keeping
-# the 20 of 1,000 features most correlated with the labels, on data that is pure noise.
+# seen the rows the validation score judges. How much that flatters the score depends on what the step
+# learns. Three cases (`course_utils/leakage.py`), each trained twice per seed, with the step fitted on
+# train only and on train + val, and each scored on validation and on a clean test set:
+#
+# - normalising the spiral with mean and standard deviation, with 150 training points;
+# - the same with only 20 training points, whose statistics the 150 validation points move more;
+# - for contrast, keeping the 20 of 1,000 features most correlated with the labels, on data that is
+#   pure noise (chance is 0.5).
 
 # %%
 from course_utils.data import spiral_splits
-from course_utils.leakage import normalisation_leak, selection_leak
-sp = spiral_splits(150, 150, seed=0)
-train_x, val_x = sp.train.tensors[0], sp.val.tensors[0]
-print("mean from train only:", [sig(v, 3) for v in train_x.mean(0).tolist()],
-      "| from train + val:", [sig(v, 3) for v in torch.cat([train_x, val_x]).mean(0).tolist()])
-for case, runs in [("normalisation (spiral)", normalisation_leak()), ("feature selection (noise)", selection_leak())]:
-    for fitted_on, r in runs.items():
-        print(f"{case:<26} fitted on {fitted_on:<12} val acc {sig(r.val_acc)}  test acc {sig(r.test_acc)}")
+from course_utils.leakage import leak_effect, normalisation_leak, selection_leak
+print("statistics of the 2 features, fitted on train only -> on train + val (150 validation points, seed 0):")
+for n in (150, 20):
+    sp = spiral_splits(n, 150, seed=0)
+    train_x, val_x = sp.train.tensors[0], sp.val.tensors[0]
+    pooled = torch.cat([train_x, val_x])
+    for stat in ("mean", "std"):
+        before, after = ([sig(v, 3) for v in getattr(t, stat)(0).tolist()] for t in (train_x, pooled))
+        print(f"{f'{n} train points' if stat == 'mean' else '':<17}{stat:<5} {before} -> {after}")
+print(f"\n{'fitted on train + val':<24}{'mean change, seeds 0-4':<26}{'seed moved most':<17}seed 0, leaked")
+print(f"{'instead of train only':<24}{'val':>7}{'test':>7}{'inflation':>11}{'val':>8}{'test':>7}{'val':>9}{'test':>7}")
+for case, leak in [("normalise, 150 train", normalisation_leak),
+                   ("normalise, 20 train", lambda seed: normalisation_leak(seed, n_train=20)),
+                   ("select features, noise", selection_leak)]:
+    e = leak_effect(leak, seeds=range(5))
+    leaked = e.runs[0]["train + val"]
+    print(f"{case:<24}{e.val_change:>+7.3f}{e.test_change:>+7.3f}{e.inflation:>+11.3f}"
+          f"{e.largest[0]:>+8.3f}{e.largest[1]:>+7.3f}{sig(leaked.val_acc, 3):>9}{sig(leaked.test_acc, 3):>7}")
 
 # %% [markdown]
-# Mean and standard deviation describe the inputs, not the labels, and these splits come from one
-# distribution: 150 more points barely move them, and here the accuracies do not move at all. The leak
-# is real (the statistics differ) but harmless on this data. Feature selection looks at the labels:
-# chosen on train + validation, it picks features that happen to fit the validation labels, so
-# validation accuracy sits far above the 0.5 of chance while fresh test data stays near chance.
-# Chosen on train only, validation tells the truth.
+# Inflation is what the leak added to the validation score beyond what it added on new data. The
+# normalisation leak is real (the statistics above differ), but its inflation is close to 0, next to
+# feature selection's. With 150 training points neither accuracy moves. With 20 the leak does change the
+# trained model (the seed it moved most), but the test score moves with it, so validation still tells
+# the truth about new data. Why: the statistics are one shift m and one scale s per feature, computed
+# without labels and applied to every split alike, and the first Linear layer can absorb them:
+# W(x - m)/s + b is the same layer with its weights divided by s and its bias shifted by -Wm/s. The leak
+# changes where training starts, not what the model can learn about the validation labels. (Measured
+# here on splits drawn at random from one distribution.)
+#
+# Feature selection reads the labels: chosen on train + validation, it keeps features that happen to
+# fit the validation labels, and validation climbs far above chance while test stays at chance. Fit
+# every preprocessing step on the training split only: here only the label-reading step was caught, but
+# how much a step leaks shows only against a clean split.
 
 # %% [markdown]
 # ## Exhibit 7: the wrong device
@@ -557,7 +584,8 @@ quiz(5)
 # - Logging loss tensors: autograd nodes pile up; with evaluation outside `no_grad`, memory too. Log `.item()`.
 # - Freezing late is harmless with `set_to_none=True`; a head added late never trains; `.half()`/`.to()`
 #   late fails once Adam has state: convert the model first, then build the optimizer.
-# - Leakage: validation flatters, a clean test set does not.
+# - Leakage: validation flatters, a clean test set does not. Fit preprocessing on train only: normalisation
+#   fitted on train + val barely inflated validation here; feature selection, which reads the labels, did.
 # - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
 #   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
 # - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
