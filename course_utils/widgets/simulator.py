@@ -19,26 +19,13 @@ import torch
 
 from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.loop import EpochEvent, StepEvent
-from course_utils.memory import CPU_KIND
-from course_utils.notebook import sig
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent
 from course_utils.widgets.base import View, error_html
 from course_utils.widgets.live_plot import LivePlot
 from course_utils.widgets.simulator_layout import (DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, NEEDS, OPTIMIZER_LABELS,
                                                     SCHEDULE_LABELS, panels)
-
-def _last(history: list, kind: type) -> list:
-    """The latest event of `kind` as a one-item list (empty if none): the readouts' cost does not grow with history."""
-    for event in reversed(history):
-        if isinstance(event, kind):
-            return [event]
-    return []
-
-
-def _fmt(x: float) -> str:
-    return f"{sig(x):g}" if isinstance(x, float) else str(x)
-
+from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
 
 class SimulatorView(View):
     """Settings, bug toggles, Step / Train epoch / Train to end / Stop / Reset, readouts and live panels."""
@@ -176,12 +163,12 @@ class SimulatorView(View):
         if not self.session.history:
             self.good = replace(self.good, lr=lr)
             self.session.reset(self.good)
-            self.note = f"Learning rate set to {_fmt(lr)} before the first step."
+            self.note = f"Learning rate set to {fmt(lr)} before the first step."
             self._restart()
             return
         self.session.set_lr(lr)
         self.good = replace(self.good, lr=lr)        # a later Reset starts from the slider's value
-        self.note = (f"Learning rate changed to {_fmt(lr)} at step {self.session.state.step}: the run goes on "
+        self.note = (f"Learning rate changed to {fmt(lr)} at step {self.session.state.step}: the run goes on "
                      "from here; the schedule keeps its shape.")
         self._refresh()
 
@@ -358,43 +345,17 @@ class SimulatorView(View):
         if boundary:
             self.plot.set_grid(GRID, *boundary_grid(self.session.model, self.extent, GRID))
         self.plot.flush()
-        self.lr_label.value = f"lr = {_fmt(self.session.lr)}"
+        self.lr_label.value = f"lr = {fmt(self.session.lr)}"
         self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
         self.readouts.value = "<br>".join(html.escape(line) for line in self._readout_lines())
         if not self.running:
             self._set_running(False)
 
     def _readout_lines(self) -> list[str]:
-        s, c = self.session, self.session.config
-        steps, epochs = _last(s.history, StepEvent), _last(s.history, EpochEvent)
-        total = c.epochs * c.arithmetic().iters_per_epoch
-        line = [f"epoch {s.epochs_done} of {c.epochs} done", f"step {s.state.step} of {total}",
-                f"updates {s.state.updates}", f"next lr {_fmt(s.lr)}"]
-        metrics = [f"loss {_fmt(steps[-1].loss)}" if steps else "loss -",
-                   f"grad norm {_fmt(steps[-1].grad_norm)}" if steps else "grad norm -",
-                   f"val accuracy {_fmt(epochs[-1].val_acc)}" if epochs else "val accuracy -"]
-        memory = [f"graph memory: step {_fmt(steps[-1].memory / 1024) if steps else '-'} KiB",
-                  f"evaluation {_fmt(epochs[-1].eval_memory / 1024) if epochs else '-'} KiB",
-                  f"autograd nodes kept by the loss log {steps[-1].graph_nodes if steps else 0}"]
-        lines = [" | ".join(line), " | ".join(metrics), " | ".join(memory),
-                 f"(memory = {CPU_KIND}, peak per step / per evaluation)"]
-        if s.ghost is not None:
-            g = s.ghost
-            ghost_steps, ghost_epochs = _last(g.history, StepEvent), _last(g.history, EpochEvent)
-            ghost = [f"healthy ghost (same seed): step {g.state.step}"]
-            if ghost_steps:
-                ghost += [f"loss {_fmt(ghost_steps[-1].loss)}", f"grad norm {_fmt(ghost_steps[-1].grad_norm)}"]
-            if ghost_epochs:
-                ghost.append(f"val accuracy {_fmt(ghost_epochs[-1].val_acc)}")
-            lines.append(" | ".join(ghost))
-        return lines
+        return readout_lines(self.session)
 
     def settings_text(self) -> str:
-        c = self.session.config
-        return (f"dataset size {c.n_train}, classes {c.classes}, noise {_fmt(c.noise)}, batch size {c.batch_size}, "
-                f"learning rate {_fmt(c.lr)}, optimizer {OPTIMIZER_LABELS[c.optimizer]}, "
-                f"schedule {SCHEDULE_LABELS[c.schedule]}, epochs {c.epochs}, accumulation steps {c.accum_steps}, "
-                f"dropout {_fmt(c.dropout)}, clip norm {_fmt(c.clip_norm) if c.clip_norm else 'off'}")
+        return settings_text(self.session.config)
 
     def text(self) -> str:
         c = self.session.config
@@ -403,7 +364,7 @@ class SimulatorView(View):
                  "bugs: " + (", ".join(c.bugs) or "none")]
         if self.session.lr_changes:
             lines.append("learning rate changed mid-run: " + ", ".join(
-                f"{_fmt(lr)} at step {step}" for step, lr in self.session.lr_changes))
+                f"{fmt(lr)} at step {step}" for step, lr in self.session.lr_changes))
         lines += self._readout_lines()
         lines.append("message: " + (self.error or self.note))
         return "\n".join(lines)
