@@ -5,6 +5,10 @@ Each click is timed from the click to the last change inside the simulator's out
 canvases: the live plot stamps a data-version attribute after every redraw), until the view is
 quiet for QUIET_MS. The figures are printed and written to tests/artifacts/ch06_speed.json; they are
 reported, never asserted (the machine is shared).
+
+For scale, every Step click is followed by a click on a bare button (one ipywidgets Button that updates
+one HTML label) added in a new cell of the same notebook, timed the same way: the kernel round trip and
+the browser's own work under the same load at the same moment, so the Step's own share is the difference.
 """
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ from tests.browser.interactions import button
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 QUIET_MS = 400
 
-_OBSERVE = """() => {
-  const root = document.querySelector('.lp-root').closest('.jp-OutputArea-output');
+_OBSERVE = """(el) => {
+  const root = el.closest('.jp-OutputArea-output');
   window.__simLast = 0;
   window.__simObserver && window.__simObserver.disconnect();
   window.__simObserver = new MutationObserver(() => { window.__simLast = performance.now(); });
@@ -40,6 +44,30 @@ def _message(page) -> str:
 
 STEPS_TIMED = 25   # Step clicks timed: enough for a median that one slow round trip does not move
 
+# The bare button (typed into a new last cell; one line, so the editor's auto-indent cannot change it).
+BARE_CODE = ('import ipywidgets as _w; _bare_label = _w.HTML("bare clicks: 0"); _bare = _w.Button(description="Bare"); '
+             '_bare.on_click(lambda _: setattr(_bare_label, "value", "bare clicks: %d" % '
+             '(int(_bare_label.value.split()[-1]) + 1))); display(_w.HBox([_bare, _bare_label]))')
+
+
+def observe(page, selector: str) -> None:
+    """Watch the output area holding `selector` (the simulator, or the bare button) for changes."""
+    page.evaluate(_OBSERVE, page.locator(selector).first.element_handle())
+
+
+def add_bare_button(page) -> None:
+    """Insert a code cell after the last one, type BARE_CODE into it and run it (the notebook is a copy)."""
+    last = page.locator(".jp-Notebook .jp-Cell").last
+    last.scroll_into_view_if_needed()
+    last.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Escape")                  # command mode
+    page.keyboard.press("b")                       # a new code cell below, selected
+    page.keyboard.press("Enter")                   # edit it
+    page.keyboard.type(BARE_CODE)
+    page.keyboard.press("Shift+Enter")
+    page.locator("button.jupyter-button", has_text="Bare").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => document.body.innerText.includes('bare clicks: 0')", timeout=30_000)
+
 
 def timed_click(page, label: str, until: str = "", timeout: int = 60_000) -> float:
     """Click a simulator button; return ms from the click to the last change of the view.
@@ -55,18 +83,24 @@ def timed_click(page, label: str, until: str = "", timeout: int = 60_000) -> flo
 
 def use_simulator(page) -> None:
     """Step, train epochs, tick a bug, train to the end and stop, reset; time the clicks."""
-    page.locator(".lp-root").first.scroll_into_view_if_needed()
     page.wait_for_function("() => document.querySelector('.lp-root') && "
                            "document.querySelector('.lp-root').dataset.version", timeout=30_000)
+    add_bare_button(page)
+    page.locator(".lp-root").first.scroll_into_view_if_needed()
     button(page, "Reset").scroll_into_view_if_needed()
-    page.evaluate(_OBSERVE)
+    observe(page, ".lp-root")
     timed_click(page, "Reset")
     assert "step 0 of 190" in _readouts(page)
-    steps, draws = [], []
-    for n in range(STEPS_TIMED):
+    steps, draws, bare = [], [], []
+    for n in range(STEPS_TIMED):                     # Step and the bare button in turn: the same load for both
+        observe(page, ".lp-root")
         steps.append(timed_click(page, "Step", until=f"step {n + 1} of 190"))
         draws.append(float(page.evaluate("() => document.querySelector('.lp-root').dataset.drawMs")))
+        observe(page, "button.jupyter-button:has-text('Bare')")
+        bare.append(timed_click(page, "Bare", until=f"bare clicks: {n + 1}"))
+    observe(page, ".lp-root")
     assert f"step {STEPS_TIMED} of 190" in _readouts(page), _readouts(page)
+    page.locator(".lp-root").first.scroll_into_view_if_needed()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "06_training_simulator-steps.png"))
     timed_click(page, "Reset")                       # whole epochs from here: the Steps went past epoch 1
@@ -98,10 +132,13 @@ def use_simulator(page) -> None:
     figures = {"step_ms": steps, "epoch_ms": epochs, "stop_honoured": stopped, "draw_ms": draws,
                "draw_median_ms": statistics.median(draws),
                "step_median_ms": statistics.median(steps), "step_min_ms": min(steps),
+               "bare_ms": bare, "bare_median_ms": statistics.median(bare), "bare_min_ms": min(bare),
                "epoch_median_ms": statistics.median(epochs), "epoch_min_ms": min(epochs)}
     (ARTIFACTS / "ch06_speed.json").write_text(json.dumps(figures, indent=1))
     print(f"\nchapter 6 speed (click -> last change of the view, quiet {QUIET_MS} ms): "
           f"Step median {figures['step_median_ms']:.0f} ms (min {figures['step_min_ms']:.0f}, n={len(steps)}); "
+          f"bare button, same page, in turn with the Steps: median {figures['bare_median_ms']:.0f} ms "
+          f"(min {figures['bare_min_ms']:.0f}); "
           f"Train epoch median {figures['epoch_median_ms']:.0f} ms (min {figures['epoch_min_ms']:.0f}, "
           f"n={len(epochs)}); canvas drawing per Step median {figures['draw_median_ms']:.1f} ms; "
           f"Stop honoured mid-run: {stopped}")
