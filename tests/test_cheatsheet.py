@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils import cheatsheet
+from course_utils import cheatsheet, cheatsheet_page
 from course_utils.arithmetic import training_arithmetic
 from course_utils.bugs import BUGS, STEP
 from course_utils.quiz import load_bank
@@ -79,7 +79,7 @@ def test_dataloader_defaults_come_from_torchs_signature_and_every_argument_is_de
 def test_sections_render_html_and_text():
     for section in cheatsheet.sections():
         assert section._repr_html_().startswith("<div class='cs-section'><h3>") and repr(section).startswith(section.title)
-    page = cheatsheet.document()
+    page = cheatsheet_page.document()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page   # standalone
 
 
@@ -94,22 +94,22 @@ def test_quiz_keys_ch09():
 
 def test_pdf_pages_counts_page_objects():
     fake = b"<< /Type /Pages /Count 2 >> << /Type /Page >> << /Type /Page >> << /Type/Page>>"
-    assert cheatsheet.pdf_pages(fake) == 3
+    assert cheatsheet_page.pdf_pages(fake) == 3
 
 
 def test_command_line_bad_use_exits_2(tmp_path):
-    assert cheatsheet.main([]) == 2
-    assert cheatsheet.main([str(tmp_path / "c.html"), "--pdf"]) == 2
+    assert cheatsheet_page.main([]) == 2
+    assert cheatsheet_page.main([str(tmp_path / "c.html"), "--pdf"]) == 2
 
 
-@pytest.mark.skipif(cheatsheet.find_chromium() is None, reason="needs Chromium (tools/ensure_chromium.sh)")
+@pytest.mark.skipif(cheatsheet_page.find_chromium() is None, reason="needs Chromium (tools/ensure_chromium.sh)")
 def test_make_cheatsheet_writes_html_and_a_pdf_of_at_most_two_pages_with_whole_code_lines(tmp_path):
     html, pdf = tmp_path / "cheatsheet.html", tmp_path / "cheatsheet.pdf"
-    subprocess.run([sys.executable, "-m", "course_utils.cheatsheet", str(html), "--pdf", str(pdf)], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "course_utils.cheatsheet_page", str(html), "--pdf", str(pdf)], cwd=ROOT,
                    check=True, capture_output=True, timeout=300)
-    assert html.read_text(encoding="utf-8") == cheatsheet.document()
+    assert html.read_text(encoding="utf-8") == cheatsheet_page.document()
     data = pdf.read_bytes()
-    assert data.startswith(b"%PDF") and 1 <= cheatsheet.pdf_pages(data) <= 2
+    assert data.startswith(b"%PDF") and 1 <= cheatsheet_page.pdf_pages(data) <= 2
     if shutil.which("pdftotext"):                 # every code line printed whole: not wrapped, not cut
         text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
                               check=True).stdout
