@@ -2,12 +2,12 @@
 
 The plain step (zero_grad, forward, loss, backward, Adam step, loss.item()) is run over the same
 19 batches of the course's default run, and again with ONE addition at a time: the pre-clip gradient
-norm, its first torch call alone, the run's private RNG swap, saved-tensor hooks that only wrap (a
-C-level ``slice``, the floor any hook pays), a Python wrapper, the graph-memory meter, and the
+norm, its first torch call alone, the run's private RNG swap, saved-tensor hooks that only wrap each
+tensor (in a C-level ``slice``, or in a tuple made by a Python function), the graph-memory meter, and the
 engine's whole ``micro_step`` with the meter off and on. Variants are interleaved round by round so
 that drift in the machine hits all alike; the minimum CPU time per step is reported, as extra
-microseconds over the plain step. Beside it, each addition is timed alone, outside the loop:
-inside the loop each extra torch call costs several times its isolated price.
+microseconds over the plain step. Beside it, the norm and the RNG swap are timed alone, outside the
+loop, for comparison with what they cost inside it.
 
 Run: .venv/bin/python benchmarks/bench_step_parts.py [--rounds N]
 """
@@ -22,7 +22,6 @@ import timeit
 import torch
 
 from course_utils import loop
-from course_utils.memory import GraphMemoryMeter
 from course_utils.session import TrainConfig, build
 
 
@@ -30,7 +29,7 @@ def _wrap(tensor: torch.Tensor) -> tuple:
     return (tensor,)
 
 
-def _step(state, inputs, targets, index, sizes, extra, hooks):
+def _step(state, inputs, targets, extra, hooks):
     optimizer = state.optimizer
     optimizer.zero_grad()
     with hooks or contextlib.nullcontext():
@@ -51,12 +50,11 @@ def variants() -> dict:
 
     def plain(extra=None, hooks=None, rng=False, meter=False):
         def run(state, batches):
-            sizes = [len(t) for _, t in batches]
-            for index, (inputs, targets) in enumerate(batches):
+            for inputs, targets in batches:
                 if meter:
                     state.meter.reset_peak()
                 with state.rng if rng else contextlib.nullcontext():
-                    _step(state, inputs, targets, index, sizes, extra, state.meter if meter else hooks)
+                    _step(state, inputs, targets, extra, state.meter if meter else hooks)
         return run
 
     def engine(state, batches):
@@ -69,8 +67,8 @@ def variants() -> dict:
             "+ pre-clip norm (loop.clip)": (False, plain(extra=norm)),
             "+ its first call (_foreach_norm)": (False, plain(extra=first_call)),
             "+ private RNG swap": (False, plain(rng=True)),
-            "+ hooks that only wrap (C slice)": (False, plain(hooks=c_wrap)),
-            "+ hooks, Python wrapper": (False, plain(hooks=py_wrap)),
+            "+ hooks that wrap in a C slice": (False, plain(hooks=c_wrap)),
+            "+ hooks that wrap in a Python tuple": (False, plain(hooks=py_wrap)),
             "+ graph-memory meter": (True, plain(meter=True)),
             "engine micro_step, meter off": (False, engine),
             "engine micro_step, meter on": (True, engine)}
@@ -81,8 +79,11 @@ def isolated() -> dict[str, float]:
     state = build(TrainConfig(measure_memory=False))
     inputs, targets = next(iter(state.train_loader))
     state.loss_fn(state.model(inputs), targets).backward()
-    stmts = {"pre-clip norm (loop.clip)": lambda: loop.clip(state.params, None),
-             "private RNG swap": lambda: state.rng.__enter__() or state.rng.__exit__()}
+    def swap():
+        with state.rng:
+            pass
+
+    stmts = {"pre-clip norm (loop.clip)": lambda: loop.clip(state.params, None), "private RNG swap": swap}
     return {name: min(timeit.repeat(fn, number=2000, repeat=5)) / 2000 * 1e6 for name, fn in stmts.items()}
 
 
