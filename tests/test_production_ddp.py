@@ -31,12 +31,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(out: Path, *extra: str, backend_device: str = "cpu") -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-               "-m", "course_utils.train", "--out", str(out), "--epochs", str(E), "--n-train", str(N),
-               "--n-val", "30", "--batch-size", str(B), "--accum-steps", str(K), "--hidden", "8", "--dropout", "0.1",
-               "--checkpoint-every", "1", "--keep", "20", "--threads", "1", "--no-tensorboard",
-               "--device", backend_device, *extra]
+def train_args(out: Path, device: str) -> list[str]:
+    """The course_utils.train command line every run here shares."""
+    return ["-m", "course_utils.train", "--out", str(out), "--epochs", str(E), "--n-train", str(N), "--n-val", "30",
+            "--batch-size", str(B), "--accum-steps", str(K), "--hidden", "8", "--dropout", "0.1",
+            "--checkpoint-every", "1", "--keep", "20", "--threads", "1", "--no-tensorboard", "--device", device]
+
+
+def torchrun(out: Path, *extra: str, backend_device: str = "cpu", ranks: int = 2) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", f"--master_port={free_port()}",
+               *train_args(out, backend_device), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -55,6 +59,7 @@ def test_two_ranks_agree_match_the_calculator_and_resume_exactly(tmp_path):
     summary = json.loads((whole / "summary.json").read_text())
     digests = summary["weights_sha256_per_rank"]
     assert summary["world_size"] == 2 and len(digests) == 2 and digests[0] == digests[1]
+    assert summary["backend"] == "gloo" and summary["device"] == "cpu"
     assert model_digest(whole / "model.pt") == digests[0]
     counts = training_arithmetic(N, B, E, K, world_size=2)
     assert summary["updates"] == counts.total_weight_updates == 4
@@ -80,4 +85,20 @@ def test_two_ranks_agree_match_the_calculator_and_resume_exactly(tmp_path):
 def test_two_ranks_over_nccl_on_cuda(tmp_path):
     torchrun(tmp_path / "run", backend_device="cuda")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["backend"] == "nccl"
     assert summary["weights_sha256_per_rank"][0] == summary["weights_sha256_per_rank"][1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+def test_one_process_under_torchrun_on_cuda_runs_alone_and_ends_like_the_run_without_it(tmp_path):
+    """World size 1 joins no process group (nccl refuses two ranks on one GPU, so one GPU cannot show nccl):
+    the run under torchrun must end bit for bit like the same command without torchrun."""
+    torchrun(tmp_path / "ranked", backend_device="cuda", ranks=1)
+    ranked = json.loads((tmp_path / "ranked" / "summary.json").read_text())
+    assert ranked["backend"] is None and ranked["device"] == "cuda" and ranked["world_size"] == 1
+    command = [sys.executable, *train_args(tmp_path / "alone", "cuda")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    alone = json.loads((tmp_path / "alone" / "summary.json").read_text())
+    assert alone["backend"] is None and alone["device"] == "cuda"
+    assert alone["weights_sha256_per_rank"] == ranked["weights_sha256_per_rank"]

@@ -267,7 +267,8 @@ def fit(config: FitConfig) -> FitResult:
         atomic_write_bytes(out / "model.pt", ckpt.serialize(model.state_dict()))
     if main:
         summary = {"stop_reason": stop_reason, "updates": state["updates"], "skipped_updates": state["skipped"],
-                   "world_size": ranks.world_size, "weights_sha256_per_rank": digests,
+                   "world_size": ranks.world_size, "backend": ranks.backend or None, "device": str(device),
+                   "weights_sha256_per_rank": digests,
                    "resumed_from": str(resumed_from) if resumed_from else None}
         atomic_write_bytes(out / "summary.json", json.dumps(summary, indent=1).encode())
     distributed.teardown(ranks)

@@ -310,8 +310,19 @@ for w in caught:
     print("warning:", str(w.message))
 
 # %% [markdown]
-# On this CPU-only machine the batch is not pinned and torch warns. On a CUDA machine the batch
-# comes back pinned and there is no warning (not run here: no GPU).
+# On a CPU-only machine the batch is not pinned and torch warns. What pinning buys on a GPU was measured
+# with `benchmarks/bench_cuda.py` on a GPU machine (the course itself runs on a CPU); the record:
+
+# %%
+from course_utils import gpu_figures
+
+print(gpu_figures.provenance())
+print("\n".join(gpu_figures.pinned_lines()))
+
+# %% [markdown]
+# A copy from pageable memory goes through a pinned staging buffer inside the driver, so it is slower and
+# the `non_blocking` call waits for it. From pinned memory the call returns at once and the copy runs
+# while the CPU prepares the next batch.
 
 # %% [markdown]
 # ## 10. A stream has no indices: `IterableDataset`

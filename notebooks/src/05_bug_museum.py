@@ -300,9 +300,16 @@ for case, leak in [("normalise, 150 train", normalisation_leak),
 # overlap with compute.
 
 # %%
-print("GPU present:", torch.cuda.is_available())
-if not torch.cuda.is_available():
-    print("No GPU here: the device-mix error, sync stalls and unpinned copies cannot be measured on this machine.")
+from course_utils import gpu_figures
+
+print("GPU present here:", torch.cuda.is_available(), "| the figures below were", gpu_figures.provenance())
+print("\n".join(gpu_figures.device_lines()))
+
+# %% [markdown]
+# A sync every step costs nothing when the GPU has nothing queued: the small MLP's kernels finish before
+# the CPU launches the next, so the CPU never waits. It costs when the GPU has work to do while the CPU
+# could be preparing the next batch: then `.item()` turns "at the same time" into "one after the other".
+# Chapter 1 (section 9) has the pinned-copy figures.
 
 # %% [markdown]
 # ## The misplacement table

@@ -320,8 +320,25 @@ for (batch, amp), (seconds, _, _) in precision.items():
 # With a big batch, bf16 activations halve what backward keeps. With a tiny batch there is no saving:
 # autocast also keeps the bf16 copies of the weights it made, and those outweigh the small activations.
 # Whether bf16 is faster on a CPU depends on the processor's bf16 support.
-# **No GPU is available on this machine**, so the GPU figures (bf16 and fp16 against float32, where tensor
-# cores usually give the large speed-up) are not measured here.
+#
+# On a GPU the point of lower precision is speed: tensor cores. One training step of a wide MLP through
+# the trainer's own precision policy (`course_utils.production.amp.Precision`), measured on a GPU machine
+# by `benchmarks/bench_cuda.py` (this notebook runs on a CPU, so it prints the record):
+
+# %%
+from course_utils import gpu_figures
+
+print(gpu_figures.provenance())
+print("\n".join(gpu_figures.precision_lines()))
+
+# %% [markdown]
+# - Plain float32 does not use tensor cores. TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) does,
+#   with a shorter mantissa; bf16 and fp16 autocast are faster still. The weights stay float32.
+# - Memory saved for backward halves only when activations dominate (batch 32,768, width 1,024). At
+#   batch = width the autocast copies of the weights take as much as the activations save. The step's peak
+#   comes from the optimizer's update, not from the forward pass.
+# - fp16 without a scaler: a small loss gives gradients that underflow to exactly zero, so nothing learns.
+#   GradScaler multiplies the loss by 65,536 first, and almost every gradient survives.
 #
 # ## 9. Gradient clipping
 #
@@ -433,6 +450,14 @@ print("compiled val losses:", [sig(r["val_loss"]) for r in compiled])
 print("plain    val losses:", [sig(r["val_loss"]) for r in minimal_history], "(section 1's run)")
 print("the loop returns (and saves) the plain module, keys like", list(compiled_model.state_dict())[0])
 print("a compiled module's own keys look like", list(torch.compile(MLP()).state_dict())[0])
+
+# %% [markdown]
+# With inductor on a GPU (the same record as section 8): this chapter's spiral run through `fit()`,
+# 5 epochs, each compiled run starting with an empty compile cache. On a model this small each step is a
+# few tiny kernels, so compiling costs seconds up front and saves nothing afterwards:
+
+# %%
+print("\n".join(gpu_figures.compile_lines()))
 
 # %% [markdown]
 # ## 14. Scale-out: `torchrun` and DistributedDataParallel
