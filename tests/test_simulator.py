@@ -69,6 +69,25 @@ def test_live_plot_sends_only_new_points():
     assert sent[0]["type"] == "reset" and len(sent[0]["series"]["loss"]) == 2 and "grid" in sent[0]
 
 
+def test_a_step_reaches_the_browser_as_one_message_with_the_readouts(monkeypatch):
+    """Every widget's outgoing comm message is counted: a Step (after the first) sends exactly one, the plot's,
+    and it carries the new points, the boundary and the readouts the text form shows."""
+    from ipywidgets import Widget
+    view = SimulatorView(SMALL)
+    view.step()                                     # the first Step also changes the note above the plot
+    sent = []
+    original = Widget._send
+    monkeypatch.setattr(Widget, "_send", lambda self, msg, buffers=None: (sent.append((self, msg)),
+                                                                         original(self, msg, buffers)))
+    for n in (2, 3):
+        sent.clear()
+        view.step()
+        assert len(sent) == 1 and sent[0][0] is view.plot, [(type(w).__name__, m) for w, m in sent]
+        content = sent[0][1]["content"]
+        assert {"series", "grid", "text"} <= set(content) and content["text"] == view.plot.text
+        assert f"step {n} of 16" in content["text"][0] and set(content["text"]) <= set(view.text().splitlines())
+
+
 @pytest.mark.parametrize("name, value, attribute, expected", [
     ("n_train", 150, "n_train", 150), ("classes", 4, "classes", 4), ("noise", 0.5, "noise", 0.5),
     ("batch_size", 20, "batch_size", 20), ("epochs", 3, "epochs", 3), ("accum_steps", 2, "accum_steps", 2),

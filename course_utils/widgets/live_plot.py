@@ -4,8 +4,9 @@
 canvases (at most once per animation frame); Python sends only what is new (``add`` then
 ``flush``). A view that appears later (the notebook reopened, a second view of the widget) asks for a
 snapshot and gets everything once. One panel may be a decision boundary: a small grid of predicted
-classes and confidences, drawn under the data points. The Python side keeps the same data, so
-tests read exactly what the browser was sent.
+classes and confidences, drawn under the data points. Lines of text (a view's readouts) travel in the
+same message as the points (``set_text``), so one update of the view is one message and one change of
+the page. The Python side keeps the same data, so tests read exactly what the browser was sent.
 """
 from __future__ import annotations
 
@@ -47,15 +48,20 @@ function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "lp-root";
   el.appendChild(root);
-  let data = {}, points = null, grid = null, frame = 0, version = 0;
-  let panels = [];
+  let data = {}, points = null, grid = null, text = [], frame = 0, version = 0;
+  let panels = [], textBox = null;
   function build() {
     root.innerHTML = "";
     panels = [];
     const W = model.get("panel_width"), H = model.get("panel_height");
+    textBox = document.createElement("div"); textBox.className = "lp-text";
+    textBox.style.minHeight = (1.45 * model.get("text_lines")) + "em";   // room for every line: no jump
+    const row = document.createElement("div"); row.className = "lp-row";
     const left = document.createElement("div"); left.className = "lp-left";
     const right = document.createElement("div"); right.className = "lp-grid";
-    root.append(left, right);
+    row.append(left, right);
+    root.append(textBox, row);
+    showText();
     if (model.get("boundary")) {
       const box = document.createElement("div"); box.className = "lp-panel";
       const title = document.createElement("div"); title.className = "lp-title";
@@ -151,6 +157,12 @@ function render({ model, el }) {
     }
     ctx.strokeStyle = "#999"; ctx.lineWidth = 1; ctx.strokeRect(0.5, 0.5, S - 1, S - 1);
   }
+  function showText() {
+    if (!textBox) return;
+    textBox.replaceChildren(...text.map(line => {
+      const d = document.createElement("div"); d.textContent = line; return d;
+    }));
+  }
   function draw() {
     frame = 0;
     const start = performance.now();
@@ -164,10 +176,11 @@ function render({ model, el }) {
     if (msg.series) for (const [id, pts] of Object.entries(msg.series)) (data[id] = data[id] || []).push(...pts);
     if (msg.points) points = { xy: floatsOf(buffers[msg.points.xy]), cls: bytesOf(buffers[msg.points.cls]) };
     if (msg.grid) grid = { n: msg.grid.n, cls: bytesOf(buffers[msg.grid.cls]), conf: bytesOf(buffers[msg.grid.conf]) };
+    if (msg.text) { text = msg.text; showText(); }
     if (frame) { cancelAnimationFrame(frame); frame = 0; }
     draw();                     // at once: one message per update, no wait for the next animation frame
   });
-  for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size"]) model.on("change:" + name, build);
+  for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size", "text_lines"]) model.on("change:" + name, build);
   for (const name of ["xmax", "extent", "xlabel"]) model.on("change:" + name, schedule);
   build();
   model.send({ type: "ready" });
@@ -177,7 +190,9 @@ export default { render };
 """.replace("%COLOURS%", str(list(CLASS_COLOURS)))
 
 _CSS = """
-.lp-root { display: flex; gap: 10px; align-items: flex-start; font-family: sans-serif; font-size: 11px; }
+.lp-root { display: flex; flex-direction: column; gap: 6px; font-family: sans-serif; font-size: 11px; }
+.lp-text { font-size: 13px; line-height: 1.45em; color: #222; }
+.lp-row { display: flex; gap: 10px; align-items: flex-start; }
 .lp-grid { display: grid; grid-template-columns: repeat(2, auto); gap: 4px 10px; }
 .lp-panel { display: flex; flex-direction: column; }
 .lp-title { height: 16px; line-height: 16px; white-space: nowrap; overflow: hidden; color: #222; }
@@ -226,6 +241,7 @@ class LivePlot(anywidget.AnyWidget):
     xmax = traitlets.Int(1).tag(sync=True)
     xlabel = traitlets.Unicode("step").tag(sync=True)
     extent = traitlets.List([-1.0, 1.0, -1.0, 1.0]).tag(sync=True)
+    text_lines = traitlets.Int(0).tag(sync=True)        # lines of text the view keeps room for above the panels
 
     def __init__(self, panels: list[Panel] = (), **kwargs):
         super().__init__(**kwargs)
@@ -234,6 +250,8 @@ class LivePlot(anywidget.AnyWidget):
         self._points: tuple[bytes, bytes] | None = None
         self._grid: tuple[int, bytes, bytes] | None = None
         self._grid_pending = False
+        self.text: list[str] = []
+        self._text_pending = False
         self.messages_sent = 0
         self.set_panels(panels)
         self.on_msg(self._on_message)
@@ -245,7 +263,7 @@ class LivePlot(anywidget.AnyWidget):
     def clear(self) -> None:
         """Forget every point, the data points and the boundary, here and in the browser."""
         self.data, self._pending, self._points, self._grid, self._grid_pending = {}, {}, None, None, False
-        self._custom({"type": "reset"})
+        self._custom({"type": "reset"})             # the text stays: it changes only by set_text
 
     def add(self, series: str, x: float, y: float) -> None:
         """Queue one new point of `series` (sent at the next flush)."""
@@ -253,18 +271,26 @@ class LivePlot(anywidget.AnyWidget):
         self.data.setdefault(series, []).append(point)
         self._pending.setdefault(series, []).append(point)
 
+    def set_text(self, lines: list[str]) -> None:
+        """Lines of plain text shown above the panels, sent at the next flush (only if they changed)."""
+        lines = [str(line) for line in lines]
+        if lines != self.text:
+            self.text, self._text_pending = lines, True
+
     def flush(self) -> None:
-        """Send the points (and boundary) queued since the last flush, and nothing else, in one message."""
+        """Send the points, boundary and text queued since the last flush, and nothing else, in one message."""
         message: dict = {"type": "append"}
         buffers: list[bytes] = []
         if self._pending:
             message["series"] = self._pending
+        if self._text_pending:
+            message["text"] = self.text
         if self._grid_pending and self._grid is not None:
             message["grid"] = {"n": self._grid[0], "cls": 0, "conf": 1}
             buffers = list(self._grid[1:])
         if len(message) > 1:
             self._custom(message, buffers)
-        self._pending, self._grid_pending = {}, False
+        self._pending, self._grid_pending, self._text_pending = {}, False, False
 
     def set_points(self, xy: bytes, classes: bytes) -> None:
         """The data points of the boundary panel: float32 (x, y) pairs and one uint8 class per point."""
@@ -282,7 +308,7 @@ class LivePlot(anywidget.AnyWidget):
 
     def _on_message(self, _widget, content, _buffers) -> None:
         if isinstance(content, dict) and content.get("type") == "ready":   # a new view: send everything once
-            message: dict = {"type": "reset", "series": self.data}
+            message: dict = {"type": "reset", "series": self.data, "text": self.text}
             buffers: list[bytes] = []
             if self._points is not None:
                 message["points"] = {"xy": 0, "cls": 1}

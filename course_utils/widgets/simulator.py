@@ -79,8 +79,8 @@ class SimulatorView(View):
         self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
         self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
         self.message = w.HTML(layout=w.Layout(min_height="44px", width="100%"))
-        self.readouts = w.HTML(layout=w.Layout(min_height="120px", width="100%"))
-        self.plot = LivePlot(boundary=True, layout=w.Layout(height="410px"))
+        # the readouts are the plot's text: a Step's new points and numbers reach the page in one message
+        self.plot = LivePlot(boundary=True, text_lines=5, layout=w.Layout(min_height="530px"))
         self.widget = w.VBox([
             w.HTML("<b>Training simulator</b>: the course's real loop on a spiral. Step through it, train, "
                    "change the learning rate while it runs, tick a bug and compare with the faint healthy ghost."),
@@ -89,7 +89,7 @@ class SimulatorView(View):
             w.HTML("<b>Bugs</b> (each changes one operation of the loop; a healthy ghost runs beside it):"),
             w.GridBox(list(self.bug_boxes.values()), layout=w.Layout(grid_template_columns="repeat(2, 405px)")),
             w.HBox(list(self.buttons.values())),
-            self.message, self.readouts, self.plot,
+            self.message, self.plot,
         ], layout=w.Layout(width="100%", max_width="860px"))
         self._restart()
 
@@ -344,10 +344,10 @@ class SimulatorView(View):
     def _refresh(self, boundary: bool = False) -> None:
         if boundary:
             self.plot.set_grid(GRID, *boundary_grid(self.session.model, self.extent, GRID))
-        self.plot.flush()
         self.lr_label.value = f"lr = {fmt(self.session.lr)}"
         self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
-        self.readouts.value = "<br>".join(html.escape(line) for line in self._readout_lines())
+        self.plot.set_text(self._readout_lines())
+        self.plot.flush()
         if not self.running:
             self._set_running(False)
 

@@ -1,8 +1,9 @@
 """Chapter 6's browser interaction: the simulator used as a learner would, with its speed measured.
 
 Step a few times, train epochs, tick a bug (the ghost appears), train to the end and stop it, reset.
-Each click is timed from the click to the last change inside the simulator's output (HTML readouts,
-canvases: the live plot stamps a data-version attribute after every redraw), until the view is
+Each click is timed from the click to the last change inside the simulator's output (the readouts,
+which the live plot shows above its canvases, and the canvases: it stamps a data-version attribute
+after every redraw), until the view is
 quiet for QUIET_MS. The figures are printed and written to tests/artifacts/ch06_speed.json; they are
 reported, never asserted (the machine is shared).
 
@@ -33,8 +34,7 @@ _QUIET = f"""() => window.__simLast > window.__simT0 && performance.now() - wind
 
 
 def _readouts(page) -> str:
-    return page.evaluate("() => [...document.querySelectorAll('.widget-html')].map(e => e.innerText)"
-                         ".filter(t => t.includes(' done | step ')).join('\\n')")
+    return page.evaluate("() => document.querySelector('.lp-text').innerText")
 
 
 def _message(page) -> str:
