@@ -27,6 +27,7 @@ function fmt(v) {
   return String(Number(v.toPrecision(3)));
 }
 function hexRgb(h) { return [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16)); }
+const RGB = COLOURS.map(hexRgb);
 function bytesOf(b) {
   if (!b) return null;
   if (b instanceof DataView) return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
@@ -50,6 +51,8 @@ function render({ model, el }) {
   el.appendChild(root);
   let data = {}, points = null, grid = null, text = [], frame = 0, version = 0;
   let panels = [], textBox = null;
+  let layer = null, layerOf = null, layerKey = "";   // the data points, drawn once per points message
+  const cells = document.createElement("canvas");     // the boundary grid, one pixel per cell
   function build() {
     root.innerHTML = "";
     panels = [];
@@ -137,23 +140,29 @@ function render({ model, el }) {
     if (grid) {
       const n = grid.n, img = new ImageData(n, n);
       for (let i = 0; i < n * n; i++) {
-        const [r, g, b] = hexRgb(COLOURS[grid.cls[i] % COLOURS.length]);
+        const [r, g, b] = RGB[grid.cls[i] % RGB.length];
         const a = 0.15 + 0.45 * grid.conf[i] / 255;
         const row = n - 1 - Math.floor(i / n), col = i % n, j = 4 * (row * n + col);
         img.data[j] = 255 + (r - 255) * a; img.data[j + 1] = 255 + (g - 255) * a; img.data[j + 2] = 255 + (b - 255) * a;
         img.data[j + 3] = 255;
       }
-      const off = document.createElement("canvas"); off.width = n; off.height = n;
-      off.getContext("2d").putImageData(img, 0, 0);
-      ctx.imageSmoothingEnabled = true; ctx.drawImage(off, 0, 0, S, S);
+      if (cells.width !== n) { cells.width = n; cells.height = n; }
+      cells.getContext("2d").putImageData(img, 0, 0);
+      ctx.imageSmoothingEnabled = true; ctx.drawImage(cells, 0, 0, S, S);
     }
     if (points) {
-      const X = x => S * (x - ext[0]) / (ext[1] - ext[0]), Y = y => S * (1 - (y - ext[2]) / (ext[3] - ext[2]));
-      ctx.lineWidth = 0.6; ctx.strokeStyle = "#222";
-      for (let i = 0; i < points.cls.length; i++) {
-        ctx.fillStyle = COLOURS[points.cls[i] % COLOURS.length];
-        ctx.beginPath(); ctx.arc(X(points.xy[2 * i]), Y(points.xy[2 * i + 1]), 2.2, 0, 2 * Math.PI); ctx.fill(); ctx.stroke();
+      const key = ext.join() + "/" + S;
+      if (layerOf !== points || layerKey !== key) {    // new points, extent or size: draw the layer again
+        layer = canvas(S, S); layerOf = points; layerKey = key;
+        const lc = layer.getContext("2d");
+        const X = x => S * (x - ext[0]) / (ext[1] - ext[0]), Y = y => S * (1 - (y - ext[2]) / (ext[3] - ext[2]));
+        lc.lineWidth = 0.6; lc.strokeStyle = "#222";
+        for (let i = 0; i < points.cls.length; i++) {
+          lc.fillStyle = COLOURS[points.cls[i] % COLOURS.length];
+          lc.beginPath(); lc.arc(X(points.xy[2 * i]), Y(points.xy[2 * i + 1]), 2.2, 0, 2 * Math.PI); lc.fill(); lc.stroke();
+        }
       }
+      ctx.drawImage(layer, 0, 0, S, S);
     }
     ctx.strokeStyle = "#999"; ctx.lineWidth = 1; ctx.strokeRect(0.5, 0.5, S - 1, S - 1);
   }

@@ -285,11 +285,12 @@ class SimulatorView(View):
 
     def _set_running(self, running: bool) -> None:
         self.running = running
-        for name, button in self.buttons.items():
-            button.disabled = (not running) if name == "stop" else (running or (
-                self.session.done and name in ("step", "epoch", "end")))
-        for box in [*self.boxes.values(), *self.bug_boxes.values()]:
-            box.disabled = running
+        wanted = [(button, (not running) if name == "stop" else (running or (
+                  self.session.done and name in ("step", "epoch", "end")))) for name, button in self.buttons.items()]
+        wanted += [(box, running) for box in [*self.boxes.values(), *self.bug_boxes.values()]]
+        for widget, disabled in wanted:
+            if widget.disabled != disabled:          # setting an equal value still costs traitlets' validation
+                widget.disabled = disabled
 
     def _safely(self, action, *args) -> None:
         try:
