@@ -4,10 +4,10 @@ Needs a CUDA GPU (CI has none). Writes one JSON file of figures; chapters 1, 5 a
 (`course_utils.gpu_figures`) with the GPU, torch version and date they were measured on.
 
 1. precision: one training step of a wide MLP (batch 4096 with 4 x 4096 hidden, and batch 32768 with
-   4 x 1024 hidden) in float32, bf16 autocast and fp16 autocast + GradScaler, through the trainer's own `Precision` policy: time per step (CUDA events,
-   median of 50 after 10 warm-ups), peak allocated memory over the step, and the memory the forward
-   pass leaves for backward (the course's meter, reading the allocator). float32 is run with TF32 off (torch's
-   default for matmul) and on.
+   4 x 1024 hidden) in float32, bf16 autocast and fp16 autocast + GradScaler, through the trainer's own
+   `Precision` policy: time per step (CUDA events, median of 50 after 10 warm-ups), peak allocated memory
+   over the step, and the memory the forward pass leaves for backward (the course's meter, reading the
+   allocator). float32 is run with TF32 off (torch's default for matmul) and on.
 2. underflow: a loss so small that its float16 gradients underflow; the fraction of gradient entries that
    come out exactly zero without a scaler, and with GradScaler's first scale (65,536).
 3. pinned memory: a 64 MiB host-to-device copy from pageable and from pinned memory, and whether a
@@ -58,14 +58,17 @@ def cuda_ms(work, repeats: int = 50, warmup: int = 10) -> float:
     return statistics.median(times)
 
 
-def wide_mlp(width: int = 4096, depth: int = 4, classes: int = 10) -> nn.Module:
+DEPTH = 4          # hidden layers of the wide MLP
+
+
+def wide_mlp(width: int, depth: int = DEPTH, classes: int = 10) -> nn.Module:
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(width, classes))
 
 
-def precision_step(mode: str, tf32: bool, batch: int = 4096, width: int = 4096) -> dict:
+def precision_step(mode: str, tf32: bool, batch: int, width: int) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.manual_seed(0)
     device = torch.device("cuda")
@@ -94,10 +97,12 @@ def precision_step(mode: str, tf32: bool, batch: int = 4096, width: int = 4096) 
         loss = nn.functional.cross_entropy(model(x), y)
     graph = meter.bytes
     del loss
-    flops = 6 * batch * (width * width * 4 + width * 10)      # forward 2, backward 4 per multiply-add
+    weights = sum(p.numel() for p in model.parameters() if p.dim() == 2)
+    flops = 6 * batch * weights                               # forward 2, backward 4 per multiply-add
     with policy.autocast():
         logits_dtype = str(model(x[:8]).dtype)
-    result = dict(mode=mode, tf32=tf32, batch=batch, width=width, ms_per_step=round(ms, 3), tflops=round(flops / ms / 1e9, 1),
+    result = dict(mode=mode, tf32=tf32, batch=batch, width=width, depth=DEPTH,
+                  params=sum(p.numel() for p in model.parameters()), ms_per_step=round(ms, 3), tflops=round(flops / ms / 1e9, 1),
                   peak_mib=round(peak / 2**20, 1), graph_mib=round(graph / 2**20, 1), logits_dtype=logits_dtype,
                   weights_dtype=str(next(model.parameters()).dtype))
     torch.backends.cuda.matmul.allow_tf32 = False

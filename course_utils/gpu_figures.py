@@ -66,7 +66,10 @@ def precision_lines() -> list[str]:
     for batch, width in sorted({(row["batch"], row["width"]) for row in figures["precision"]}, reverse=True):
         rows = [row for row in figures["precision"] if (row["batch"], row["width"]) == (batch, width)]
         base = next(row for row in rows if row["mode"] == "none" and not row["tf32"])
-        lines.append(f"batch {batch}, 4 hidden layers of {width}:")
+        params = base["params"]
+        lines.append(f"batch {batch}, {base['depth']} hidden layers of {width} ({sig(params / 1e6, 3)}M parameters): "
+                     f"float32 weights, gradients and AdamW's two moments {16 * params / 2**20:.0f} MiB in every mode; "
+                     f"autocast's 16-bit weight copies {2 * params / 2**20:.0f} MiB")
         for row in rows:
             name = {"none": "float32 + TF32" if row["tf32"] else "float32", "bf16": "bf16 autocast",
                     "fp16": "fp16 autocast + GradScaler"}[row["mode"]]

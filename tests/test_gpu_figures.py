@@ -69,6 +69,12 @@ def test_chapter_7_precision_claims():
         assert fp32["peak_mib"] >= fp32["graph_mib"]
     assert rows[32768, 1024, "bf16", False]["graph_mib"] < 0.7 * rows[32768, 1024, "none", False]["graph_mib"]
     assert rows[4096, 4096, "bf16", False]["graph_mib"] > 0.95 * rows[4096, 4096, "none", False]["graph_mib"]
+    wide = {mode: rows[4096, 4096, mode, False] for mode in ("none", "bf16", "fp16")}
+    params = wide["none"]["params"]
+    # at batch = width: half of float32's activations plus the 16-bit weight copies, to within 5 %
+    assert abs(wide["bf16"]["graph_mib"] - (wide["none"]["graph_mib"] / 2 + 2 * params / 2**20)) < 0.05 * wide["bf16"]["graph_mib"]
+    assert wide["bf16"]["peak_mib"] == wide["fp16"]["peak_mib"] == wide["none"]["peak_mib"]    # the peak does not move
+    assert all(r["peak_mib"] > 16 * r["params"] / 2**20 for r in rows.values())              # above the float32 state
     zeros = gpu_figures.recorded()["underflow"]["zero_fraction_of_weight_grads"]
     assert zeros["fp32"] < 0.01 and zeros["fp16, no scaler"] == 1.0 and zeros["fp16, GradScaler"] < 0.01
 

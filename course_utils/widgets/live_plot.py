@@ -1,8 +1,8 @@
 """A live plot for the training simulator (chapter 6): canvas panels that receive only the new points.
 
 ``LivePlot`` is an anywidget: the browser keeps every point it has been sent and redraws its
-canvases (at most once per animation frame); Python sends only what is new (``add`` then
-``flush``). A view that appears later (the notebook reopened, a second view of the widget) asks for a
+canvases when a message arrives (a change of size or axis waits for the next animation frame);
+Python sends only what is new (``add`` then ``flush``). A view that appears later (the notebook reopened, a second view of the widget) asks for a
 snapshot and gets everything once. One panel may be a decision boundary: a small grid of predicted
 classes and confidences, drawn under the data points. Lines of text (a view's readouts) travel in the
 same message as the points (``set_text``), so one update of the view is one message and one change of

@@ -334,9 +334,10 @@ print("\n".join(gpu_figures.precision_lines()))
 # %% [markdown]
 # - Plain float32 does not use tensor cores. TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) does,
 #   with a shorter mantissa; bf16 and fp16 autocast are faster still. The weights stay float32.
-# - Memory saved for backward halves only when activations dominate (batch 32,768, width 1,024). At
-#   batch = width the autocast copies of the weights take as much as the activations save. The step's peak
-#   comes from the optimizer's update, not from the forward pass.
+# - What backward keeps shrinks only when activations dominate (batch 32,768, width 1,024). At batch = width
+#   it does not shrink: the 16-bit activations save half of what float32 keeps, and autocast's 16-bit weight
+#   copies take that much back. No precision mode lowers the float32 weights, gradients and AdamW state,
+#   which is why, at width 4,096, the step's peak does not move at all.
 # - fp16 without a scaler: a small loss gives gradients that underflow to exactly zero, so nothing learns.
 #   GradScaler multiplies the loss by 65,536 first, and almost every gradient survives.
 #
