@@ -117,6 +117,67 @@ def _fmt(x: float) -> str:
 
 
 @dataclass(frozen=True)
+class Harm:
+    """A checked claim about an exhibit: how the bugged run's quantity compares with the healthy run's.
+
+    A chaotic run's digits change with the CPU's code path (issue 21), its conclusion does not: each claim's
+    threshold leaves a margin over seeds 0-4 and over code paths (tests/test_museum.py checks every seed), so
+    the printed verdict is the same wherever the chapter runs. Counts and bytes are exact and printed as such.
+    """
+
+    quantity: str        # a label of QUANTITIES
+    relation: str        # "lower", "higher", "times", "fraction", "equal", "differs", "zero", "counts"
+    amount: float = 0.0
+
+    def holds(self, healthy: float, bugged: float) -> bool:
+        """Does the claim hold for these two values?"""
+        return {"lower": lambda: bugged < healthy - self.amount, "higher": lambda: bugged > healthy + self.amount,
+                "times": lambda: bugged > self.amount * healthy, "fraction": lambda: bugged < self.amount * healthy,
+                "equal": lambda: bugged == healthy, "differs": lambda: bugged != healthy,
+                "zero": lambda: bugged == 0 != healthy, "counts": lambda: bugged != healthy}[self.relation]()
+
+    def claim(self, healthy: float, bugged: float) -> str:
+        """The claim in words; exact counts are shown as numbers."""
+        if self.relation == "counts":
+            return f"healthy {healthy:,.0f}, bugged {bugged:,.0f}"
+        by = f" by more than {self.amount:g}" if self.amount else ""
+        return {"lower": f"bugged lower{by}", "higher": f"bugged higher{by}",
+                "times": f"bugged more than {self.amount:g}x healthy",
+                "fraction": f"bugged below {self.amount:g}x healthy", "equal": "identical in both runs",
+                "differs": "differs between the runs", "zero": "bugged reads exactly 0"}[self.relation]
+
+
+# per loop bug: the harm its exhibit shows, as claims that hold on seeds 0-4 (tests/test_museum.py)
+HARMS: dict[str, list[Harm]] = {
+    "missing_zero_grad": [Harm("final val accuracy", "lower", 0.3), Harm("max grad norm", "times", 4),
+                          Harm("max train loss (a step)", "times", 3)],
+    "zero_grad_after_backward": [Harm("max grad norm", "zero"), Harm("final val accuracy", "lower", 0.3)],
+    "eval_in_train_mode": [Harm("final val accuracy", "lower"), Harm("final train loss", "equal")],
+    "missing_no_grad": [Harm("peak eval memory (bytes)", "counts"), Harm("final val loss", "equal")],
+    "graph_attached_logging": [Harm("graph nodes kept (max)", "counts"), Harm("final train loss", "equal")],
+    "missing_train_switch": [Harm("final train loss", "lower"), Harm("final val loss", "higher", 0.15)],
+    "clip_before_backward": [Harm("max grad norm", "zero"), Harm("final val accuracy", "lower", 0.15)],
+    "clip_after_step": [Harm("final val accuracy", "lower", 0.15)],
+    "epoch_schedule_per_batch": [Harm("final lr", "fraction", 1e-3), Harm("final val accuracy", "lower", 0.15)],
+    "unscaled_accumulation": [Harm("max grad norm", "times", 3), Harm("final val accuracy", "lower", 0.3)],
+    "accumulation_without_flush": [Harm("weight updates", "counts")],
+    "mean_of_batch_means": [Harm("final val loss", "differs"), Harm("final train loss", "equal")],
+    "data_leakage": [Harm("final val accuracy", "higher", 0.03), Harm("final test accuracy", "equal")],
+}
+
+# chapter 5's two variations of exhibit 1, with their claims (seeds 0-4 checked too): (bugs, config, claims)
+VARIATIONS: dict[str, tuple[tuple[str, ...], dict, list[Harm]]] = {
+    # at a learning rate far too small the accumulated gradient acts as a bigger step: the bug looks better
+    "tiny lr": (("missing_zero_grad",), dict(EXHIBITS["missing_zero_grad"], lr=0.01),
+                [Harm("final val accuracy", "higher", 0.05)]),
+    # Adam normalises each step, so nothing explodes, but it follows the stale sum of old gradients
+    "adam": (("missing_zero_grad",), dict(BASE, optimizer="adam", lr=0.01),
+             [Harm("max grad norm", "times", 10), Harm("max train loss (a step)", "times", 1.5),
+              Harm("final val accuracy", "lower", 0.3)]),
+}
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A healthy and a bugged run of the same configuration and seed."""
 
@@ -144,6 +205,24 @@ class Comparison:
     def identical(self) -> bool:
         """Did the bugged run log exactly the healthy run's losses, norms and metrics?"""
         return self.healthy == self.bugged
+
+    def verdicts(self, harms: list[Harm] | None = None) -> list[tuple[str, str, bool]]:
+        """(quantity, claim, holds) for each claim about this comparison (its single bug's HARMS by default)."""
+        if harms is None:
+            harms = HARMS[self.bugs[0]] if len(self.bugs) == 1 else []
+        values = {label: (h, b) for label, h, b in self.signature()}
+        return [(harm.quantity, harm.claim(*values[harm.quantity]), harm.holds(*values[harm.quantity]))
+                for harm in harms]
+
+    def verdict_text(self, harms: list[Harm] | None = None) -> str:
+        """The claims and whether they hold: what chapter 5 prints (the same on every CPU), not raw digits."""
+        name = " + ".join(self.bugs) or "no bug"
+        lines = [f"{name}: bugged run against the healthy one (same seed, same data)"]
+        for quantity, claim, holds in self.verdicts(harms):
+            exact = claim.startswith("healthy ")          # a count shown as numbers: no verdict beside it
+            mark = ("" if exact else "yes") if holds else "NO"
+            lines.append(f"  {quantity:<26} {claim:<38} {mark}".rstrip())
+        return "\n".join(lines)
 
     def text(self, only_changed: bool = False) -> str:
         """The signature table: every quantity, or only those that differ (as printed)."""

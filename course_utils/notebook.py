@@ -1,4 +1,4 @@
-"""setup_notebook(): the one call at the top of every chapter (seeds, threads, plots, warnings)."""
+"""setup_notebook(): the one call at the top of every chapter (numeric path, seeds, threads, plots, warnings)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +11,15 @@ import torch
 
 DEFAULT_SEED = 0
 
+# The CPU code path the chapters' numbers are computed on (issue 21). Float32 kernels round differently in the
+# last bit on AVX-512, AVX2 and generic code, and between MKL's per-CPU branches; a chaotic run amplifies that
+# into printed digits. ATen's generic kernels and MKL's "compatible" branch in strict mode are the same code on
+# every x86-64 CPU, so with one thread the chapters compute bit for bit the same numbers on any of them. Cost on
+# the course's runs: about 8 % (a 190-step run, 0.113 -> 0.122 s); large matrix products run about 2x slower, so
+# only the notebooks pin it, never the trainer or the learner's own scripts. It must be set before torch runs
+# its first operation; an explicit value in the environment wins (the perturbed nbval test relies on that).
+NUMERIC_PIN = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE,STRICT"}
+
 
 def seed_everything(seed: int = DEFAULT_SEED) -> None:
     """Seed Python's `random`, NumPy and torch (CPU and, if present, CUDA). Used by every chapter."""
@@ -19,13 +28,28 @@ def seed_everything(seed: int = DEFAULT_SEED) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
+def pin_numerics() -> bool:
+    """Put the chapters on NUMERIC_PIN's code path (every chapter, via setup_notebook); False if torch already ran.
+
+    Where the environment already names a path (an instructor's choice, or the perturbed nbval test), that wins.
+    """
+    ours = "ATEN_CPU_CAPABILITY" not in os.environ
+    for name, value in NUMERIC_PIN.items():
+        os.environ.setdefault(name, value)
+    path = torch.backends.cpu.get_cpu_capability()  # this call fixes the path for the rest of the process
+    return not ours or path == NUMERIC_PIN["ATEN_CPU_CAPABILITY"].upper()
+
+
 def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
-    """Make a chapter deterministic and quiet: seeds, a fixed thread count, plot style, print precision."""
+    """Make a chapter deterministic and quiet: numeric path, seeds, a fixed thread count, plot style, precision."""
+    if not pin_numerics():
+        warnings.warn("torch ran before setup_notebook(), so this kernel computes on its own CPU path and printed "
+                      "figures may differ from the committed ones in the last digits: restart the kernel and run "
+                      "the chapter from the top", RuntimeWarning, stacklevel=2)
     seed_everything(seed)
     torch.set_num_threads(threads)  # same thread count -> same float reductions, run after run
     torch.set_printoptions(precision=4, sci_mode=False)
     np.set_printoptions(precision=4, suppress=True)
-    os.environ.setdefault("PYTHONHASHSEED", str(seed))
     try:  # inside a kernel: the static inline backend, whatever MPLBACKEND says (ipympl's HTML breaks nbval)
         from IPython import get_ipython
 

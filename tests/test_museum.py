@@ -2,8 +2,8 @@
 import pytest
 
 from course_utils.bugs import LOOP_BUGS
-from course_utils.museum import (EXHIBITS, MYSTERY, PANELS, SIGNATURE_PANEL, compare, comparison_figure, exhibit,
-                                 visible_panels)
+from course_utils.museum import (EXHIBITS, HARMS, MYSTERY, PANELS, SIGNATURE_PANEL, VARIATIONS, Harm, compare,
+                                 comparison_figure, exhibit, visible_panels)
 from course_utils.mystery import MysteryGame
 
 # bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)
@@ -24,10 +24,42 @@ def test_healthy_exhibit_runs_converge_and_the_bug_hurts(bug):
     assert c.bugged.val_acc[-1] < c.healthy.val_acc[-1]
 
 
-def test_missing_train_switch_hurts_on_the_clean_test_set():
-    c = exhibit("missing_train_switch")
-    assert c.bugged.train_loss[-1] < 0.8 * c.healthy.train_loss[-1]      # looks better while training...
-    assert c.bugged.test_acc[-1] < c.healthy.test_acc[-1]                # ...and is worse on held-out data
+SEEDS = range(5)
+
+
+@pytest.mark.parametrize("bug", LOOP_BUGS)
+def test_every_claim_chapter_5_prints_holds_on_seeds_0_to_4(bug):
+    """Issue 21: the printed verdicts are conclusions with a margin, not one lucky seed's digits."""
+    assert HARMS[bug], f"{bug} has no claim to print"
+    for seed in SEEDS:
+        c = compare((bug,), **{**EXHIBITS[bug], "seed": seed})
+        failed = [claim for _, claim, holds in c.verdicts() if not holds]
+        assert not failed, f"seed {seed}: {failed}"
+
+
+@pytest.mark.parametrize("name", sorted(VARIATIONS))
+def test_the_variations_claims_hold_on_seeds_0_to_4(name):
+    bugs, config, claims = VARIATIONS[name]
+    for seed in SEEDS:
+        failed = [c for _, c, holds in compare(bugs, **{**config, "seed": seed}).verdicts(claims) if not holds]
+        assert not failed, f"seed {seed}: {failed}"
+
+
+def test_missing_train_switch_passes_for_an_improvement_on_accuracy():
+    """What chapter 5 says: dropout was not buying accuracy here, so the bugged test accuracy comes out higher
+    at least as often as lower over seeds 0-4; the training loss is lower on every seed."""
+    runs = [compare(("missing_train_switch",), **{**EXHIBITS["missing_train_switch"], "seed": s}) for s in SEEDS]
+    assert all(c.bugged.train_loss[-1] < 0.8 * c.healthy.train_loss[-1] for c in runs)
+    higher = sum(c.bugged.test_acc[-1] > c.healthy.test_acc[-1] for c in runs)
+    lower = sum(c.bugged.test_acc[-1] < c.healthy.test_acc[-1] for c in runs)
+    assert higher >= lower, (higher, lower)
+
+
+def test_a_claim_that_does_not_hold_prints_no():
+    c = exhibit("missing_zero_grad")
+    text = c.verdict_text([Harm("final val accuracy", "higher"), Harm("weight updates", "counts")])
+    assert "bugged higher" in text and text.splitlines()[1].endswith("NO")
+    assert text.splitlines()[2].endswith("NO")                             # same update count: the claim fails
 
 
 def test_data_leakage_flatters_validation_and_not_the_test_set():

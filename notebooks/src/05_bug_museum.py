@@ -5,9 +5,14 @@
 # gradient-norm, learning-rate, memory and metric curves, and fix it.
 #
 # Every exhibit below is a real bug injected into the course's real loop (`course_utils.loop`). The
-# same configuration runs twice with the same seed, once healthy and once with the bug, and we print
-# the numbers that differ. The healthy runs are trained to convergence (validation accuracy about 0.9),
-# so a bug cannot hide behind an under-trained baseline. None of the numbers is typed in: each is measured.
+# same configuration runs twice with the same seed, once healthy and once with the bug. The eight panels
+# show both runs' curves; the printed lines state what the bug did as claims checked on this run
+# ("final val accuracy: bugged lower by more than 0.3 ... yes"). Why claims and not the raw numbers: a
+# run that a bug makes unstable amplifies the last-bit rounding differences between CPUs, so its exact
+# digits differ from one computer to the next, while what it shows does not. Each claim also holds on
+# seeds 0 to 4 (the course's tests check every one). Counts, bytes and identical runs are exact, and are
+# printed as numbers. The healthy runs are trained to convergence (validation accuracy about 0.9), so a
+# bug cannot hide behind an under-trained baseline. None of the numbers is typed in: each is measured.
 #
 # A few words we use: a **param group** is a set of parameters the optimizer updates with the same
 # settings (lr, weight decay); **stateful** optimizers (SGD with momentum, Adam) keep tensors per
@@ -25,7 +30,7 @@ import torch
 from torch import nn
 from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.session import Session, TrainConfig
-from course_utils.museum import BASE, EXHIBITS, compare, comparison_figure, exhibit, reference_markdown
+from course_utils.museum import BASE, EXHIBITS, VARIATIONS, compare, comparison_figure, exhibit, reference_markdown
 from course_utils.notebook import sig
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
@@ -39,9 +44,9 @@ def draw(comp, title=None):
 
 
 def show(bug, figure=True, **config):
-    """Run healthy vs bugged, print the numbers that differ, draw the panels, print the fix."""
+    """Run healthy vs bugged, print the bug's harm as checked claims, draw the panels, print the fix."""
     comp = compare((bug,), **config) if config else exhibit(bug)
-    print(comp.text(only_changed=True))
+    print(comp.verdict_text())
     print("fix:", BUGS[bug].fix)
     if figure:
         draw(comp)
@@ -80,7 +85,6 @@ c = show("missing_zero_grad")
 b = c.bugged.grad_norm
 print("bugged grad norm, steps 1-8:", [sig(x, 3) for x in b[:8]])
 print("step 8 / step 1:", sig(b[7] / b[0]))
-print("largest single-batch loss: healthy", sig(max(c.healthy.loss)), " bugged", sig(max(c.bugged.loss)))
 
 # %% [markdown]
 # At a tiny learning rate the same bug can pass for an improvement. The summed gradient acts like
@@ -89,19 +93,18 @@ print("largest single-batch loss: healthy", sig(max(c.healthy.loss)), " bugged",
 # really use, the harm appears (the run above):
 
 # %%
-cmp = compare(("missing_zero_grad",), **{**EXHIBITS["missing_zero_grad"], "lr": 0.01})
-print(f"SGD lr 0.01: val accuracy healthy {sig(cmp.healthy.val_acc[-1])} (under-trained), "
-      f"bugged {sig(cmp.bugged.val_acc[-1])}")
+bugs, config, claims = VARIATIONS["tiny lr"]
+cmp = compare(bugs, **config)
+print("SGD lr", config["lr"], "| the healthy run is under-trained (val accuracy below 0.7):", cmp.healthy.val_acc[-1] < 0.7)
+print(cmp.verdict_text(claims))
 
 # %% [markdown]
 # With Adam the picture is different. Adam divides each update by the gradient's RMS, so every step
 # stays about lr in size and nothing explodes; but the updates follow a stale sum of old gradients:
 
 # %%
-adam = compare(("missing_zero_grad",), **{**BASE, "optimizer": "adam", "lr": 0.01})
-print("max grad norm      healthy", sig(max(adam.healthy.grad_norm)), " bugged", sig(max(adam.bugged.grad_norm)))
-print("max loss           healthy", sig(max(adam.healthy.loss)), " bugged", sig(max(adam.bugged.loss)))
-print("final val accuracy healthy", sig(adam.healthy.val_acc[-1]), " bugged", sig(adam.bugged.val_acc[-1]))
+bugs, config, claims = VARIATIONS["adam"]
+print(compare(bugs, **config).verdict_text(claims))
 
 # %% [markdown]
 # ## Exhibit 2: validating in train mode
@@ -237,10 +240,9 @@ print("Adam after one float32 step, then .half(), then a step ->", d.stateful_st
 
 # %%
 c = show("data_leakage")
-print("leaked validation examples:", c.bugged_session.state.splits.leaked)
-for name, run in [("healthy", c.healthy), ("leaky", c.bugged)]:
-    print(f"{name:<8} val acc {sig(run.val_acc[-1])}  test acc {sig(run.test_acc[-1])}  "
-          f"gap {sig(run.val_acc[-1] - run.test_acc[-1])}")
+print("leaked validation examples:", c.bugged_session.state.splits.leaked, "of", len(c.bugged_session.state.splits.val))
+print("the leaky run's validation accuracy is above its own test accuracy:",
+      c.bugged.val_acc[-1] > c.bugged.test_acc[-1])
 
 # %% [markdown]
 # Leakage also comes through preprocessing: a step fitted on all the data, validation included, has
@@ -346,15 +348,17 @@ print("bugged lr, first 8 batches:", [sig(x) for x in c.bugged.lr[:8]])
 
 # %% [markdown]
 # **Forgetting `model.train()` after evaluation**: from epoch 2 on the model trains with dropout off.
-# This one passes for an improvement: the training loss drops below the healthy run's. The harm is
-# on data the model has not seen: dropout was there to stop it from overfitting 100 noisy examples.
+# This one passes for an improvement. The training loss drops below the healthy run's, and on this small
+# 2-D problem the accuracy does not reliably suffer either: dropout was not buying accuracy here, and over
+# seeds 0 to 4 the bugged run's test accuracy comes out higher at least as often as lower (a course test
+# checks it). What the bug breaks every time is the run itself: it is not the model you configured, and
+# without dropout it ends overconfident on examples it has not seen, so its validation *loss* is clearly
+# higher. Don't judge this bug by the score; check the mode (the first line reads it from the loop).
 
 # %%
 c = show("missing_train_switch")
 print("trained in train mode, by epoch 1-3:",
       [all(e.training for e in c.bugged_session.steps if e.epoch == k) for k in (1, 2, 3)])
-print("final train loss healthy", sig(c.healthy.train_loss[-1]), " bugged", sig(c.bugged.train_loss[-1]))
-print("final test accuracy healthy", sig(c.healthy.test_acc[-1]), " bugged", sig(c.bugged.test_acc[-1]))
 
 # %% [markdown]
 # **Accumulating K = 4 micro-batches without dividing the loss**: the first update's gradient is exactly

@@ -1,0 +1,128 @@
+"""Re-run the notebooks under perturbed numeric kernels and compare with the committed outputs as nbval does.
+
+A host with another CPU computes float32 on another code path: ATen's AVX-512, AVX2 or generic kernels, MKL's
+per-CPU branches, oneDNN's ISA, NumPy's SIMD dispatch, glibc's libm variants (with or without FMA). The
+chapters pin ATen and MKL (``course_utils.notebook.NUMERIC_PIN``); each configuration below moves what a
+different host would move:
+
+- ``avx2-unpinned``: the pin overridden by an AVX2 path for ATen, MKL and oneDNN: an AVX2 host where the pin
+  did not take (or a build without MKL). Everything nbval compares must be a conclusion robust to that.
+- ``pinned-other-libs``: the pin in force, and what it does not cover lowered: NumPy's dispatch to its
+  baseline, glibc's libm without AVX2/FMA/AVX-512 variants.
+
+    python tools/nbval_perturbed.py [NN ...] [--config NAME ...] [--jobs N]
+
+prints, per configuration, the cells whose outputs differ (exit code 1 if any), and the seconds it took.
+Each configuration runs on its own copy of the notebooks (chapter 7 writes runs next to its notebook).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+
+CONFIGS: dict[str, dict[str, str]] = {
+    "avx2-unpinned": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "pinned-other-libs": {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+                          "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F"},
+}
+PIN_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES",
+                 "GLIBC_TUNABLES")
+TIMEOUT_S = 900
+
+
+@dataclass
+class Outcome:
+    """One configuration's run: the cells whose outputs differ, nbval's summary line, the seconds taken."""
+
+    config: str
+    failed: list[str]
+    summary: str
+    seconds: float
+    returncode: int
+    log: str
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0 and not self.failed
+
+
+def notebooks(selected: list[str]) -> list[Path]:
+    """The committed notebooks, or those whose names start with one of `selected` (e.g. "05")."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if selected:
+        paths = [p for p in paths if any(p.name.startswith(s) for s in selected)]
+        if not paths:
+            raise SystemExit(f"no notebook matches {selected}")
+    return paths
+
+
+def environment(config: str | None, progress: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without inherited pin variables, plus the configuration's and `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in PIN_VARIABLES}
+    env.update(CONFIGS[config] if config else {})
+    env.update(COURSE_PROGRESS=str(progress), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", **extra)
+    return env
+
+
+def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra: str) -> Outcome:
+    """Run nbval on copies of `paths` in a fresh folder under a configuration (None: the pin alone).
+
+    `extra` variables go into the kernels' environment too (a mutation test puts a mutant on PYTHONPATH).
+    """
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nbval-") as tmp:
+        folder = Path(tmp) / "notebooks"
+        folder.mkdir()
+        for path in paths:
+            shutil.copy(path, folder / path.name)
+        command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout=300",
+                   f"--nbval-sanitize-with={SANITIZE}", "-p", "no:randomly", "-p", "no:cacheprovider",
+                   "-q", "--no-header", "-rf", f"--rootdir={tmp}", "-c", os.devnull, str(folder)]
+        done = subprocess.run(command, cwd=tmp, env=environment(config, Path(tmp) / "progress.json", **extra),
+                              capture_output=True, text=True, timeout=TIMEOUT_S)
+    log = done.stdout + done.stderr
+    failed = re.findall(r"^FAILED \S*?(\d\d_\w+\.ipynb::Cell \d+)", log, flags=re.M)
+    ends = re.findall(r"^=*\s*(\d+ (?:passed|failed|error).* in [\d.]+s.*?)\s*=*$", log, flags=re.M)
+    summary = ends[-1] if ends else (log.strip().splitlines()[-1] if log.strip() else "no output")
+    return Outcome(label or config or "pinned", failed, summary, time.perf_counter() - start, done.returncode, log)
+
+
+def run_all(configs: list[str], paths: list[Path], jobs: int = 2) -> list[Outcome]:
+    """Run every configuration, `jobs` at a time (each kernel uses one thread: setup_notebook fixes it)."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(lambda c: nbval(paths, c), configs))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="*", help="chapter numbers (e.g. 05 06); all by default")
+    parser.add_argument("--config", action="append", choices=sorted(CONFIGS), help="one configuration (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2, help="configurations run at once (default 2)")
+    parser.add_argument("--verbose", action="store_true", help="print nbval's whole log for failing configurations")
+    args = parser.parse_args(argv)
+    outcomes = run_all(args.config or list(CONFIGS), notebooks(args.notebooks), args.jobs)
+    for o in outcomes:
+        state = "same outputs" if o.passed else f"{len(o.failed)} cell(s) differ"
+        print(f"{o.config:<18} {state:<18} {o.seconds:6.1f} s   {o.summary}")
+        for cell in o.failed:
+            print(f"    {cell}")
+        if args.verbose and not o.passed:
+            print(o.log)
+    return 0 if all(o.passed for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
