@@ -321,15 +321,18 @@ class ProgressStore:
             rows.append((bank.chapter, bank.title, answered, correct, len(bank.questions)))
         return rows
 
+    def records(self, prefix: str) -> dict[str, dict[str, dict]]:
+        """Saved records whose id starts with `prefix` (game rounds, exercises), by chapter: {chapter: {id: record}}."""
+        saved = self._read().get("chapters", {})
+        found = {chapter: {k: v for k, v in records.items() if str(k).startswith(prefix)}
+                 for chapter, records in saved.items()}
+        return {chapter: records for chapter, records in found.items() if records}
+
     def games(self) -> list[tuple[str, int, int]]:
         """Rounds of a chapter's game saved beside its quiz (ids "mystery-..."): (chapter, played, correct)."""
-        saved = self._read().get("chapters", {})
-        rows = []
-        for chapter in sorted(saved):
-            rounds = [v for k, v in saved[chapter].items() if str(k).startswith("mystery-")]
-            if rounds:
-                rows.append((chapter, len(rounds), sum(1 for v in rounds if v.get("correct"))))
-        return rows
+        rounds = self.records("mystery-")
+        return [(chapter, len(rounds[chapter]), sum(1 for v in rounds[chapter].values() if v.get("correct")))
+                for chapter in sorted(rounds)]
 
 
 def progress_text(rows: Sequence[tuple[str, str, int, int, int]],
