@@ -336,13 +336,22 @@ class ProgressStore:
 
 
 def progress_text(rows: Sequence[tuple[str, str, int, int, int]],
-                  games: Sequence[tuple[str, int, int]] = ()) -> str:
-    """The course-level progress as a plain-text table (game rounds listed after the quiz totals)."""
-    lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"]
+                  games: Sequence[tuple[str, int, int]] = (),
+                  exercises: Sequence[tuple[str, int, int, int]] = ()) -> str:
+    """The course-level progress as a plain-text table: quiz questions, exercises solved (of the chapter's), game rounds.
+
+    `exercises` rows are (chapter, solved, attempted, total), from course_utils.exercises.exercise_progress.
+    """
+    solved = {chapter: f"{n}/{total}" for chapter, n, _, total in exercises}
+    lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"
+             + (f"{'exercises':>11}" if exercises else "")]
     for ch, title, answered, correct, total in rows:
-        lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}")
+        lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}"
+                     + (f"{solved.get(ch, '-'):>11}" if exercises else ""))
     total = sum(r[4] for r in rows)
-    lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}")
+    all_solved = f"{sum(r[1] for r in exercises)}/{sum(r[3] for r in exercises)}"
+    lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}"
+                 + (f"{all_solved:>11}" if exercises else ""))
     for chapter, played, correct in games:
         lines.append(f"{chapter:<8}{'bug mystery game: rounds diagnosed':<46}{correct:>8}{played:>10}{'':>7}")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, kind, need_int, need_tensor, number, show, values
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
 
 
 # --- chapter 0: updates_per_epoch ------------------------------------------------------------------------
@@ -82,12 +82,10 @@ def check_loss_weights(attempt: Attempt) -> str:
     """The oracle is arithmetic.loss_weight, the one rule the course's loop uses."""
     def one(case: tuple[tuple[int, ...], int]) -> None:
         sizes, K = case
-        got = attempt.call(f"batch sizes {list(sizes)}, K={K}", list(sizes), K)
-        if isinstance(got, torch.Tensor) and got.dim() == 1:
-            got = got.tolist()
-        if not isinstance(got, (list, tuple)) or len(got) != len(sizes) or not all(
-                isinstance(w, (int, float)) and not isinstance(w, bool) for w in got):
-            raise Fail(f"your function returned {kind(got)} ({show(got)}); it should return a list of "
+        returned = attempt.call(f"batch sizes {list(sizes)}, K={K}", list(sizes), K)
+        got = as_numbers(returned)
+        if got is None or len(got) != len(sizes):
+            raise Fail(f"your function returned {kind(returned)} ({show(returned)}); it should return a list of "
                        f"{len(sizes)} numbers, one weight per micro-batch.", "One weight for every batch size given.")
         want = [loss_weight(i, list(sizes), K) for i in range(len(sizes))]
         for i, (g, w) in enumerate(zip(got, want)):

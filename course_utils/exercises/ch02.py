@@ -9,7 +9,7 @@ from torch.utils.data import DistributedSampler
 
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, kind, need_tensor, need_tuple, number, show
+from course_utils.exercises.words import Fail, as_numbers, kind, need_tensor, need_tuple, number, show
 
 
 # --- pad_collate -------------------------------------------------------------------------------------------
@@ -75,8 +75,9 @@ def check_pad_collate(attempt: Attempt) -> str:
 
 def _weights_case(attempt: Attempt, labels: list[int]) -> None:
     got = attempt.call(f"labels {labels}", torch.tensor(labels))
-    if isinstance(got, (list, tuple)) and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in got):
-        got = torch.tensor(got, dtype=torch.double)
+    listed = None if isinstance(got, torch.Tensor) else as_numbers(got)
+    if listed is not None:          # a list or a NumPy array: WeightedRandomSampler takes those too
+        got = torch.tensor(listed, dtype=torch.double)
     n = len(labels)
     counts = torch.bincount(torch.tensor(labels))
     present = [c for c in range(len(counts)) if counts[c] > 0]
@@ -121,14 +122,12 @@ def check_class_balanced_weights(attempt: Attempt) -> str:
 
 def _shard_case(attempt: Attempt, n: int, world_size: int, rank: int) -> None:
     got = attempt.call(f"n={n}, world_size={world_size}, rank={rank}", n, world_size, rank)
-    if isinstance(got, torch.Tensor):
-        got = got.tolist()
-    if isinstance(got, (range, tuple)):
-        got = list(got)
-    if not isinstance(got, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in got):
+    listed = as_numbers(list(got) if isinstance(got, range) else got)
+    if listed is None or not all(isinstance(i, int) for i in listed):
         raise Fail(f"your function returned {kind(got)} ({show(got)}), not a list of indices.",
                    "Return a list of whole numbers.")
     want = list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
+    got = listed
     if got == want:
         return
     per_rank = math.ceil(n / world_size)

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.arithmetic import accumulation_window, batch_sizes
 from course_utils.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, kind, need_int, need_tuple, number, pair, show
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
 from course_utils.models import MLP
 
 
@@ -202,13 +202,11 @@ def reference_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr) ->
 
 
 def _numbers(value: object, n: int, what: str) -> list[float]:
-    if isinstance(value, torch.Tensor):
-        value = value.tolist()
-    if not isinstance(value, (list, tuple)) or len(value) != n or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+    listed = as_numbers(value)
+    if listed is None or len(listed) != n:
         raise Fail(f"{what} should be a list of {n} numbers, one per batch; yours is {kind(value)} ({show(value)}).",
                    "Append a Python float (`.item()` for the loss) for every batch.")
-    return [float(v) for v in value]
+    return [float(v) for v in listed]
 
 
 def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start_lr: float, end_lr: float) -> None:

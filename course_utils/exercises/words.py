@@ -109,6 +109,19 @@ def kind(value: object) -> str:
 
 # --- the types a function must return ---------------------------------------------------------------
 
+def as_numbers(value: object) -> list[float | int] | None:
+    """The numbers in a list, tuple, NumPy array or 1-D tensor (ints stay ints); None if it is not such a thing."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist() if value.dim() == 1 else None
+    elif type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        value = value.tolist() if getattr(value, "ndim", 0) == 1 else None
+    if not isinstance(value, (list, tuple)):
+        return None
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value):
+        return None
+    return [int(v) if isinstance(v, numbers.Integral) else float(v) for v in value]
+
+
 def need_int(value: object, what: str = "your function returned") -> int:
     """An int (a NumPy integer is fine); otherwise Fail saying what came back."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
@@ -173,7 +186,7 @@ _HINTS = [  # (words in the message, hint): the common ones, in the learner's te
     ("is not callable", "Something that is not a function was called: check the names in that line."),
     ("positional argument", "A function was called with the wrong number of arguments: check that line."),
     ("unexpected keyword argument", "A function was called with an argument it does not take."),
-    ("division by zero", "Something was divided by zero: which denominator can be 0 for this case?"),
+    ("by zero", "Something was divided by zero: which denominator can be 0 for this case?"),
     ("out of range", "An index went past the end: compare it with the length."),
     ("list index out of range", "An index went past the end of a list."),
     ("object is not subscriptable", "Indexing ([...]) was applied to something that is not a sequence."),
@@ -181,22 +194,18 @@ _HINTS = [  # (words in the message, hint): the common ones, in the learner's te
 ]
 
 
-def _learner_frames(exc: BaseException, files: set[str]) -> list[traceback.FrameSummary]:
-    frames = traceback.extract_tb(exc.__traceback__)
-    return [f for f in frames if f.filename in files]
-
-
 def where(exc: BaseException, files: set[str], first_lines: dict[str, int]) -> str:
     """' (line 3 of `evaluate`: `total += loss`)': the deepest line of the learner's code in the traceback."""
     try:
-        frames = _learner_frames(exc, files)
+        every = traceback.extract_tb(exc.__traceback__)
+        frames = [f for f in every if f.filename in files]
         if not frames:
             return ""
         frame = frames[-1]
         text = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
         first = first_lines.get(f"{frame.filename}:{frame.name}")
         line = f"line {frame.lineno - first + 1}" if first else f"line {frame.lineno}"
-        inside = "" if frame is traceback.extract_tb(exc.__traceback__)[-1] else ", inside a call it made"
+        inside = "" if frame is every[-1] else ", inside a call it made"
         code = f": `{text[:70]}`" if text else ""
         return f" (at {line} of `{frame.name}`{code}{inside})"
     except Exception:  # noqa: BLE001 - the place is a courtesy; never let it hide the message
