@@ -131,8 +131,9 @@ class Exercise:
         seconds = f"{self.time_limit:g}"
         return Verdict(False, f"✗ {self.name}: not yet.\n  Case: {attempt.case or 'the first one'}\n"
                               f"  Your code did not finish within {seconds} s, so the check stopped it.\n"
-                              "  Hint: a loop whose exit condition is never met? Every loop must end for every "
-                              "case (the course's own solution takes well under a second).", self.name)
+                              "  Hint: a loop whose exit condition is never met? Or work that grows with the data, "
+                              "such as a pass over every example where a count would do: the course's own solution "
+                              "runs every case in well under a second.", self.name)
 
     def _shape_problem(self, functions: tuple) -> str:
         """Why these objects cannot be called the way the course calls them ('' when they can)."""
@@ -202,22 +203,22 @@ class Attempt:
     def call(self, case: str, *args, which: int = 0):
         """Call the learner's function `which` with `args` for `case`; its exceptions become a Fail."""
         self.at(case)
-        return self.run(lambda: self.functions[which](*args))
+        return self.run(lambda: self.functions[which](*args), self.exercise.names[which])
 
-    def run(self, thunk: Callable):
+    def run(self, thunk: Callable, name: str = ""):
         """Run code that runs the learner's code (a DataLoader over their Dataset, say); explain what it raises."""
         if deadline_expired(self):
             raise TimeUp()     # the deadline passed in code that swallowed it: stop at once
         self.calls += 1
         try:
             return thunk()
-        except NotImplementedError as exc:
-            if self.calls == 1:
-                raise Fail(f"`{self.exercise.names[0]}` still raises NotImplementedError: it is the stub. "
-                           "Write your code in its place, run that cell, then run this one again.",
-                           counted=False) from None
-            problem, hint = explain(exc, self.files, self.first_lines)
-            raise Fail(problem, hint) from None
+        except NotImplementedError:
+            name = name or self.exercise.names[0]
+            if self.calls == 1:     # nothing written yet: not an attempt
+                raise Fail(f"`{name}` still raises NotImplementedError: it is the stub. Write your code in its "
+                           "place, run that cell, then run this one again.", counted=False) from None
+            raise Fail(f"`{name}` raises NotImplementedError for this case: part of it is still the stub.",
+                       "Replace every `raise NotImplementedError` with code.") from None
         except TimeUp:
             raise
         except (Exception, SystemExit) as exc:
