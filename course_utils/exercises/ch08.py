@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 from torch import nn
@@ -43,6 +44,7 @@ def _accuracy(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> 
 
 
 VAL_SIZE = 150
+CURVE = 60          # updates of the oracle's run that targets are chosen from
 
 
 def _setup():
@@ -54,7 +56,8 @@ def _setup():
     return model, optimizer, loader, *splits.val.tensors
 
 
-def _curve(max_updates: int) -> list[float]:
+@functools.lru_cache(maxsize=1)
+def _curve(max_updates: int) -> tuple[float, ...]:
     """Validation accuracy after each update of the oracle's run (to pick targets that are hit exactly)."""
     model, optimizer, loader, vx, vy = _setup()
     accs: list[float] = []
@@ -67,7 +70,7 @@ def _curve(max_updates: int) -> list[float]:
             accs.append(_accuracy(model, vx, vy))
             if len(accs) == max_updates:
                 break
-    return accs
+    return tuple(accs)
 
 
 def _float32_reaches(level: float) -> bool:
@@ -85,7 +88,7 @@ def _strict(accs: list[float], target: float) -> int | None:
     return next((i + 1 for i, a in enumerate(accs) if a > target), None)
 
 
-def _race_case(attempt: Attempt, target: float, max_updates: int, accs: list[float]) -> None:
+def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     model, optimizer, loader, vx, vy = _setup()
     twin = copy.deepcopy((model, optimizer))
     steps = [0]
@@ -109,6 +112,7 @@ def _race_case(attempt: Attempt, target: float, max_updates: int, accs: list[flo
     want = reference_race(twin[0], twin[1], twin_loader, vx, vy, target, max_updates)
     if got == want and steps[0] == (want or max_updates):
         return
+    accs = _curve(CURVE)
     said = "None (never reached)" if got is None else str(got)
     if want is None:
         truth = f"the run does not reach it within {max_updates} updates (best {number(max(accs[:max_updates]))})"
@@ -132,11 +136,10 @@ def _race_case(attempt: Attempt, target: float, max_updates: int, accs: list[flo
 
 def check_race_to_target(attempt: Attempt) -> str:
     """The oracle: the same race on a copy (same seeds); a step hook counts the updates really made."""
-    accs = _curve(60)
-    fair = [a for a in accs[:40] if _float32_reaches(a)]
-    _race_case(attempt, max(fair), 60, accs)               # a level the run hits exactly, in its first 40 updates
-    _race_case(attempt, min(fair), 60, accs)               # a level reached early
-    _race_case(attempt, 1.0, 15, accs)                     # not reached: None
+    _race_case(attempt, 1.0, 15)                           # not reached: None (first: a stub answers at once)
+    fair = [a for a in _curve(CURVE)[:40] if _float32_reaches(a)]
+    _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
+    _race_case(attempt, min(fair), CURVE)                  # a level reached early
     return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly, one reached "
             "early, one never reached; the number of updates made stops at the target.")
 

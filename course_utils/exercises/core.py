@@ -131,7 +131,7 @@ class Exercise:
         seconds = f"{self.time_limit:g}"
         return Verdict(False, f"✗ {self.name}: not yet.\n  Case: {attempt.case or 'the first one'}\n"
                               f"  Your code did not finish within {seconds} s, so the check stopped it.\n"
-                              "  Hint: a loop whose exit condition is never met? Or work that grows with the data, "
+                              "  Hint: A loop whose exit condition is never met? Or work that grows with the data, "
                               "such as a pass over every example where a count would do: the course's own solution "
                               "runs every case in well under a second.", self.name)
 
