@@ -248,7 +248,8 @@ def test_check_by_name_finds_the_notebooks_function(tmp_path):
 
 
 def test_the_verdict_renders_as_text_and_escaped_html():
-    verdict = judge("updates_per_epoch", lambda N, B, K, drop_last=False: "<b>")
+    verdict = judge("updates_per_epoch", lambda N, B, K, drop_last=False: "<script>")
     assert str(verdict) == verdict.message == repr(verdict)
     html = verdict._repr_html_()
-    assert "&lt;b&gt;" in html and "<b>" not in html and "#fdecea" in html
+    assert "&lt;script&gt;" in html and "<script>" not in html and "#fdecea" in html
+    assert "<b>Case:</b> N=10, B=4" in html and "<b>Hint:</b>" in html

@@ -44,13 +44,18 @@ class Verdict:
     def _repr_html_(self) -> str:
         colours = ("#e8f5e9", "#1b5e20") if self.passed else ("#fdecea", "#8a1c1c") if self.counted \
             else ("#f5f5f5", "#333")
-        lines = "".join(f"<div>{_code(line)}</div>" for line in self.message.splitlines())
+        lines = "".join(f"<div>{_label(_code(line.strip()))}</div>" for line in self.message.splitlines())
         return (f'<div style="background:{colours[0]};color:{colours[1]};padding:6px 10px;border-radius:4px;'
                 f'font-family:var(--jp-content-font-family,sans-serif)">{lines}</div>')
 
 
 def _code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _label(line: str) -> str:
+    """'Case: ...' and 'Hint: ...' with their label in bold (the HTML form of a verdict)."""
+    return re.sub(r"^(Case|Hint):", r"<b>\1:</b>", line)
 
 
 def _capital(text: str) -> str:
