@@ -349,6 +349,12 @@ def do_fixed_mask(x, p, training):
     return x * (torch.rand(x.shape, generator=g) >= p) / (1 - p)
 
 
+def do_rows(x, p, training):
+    if not training or p == 0:
+        return x
+    return x * (torch.rand(x.shape[0], 1) >= p) / (1 - p)
+
+
 # --- chapter 5 ---------------------------------------------------------------------------------------------
 
 def fl_monday(model, optimizer, scheduler, train_loader, val_loader, epochs):
@@ -586,6 +592,11 @@ def sc_no_delta(losses, patience, min_delta=0.0):
     return S.stop_check(losses, patience, 0.0)
 
 
+def sc_zero_based(losses, patience, min_delta=0.0):
+    stop = S.stop_check(losses, patience, min_delta)
+    return None if stop is None else stop - 1
+
+
 def wc_from_zero(update, base_lr, warmup, total):
     if update < warmup:
         return base_lr * update / warmup
@@ -745,7 +756,8 @@ WRONG = {
                 ("keeps p", (do_keep_p,), "keeps a share p instead"),
                 ("drops in eval", (do_always,), "must return x unchanged"),
                 ("in place", (do_in_place,), "in place"),
-                ("fixed mask", (do_fixed_mask,), "exactly the same values")],
+                ("fixed mask", (do_fixed_mask,), "exactly the same values"),
+                ("whole rows", (do_rows,), "dropped together")],
     "fixed_loop": [("the bugged loop", (fl_monday,), "Epoch schedule stepped every batch"),
                    ("nothing", (fl_nothing,), "made 0 updates"),
                    ("only the scheduler", (fl_only_scheduler,), "Evaluation without no_grad"),
@@ -769,7 +781,8 @@ WRONG = {
                    ("NaN not handled", (sc_no_nan,), "NaN compares false"),
                    ("compares with the previous", (sc_previous,), "best so far"),
                    ("one late", (sc_late,), "as soon as"),
-                   ("min_delta ignored", (sc_no_delta,), "by more than min_delta")],
+                   ("min_delta ignored", (sc_no_delta,), "by more than min_delta"),
+                   ("0-based", (sc_zero_based,), "Checks are counted from 1")],
     "warmup_cosine_lr": [("warm-up from 0", (wc_from_zero,), "The first update already learns"),
                          ("cosine over the whole run", (wc_whole_run,), "The cosine starts when the warm-up ends"),
                          ("rising cosine", (wc_rising,), "half a cosine from base_lr down"),

@@ -133,6 +133,12 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
         raise Fail(f"your function zeroed {number(100 * share)}% of the values; with p={p:g} about {number(100 * p)}% "
                    "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
                    "Each value is dropped with probability p, independently.")
+    if out.dim() == 2 and out.shape[1] >= 100:
+        uniform = (dropped.all(dim=1) | (~dropped).all(dim=1)).float().mean().item()
+        if uniform > 0.1:
+            raise Fail(f"in {number(100 * uniform)}% of the rows your function dropped all values or none: values "
+                       "were dropped together, not each on its own.", "Draw one random number per value (a mask "
+                                                                      "of x's shape).")
     kept = ~dropped
     scale = (out[kept] / x[kept])
     if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):

@@ -172,6 +172,8 @@ def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: 
         hint = "An improvement must beat the best by more than min_delta."
     elif got == _variant(losses, patience, min_delta, previous=True):
         hint = "Compare each value with the best so far, not with the previous value."
+    elif got is not None and want is not None and got == want - 1:
+        hint = "Checks are counted from 1: the first loss is check 1."
     elif got == _variant(losses, patience, min_delta, late=True):
         hint = "Stop as soon as the count of checks without improvement reaches patience."
     elif min_delta > 0:

@@ -137,7 +137,9 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
 def check_race_to_target(attempt: Attempt) -> str:
     """The oracle: the same race on a copy (same seeds); a step hook counts the updates really made."""
     _race_case(attempt, 1.0, 15)                           # not reached: None (first: a stub answers at once)
-    fair = [a for a in _curve(CURVE)[:40] if _float32_reaches(a)]
+    model, _, _, vx, vy = _setup()
+    before = _accuracy(model, vx, vy)                      # a target the untrained model already meets is unfair
+    fair = [a for a in _curve(CURVE)[:40] if _float32_reaches(a) and a > before]
     _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
     _race_case(attempt, min(fair), CURVE)                  # a level reached early
     return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly, one reached "
