@@ -338,7 +338,7 @@ class ProgressStore:
 def progress_text(rows: Sequence[tuple[str, str, int, int, int]],
                   games: Sequence[tuple[str, int, int]] = (),
                   exercises: Sequence[tuple[str, int, int, int]] = ()) -> str:
-    """The course-level progress as a plain-text table: quiz questions, exercises solved (of the chapter's), game rounds.
+    """The course-level progress as a plain-text table: quiz questions, exercises solved, game rounds.
 
     `exercises` rows are (chapter, solved, attempted, total), from course_utils.exercises.exercise_progress.
     """

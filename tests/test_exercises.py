@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from course_utils.exercises import EXERCISES, chapter_exercises, check, exercise_progress
+from course_utils.exercises import EXERCISES, chapter_exercises, exercise_progress
 from course_utils.exercises.solutions import SOLUTIONS
 from course_utils.quiz import ProgressStore
 from tests.exercise_rights import RIGHT

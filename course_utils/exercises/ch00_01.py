@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
+from course_utils.arithmetic import accumulation_window, loss_weight
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
 from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
@@ -175,9 +175,9 @@ def check_sliding_windows(attempt: Attempt) -> str:
                            f"{values(inputs[i])}.", "Item i starts at position i of the series.")
             if not _same(item[1], targets[i]):
                 inside = _same(item[1], series[i + window - 1])
+                own = " (yours is the window's own last value)" if inside else ""
                 raise Fail(f"the target of dataset[{i}] is {values(item[1])}; it should be {number(targets[i])}, the "
-                           "value right after the window" + (" (yours is the window's own last value)." if inside
-                                                            else "."), "The target is the next value, not one inside the window.")
+                           f"value right after the window{own}.", "The target is the next value, not one inside the window.")
         attempt.at(f"{what}, dataset[{n}] (one past the end)")
         try:
             past = dataset[n]

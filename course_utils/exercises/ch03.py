@@ -211,7 +211,9 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
 def check_sgd_step_by_hand(attempt: Attempt) -> str:
     """The oracle: autograd's gradient applied by torch.optim.SGD."""
     g = torch.Generator().manual_seed(0)
-    cases = [(torch.tensor([[0.5, -0.3], [0.2, 0.8]]), torch.zeros(2), torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]), 0.01)]
+    chapter_3 = (torch.tensor([[0.5, -0.3], [0.2, 0.8]]), torch.zeros(2), torch.tensor([1.0, 2.0]),
+                 torch.tensor([1.0, 0.0]), 0.01)
+    cases = [chapter_3]
     for out, inp, lr in ((3, 2, 0.1), (1, 4, 0.05), (2, 3, 0.5)):
         cases.append((torch.randn(out, inp, generator=g), torch.randn(out, generator=g), torch.randn(inp, generator=g),
                       torch.randn(out, generator=g), lr))

@@ -8,7 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, show
+from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
 from course_utils.memory import GraphMemoryMeter
 from course_utils.models import MLP
 
@@ -81,8 +81,8 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             raise Fail(f"your function returned a loss of {number(loss)}, the total over the {n} examples; the mean "
                        f"per example is {number(want_loss)}.", "Divide the total by the number of examples.")
         mine, right = pair(loss, want_loss)
-        raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.", "Sum each example's loss over every batch, then divide by the number of "
-                                            "examples.")
+        raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
+                   "Sum each example's loss over every batch, then divide by the number of examples.")
     if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
         hits = round(want_acc * n)
         if abs(accuracy - 100 * want_acc) <= 1e-4:
@@ -150,7 +150,8 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
 
 
 def check_dropout(attempt: Attempt) -> str:
-    """The oracle: nn.Dropout's contract (drop each value with probability p, scale survivors by 1/(1-p), identity in eval)."""
+    """The oracle: nn.Dropout's contract (each value dropped with probability p, survivors scaled by 1/(1-p),
+    the identity in evaluation)."""
     _dropout_case(attempt, 0.5, False, (4, 5), 0)
     _dropout_case(attempt, 0.0, True, (1000,), 1)
     for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4)):

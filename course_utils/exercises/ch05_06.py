@@ -120,8 +120,10 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             hint = "Step once per window of K micro-batches, not after every batch."
         else:
             hint = "One update per window of K micro-batches, plus one for a short last window."
-        raise Fail(f"your loop made {len(recorded)} update{'s' * (len(recorded) != 1)}; {len(sizes)} micro-batches in windows of K={K} make "
-                   f"{len(windows)}: {', '.join(str([sizes[i] for i in w]) for w in windows)}.", hint)
+        made = f"{len(recorded)} update{'s' * (len(recorded) != 1)}"
+        listed = ", ".join(str([sizes[i] for i in w]) for w in windows)
+        raise Fail(f"your loop made {made}; {len(sizes)} micro-batches in windows of K={K} make {len(windows)}: "
+                   f"{listed}.", hint)
     returned = need_int(got)
     if returned != len(recorded):
         raise Fail(f"your function returned {returned}, but it made {len(recorded)} updates.",

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from course_utils.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, kind, need_float, need_int, number, show
+from course_utils.exercises.words import Fail, need_float, need_int, number, show
 from course_utils.models import MLP
 from course_utils.production import EarlyStopping
 
@@ -81,7 +81,8 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
                 f"{CRASH_AFTER})")
         attempt.call(what, path, model, optimizer, scheduler, CRASH_AFTER, which=0)
         if not Path(path).exists():
-            raise Fail("save_checkpoint wrote no file at the path it was given.", "Write everything with torch.save(..., path).")
+            raise Fail("save_checkpoint wrote no file at the path it was given.",
+                       "Write everything with torch.save(..., path).")
         del model, optimizer, scheduler                     # the process dies: nothing in memory survives
         torch.manual_seed(999)
         torch.rand(1000)                                    # a new process starts from other random numbers
@@ -235,7 +236,8 @@ def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: 
     phase = (f"update {update} is in the warm-up (updates 0 to {warmup - 1})" if update < warmup else
              f"update {update} is {update - warmup} updates into the cosine of {total - warmup} updates")
     if update < warmup and abs(got - base_lr * update / warmup) <= 1e-7 * base_lr:
-        hint = "The first update already learns: the warm-up reaches base_lr at its last update, starting from base_lr/warmup."
+        hint = ("The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
+                "last update.")
     elif update < warmup:
         hint = "The warm-up rises in equal steps and reaches base_lr at update warmup-1."
     elif abs(got - 0.5 * base_lr * (1 + math.cos(math.pi * update / total))) <= 1e-7 * base_lr:

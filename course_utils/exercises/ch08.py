@@ -12,7 +12,7 @@ from course_utils.arithmetic import batch_sizes
 from course_utils.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, kind, need_int, number, show
+from course_utils.exercises.words import Fail, need_int, number
 from course_utils.models import MLP
 
 

@@ -70,7 +70,7 @@ class Exercise:
     name: str                                  # the registry key (and the function's name, for one function)
     chapter: str                               # "00" .. "08"
     title: str                                 # what the learner writes, in a few words
-    signature: str                             # how the course calls it: "updates_per_epoch(N, B, K, drop_last=False) -> int"
+    signature: str                             # how the course calls it ("f(N, B, K, drop_last=False) -> int")
     checker: Callable[["Attempt"], str]        # raises Fail at the first wrong case; returns what was checked
     functions: tuple[str, ...] = ()            # the learner's names, if not just (name,)
     arity: tuple[int, ...] = ()                # positional arguments the course passes to each
@@ -117,7 +117,7 @@ class Exercise:
             detail = str(exc).splitlines()[0][:120] if str(exc).strip() else ""
             return Verdict(False, f"✗ {self.name}: not yet.\n  Case: {attempt.case or 'the first one'}\n"
                                   f"  What your code gave could not be checked ({type(exc).__name__}: {detail}).\n"
-                                  "  Hint: return exactly what the task asks for, of the type it names.", self.name)
+                                  "  Hint: Return exactly what the task asks for, of the type it names.", self.name)
         if deadline_expired(attempt):
             return self._timed_out(attempt)
         return Verdict(True, f"✓ {self.name}: passed. {_capital(summary)}", self.name)
