@@ -323,7 +323,7 @@ def exercises() -> list[Exercise]:
                  functions=("save_checkpoint", "load_checkpoint"), arity=(5, 4), time_limit=30.0,
                  oracle="an uninterrupted run; the checked run is killed after an epoch and resumed"),
         Exercise("stop_check", "07", "the early-stopping rule",
-                 "stop_check(losses, patience, min_delta) -> int | None", check_stop_check, arity=(3,),
+                 "stop_check(losses, patience, min_delta=0.0) -> int | None", check_stop_check, arity=(3,),
                  oracle="course_utils.production.EarlyStopping (Lightning's rule)"),
         Exercise("warmup_cosine_lr", "07", "a warmup + cosine learning rate",
                  "warmup_cosine_lr(update, base_lr, warmup, total) -> float", check_warmup_cosine_lr, arity=(4,),
