@@ -321,25 +321,37 @@ class ProgressStore:
             rows.append((bank.chapter, bank.title, answered, correct, len(bank.questions)))
         return rows
 
+    def records(self, prefix: str) -> dict[str, dict[str, dict]]:
+        """Saved records whose id starts with `prefix` (game rounds, exercises), by chapter: {chapter: {id: record}}."""
+        saved = self._read().get("chapters", {})
+        found = {chapter: {k: v for k, v in records.items() if str(k).startswith(prefix)}
+                 for chapter, records in saved.items()}
+        return {chapter: records for chapter, records in found.items() if records}
+
     def games(self) -> list[tuple[str, int, int]]:
         """Rounds of a chapter's game saved beside its quiz (ids "mystery-..."): (chapter, played, correct)."""
-        saved = self._read().get("chapters", {})
-        rows = []
-        for chapter in sorted(saved):
-            rounds = [v for k, v in saved[chapter].items() if str(k).startswith("mystery-")]
-            if rounds:
-                rows.append((chapter, len(rounds), sum(1 for v in rounds if v.get("correct"))))
-        return rows
+        rounds = self.records("mystery-")
+        return [(chapter, len(rounds[chapter]), sum(1 for v in rounds[chapter].values() if v.get("correct")))
+                for chapter in sorted(rounds)]
 
 
 def progress_text(rows: Sequence[tuple[str, str, int, int, int]],
-                  games: Sequence[tuple[str, int, int]] = ()) -> str:
-    """The course-level progress as a plain-text table (game rounds listed after the quiz totals)."""
-    lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"]
+                  games: Sequence[tuple[str, int, int]] = (),
+                  exercises: Sequence[tuple[str, int, int, int]] = ()) -> str:
+    """The course-level progress as a plain-text table: quiz questions, exercises solved, game rounds.
+
+    `exercises` rows are (chapter, solved, attempted, total), from course_utils.exercises.exercise_progress.
+    """
+    solved = {chapter: f"{n}/{total}" for chapter, n, _, total in exercises}
+    lines = [f"{'chapter':<8}{'title':<46}{'correct':>8}{'answered':>10}{'total':>7}"
+             + (f"{'exercises':>11}" if exercises else "")]
     for ch, title, answered, correct, total in rows:
-        lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}")
+        lines.append(f"{ch:<8}{title[:44]:<46}{correct:>8}{answered:>10}{total:>7}"
+                     + (f"{solved.get(ch, '-'):>11}" if exercises else ""))
     total = sum(r[4] for r in rows)
-    lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}")
+    all_solved = f"{sum(r[1] for r in exercises)}/{sum(r[3] for r in exercises)}"
+    lines.append(f"{'all':<8}{'':<46}{sum(r[3] for r in rows):>8}{sum(r[2] for r in rows):>10}{total:>7}"
+                 + (f"{all_solved:>11}" if exercises else ""))
     for chapter, played, correct in games:
         lines.append(f"{chapter:<8}{'bug mystery game: rounds diagnosed':<46}{correct:>8}{played:>10}{'':>7}")
     return "\n".join(lines)

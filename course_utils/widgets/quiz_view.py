@@ -7,6 +7,7 @@ import ipywidgets as w
 
 import re
 
+from course_utils.exercises import exercise_progress
 from course_utils.quiz import (Bank, ProgressStore, Question, all_banks, check, correct_answer_text, load_bank,
                                option_order, progress_text, text_form)
 from course_utils.widgets.base import View, guarded, table_html
@@ -144,7 +145,7 @@ def quiz(chapter: str | int, store: ProgressStore | None = None) -> QuizView:
 
 
 class ProgressView(View):
-    """Progress per chapter, with a Refresh button."""
+    """Progress per chapter (quiz questions answered correctly, exercises solved), with a Refresh button."""
 
     def __init__(self, store: ProgressStore | None = None):
         self.store = store or ProgressStore()
@@ -161,19 +162,25 @@ class ProgressView(View):
     def show_error(self, message: str) -> None:
         self.table.value = _box(message, False)
 
+    def exercise_rows(self) -> list[tuple[str, int, int, int]]:
+        return exercise_progress(self.store)
+
     def refresh(self) -> None:
+        solved = {ch: (n, total) for ch, n, _, total in self.exercise_rows()}
         cells = []
         for ch, title, answered, correct, total in self.rows():
             bar = "█" * min(correct, 40) + "░" * min(max(total - correct, 0), 40)
-            cells.append((ch, title, f"{correct}/{total}", bar, f"{answered} answered"))
+            done, of = solved.get(ch, (0, 0))
+            cells.append((ch, title, f"{correct}/{total}", bar, f"{answered} answered",
+                          f"{done}/{of} solved" if of else ""))
         for ch, played, correct in self.store.games():
-            cells.append((ch, "bug mystery game", f"{correct}/{played}", "", f"{played} rounds played"))
-        self.table.value = table_html(cells, ("chapter", "title", "correct", "", ""))
+            cells.append((ch, "bug mystery game", f"{correct}/{played}", "", f"{played} rounds played", ""))
+        self.table.value = table_html(cells, ("chapter", "title", "quiz: correct", "", "", "exercises"))
 
     def text(self) -> str:
-        return progress_text(self.rows(), self.store.games())
+        return progress_text(self.rows(), self.store.games(), self.exercise_rows())
 
 
 def course_progress(store: ProgressStore | None = None) -> ProgressView:
-    """The course-level view: how many questions of each chapter are answered correctly."""
+    """The course-level view: questions answered correctly and exercises solved, chapter by chapter."""
     return ProgressView(store)

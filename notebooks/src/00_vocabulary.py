@@ -281,6 +281,48 @@ from course_utils.widgets.calculator import calculator
 calculator(dataset_size=10_000, batch_size=32, epochs=3, accum_steps=4)
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# The quiz below tests recognition; these test the skill. Each exercise is two cells: a stub that is
+# yours to edit (it raises `NotImplementedError` until you replace it) and a check. The check runs your
+# function on cases you do not see, edge cases first and then many generated ones, compares it with an
+# oracle (here a real `DataLoader` and a counted loop), and names the first case it gets wrong, with a
+# hint that is not the answer. When it passes, it says what it checked. Every check is saved with your
+# quiz answers, and the progress table at the end of the chapter counts the exercises you solved.
+# Write plain Python and torch, without `course_utils` (it would hand you the answer). Stuck for good?
+# The course's own solutions are in `course_utils/exercises/solutions.py`.
+#
+# ### Exercise 0.1: updates per epoch, with the flush
+#
+# Write `updates_per_epoch(N, B, K, drop_last=False)`: how many times `optimizer.step()` runs in one
+# epoch over N examples in batches of B, with K micro-batches accumulated per update, in a loop that also
+# steps at the end of the epoch when a short window is left (the flush). Return an `int`.
+
+# %%
+def updates_per_epoch(N, B, K, drop_last=False):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("updates_per_epoch")
+
+# %% [markdown]
+# ### Exercise 0.2: the weight of each micro-batch
+#
+# `sizes` lists the batch sizes of one epoch in order (the last may be smaller). Windows of K
+# consecutive micro-batches make one update, and the epoch's last window may be short. Write
+# `loss_weights(sizes, K)`: for every micro-batch, the number its *mean* loss is multiplied by before
+# `backward()` so that each window's accumulated gradient equals the gradient of one big batch of the
+# window's examples. Return a list of floats, one per micro-batch.
+
+# %%
+def loss_weights(sizes, K):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("loss_weights")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -359,6 +359,58 @@ for ordering in (dict(shuffle=True), dict(sampler=range(12))):
 tmp.cleanup()
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check that reads your dataset through real
+# `DataLoader`s (shuffled, with a partial last batch) on data you do not see, and names the first thing
+# that differs. Your checks are saved with your quiz answers.
+#
+# ### Exercise 1.1: a Dataset of sliding windows
+#
+# A time series is a 1-D tensor `series`. Write the class `SlidingWindows(series, window)`: example `i`
+# is the pair (`series[i : i + window]`, `series[i + window]`), a window of values and the value that
+# comes next. `len(dataset)` is the number of such examples, and an index past the end raises
+# `IndexError` (that is how `for example in dataset` knows where to stop).
+
+# %%
+class SlidingWindows(Dataset):
+    def __init__(self, series, window):
+        raise NotImplementedError  # replace these lines with your code
+
+    def __len__(self):
+        raise NotImplementedError
+
+    def __getitem__(self, i):
+        raise NotImplementedError
+
+# %%
+from course_utils.exercises import check
+check("SlidingWindows")
+
+# %% [markdown]
+# ### Exercise 1.2: a Dataset that reads one file per example
+#
+# A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as
+# a README). Each was written with `torch.save({"x": features, "y": label}, path)`. Write
+# `FolderDataset(folder)`: `len(dataset)` is the number of examples, and `dataset[i]` returns `(x, y)`
+# from the file `i.pt`, read when it is asked for, in `__getitem__`, so that data larger than memory
+# works.
+
+# %%
+class FolderDataset(Dataset):
+    def __init__(self, folder):
+        raise NotImplementedError  # replace these lines with your code
+
+    def __len__(self):
+        raise NotImplementedError
+
+    def __getitem__(self, i):
+        raise NotImplementedError
+
+# %%
+check("FolderDataset")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -377,6 +377,54 @@ from course_utils.widgets.sampling_view import padding
 padding(batch_size=16, max_len=40)
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check against torch's own tools (`pad_sequence`,
+# `WeightedRandomSampler`, `DistributedSampler`) on cases you do not see. Write them without those tools.
+#
+# ### Exercise 2.1: a padding collate function with its mask
+#
+# A batch is a list of `(tokens, label)` pairs: `tokens` is a 1-D LongTensor of ids (1 and up: 0 is kept
+# for padding), `label` an int. Write `pad_collate(batch)` returning three tensors: `input_ids`, a
+# LongTensor [B, T] with T the longest sequence's length, each row padded with 0 on the right; `mask`, a
+# BoolTensor [B, T], True on real tokens; `labels`, a LongTensor [B].
+
+# %%
+def pad_collate(batch):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("pad_collate")
+
+# %% [markdown]
+# ### Exercise 2.2: weights that balance the classes
+#
+# Write `class_balanced_weights(labels)`, for a LongTensor of class labels: one weight per example (a
+# 1-D tensor or a list) such that `WeightedRandomSampler(weights, ...)` draws every class present equally
+# often.
+
+# %%
+def class_balanced_weights(labels):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("class_balanced_weights")
+
+# %% [markdown]
+# ### Exercise 2.3: one rank's shard
+#
+# Write `shard_indices(n, world_size, rank)`: the list of indices that rank `rank` of `world_size` ranks
+# gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`).
+
+# %%
+def shard_indices(n, world_size, rank):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("shard_indices")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -417,6 +417,55 @@ for epoch in range(1, 6):
     print(f"epoch {epoch}: last training loss {sig(loss.item())}, validation accuracy {sig(hits / len(splits.val))}")
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check against torch's own optimizers and autograd, on
+# cases you do not see.
+#
+# ### Exercise 3.1: one training step
+#
+# Write `train_step(model, inputs, targets, loss_fn, optimizer)`: one complete step on one batch, returning
+# the loss as a Python float. The check calls it three times in a row, with SGD + momentum and with Adam,
+# on a model with Dropout and BatchNorm, and compares every weight with torch's own step after each call.
+
+# %%
+def train_step(model, inputs, targets, loss_fn, optimizer):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("train_step")
+
+# %% [markdown]
+# ### Exercise 3.2: one Adam step by hand
+#
+# Write `adam_step(param, grad, m, v, t, lr, betas, eps)` without `torch.optim`: the update Adam makes at
+# step `t` (1 for the first), given the gradient and the moments `m` and `v` left by step t − 1;
+# `betas` is the pair (beta1, beta2). Return `(new_param, new_m, new_v)`.
+
+# %%
+def adam_step(param, grad, m, v, t, lr, betas, eps):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("adam_step")
+
+# %% [markdown]
+# ### Exercise 3.3: one SGD step, the gradient worked out by hand
+#
+# The layer is y = W x + b (W of shape [outputs, inputs]), the loss the mean over the outputs of
+# (y − t)², the optimizer plain SGD. Write `sgd_step_by_hand(W, b, x, t, lr)` returning
+# `(W_new, b_new)`, with the gradient worked out by hand, without autograd. This chapter's example is one
+# of the cases; the others have other shapes.
+
+# %%
+def sgd_step_by_hand(W, b, x, t, lr):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("sgd_step_by_hand")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -281,36 +281,6 @@ a, b = model(xs[:4]), model(xs[:4])
 print("after model.train():  two training passes equal ->", torch.equal(a, b), "(dropout is on)")
 
 # %% [markdown]
-# ## A correct evaluation function
-#
-# All of it fits in a few lines. It switches to eval mode, turns off the graph, weights each batch by
-# its size, and puts the model back in the mode it found it in:
-
-# %%
-def evaluate_model(model, loader, loss_fn=nn.functional.cross_entropy):
-    was_training = model.training
-    model.eval()                                    # switch 1: Dropout off, BatchNorm on running stats
-    total_loss, hits, n = 0.0, 0, 0
-    with torch.no_grad():                           # switch 2: no graph
-        for inputs, targets in loader:
-            logits = model(inputs)
-            total_loss += loss_fn(logits, targets).item() * len(targets)   # weight by batch size
-            hits += (logits.argmax(dim=1) == targets).sum().item()
-            n += len(targets)
-    model.train(was_training)                       # back to the mode it came in
-    return total_loss / n, hits / n                 # switch 3: no backward, no step
-
-
-torch.manual_seed(0)
-model = MLP(dropout=0.5).train()
-val_loader = DataLoader(splits.val, batch_size=64)
-mine = evaluate_model(model, val_loader)
-print("ours:    loss", sig(mine[0]), " accuracy", sig(mine[1]), "| model.training afterwards:", model.training)
-package = evaluate(model, val_loader)
-print("package: loss", sig(package[0]), " accuracy", sig(package[1]))
-print("same numbers (to 1e-6):", abs(mine[0] - package[0]) < 1e-6 and mine[1] == package[1])
-
-# %% [markdown]
 # ## Train mode vs eval mode, side by side
 #
 # Press **forward** in train mode a few times: different units are dropped (grey ×) and the output changes.
@@ -327,6 +297,43 @@ view.mode.value = "eval"
 view.forward()
 view.forward()
 view
+
+# %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check on cases you do not see. The evaluation function's
+# check watches more than numbers: the graph-memory meter of this chapter, the model's mode, BatchNorm's
+# running statistics.
+#
+# ### Exercise 4.1: the evaluation function
+#
+# Write `evaluate(model, loader, loss_fn)` returning `(mean_loss, accuracy)` as Python floats: the loss
+# averaged per example (not per batch) and the fraction of examples classified right (the arg-max of the
+# logits equals the target), over every batch of `loader`. It switches the layers to their evaluation
+# behaviour, builds no graph, takes no step, and leaves the model in the mode it found it in. All of it
+# fits in about ten lines.
+
+# %%
+def evaluate(model, loader, loss_fn):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("evaluate")
+
+# %% [markdown]
+# ### Exercise 4.2: dropout by hand
+#
+# Write `dropout(x, p, training)` without `nn.Dropout` (or `F.dropout`): in training, zero each value
+# with probability p, independently, and scale the survivors so that the expected output equals x;
+# otherwise return x unchanged. Leave x itself untouched.
+
+# %%
+def dropout(x, p, training):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("dropout")
 
 # %% [markdown]
 # ## Quiz

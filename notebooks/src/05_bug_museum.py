@@ -579,6 +579,50 @@ with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as 
 print(doctor.report())
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# ### Exercise 5.1: fix a loop
+#
+# The loop below is a first try with silent bugs in it: it runs without an error. Fix it, changing what
+# is wrong and nothing else. The check runs your loop under the loop doctor on a fresh model with Dropout,
+# Adam and an epoch-based StepLR, then compares the final weights with a healthy loop from the same
+# seeds. Run the check once before you change anything.
+
+# %%
+def fixed_loop(model, optimizer, scheduler, train_loader, val_loader, epochs):
+    losses = []
+    for epoch in range(epochs):
+        model.train()
+        for xb, yb in train_loader:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss)
+        val_loss = sum(nn.functional.cross_entropy(model(xb), yb).item() for xb, yb in val_loader)
+    return losses
+
+# %%
+from course_utils.exercises import check
+check("fixed_loop")
+
+# %% [markdown]
+# ### Exercise 5.2: accumulation that equals big batches
+#
+# Write `accumulate_epoch(model, loader, loss_fn, optimizer, K)`: one epoch of training with gradient
+# accumulation over windows of K micro-batches, in which every update equals one step on a big batch of
+# the window's examples: the epoch's short last window is flushed, and a partial last batch counts by
+# its real size. `loss_fn` returns a batch's mean loss. Return the number of updates made.
+
+# %%
+def accumulate_epoch(model, loader, loss_fn, optimizer, K):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("accumulate_epoch")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

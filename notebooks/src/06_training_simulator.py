@@ -173,6 +173,25 @@ display(fig)
 plt.close(fig)
 
 # %% [markdown]
+# ## Exercise: write it yourself
+#
+# ### Exercise 6.1: the LR range test
+#
+# Write `lr_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr)`: one pass over `loader`, one
+# update per batch, batch i of n trained with the learning rate start_lr · (end_lr / start_lr)^(i / (n − 1)),
+# so the rate grows by the same factor from batch to batch. Return `(lrs, losses)`: two lists of floats,
+# the rate each batch was trained with and its loss before its own update. The check reads the rate each
+# update really used from inside the optimizer.
+
+# %%
+def lr_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("lr_range_test")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -553,6 +553,77 @@ for row in DEBUG_TABLE:
     print(f"{row.symptom}\n  likely: {row.likely_causes}\n  first check: {row.first_check}")
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check against an oracle: an uninterrupted run, the
+# course's `EarlyStopping`, torch's schedulers, torch's `clip_grad_norm_`.
+#
+# ### Exercise 7.1: a checkpoint that resumes exactly
+#
+# Write `save_checkpoint(path, model, optimizer, scheduler, epoch)`, called when epoch `epoch` (0-based)
+# has finished, and `load_checkpoint(path, model, optimizer, scheduler)`, which restores freshly built
+# objects from the file and returns the epoch to run next. The check trains a model with Dropout on
+# shuffled data, kills the run after an epoch, builds everything anew as a new process would, and
+# resumes from your file: the resumed run must end bit for bit like the run that was never killed.
+
+# %%
+def save_checkpoint(path, model, optimizer, scheduler, epoch):
+    raise NotImplementedError  # replace this line with your code
+
+
+def load_checkpoint(path, model, optimizer, scheduler):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("checkpoint_pair")
+
+# %% [markdown]
+# ### Exercise 7.2: the early-stopping rule
+#
+# Write `stop_check(losses, patience, min_delta=0.0)`: given the validation losses of successive checks,
+# return the number (1-based) of the check at which training stops, or None if it never does. The rule is
+# Lightning's, as in `EarlyStopping` above: a check improves only if it beats the best so far by strictly
+# more than `min_delta`; training stops once `patience` checks have passed without an improvement, and at
+# once on a value that is not finite.
+
+# %%
+def stop_check(losses, patience, min_delta=0.0):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("stop_check")
+
+# %% [markdown]
+# ### Exercise 7.3: warmup + cosine
+#
+# Write `warmup_cosine_lr(update, base_lr, warmup, total)`: the learning rate that update number `update`
+# (0-based, of `total`) uses. Over the first `warmup` updates it rises in equal steps from base_lr / warmup
+# to base_lr (reached at update warmup − 1); then it follows half a cosine from base_lr down to 0 at
+# update `total`. With `warmup` 0 it is the cosine alone.
+
+# %%
+def warmup_cosine_lr(update, base_lr, warmup, total):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("warmup_cosine_lr")
+
+# %% [markdown]
+# ### Exercise 7.4: clipping by the global norm
+#
+# Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the
+# gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals
+# `max_norm`; skip parameters without a gradient; return the norm before clipping, as a float.
+
+# %%
+def clip_gradients(parameters, max_norm):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("clip_gradients")
+
+# %% [markdown]
 # ## Quiz
 
 # %%

@@ -13,11 +13,14 @@
 from course_utils import setup_notebook
 setup_notebook()
 
+from itertools import cycle, islice
+
 import matplotlib.pyplot as plt
 from IPython.display import display
 
 from course_utils.arena import BASELINE, Challenge, Knobs, race
 from course_utils.arena_search import SMALL_GRID, saved_search, search_under, seeds_check
+from course_utils.arithmetic import batch_sizes
 from course_utils.widgets.arena_view import baseline_for, race_figure
 
 # %% [markdown]
@@ -58,7 +61,8 @@ plt.close(fig)
 # %%
 for b in (16, 64, 300):
     r = race(challenge, Knobs(batch_size=b, optimizer="adam", lr=0.03), stop_at_target=True)
-    examples = f"{r.updates_to_target * b:,}" if r.reached else "-"
+    sizes = cycle(batch_sizes(challenge.n_train, b))   # the batches a DataLoader yields, epoch after epoch
+    examples = f"{sum(islice(sizes, r.updates_to_target)):,}" if r.reached else "-"
     print(f"B={b:<4} updates to 90%: {r.updates_to_target}  examples processed by then: {examples}  "
           f"peak memory per step: {r.peak_memory:,} B (saved for backward, CPU)")
 
@@ -66,7 +70,8 @@ for b in (16, 64, 300):
 # Fewer updates, more examples per update, and memory proportional to B: the big batch wins the count
 # of updates and loses on examples processed. On a GPU a bigger batch usually costs little extra time
 # per update, which is why the count of updates matters there; here on a CPU, time per update grows
-# with B. (No GPU was used for these figures.)
+# with B. (No GPU was used for these figures.) The examples are counted batch by batch, not as updates × B:
+# 600 is not a multiple of 16 or 64, so every epoch ends with a smaller batch (8 and 24 examples).
 #
 # **Optimizer, schedule and learning rate.** The course's search raced 720 configurations (every
 # combination of 6 batch sizes, 4 optimizers, 6 learning rates and 5 schedules) for at most 50 updates
@@ -129,6 +134,42 @@ print("under 50 on every seed:", all(h is not None and h < 50 for h in other))
 # %%
 from course_utils.widgets.arena_view import arena
 arena(Knobs(batch_size=64, optimizer="adam", lr=0.03, schedule="constant", epochs=20))
+
+# %% [markdown]
+# ## Exercises: write it yourself
+#
+# ### Exercise 8.1: the arena's measuring loop
+#
+# Write `race_to_target(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates)`:
+# train with cross-entropy, one update per batch, epoch after epoch; after every update measure the
+# validation accuracy without disturbing the training (evaluation behaviour, no graph, then back to
+# training); return the number of updates after which the accuracy first reached `target` (at least),
+# stopping right there, or None if `max_updates` updates did not reach it.
+
+# %%
+import torch
+
+
+def race_to_target(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("race_to_target")
+
+# %% [markdown]
+# ### Exercise 8.2: examples processed
+#
+# Write `examples_processed(updates, N, B, drop_last=False)`: how many examples a run has trained on after
+# `updates` updates (one batch each, no accumulation), the epochs of a DataLoader over N examples in
+# batches of B following one another: the arithmetic behind the batch-by-batch count above.
+
+# %%
+def examples_processed(updates, N, B, drop_last=False):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("examples_processed")
 
 # %% [markdown]
 # ## Quiz

@@ -1,0 +1,266 @@
+"""Exercises of chapters 0 and 1: counting updates, weighting a window, two Datasets (checked with real DataLoaders)."""
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_utils.arithmetic import accumulation_window, loss_weight
+from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.search import search
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
+
+
+# --- chapter 0: updates_per_epoch ------------------------------------------------------------------------
+
+def counted_updates(N: int, B: int, K: int, drop_last: bool) -> int:
+    """The oracle: a real DataLoader's batch count, then a counted loop that flushes the short last window."""
+    batches = len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
+    return sum(1 for i in range(batches) if (i + 1) % K == 0 or i + 1 == batches)
+
+
+def _epoch_words(N: int, B: int, K: int, drop_last: bool) -> str:
+    full, rest = divmod(N, B)
+    if drop_last and rest:
+        batches = full
+        kept = f"{full} full batch{'es' if full != 1 else ''} (drop_last drops the last {rest} example{'s' * (rest > 1)})"
+    else:
+        batches = full + (rest > 0)
+        kept = (f"{batches} batch{'es' if batches != 1 else ''}"
+                + (f", the last of {rest} example{'s' * (rest > 1)}" if rest and full else ""))
+    if batches == 0:
+        return f"{kept}: no batch at all, so no update"
+    q, r = divmod(batches, K)
+    if q and r:
+        windows = f"{q} window{'s' * (q > 1)} of {K} and a short last window of {r}"
+    elif q:
+        windows = f"{q} window{'s' * (q > 1)} of {K}"
+    else:
+        windows = f"one short window of {r} (K = {K} is more than the epoch's batches)"
+    return f"{kept}; with K = {K} that is {windows}"
+
+
+def check_updates_per_epoch(attempt: Attempt) -> str:
+    """Edge cases, then hypothesis; the oracle is a real DataLoader and a counted, flushing loop."""
+    def one(case: tuple[int, int, int, bool]) -> None:
+        N, B, K, drop_last = case
+        got = attempt.call(f"N={N}, B={B}, K={K}, drop_last={drop_last}", N, B, K, drop_last)
+        got = need_int(got)
+        want = counted_updates(N, B, K, drop_last)
+        if got == want:
+            return
+        batches = len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
+        if got == batches // K and want == got + 1:
+            hint = "The short last window still ends with an update: the loop flushes it at the epoch's end."
+        elif drop_last and got == counted_updates(N, B, K, False):
+            hint = "drop_last=True throws away the partial last batch before any window is formed."
+        elif got == batches and K > 1:
+            hint = "An update happens once per window of K micro-batches, not once per batch."
+        elif got == math.ceil(N / B / K) or got == round(N / (B * K)):
+            hint = "Count whole batches first (a partial batch is one batch), then windows of K of them."
+        else:
+            hint = "Count the batches first (is the partial last batch kept?), then the windows of K batches."
+        raise Fail(f"your function returned {got}, but the loop makes {want} update{'s' * (want != 1)} per epoch: "
+                   f"{_epoch_words(N, B, K, drop_last)}.", hint)
+
+    edge = [(10, 4, 2, False), (10, 4, 2, True), (10_000, 32, 4, False), (12, 4, 3, False), (5, 8, 1, False),
+            (5, 8, 1, True), (7, 2, 10, False), (1, 1, 1, False), (600, 32, 4, True)]
+    for case in edge:
+        one(case)
+    from hypothesis import strategies as st
+    tried = search(st.tuples(st.integers(1, 5000), st.integers(1, 600), st.integers(1, 16), st.booleans()), one)
+    return (f"{len(edge) + tried} cases agree with a real DataLoader and a counted loop: a partial last batch, "
+            "drop_last, K that does not divide the epoch, K larger than the epoch, B larger than N.")
+
+
+# --- chapter 0: loss_weights ------------------------------------------------------------------------------
+
+def check_loss_weights(attempt: Attempt) -> str:
+    """The oracle is arithmetic.loss_weight, the one rule the course's loop uses."""
+    def one(case: tuple[tuple[int, ...], int]) -> None:
+        sizes, K = case
+        returned = attempt.call(f"batch sizes {list(sizes)}, K={K}", list(sizes), K)
+        got = as_numbers(returned)
+        if got is None or len(got) != len(sizes):
+            raise Fail(f"your function returned {kind(returned)} ({show(returned)}); it should return a list of "
+                       f"{len(sizes)} numbers, one weight per micro-batch.", "One weight for every batch size given.")
+        want = [loss_weight(i, list(sizes), K) for i in range(len(sizes))]
+        for i, (g, w) in enumerate(zip(got, want)):
+            if math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9):
+                continue
+            window = accumulation_window(i, len(sizes), K)
+            members = [sizes[j] for j in window]
+            if math.isclose(g, 1 / len(window), rel_tol=1e-6) and len(window) != K:
+                hint = ("Dividing by the number of micro-batches in the window treats a small batch like a full one: "
+                        "weight by examples.")
+            elif math.isclose(g, 1 / K, rel_tol=1e-6):
+                hint = (f"1/K weights every micro-batch the same; the window of micro-batch {i} holds {sum(members)} "
+                        "examples, and each example must count once.")
+            else:
+                hint = "A micro-batch's loss is a mean over its examples: weigh it by its share of its window's examples."
+            raise Fail(f"weight {i} is {number(g)}, but it should be {number(w)}: micro-batch {i} has {sizes[i]} "
+                       f"examples in a window of batch sizes {members}.", hint)
+
+    edge = [((4, 4, 2), 2), ((4, 4, 4, 4, 4, 2), 4), ((32, 32, 32, 24), 4), ((3,), 4), ((5, 5, 5), 1),
+            ((10, 3, 7, 2), 2)]
+    for case in edge:
+        one(case)
+    from hypothesis import strategies as st
+    tried = search(st.tuples(st.lists(st.integers(1, 64), min_size=1, max_size=20).map(tuple), st.integers(1, 8)),
+                   one, examples=100)
+    return (f"{len(edge) + tried} cases agree with the course's loss_weight: full windows, a short last window, a "
+            "partial last batch, K larger than the epoch, batches of different sizes.")
+
+
+# --- chapter 1: SlidingWindows ------------------------------------------------------------------------------
+
+def _same(a: object, b: torch.Tensor) -> bool:
+    try:
+        return torch.allclose(torch.as_tensor(a, dtype=b.dtype), b)
+    except Exception:  # noqa: BLE001 - any strange value is simply not the same
+        return False
+
+
+def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, batch_size: int, shuffle: bool,
+                     what: str) -> None:
+    """Iterate a DataLoader over the learner's dataset and over the oracle, same seed; Fail at the first difference."""
+    def loader(ds):
+        return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, generator=torch.Generator().manual_seed(0))
+    attempt.at(f"{what}, DataLoader(batch_size={batch_size}, shuffle={shuffle})")
+    mine = attempt.run(lambda: list(loader(dataset)))
+    theirs = list(loader(oracle))
+    if len(mine) != len(theirs):
+        raise Fail(f"the DataLoader gave {len(mine)} batches; it should give {len(theirs)}.",
+                   "A DataLoader asks len(dataset) how many examples there are.")
+    for b, (got, want) in enumerate(zip(mine, theirs)):
+        if not isinstance(got, (list, tuple)) or len(got) != 2:
+            raise Fail(f"batch {b} is {kind(got)} ({show(got)}), not a pair (inputs, targets).",
+                       "`__getitem__` returns one example as a tuple: (inputs, target).")
+        for part, g, w in (("inputs", got[0], want[0]), ("targets", got[1], want[1])):
+            if not isinstance(g, torch.Tensor):
+                raise Fail(f"batch {b}'s {part} are {kind(g)} ({show(g)}), not one tensor: the DataLoader could not "
+                           "stack your examples.", "Return tensors (or numbers) from `__getitem__`, not lists.")
+            if tuple(g.shape) != tuple(w.shape) or not _same(g, w):
+                raise Fail(f"batch {b}'s {part} are {show(g)}; they should be {show(w)}.",
+                           "Compare one example by hand with what `__getitem__` returns for the same index.")
+
+
+def check_sliding_windows(attempt: Attempt) -> str:
+    """The oracle: a TensorDataset of the windows, both read through real DataLoaders with the same seed."""
+    cases = [(torch.arange(1.0, 7.0), 2), (torch.tensor([3.0, 5.0]), 1), (torch.linspace(0.0, 1.0, 11), 3),
+             (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4)]
+    for series, window in cases:
+        what = f"series {values(series)} ({len(series)} values), window {window}"
+        dataset = attempt.call(what, series.clone(), window)
+        n = len(series) - window
+        size = need_int(attempt.run(lambda: len(dataset)), "len(dataset) is")
+        if size != n:
+            raise Fail(f"len(dataset) is {size}, but a series of {len(series)} values with window {window} has {n} "
+                       f"window{'s' * (n != 1)} followed by a value to predict (starting at 0 to {n - 1}).",
+                       "The last window must still have one value after it.")
+        inputs = torch.stack([series[i:i + window] for i in range(n)])
+        targets = series[window:]
+        for i in range(n):
+            attempt.at(f"{what}, dataset[{i}]")
+            item = attempt.run(lambda: dataset[i])
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise Fail(f"dataset[{i}] returned {kind(item)} ({show(item)}), not a pair (inputs, target).",
+                           "Return `inputs, target`.")
+            x = need_tensor(item[0], f"the inputs of dataset[{i}]")
+            if tuple(x.shape) != (window,) or not _same(x, inputs[i]):
+                raise Fail(f"the inputs of dataset[{i}] are {values(x)}; they should be the {window} values "
+                           f"{values(inputs[i])}.", "Item i starts at position i of the series.")
+            if not _same(item[1], targets[i]):
+                inside = _same(item[1], series[i + window - 1])
+                own = " (yours is the window's own last value)" if inside else ""
+                raise Fail(f"the target of dataset[{i}] is {values(item[1])}; it should be {number(targets[i])}, the "
+                           f"value right after the window{own}.", "The target is the next value, not one inside the window.")
+        attempt.at(f"{what}, dataset[{n}] (one past the end)")
+        try:
+            past = dataset[n]
+        except IndexError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            raise Fail(f"dataset[{n}] raised {type(exc).__name__}; past the end it must raise IndexError, which is "
+                       "how `for example in dataset` knows to stop.", "Indexing a tensor past its end raises IndexError.")
+        else:
+            raise Fail(f"dataset[{n}] returned {show(past)}, but the dataset has only {n} items (0 to {n - 1}); past "
+                       "the end it must raise IndexError.", "Indexing a tensor past its end raises IndexError.")
+        _compare_loaders(attempt, dataset, TensorDataset(inputs, targets), 3, True, what)
+    return ("lengths, every item, an index past the end, and shuffled DataLoader batches (a partial last batch "
+            "included) agree with a TensorDataset of the same windows, for 4 series (one of a single window).")
+
+
+# --- chapter 1: FolderDataset -------------------------------------------------------------------------------
+
+def _write_examples(folder: Path, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    xs, ys = torch.randn(n, 2, generator=g), torch.randint(0, 3, (n,), generator=g)
+    for i in range(n):
+        torch.save({"x": xs[i].clone(), "y": ys[i].clone()}, folder / f"{i}.pt")
+    (folder / "README.txt").write_text("one example per file: {i}.pt holds {'x': features, 'y': label}\n")
+    return xs, ys
+
+
+def check_folder_dataset(attempt: Attempt) -> str:
+    """The oracle: a TensorDataset of what was written; files change after the dataset is built (read lazily?)."""
+    with tempfile.TemporaryDirectory(prefix="exercise-") as tmp:
+        for n in (12, 1):
+            folder = Path(tmp) / f"examples{n}"
+            folder.mkdir()
+            xs, ys = _write_examples(folder, n, seed=n)
+            what = f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt) and a README.txt"
+            dataset = attempt.call(what, str(folder))
+            size = need_int(attempt.run(lambda: len(dataset)), "len(dataset) is")
+            if size != n:
+                extra = " (the README.txt is not an example)" if size == n + 1 else ""
+                raise Fail(f"len(dataset) is {size}; the folder holds {n} example files{extra}.",
+                           "Count only the files that are examples.")
+            for i in range(n):
+                attempt.at(f"{what}, dataset[{i}]")
+                item = attempt.run(lambda: dataset[i])
+                if not isinstance(item, (tuple, list)) or len(item) != 2:
+                    raise Fail(f"dataset[{i}] returned {kind(item)} ({show(item)}), not a pair (features, label).",
+                               "Return `x, y` from the file's dictionary.")
+                if not (_same(item[0], xs[i]) and _same(item[1], ys[i])):
+                    source = next((j for j in range(n) if _same(item[0], xs[j])), None)
+                    if source is not None and source != i:
+                        raise Fail(f"dataset[{i}] holds the example of {source}.pt, not {i}.pt: sorted as text, "
+                                   "'10.pt' comes before '2.pt'.", "The file name holds the index: example i is in "
+                                   "the file named i.pt.")
+                    raise Fail(f"dataset[{i}] is {show(item)}; it should be the features and label stored in {i}.pt "
+                               f"({show(xs[i])}, {int(ys[i])}).", "Return the file's 'x' and 'y'.")
+            _compare_loaders(attempt, dataset, TensorDataset(xs, ys), 5, False, what)
+        folder = Path(tmp) / "examples12"
+        attempt.at("a folder with 12 example files; 3.pt is rewritten after the dataset was built")
+        dataset = attempt.call(attempt.case, str(folder))
+        new_x = torch.tensor([9.0, -9.0])
+        torch.save({"x": new_x, "y": torch.tensor(2)}, folder / "3.pt")
+        item = attempt.run(lambda: dataset[3])
+        if isinstance(item, (tuple, list)) and len(item) == 2 and not _same(item[0], new_x):
+            raise Fail("3.pt was rewritten after your dataset was built, and dataset[3] still returned the old "
+                       "example: your dataset read every file up front.", "Keep only the file names in `__init__`; "
+                       "read a file in `__getitem__`, when its example is asked for (so data larger than memory works).")
+    return ("lengths, every item, DataLoader batches (a partial last batch included) and a file rewritten after "
+            "the dataset was built agree with what was written, for folders of 12 files and of 1.")
+
+
+def exercises() -> list[Exercise]:
+    """Chapters 0 and 1."""
+    return [
+        Exercise("updates_per_epoch", "00", "updates per epoch, with the flush",
+                 "updates_per_epoch(N, B, K, drop_last=False) -> int", check_updates_per_epoch, arity=(4,),
+                 oracle="a real DataLoader's batch count and a counted loop that flushes"),
+        Exercise("loss_weights", "00", "the loss weight of each micro-batch in its window",
+                 "loss_weights(sizes, K) -> list[float]", check_loss_weights, arity=(2,),
+                 oracle="course_utils.arithmetic.loss_weight"),
+        Exercise("SlidingWindows", "01", "a Dataset of sliding windows over a series",
+                 "SlidingWindows(series, window): len(ds), ds[i] -> (inputs, target)", check_sliding_windows,
+                 arity=(2,), oracle="a TensorDataset of the windows through real DataLoaders"),
+        Exercise("FolderDataset", "01", "a Dataset that reads one file per example",
+                 "FolderDataset(folder): len(ds), ds[i] -> (x, y) read from i.pt", check_folder_dataset, arity=(1,),
+                 oracle="a TensorDataset of the written examples through real DataLoaders"),
+    ]

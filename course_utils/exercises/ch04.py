@@ -1,0 +1,179 @@
+"""Exercises of chapter 4: the evaluation function (checked with the memory meter) and inverted dropout."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
+from course_utils.memory import GraphMemoryMeter
+from course_utils.models import MLP
+
+
+# --- evaluate -----------------------------------------------------------------------------------------------
+
+def _oracle(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_fn) -> tuple[float, float]:
+    """Loss and accuracy of one big batch of every example, on a copy in eval mode under no_grad."""
+    twin = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        logits = twin(inputs)
+        return loss_fn(logits, targets).item(), (logits.argmax(dim=1) == targets).sum().item() / len(targets)
+
+
+def _batch_means(model: nn.Module, loader: DataLoader, loss_fn) -> list[float]:
+    twin = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        return [loss_fn(twin(x), y).item() for x, y in loader]
+
+
+def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    inputs, targets = torch.randn(n, 2, generator=g), torch.randint(0, 3, (n,), generator=g)
+    torch.manual_seed(seed)
+    model = MLP(hidden=16, dropout=0.3, batchnorm=True).train(start_training)
+    loader = DataLoader(TensorDataset(inputs, targets), batch_size=batch_size)
+    loss_fn = nn.CrossEntropyLoss()
+    sizes = [len(y) for _, y in loader]
+    mode = "train" if start_training else "eval"
+    what = (f"{n} examples in batches of {batch_size} (sizes {sizes}), a model with Dropout and BatchNorm that "
+            f"comes in {mode} mode")
+    buffers = {k: v.clone() for k, v in model.state_dict().items()}
+    meter = GraphMemoryMeter()
+    with torch.enable_grad():
+        with meter:
+            got = attempt.call(what, model, loader, loss_fn)
+        grad_still_on = torch.is_grad_enabled()
+    if not grad_still_on:
+        raise Fail("after your function returned, gradients were still switched off for everything that runs next "
+                   "(torch.set_grad_enabled(False) is global).", "Use `with torch.no_grad():` around the loop, so it "
+                   "switches back by itself.")
+    loss, accuracy = need_tuple(got, 2, "your function", "mean_loss, accuracy")
+    loss, accuracy = need_float(loss, "the loss you returned is"), need_float(accuracy, "the accuracy you returned is")
+    if meter.peak > 0:
+        raise Fail(f"your evaluation built an autograd graph: {meter.peak:,} bytes of activations were saved for a "
+                   "backward pass that never comes.", "Evaluation needs no gradients: switch the graph off around "
+                                                      "the whole loop.")
+    if model.training != start_training:
+        now = "train" if model.training else "eval"
+        raise Fail(f"the model came in {mode} mode and your function left it in {now} mode.",
+                   "Remember the mode it came in (model.training) and restore exactly that at the end.")
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, buffers[k])]
+    if any("running" in k or "num_batches" in k for k in changed):
+        raise Fail("BatchNorm's running statistics changed during your evaluation: the model ran in train mode, "
+                   "so Dropout dropped units and BatchNorm learned from the evaluation data.",
+                   "Switch the layers to their evaluation behaviour before the loop.")
+    if changed:
+        raise Fail(f"your evaluation changed the model's weights ({', '.join(changed[:3])}).",
+                   "Evaluation only runs forward: no backward, no optimizer step.")
+    want_loss, want_acc = _oracle(model, inputs, targets, loss_fn)
+    if abs(loss - want_loss) > 1e-5 * max(1.0, abs(want_loss)):
+        means = _batch_means(model, loader, loss_fn)
+        per_batch = sum(means) / len(means)
+        if abs(loss - per_batch) <= 1e-5 * max(1.0, abs(per_batch)) and len(set(sizes)) > 1:
+            raise Fail(f"your function returned a loss of {number(loss)} (the mean of the {len(sizes)} batch means), "
+                       f"but the mean over the {n} examples is {number(want_loss)}: the last batch holds "
+                       f"{sizes[-1]} examples, not {sizes[0]}.", "Weight each batch's mean loss by its number of "
+                                                                   "examples, then divide by the number of examples.")
+        if abs(loss - want_loss * n) <= 1e-5 * max(1.0, abs(want_loss * n)):
+            raise Fail(f"your function returned a loss of {number(loss)}, the total over the {n} examples; the mean "
+                       f"per example is {number(want_loss)}.", "Divide the total by the number of examples.")
+        mine, right = pair(loss, want_loss)
+        raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
+                   "Sum each example's loss over every batch, then divide by the number of examples.")
+    if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
+        hits = round(want_acc * n)
+        if abs(accuracy - 100 * want_acc) <= 1e-4:
+            raise Fail(f"your accuracy is {number(accuracy)}, a percentage; return the fraction {number(want_acc)}.",
+                       "Accuracy here is a fraction between 0 and 1.")
+        raise Fail(f"your accuracy is {number(accuracy)}; {hits} of the {n} examples are classified right: "
+                   f"{number(want_acc)}.", "Count the right predictions (the arg-max of the logits equals the target) "
+                                           "over every batch, then divide by the number of examples.")
+
+
+def check_evaluate(attempt: Attempt) -> str:
+    """The oracle: one big batch on a copy in eval mode under no_grad; the memory meter watches for a graph."""
+    _eval_case(attempt, 10, 4, True, 0)
+    _eval_case(attempt, 10, 4, False, 1)
+    _eval_case(attempt, 7, 1, True, 2)
+    _eval_case(attempt, 10, 64, True, 3)
+    _eval_case(attempt, 33, 8, True, 4)
+    return ("5 loaders (a partial last batch, batches of 1, one batch larger than the data) on a model with Dropout "
+            "and BatchNorm: the loss is the mean per example and the accuracy a fraction, as one big batch in eval "
+            "mode gives them; no graph was built (memory meter: 0 bytes); the model left in the mode it came in, "
+            "its BatchNorm statistics untouched; gradients switched on again afterwards.")
+
+
+# --- dropout ------------------------------------------------------------------------------------------------
+
+def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g) + 3.0          # no zeros in x: a 0 in the output was dropped
+    what = f"x of shape {shape}, p={p:g}, training={training}"
+    kept_x = x.clone()
+    torch.manual_seed(seed)
+    got = attempt.call(what, x, p, training)
+    out = need_tensor(got, "the output", shape=shape, meaning=" (the shape of x)")
+    if not torch.equal(x, kept_x):
+        raise Fail("your function changed x in place; nn.Dropout returns a new tensor and leaves its input alone.",
+                   "Build the output as a new tensor.")
+    if not training or p == 0:
+        if not torch.allclose(out, x):
+            why = "in evaluation (training=False)" if not training else "with p=0"
+            raise Fail(f"{why} dropout must return x unchanged; yours changed {int((out != x).sum())} of "
+                       f"{x.numel()} values.", "Dropout only acts in training, and p=0 drops nothing.")
+        return out
+    dropped = out == 0
+    share = dropped.float().mean().item()
+    tolerance = 6 * (p * (1 - p) / x.numel()) ** 0.5 + 0.002     # six standard deviations of a fair draw
+    if abs(share - p) > tolerance:
+        flipped = abs(share - (1 - p)) <= tolerance
+        raise Fail(f"your function zeroed {number(100 * share)}% of the values; with p={p:g} about {number(100 * p)}% "
+                   "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
+                   "Each value is dropped with probability p, independently.")
+    if out.dim() == 2 and out.shape[1] >= 100:
+        uniform = (dropped.all(dim=1) | (~dropped).all(dim=1)).float().mean().item()
+        if uniform > 0.1:
+            raise Fail(f"in {number(100 * uniform)}% of the rows your function dropped all values or none: values "
+                       "were dropped together, not each on its own.", "Draw one random number per value (a mask "
+                                                                      "of x's shape).")
+    kept = ~dropped
+    scale = (out[kept] / x[kept])
+    if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):
+        seen = number(scale.mean().item())
+        raise Fail(f"the values you kept are multiplied by {seen}; nn.Dropout multiplies them by 1/(1-p) = "
+                   f"{number(1 / (1 - p))}.", "Scale the survivors so the expected output equals x: then evaluation "
+                                              "needs no change.")
+    return out
+
+
+def check_dropout(attempt: Attempt) -> str:
+    """The oracle: nn.Dropout's contract (each value dropped with probability p, survivors scaled by 1/(1-p),
+    the identity in evaluation)."""
+    _dropout_case(attempt, 0.5, False, (4, 5), 0)
+    _dropout_case(attempt, 0.0, True, (1000,), 1)
+    for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4)):
+        _dropout_case(attempt, p, True, (200, 500), seed)
+    a = _dropout_case(attempt, 0.5, True, (50, 40), 5)
+    torch.manual_seed(6)
+    b = attempt.call("two calls on the same x, p=0.5, training=True", a.new_ones(50, 40), 0.5, True)
+    c = attempt.call("two calls on the same x, p=0.5, training=True", a.new_ones(50, 40), 0.5, True)
+    if isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor) and torch.equal(b, c):
+        raise Fail("two calls in training mode dropped exactly the same values; each forward pass draws a new mask.",
+                   "Draw the random mask inside the function, every call.")
+    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5 and 0.8 on 100,000 values: about p of them dropped, "
+            "survivors scaled by 1/(1-p), x unchanged in evaluation and left untouched in place, a new mask each call.")
+
+
+def exercises() -> list[Exercise]:
+    """Chapter 4."""
+    return [
+        Exercise("evaluate", "04", "the evaluation function",
+                 "evaluate(model, loader, loss_fn) -> (mean_loss, accuracy)", check_evaluate, arity=(3,),
+                 time_limit=20.0, oracle="one big batch in eval mode under no_grad; GraphMemoryMeter"),
+        Exercise("dropout", "04", "inverted dropout by hand",
+                 "dropout(x, p, training) -> Tensor", check_dropout, arity=(3,),
+                 oracle="nn.Dropout's contract, measured on 100,000 values"),
+    ]

@@ -1,0 +1,279 @@
+"""Exercises of chapters 5 and 6: fix a bugged loop (the loop doctor checks it), accumulate exactly, the LR range test."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_utils.arithmetic import accumulation_window, batch_sizes
+from course_utils.data import spiral_splits
+from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
+from course_utils.models import MLP
+
+
+def _weights(model: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor], rtol: float = 1e-5) -> bool:
+    return len(a) == len(b) and all(torch.allclose(x, y, rtol=rtol, atol=1e-7) for x, y in zip(a, b))
+
+
+# --- chapter 5: fix the loop --------------------------------------------------------------------------------
+
+EPOCHS = 3
+
+
+def _loop_setup():
+    """Model (with dropout), Adam, an epoch-based StepLR, seeded loaders (validation draws no global random numbers)."""
+    splits = spiral_splits(300, 150, seed=0)
+    torch.manual_seed(0)
+    model = MLP(hidden=32, dropout=0.1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+    train = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+    val = DataLoader(splits.val, batch_size=64, generator=torch.Generator().manual_seed(1))
+    return model, optimizer, scheduler, train, val
+
+
+def healthy_loop(model, optimizer, scheduler, train_loader, val_loader, epochs) -> None:
+    """The oracle's loop: train every batch, step the epoch schedule once per epoch, validate in eval mode, no graph."""
+    for _ in range(epochs):
+        model.train()
+        for inputs, targets in train_loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+        scheduler.step()
+        model.eval()
+        with torch.no_grad():
+            for inputs, targets in val_loader:
+                nn.functional.cross_entropy(model(inputs), targets).item()
+
+
+def check_fixed_loop(attempt: Attempt) -> str:
+    """The loop doctor names every silent bug it sees; counts and the final weights are compared with a healthy loop."""
+    from course_utils.doctor import LoopDoctor
+
+    model, optimizer, scheduler, train, val = _loop_setup()
+    updates, evaluations = [0], [0]
+    optimizer.register_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
+    model.register_forward_hook(lambda module, *_: evaluations.__setitem__(0, evaluations[0] + (not module.training)))
+    what = (f"{EPOCHS} epochs of 10 batches on the spiral, Adam, StepLR(step_size=2) stepped per epoch, a model with "
+            "Dropout, validation on 150 examples")
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+            attempt.call(what, model, optimizer, scheduler, train, val, EPOCHS)
+    findings = doctor.report().findings
+    if findings:
+        listed = "\n  ".join(f"- {f.title}: {f.evidence}" for f in findings)
+        raise Fail(f"the loop doctor still sees {len(findings)} silent bug{'s' * (len(findings) > 1)}:\n  {listed}",
+                   "Each is an exhibit of this chapter: find it in the quick-reference table, fix it, check again.")
+    planned = EPOCHS * len(train)
+    if updates[0] != planned:
+        raise Fail(f"your loop made {updates[0]} updates; {EPOCHS} epochs of {len(train)} batches make {planned}.",
+                   "Every training batch ends with one optimizer step.")
+    if scheduler.last_epoch != EPOCHS:
+        raise Fail(f"the scheduler was stepped {scheduler.last_epoch} times; an epoch schedule over {EPOCHS} epochs "
+                   f"is stepped {EPOCHS} times.", "StepLR counts epochs.")
+    if evaluations[0] < EPOCHS:
+        raise Fail(f"only {evaluations[0]} evaluation forward passes ran; validation should run after every epoch.",
+                   "Keep the validation of the original loop, fixed.")
+    twin, twin_opt, twin_sched, twin_train, twin_val = _loop_setup()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        healthy_loop(twin, twin_opt, twin_sched, twin_train, twin_val, EPOCHS)
+    if not _close(_weights(model), _weights(twin), rtol=1e-4):
+        hint = ("The model is still in eval mode: training after validation must switch it back."
+                if not model.training else "Change only what the bugs need: one zero_grad, forward, loss, backward "
+                                           "and step per batch, as in the original.")
+        raise Fail("the doctor sees no bug, but your final weights differ from the healthy loop's (same seeds, same "
+                   "data): your loop trains differently.", hint)
+    return (f"the loop doctor found no silent bug in {EPOCHS} epochs; {planned} updates, {EPOCHS} scheduler steps, "
+            "validation every epoch, and the final weights equal the healthy loop's.")
+
+
+# --- chapter 5: accumulate_epoch ----------------------------------------------------------------------------
+
+def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    data = TensorDataset(torch.randn(n, 3, generator=g, dtype=torch.double), torch.randint(0, 2, (n,), generator=g))
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    start = _weights(model)
+    sizes = batch_sizes(n, batch_size)
+    loader = DataLoader(data, batch_size=batch_size)
+    recorded: list[list[torch.Tensor]] = []
+    optimizer.register_step_post_hook(lambda *_: recorded.append(_weights(model)))
+    what = f"N={n}, B={batch_size} (batch sizes {sizes}), K={K}"
+    got = attempt.call(what, model, loader, nn.CrossEntropyLoss(), optimizer, K)
+    windows = sorted({tuple(accumulation_window(i, len(sizes), K)) for i in range(len(sizes))})
+    if len(recorded) != len(windows):
+        if len(recorded) == len(sizes) // K:
+            hint = "The epoch's last, short window must be flushed: step at the end of the epoch too."
+        elif len(recorded) == len(sizes) and K > 1:
+            hint = "Step once per window of K micro-batches, not after every batch."
+        else:
+            hint = "One update per window of K micro-batches, plus one for a short last window."
+        made = f"{len(recorded)} update{'s' * (len(recorded) != 1)}"
+        listed = ", ".join(str([sizes[i] for i in w]) for w in windows)
+        raise Fail(f"your loop made {made}; {len(sizes)} micro-batches in windows of K={K} make {len(windows)}: "
+                   f"{listed}.", hint)
+    returned = need_int(got)
+    if returned != len(recorded):
+        raise Fail(f"your function returned {returned}, but it made {len(recorded)} updates.",
+                   "Return the number of optimizer steps.")
+    weights, xs, ys = start, *data.tensors
+    offsets = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    previous: tuple[list[torch.Tensor], list] = ([], [])
+    for u, window in enumerate(windows):
+        lo, hi = offsets[window[0]], offsets[window[-1] + 1]
+        big = [(xs[lo:hi], ys[lo:hi], 1.0)]
+        want = _step(weights, _window_grads(model, weights, big))
+        if _close(recorded[u], want):
+            previous, weights = (weights, big), want
+            continue
+        parts = [(xs[offsets[i]:offsets[i + 1]], ys[offsets[i]:offsets[i + 1]]) for i in window]
+        alternatives = {
+            "each micro-batch's loss divided by K": [(x, y, 1 / K) for x, y in parts],
+            "each loss divided by the number of micro-batches in the window": [(x, y, 1 / len(parts)) for x, y in parts],
+            "the losses summed without dividing": [(x, y, 1.0) for x, y in parts],
+        }
+        named = next((k for k, terms in alternatives.items()
+                      if _close(recorded[u], _step(weights, _window_grads(model, weights, terms)))), "")
+        if u > 0 and not named:
+            stale = _window_grads(model, *previous)     # the last window's gradients, left in .grad
+            leaked = _step(weights, [a + b for a, b in zip(_window_grads(model, weights, big), stale)])
+            if _close(recorded[u], leaked):
+                raise Fail(f"update {u + 1} also applied the gradients of window {u}: they were still in .grad.",
+                           "backward() adds to .grad: clear it after each update.")
+        sizes_in = [sizes[i] for i in window]
+        raise Fail(f"update {u + 1} (window of batch sizes {sizes_in}) differs from one big batch of the same "
+                   f"{sum(sizes_in)} examples" + (f": yours has {named}." if named else "."),
+                   "Weight each micro-batch's mean loss by its share of the window's examples; then the window "
+                   "equals one big batch, a short window too.")
+
+
+def _window_grads(model: nn.Module, at: list[torch.Tensor], terms) -> list[torch.Tensor]:
+    """The gradient, at weights `at`, of sum(weight * mean cross-entropy of (x, y)) over `terms`."""
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for p, w in zip(twin.parameters(), at):
+            p.copy_(w)
+    twin.zero_grad()
+    sum(w * nn.functional.cross_entropy(twin(x), y) for x, y, w in terms).backward()
+    return [p.grad.clone() for p in twin.parameters()]
+
+
+def _step(weights: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """One SGD step at the check's learning rate, 0.5."""
+    return [w - 0.5 * g for w, g in zip(weights, grads)]
+
+
+def check_accumulate_epoch(attempt: Attempt) -> str:
+    """The oracle: every update compared with one SGD step on the window's examples as one big batch."""
+    for n, b, k, seed in ((10, 4, 2, 0), (22, 4, 4, 1), (12, 4, 3, 2), (8, 4, 5, 3), (9, 2, 1, 4), (37, 5, 3, 5)):
+        _accumulation_case(attempt, n, b, k, seed)
+    return ("6 epochs (a partial last batch inside a short last window, K that divides and does not, K larger than "
+            "the epoch, K = 1): every update equals one step on a big batch of its window's examples, the short "
+            "last window is flushed, and the count returned is the count made.")
+
+
+# --- chapter 6: lr_range_test -------------------------------------------------------------------------------
+
+def reference_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr) -> tuple[list[float], list[float]]:
+    """The oracle: batch i uses start_lr * (end_lr / start_lr) ** (i / (n - 1)); its loss is taken before its update."""
+    n = len(loader)
+    lrs, losses = [], []
+    for i, (inputs, targets) in enumerate(loader):
+        lr = start_lr * (end_lr / start_lr) ** (i / (n - 1))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        lrs.append(lr)
+        losses.append(loss.item())
+    return lrs, losses
+
+
+def _numbers(value: object, n: int, what: str) -> list[float]:
+    listed = as_numbers(value)
+    if listed is None or len(listed) != n:
+        raise Fail(f"{what} should be a list of {n} numbers, one per batch; yours is {kind(value)} ({show(value)}).",
+                   "Append a Python float (`.item()` for the loss) for every batch.")
+    return [float(v) for v in listed]
+
+
+def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start_lr: float, end_lr: float) -> None:
+    data = spiral_splits(16 * batches, 1, seed=batches).train
+    torch.manual_seed(batches)
+    model = MLP(hidden=16)
+    optimizer = make_optimizer(model.parameters())
+    twin, twin_opt = copy.deepcopy((model, optimizer))
+    used: list[float] = []
+    optimizer.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    what = f"{batches} batches of 16, {name}, start_lr={start_lr:g}, end_lr={end_lr:g}"
+    got = attempt.call(what, model, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
+    lrs, losses = need_tuple(got, 2, "your function", "lrs, losses")
+    want_lrs, want_losses = reference_range_test(twin, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(),
+                                                 twin_opt, start_lr, end_lr)
+    if len(used) != batches:
+        raise Fail(f"your range test made {len(used)} optimizer steps; one pass over {batches} batches makes {batches}.",
+                   "One update per batch, each with its own learning rate.")
+    close = lambda a, b: all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b))  # noqa: E731 (float32 logspace too)
+    if not close(used, want_lrs):
+        linear = [start_lr + (end_lr - start_lr) * i / (batches - 1) for i in range(batches)]
+        short = [start_lr * (end_lr / start_lr) ** (i / batches) for i in range(batches)]
+        if close(used, linear):
+            hint = "The steps are equal ratios, not equal differences: the same factor from one batch to the next."
+        elif close(used, short):
+            hint = "The last batch must use end_lr itself."
+        elif close(used[1:], want_lrs[:-1]):
+            hint = "Each step used the previous batch's lr: set the lr before optimizer.step(), not after."
+        else:
+            hint = "Batch i of n uses start_lr times the ratio end_lr/start_lr raised to i/(n-1)."
+        raise Fail(f"the optimizer stepped with the learning rates {show([float(number(v)) for v in used], 70)}; the "
+                   f"test uses {show([float(number(v)) for v in want_lrs], 70)}.", hint)
+    lrs = _numbers(lrs, batches, "the lrs you returned")
+    if not close(lrs, used):
+        raise Fail(f"the lrs you returned, {show([float(number(v)) for v in lrs], 60)}, are not the ones the optimizer "
+                   "used.", "Record the lr each batch was trained with.")
+    losses = _numbers(losses, batches, "the losses you returned")
+    for i, (g, w) in enumerate(zip(losses, want_losses)):
+        if abs(g - w) > 1e-5 * max(1.0, abs(w)):
+            mine, right = pair(g, w)
+            raise Fail(f"the loss of batch {i} is {mine}; trained the same way it is {right} (the batch's "
+                       "loss before its own update).", "Clear the gradients before each backward, and record the loss "
+                                                       "that backward used.")
+
+
+def check_lr_range_test(attempt: Attempt) -> str:
+    """The oracle: the same sweep on a copy; a step hook records the lr each update really used."""
+    _range_case(attempt, 12, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-4, 1.0)
+    _range_case(attempt, 2, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 0.01, 0.1)
+    _range_case(attempt, 9, lambda ps: torch.optim.Adam(ps, lr=0.1), "Adam", 1e-5, 10.0)
+    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam): the lr each update really used grows in equal "
+            "ratios from start_lr to end_lr, and the returned lrs and losses match the same sweep run by the course.")
+
+
+def exercises() -> list[Exercise]:
+    """Chapters 5 and 6."""
+    return [
+        Exercise("fixed_loop", "05", "fix a loop with silent bugs",
+                 "fixed_loop(model, optimizer, scheduler, train_loader, val_loader, epochs) -> None", check_fixed_loop,
+                 arity=(6,), time_limit=30.0, oracle="the loop doctor, and a healthy loop from the same seeds"),
+        Exercise("accumulate_epoch", "05", "an accumulation loop equal to big batches",
+                 "accumulate_epoch(model, loader, loss_fn, optimizer, K) -> int", check_accumulate_epoch, arity=(5,),
+                 time_limit=20.0, oracle="one SGD step on each window's examples as one big batch"),
+        Exercise("lr_range_test", "06", "the learning-rate range test",
+                 "lr_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr) -> (lrs, losses)",
+                 check_lr_range_test, arity=(6,), time_limit=20.0,
+                 oracle="the same sweep on a copy; an optimizer step hook reads the lr used"),
+    ]

@@ -1,0 +1,334 @@
+"""Exercises of chapter 7: a resumable checkpoint pair (killed and resumed), early stopping, warmup-cosine, clipping."""
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.optim import lr_scheduler
+from torch.utils.data import DataLoader
+
+from course_utils.data import spiral_splits
+from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.search import search
+from course_utils.exercises.words import Fail, need_float, need_int, number, show
+from course_utils.models import MLP
+from course_utils.production import EarlyStopping
+
+
+# --- save_checkpoint / load_checkpoint ----------------------------------------------------------------------
+
+EPOCHS, CRASH_AFTER = 4, 1       # the run dies after epoch 1 (0-based) and resumes at epoch 2
+
+
+def _fresh(init_seed: int):
+    torch.manual_seed(init_seed)
+    model = MLP(hidden=32, dropout=0.2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    return model, optimizer, scheduler
+
+
+def _epoch(model, optimizer, scheduler, loader) -> None:
+    model.train()
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+    scheduler.step()
+
+
+def _loader() -> DataLoader:
+    """Shuffled by torch's global generator: the data order is part of what a checkpoint must restore."""
+    return DataLoader(spiral_splits(160, 1, seed=0).train, batch_size=32, shuffle=True)
+
+
+def _state(model, optimizer, scheduler) -> dict:
+    return {"model": {k: v.clone() for k, v in model.state_dict().items()},
+            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}
+
+
+def _equal(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def check_checkpoint_pair(attempt: Attempt) -> str:
+    """The oracle: an uninterrupted run. The checked run is killed after an epoch, rebuilt from scratch, resumed."""
+    loader = _loader()
+    model, optimizer, scheduler = _fresh(0)
+    torch.manual_seed(1234)
+    for _ in range(EPOCHS):
+        _epoch(model, optimizer, scheduler, loader)
+    uninterrupted = [p.detach().clone() for p in model.parameters()]
+
+    with tempfile.TemporaryDirectory(prefix="exercise-") as tmp:
+        path = str(Path(tmp) / "checkpoint.pt")
+        model, optimizer, scheduler = _fresh(0)
+        torch.manual_seed(1234)
+        for _ in range(CRASH_AFTER + 1):
+            _epoch(model, optimizer, scheduler, loader)
+        saved = _state(model, optimizer, scheduler)
+        what = (f"{EPOCHS} epochs of Adam + StepLR on a model with Dropout, shuffled data; the run is killed after "
+                f"epoch {CRASH_AFTER} (0-based), after save_checkpoint(path, model, optimizer, scheduler, "
+                f"{CRASH_AFTER})")
+        attempt.call(what, path, model, optimizer, scheduler, CRASH_AFTER, which=0)
+        if not Path(path).exists():
+            raise Fail("save_checkpoint wrote no file at the path it was given.",
+                       "Write everything with torch.save(..., path).")
+        del model, optimizer, scheduler                     # the process dies: nothing in memory survives
+        torch.manual_seed(999)
+        torch.rand(1000)                                    # a new process starts from other random numbers
+        model, optimizer, scheduler = _fresh(7)             # ...and builds its objects anew
+        attempt.at(what + "; then load_checkpoint(path, model, optimizer, scheduler) in the new process")
+        start = need_int(attempt.call(attempt.case, path, model, optimizer, scheduler, which=1),
+                         "load_checkpoint returned")
+        if start != CRASH_AFTER + 1:
+            raise Fail(f"load_checkpoint returned {start}; the run saved after finishing epoch {CRASH_AFTER} must go on "
+                       f"with epoch {CRASH_AFTER + 1}.", "Return the epoch to run next.")
+        now = _state(model, optimizer, scheduler)
+        missing = [label for key, label in (("model", "the weights"), ("optimizer", "the optimizer's state (Adam's "
+                   "moments and step count)"), ("scheduler", "the scheduler's state"), ("rng", "torch's random "
+                   "number generator state (next epoch's shuffle and dropout masks)")) if not _equal(now[key], saved[key])]
+        if missing:
+            raise Fail("after loading, these differ from the moment of saving: " + "; ".join(missing) + ".",
+                       "A checkpoint holds everything the next step reads, not only the weights.")
+        for _ in range(start, EPOCHS):
+            _epoch(model, optimizer, scheduler, loader)
+        if not all(torch.equal(p, q) for p, q in zip(model.parameters(), uninterrupted)):
+            raise Fail("after resuming, the run ended with different weights than the same run without the crash.",
+                       "Restore everything the training reads, in the same state it was saved in.")
+    return (f"a run killed after epoch {CRASH_AFTER} and resumed from your file in a rebuilt process (new objects, "
+            f"other random numbers) ends bit for bit like the run that was never killed, after {EPOCHS} epochs with "
+            "Adam, StepLR, Dropout and shuffled data.")
+
+
+# --- stop_check ---------------------------------------------------------------------------------------------
+
+def stopping_check(losses: list[float], patience: int, min_delta: float) -> int | None:
+    """The oracle: the course's EarlyStopping (PyTorch Lightning's rule); the 1-based check that stops, or None."""
+    rule = EarlyStopping(patience=patience, min_delta=min_delta, mode="min")
+    for value in losses:
+        rule.update(value)
+        if rule.should_stop:
+            return rule.checks
+    return None
+
+
+def _why(losses: list[float], patience: int, min_delta: float, stop: int | None) -> str:
+    if stop is None:
+        return "the rule never stops on this list"
+    value = losses[stop - 1]
+    if not math.isfinite(value):
+        return f"check {stop} is {value}: a value that is not finite stops at once"
+    best, best_at = math.inf, 0
+    for i, v in enumerate(losses[:stop], 1):
+        if v + min_delta < best:
+            best, best_at = v, i
+    checks = f"check {stop} did" if best_at + 1 == stop else f"checks {best_at + 1} to {stop} did"
+    return (f"{checks} not beat the best, {number(best)} (check {best_at}), by more than min_delta {min_delta:g}: "
+            f"{patience} check{'s' * (patience != 1)} without improvement")
+
+
+def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
+             previous: bool = False, ties: bool = False) -> int | None:
+    """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements."""
+    best, waited = math.inf, 0
+    for check, value in enumerate(losses, 1):
+        if not math.isfinite(value):
+            return check
+        better = value + min_delta <= best if ties else value + min_delta < best
+        waited = 0 if better else waited + 1
+        if previous or better:
+            best = value
+        if waited > patience if late else waited >= patience:
+            return check
+    return None
+
+
+def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: float) -> None:
+    got = attempt.call(f"losses {show(losses, 90)}, patience={patience}, min_delta={min_delta:g}",
+                       list(losses), patience, min_delta)
+    if got is not None:
+        got = need_int(got)
+    want = stopping_check(losses, patience, min_delta)
+    if got == want:
+        return
+    said = "never stops (None)" if got is None else f"stops at check {got}"
+    must = "never stops" if want is None else f"stops at check {want}"
+    values = losses[:max(want or 0, got or 0, 1)]
+    if want is not None and not math.isfinite(losses[want - 1]):
+        hint = "NaN compares false with everything: test for a non-finite value before comparing."
+    elif min_delta == 0 and got == _variant(losses, patience, min_delta, ties=True) and any(
+            values[i] == values[j] for i in range(len(values)) for j in range(i)):
+        hint = "An improvement must be strictly better than the best so far; an equal value is not one."
+    elif min_delta > 0 and got == stopping_check(losses, patience, 0.0):
+        hint = "An improvement must beat the best by more than min_delta."
+    elif got == _variant(losses, patience, min_delta, previous=True):
+        hint = "Compare each value with the best so far, not with the previous value."
+    elif got is not None and want is not None and got == want - 1:
+        hint = "Checks are counted from 1: the first loss is check 1."
+    elif got == _variant(losses, patience, min_delta, late=True):
+        hint = "Stop as soon as the count of checks without improvement reaches patience."
+    elif min_delta > 0:
+        hint = "An improvement must beat the best by more than min_delta."
+    else:
+        hint = "Compare each value with the best so far and count the checks since the last improvement."
+    raise Fail(f"your function {said}, but the rule {must}: {_why(losses, patience, min_delta, want)}.", hint)
+
+
+def check_stop_check(attempt: Attempt) -> str:
+    """The oracle: the course's EarlyStopping, which reproduces Lightning's rule; hypothesis draws the histories."""
+    nan, inf = math.nan, math.inf
+    edge = [([1.0, 0.9, 0.95, 0.97], 2, 0.0), ([1.0, 1.0], 1, 0.0), ([1.0, 0.875, 0.8125, 0.75], 1, 0.125),
+            ([1.0, nan, 0.5], 3, 0.0), ([1.0, 0.5, 0.6, 0.55, 0.58], 2, 0.0),
+            ([1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.74], 3, 0.0), ([0.5], 1, 0.0),
+            ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02)]
+    for losses, patience, min_delta in edge:
+        _stop_case(attempt, losses, patience, min_delta)
+    from hypothesis import strategies as st
+    # Values and min_delta are exact in binary (1 - 0.875 is exactly 0.125), so a value on the boundary
+    # is on it however the comparison is written (best - value > min_delta, or value + min_delta < best).
+    values = st.one_of(st.sampled_from([1.0, 0.875, 0.75, 0.625, 0.5]), st.floats(0, 2, allow_nan=False),
+                       st.just(math.nan))
+    cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(1, 4), st.sampled_from([0.0, 0.125, 0.25]))
+    tried = search(cases, lambda case: _stop_case(attempt, *case), examples=150)
+    return (f"{len(edge) + tried} histories agree with the course's EarlyStopping (Lightning's rule): strict "
+            "improvement beyond min_delta, patience counted in checks since the best, NaN and inf stop at once.")
+
+
+# --- warmup_cosine_lr ---------------------------------------------------------------------------------------
+
+_curves: dict[tuple[float, int, int], list[float]] = {}
+
+
+def torch_warmup_cosine(base_lr: float, warmup: int, total: int) -> list[float]:
+    """The oracle: torch's LinearLR (from base_lr/warmup up to base_lr) then CosineAnnealingLR to 0, chained."""
+    key = (base_lr, warmup, total)
+    if key not in _curves:
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=base_lr)
+        cosine = lr_scheduler.CosineAnnealingLR(optimizer, T_max=total - warmup)
+        schedule = cosine if not warmup else lr_scheduler.SequentialLR(
+            optimizer, [lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, total_iters=max(1, warmup - 1)),
+                        cosine], milestones=[warmup])
+        curve = []
+        for _ in range(total):
+            curve.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            schedule.step()
+        _curves[key] = curve
+    return _curves[key]
+
+
+def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: int) -> None:
+    got = need_float(attempt.call(f"update={update}, base_lr={base_lr:g}, warmup={warmup}, total={total}",
+                                  update, base_lr, warmup, total))
+    want = torch_warmup_cosine(base_lr, warmup, total)[update]
+    if abs(got - want) <= 1e-7 * base_lr:
+        return
+    phase = (f"update {update} is in the warm-up (updates 0 to {warmup - 1})" if update < warmup else
+             f"update {update} is {update - warmup} updates into the cosine of {total - warmup} updates")
+    if update < warmup and abs(got - base_lr * update / warmup) <= 1e-7 * base_lr:
+        hint = ("The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
+                "last update.")
+    elif update < warmup:
+        hint = "The warm-up rises in equal steps and reaches base_lr at update warmup-1."
+    elif abs(got - 0.5 * base_lr * (1 + math.cos(math.pi * update / total))) <= 1e-7 * base_lr:
+        hint = "The cosine starts when the warm-up ends: count its progress from there, over the updates left."
+    else:
+        hint = "After the warm-up, the lr follows half a cosine from base_lr down to 0 at update total."
+    raise Fail(f"your function returned {number(got)}; torch's LinearLR then CosineAnnealingLR give {number(want)} "
+               f"({phase}).", hint)
+
+
+def check_warmup_cosine_lr(attempt: Attempt) -> str:
+    """The oracle: torch's own schedulers chained by SequentialLR, stepped once per update."""
+    edge = [(0, 0.1, 10, 100), (9, 0.1, 10, 100), (10, 0.1, 10, 100), (55, 0.1, 10, 100), (99, 0.1, 10, 100),
+            (0, 0.5, 0, 20), (7, 0.5, 0, 20), (0, 1.0, 1, 5), (3, 1.0, 1, 5), (2, 0.01, 3, 4)]
+    for case in edge:
+        _lr_case(attempt, *case)
+    from hypothesis import strategies as st
+    cases = st.tuples(st.integers(2, 300), st.sampled_from([0.1, 1e-3, 3.0])).flatmap(
+        lambda tb: st.tuples(st.just(tb[0]), st.just(tb[1]), st.integers(0, tb[0] - 1))).flatmap(
+        lambda tbw: st.tuples(st.integers(0, tbw[0] - 1), st.just(tbw[1]), st.just(tbw[2]), st.just(tbw[0])))
+    tried = search(cases, lambda case: _lr_case(attempt, *case), examples=120)
+    return (f"{len(edge) + tried} cases agree with torch's LinearLR then CosineAnnealingLR (SequentialLR): the first "
+            "and last warm-up updates, the cosine's start, middle and end, no warm-up, a warm-up of one update.")
+
+
+# --- clip_gradients -----------------------------------------------------------------------------------------
+
+def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, max_norm: float, seed: int,
+               none_at: int | None = None) -> None:
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.zeros(*s, requires_grad=True) for s in shapes]
+    for i, (p, shape) in enumerate(zip(params, shapes)):
+        p.grad = None if i == none_at else scale * torch.randn(*shape, generator=g)
+    grads = [None if p.grad is None else p.grad.clone() for p in params]
+    twins = [torch.zeros(*s, requires_grad=True) for s in shapes]
+    for t, gr in zip(twins, grads):
+        t.grad = None if gr is None else gr.clone()
+    want_norm = torch.nn.utils.clip_grad_norm_(twins, max_norm).item()
+    what = (f"{len(shapes)} parameters of shapes {shapes}" + (f" (parameter {none_at} has no gradient)"
+            if none_at is not None else "") + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
+    got = need_float(attempt.call(what, params, max_norm))
+    for i, (p, t) in enumerate(zip(params, twins)):
+        if t.grad is None:
+            if p.grad is not None:
+                raise Fail(f"parameter {i} had no gradient and now has one.", "Skip parameters whose .grad is None.")
+            continue
+        if p.grad is None or not torch.allclose(p.grad, t.grad, rtol=1e-4, atol=1e-7):
+            each = [None if gr is None else gr.norm().item() for gr in grads]
+            if want_norm <= max_norm:
+                hint = "When the global norm is already at most max_norm, the gradients stay as they are."
+            elif any(n is not None and n > max_norm for n in each) and p.grad is not None and abs(
+                    p.grad.norm().item() - min(each[i], max_norm)) < 1e-4 * max_norm:
+                hint = ("Clip the *global* norm, over all gradients together, and scale every gradient by the same "
+                        "factor.")
+            else:
+                hint = "Scale every gradient by max_norm / global norm, where the global norm is over all of them."
+            now = "None" if p.grad is None else show(p.grad)
+            raise Fail(f"parameter {i}'s gradient is now {now}; clip_grad_norm_ makes it {show(t.grad)}.", hint)
+    if abs(got - want_norm) > 1e-4 * max(1.0, want_norm):
+        clipped = math.isclose(got, min(want_norm, max_norm), rel_tol=1e-4)
+        raise Fail(f"your function returned {number(got)}; the global norm before clipping is {number(want_norm)}"
+                   + (" (yours is the norm after clipping)." if clipped else "."),
+                   "Return the norm measured before clipping: that is the figure worth logging.")
+
+
+def check_clip_gradients(attempt: Attempt) -> str:
+    """The oracle: torch.nn.utils.clip_grad_norm_ on copies of the same gradients."""
+    _clip_case(attempt, [(3, 2), (2,)], 1.0, 1.0, 0)
+    _clip_case(attempt, [(4,), (2, 2)], 0.01, 1.0, 1)
+    _clip_case(attempt, [(5,), (1,), (3,)], 10.0, 0.5, 2, none_at=1)
+    _clip_case(attempt, [(10,), (10,)], 1.0, 2.0, 3)
+    _clip_case(attempt, [(6, 3)], 3.0, 1.0, 4)
+    return ("5 cases agree with torch's clip_grad_norm_: gradients above and below max_norm, one global norm over "
+            "every parameter, a parameter without a gradient, and the norm before clipping returned.")
+
+
+def exercises() -> list[Exercise]:
+    """Chapter 7."""
+    return [
+        Exercise("checkpoint_pair", "07", "a checkpoint that resumes exactly",
+                 "save_checkpoint(path, model, optimizer, scheduler, epoch) -> None; "
+                 "load_checkpoint(path, model, optimizer, scheduler) -> int", check_checkpoint_pair,
+                 functions=("save_checkpoint", "load_checkpoint"), arity=(5, 4), time_limit=30.0,
+                 oracle="an uninterrupted run; the checked run is killed after an epoch and resumed"),
+        Exercise("stop_check", "07", "the early-stopping rule",
+                 "stop_check(losses, patience, min_delta=0.0) -> int | None", check_stop_check, arity=(3,),
+                 oracle="course_utils.production.EarlyStopping (Lightning's rule)"),
+        Exercise("warmup_cosine_lr", "07", "a warmup + cosine learning rate",
+                 "warmup_cosine_lr(update, base_lr, warmup, total) -> float", check_warmup_cosine_lr, arity=(4,),
+                 oracle="torch's LinearLR and CosineAnnealingLR chained by SequentialLR"),
+        Exercise("clip_gradients", "07", "gradient clipping by the global norm",
+                 "clip_gradients(parameters, max_norm) -> float", check_clip_gradients, arity=(2,),
+                 oracle="torch.nn.utils.clip_grad_norm_"),
+    ]

@@ -1,0 +1,201 @@
+"""Exercises of chapter 8: the arena's measuring loop (race to a target), and the examples an arena run processed."""
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from course_utils.arithmetic import batch_sizes
+from course_utils.data import spiral_splits
+from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.search import search
+from course_utils.exercises.words import Fail, need_int, number
+from course_utils.models import MLP
+
+
+# --- race_to_target -----------------------------------------------------------------------------------------
+
+def reference_race(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates) -> int | None:
+    """The oracle: train batch after batch (epochs repeat); after each update, measure in eval mode under no_grad."""
+    updates = 0
+    while updates < max_updates:
+        for inputs, targets in train_loader:
+            model.train()
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+            updates += 1
+            if _accuracy(model, val_inputs, val_targets) >= target:
+                return updates
+            if updates == max_updates:
+                return None
+    return None
+
+
+def _accuracy(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        hits = (model(inputs).argmax(dim=1) == targets).sum().item()
+    model.train()
+    return hits / len(targets)
+
+
+VAL_SIZE = 150
+CURVE = 60          # updates of the oracle's run that targets are chosen from
+
+
+def _setup():
+    splits = spiral_splits(300, VAL_SIZE, seed=3)
+    torch.manual_seed(3)
+    model = MLP(hidden=32, dropout=0.1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    loader = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(3))
+    return model, optimizer, loader, *splits.val.tensors
+
+
+@functools.lru_cache(maxsize=1)
+def _curve(max_updates: int) -> tuple[float, ...]:
+    """Validation accuracy after each update of the oracle's run (to pick targets that are hit exactly)."""
+    model, optimizer, loader, vx, vy = _setup()
+    accs: list[float] = []
+    torch.manual_seed(0)
+    while len(accs) < max_updates:
+        for inputs, targets in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+            accs.append(_accuracy(model, vx, vy))
+            if len(accs) == max_updates:
+                break
+    return tuple(accs)
+
+
+def _float32_reaches(level: float) -> bool:
+    """Does an accuracy computed in float32 ((pred == y).float().mean()) also reach this exact fraction?
+
+    Targets are levels the run hits exactly (so `>` instead of `>=` shows); a level whose float32
+    rounding falls below it would fail a right solution that averages in float32, so none is used.
+    """
+    hits = round(level * VAL_SIZE)
+    return (torch.tensor(float(hits)) / VAL_SIZE).item() >= level
+
+
+def _strict(accs: list[float], target: float) -> int | None:
+    """Where a race that needs accuracy *above* the target would stop."""
+    return next((i + 1 for i, a in enumerate(accs) if a > target), None)
+
+
+def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
+    model, optimizer, loader, vx, vy = _setup()
+    twin = copy.deepcopy((model, optimizer))
+    steps = [0]
+    optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
+    given = vx.clone()
+    in_train_mode = []
+    model.register_forward_hook(lambda m, args, out: in_train_mode.append(1) if m.training and args[0] is given
+                                else None)
+    what = (f"target={number(target)}, max_updates={max_updates}, 300 training and 150 validation points, a model "
+            "with Dropout, Adam")
+    torch.manual_seed(0)
+    got = attempt.call(what, model, optimizer, loader, given, vy.clone(), target, max_updates)
+    if got is not None:
+        got = need_int(got)
+    if in_train_mode:
+        raise Fail("your function measured the validation accuracy with the model in train mode: Dropout dropped "
+                   "units, and the random numbers it drew changed the training that followed.",
+                   "Measure in eval mode under no_grad after every update, then switch back to train mode.")
+    _, _, twin_loader, _, _ = _setup()
+    torch.manual_seed(0)
+    want = reference_race(twin[0], twin[1], twin_loader, vx, vy, target, max_updates)
+    if got == want and steps[0] == (want or max_updates):
+        return
+    accs = _curve(CURVE)
+    said = "None (never reached)" if got is None else str(got)
+    if want is None:
+        truth = f"the run does not reach it within {max_updates} updates (best {number(max(accs[:max_updates]))})"
+    else:
+        truth = (f"accuracy first reaches {number(target)} after update {want} (accuracy after updates "
+                 f"{max(1, want - 2)} to {want}: {', '.join(number(a) for a in accs[max(0, want - 3):want])})")
+    if got == want:
+        made = steps[0]
+        raise Fail(f"your function returned {said}, right, but it made {made} updates: the race stops at the target "
+                   f"({want or max_updates} updates).", "Stop training as soon as the target is reached, or at "
+                                                        "max_updates.")
+    if want is not None and accs[want - 1] == target and (got is None or got > want) and _strict(accs, target) == got:
+        hint = "Reaching the target means an accuracy of at least the target; equal counts."
+    elif want is not None and got is not None and abs(got - want) == 1:
+        hint = "Count updates from 1: after the first update the count is 1, and measure after every update."
+    else:
+        hint = ("Measure in eval mode under no_grad after every update, then switch back to train mode: a "
+                "measurement must not change the training.")
+    raise Fail(f"your function returned {said}, but {truth}.", hint)
+
+
+def check_race_to_target(attempt: Attempt) -> str:
+    """The oracle: the same race on a copy (same seeds); a step hook counts the updates really made."""
+    _race_case(attempt, 1.0, 15)                           # not reached: None (first: a stub answers at once)
+    model, _, _, vx, vy = _setup()
+    before = _accuracy(model, vx, vy)                      # a target the untrained model already meets is unfair
+    fair = [a for a in _curve(CURVE)[:40] if _float32_reaches(a) and a > before]
+    _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
+    _race_case(attempt, min(fair), CURVE)                  # a level reached early
+    return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly, one reached "
+            "early, one never reached; the number of updates made stops at the target.")
+
+
+# --- examples_processed -------------------------------------------------------------------------------------
+
+def examples_after(updates: int, N: int, B: int, drop_last: bool) -> int:
+    """The oracle: the batch sizes a DataLoader yields each epoch (course_utils.arithmetic), epoch after epoch."""
+    sizes = batch_sizes(N, B, drop_last)
+    epochs, rest = divmod(updates, len(sizes))
+    return epochs * sum(sizes) + sum(sizes[:rest])
+
+
+def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bool) -> None:
+    got = need_int(attempt.call(f"updates={updates}, N={N}, B={B}, drop_last={drop_last}", updates, N, B, drop_last))
+    want = examples_after(updates, N, B, drop_last)
+    if got == want:
+        return
+    sizes = batch_sizes(N, B, drop_last)
+    epochs, rest = divmod(updates, len(sizes))
+    if got == updates * B:
+        hint = "Not every batch holds B examples: each epoch's last batch may be smaller."
+    elif drop_last and got == examples_after(updates, N, B, False):
+        hint = "With drop_last=True the partial batch is never trained on."
+    else:
+        hint = "Count whole epochs first, then the batches of the epoch that is under way."
+    last = f", the last of {sizes[-1]}" if sizes[-1] != B else ""
+    raise Fail(f"your function returned {got:,}, but {updates} updates are {epochs} whole epoch{'s' * (epochs != 1)} "
+               f"of {len(sizes)} batches ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"
+               f": {want:,} examples.", hint)
+
+
+def check_examples_processed(attempt: Attempt) -> str:
+    """Edge cases, then hypothesis; the oracle counts a DataLoader's batch sizes epoch by epoch."""
+    edge = [(19, 600, 32, False), (20, 600, 64, False), (10, 600, 64, False), (25, 600, 64, True), (0, 100, 8, False),
+            (3, 5, 8, False), (7, 10, 3, True), (50, 300, 300, False)]
+    for case in edge:
+        _examples_case(attempt, *case)
+    from hypothesis import strategies as st
+    cases = st.tuples(st.integers(1, 3000), st.booleans()).flatmap(
+        lambda nd: st.tuples(st.integers(0, 2000), st.just(nd[0]), st.integers(1, nd[0]), st.just(nd[1])))
+    tried = search(cases, lambda case: _examples_case(attempt, *case), examples=150)
+    return (f"{len(edge) + tried} cases agree with a DataLoader's batch sizes, epoch after epoch: a partial last "
+            "batch, drop_last, an update count inside an epoch and across several, zero updates.")
+
+
+def exercises() -> list[Exercise]:
+    """Chapter 8."""
+    return [
+        Exercise("race_to_target", "08", "the arena's measuring loop",
+                 "race_to_target(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates) "
+                 "-> int | None", check_race_to_target, arity=(7,), time_limit=30.0,
+                 oracle="the same race on a copy; a step hook counts the updates"),
+        Exercise("examples_processed", "08", "examples processed after some updates",
+                 "examples_processed(updates, N, B, drop_last=False) -> int", check_examples_processed, arity=(4,),
+                 oracle="a DataLoader's batch sizes (course_utils.arithmetic.batch_sizes), epoch after epoch"),
+    ]

@@ -1,0 +1,244 @@
+"""Checked exercises (chapters 0-8): the learner writes the real function; a checker runs it on hidden cases.
+
+An ``Exercise`` names the function(s) the learner writes and holds a *checker*: a function of an
+``Attempt`` that calls the learner's code on cases (edge cases first, then generated ones), compares
+what comes back with an oracle (a real DataLoader, torch's optimizers and schedulers, the memory
+meter, the loop doctor, a killed and resumed run) and raises ``Fail`` at the first case that
+differs, or returns one sentence saying what was checked. ``Exercise.check`` turns that into a
+``Verdict`` (never an exception: a stub, a crash, a wrong type or an endless loop all become a
+sentence in the learner's words), saves it in the learner's progress beside the quizzes, and shows
+it in a notebook as a coloured box (text for nbval and GitHub).
+"""
+from __future__ import annotations
+
+import html
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from course_utils.exercises.limits import TimeUp, time_limit
+from course_utils.exercises.words import Fail, explain
+from course_utils.quiz import ProgressStore
+
+RECORD_PREFIX = "exercise-"   # progress ids: "exercise-<name>", in the chapter's records beside its quiz
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check: passed or not, and one short message in the learner's words."""
+
+    passed: bool
+    message: str
+    exercise: str = ""
+    counted: bool = True        # False when nothing was really tried (the untouched stub, a missing function)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return self.message
+
+    def _repr_html_(self) -> str:
+        colours = ("#e8f5e9", "#1b5e20") if self.passed else ("#fdecea", "#8a1c1c") if self.counted \
+            else ("#f5f5f5", "#333")
+        lines = "".join(f"<div>{_label(_code(line.strip()))}</div>" for line in self.message.splitlines())
+        return (f'<div style="background:{colours[0]};color:{colours[1]};padding:6px 10px;border-radius:4px;'
+                f'font-family:var(--jp-content-font-family,sans-serif)">{lines}</div>')
+
+
+def _code(text: str) -> str:
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _label(line: str) -> str:
+    """'Case: ...' and 'Hint: ...' with their label in bold (the HTML form of a verdict)."""
+    return re.sub(r"^(Case|Hint):", r"<b>\1:</b>", line)
+
+
+def _capital(text: str) -> str:
+    """Capitalise a sentence, unless it starts with code (`len(dataset)`, `input_ids`)."""
+    return text if re.match(r"^[a-z_]+[\w]*[(\[._]", text) else text[:1].upper() + text[1:]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: the function(s) the learner writes, how they are called, and the checker."""
+
+    name: str                                  # the registry key (and the function's name, for one function)
+    chapter: str                               # "00" .. "08"
+    title: str                                 # what the learner writes, in a few words
+    signature: str                             # how the course calls it ("f(N, B, K, drop_last=False) -> int")
+    checker: Callable[["Attempt"], str]        # raises Fail at the first wrong case; returns what was checked
+    functions: tuple[str, ...] = ()            # the learner's names, if not just (name,)
+    arity: tuple[int, ...] = ()                # positional arguments the course passes to each
+    time_limit: float = 10.0                   # seconds for the whole check
+    oracle: str = ""                           # what the answers are compared with (for the instructor's table)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.functions or (self.name,)
+
+    def check(self, *functions: Callable, store: ProgressStore | None = None, record: bool = True) -> Verdict:
+        """Run the checker on the learner's function(s); save the result in their progress; never raise."""
+        verdict = self._judge(functions)
+        if record and verdict.counted:
+            try:
+                (store or ProgressStore()).record(self.chapter, RECORD_PREFIX + self.name, None, verdict.passed)
+            except Exception:  # noqa: BLE001 - saving is best effort (the store already warns on file trouble)
+                pass
+        return verdict
+
+    def _judge(self, functions: tuple) -> Verdict:
+        problem = self._shape_problem(functions)
+        if problem:
+            return Verdict(False, f"✗ {self.name}: {problem}", self.name, counted=False)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)    # tiny tensors: one thread is fastest, and the same on every machine
+        try:
+            return self._run(functions)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run(self, functions: tuple) -> Verdict:
+        attempt = Attempt(self, functions)
+        summary = ""
+        try:
+            with torch.random.fork_rng(devices=[]), time_limit(self.time_limit) as deadline:  # see limits.py
+                attempt.deadline = deadline                  # (the learner's random state is left as it was)
+                summary = self.checker(attempt)
+        except Fail as failure:
+            return self._timed_out(attempt) if deadline_expired(attempt) else self._failed(failure, attempt)
+        except Exception as exc:  # noqa: BLE001 - the learner's objects broke a comparison: still a sentence
+            if deadline_expired(attempt):
+                return self._timed_out(attempt)
+            detail = str(exc).splitlines()[0][:120] if str(exc).strip() else ""
+            return Verdict(False, f"✗ {self.name}: not yet.\n  Case: {attempt.case or 'the first one'}\n"
+                                  f"  What your code gave could not be checked ({type(exc).__name__}: {detail}).\n"
+                                  "  Hint: Return exactly what the task asks for, of the type it names.", self.name)
+        if deadline_expired(attempt):
+            return self._timed_out(attempt)
+        return Verdict(True, f"✓ {self.name}: passed. {_capital(summary)}", self.name)
+
+    def _failed(self, failure: Fail, attempt: "Attempt") -> Verdict:
+        case = failure.case or attempt.case
+        lines = [f"✗ {self.name}: not yet."]
+        if case and failure.counted:
+            lines.append(f"  Case: {case}")
+        lines.append(f"  {_capital(failure.problem)}")
+        if failure.hint:
+            lines.append(f"  Hint: {failure.hint}")
+        return Verdict(False, "\n".join(lines), self.name, counted=failure.counted)
+
+    def _timed_out(self, attempt: "Attempt") -> Verdict:
+        seconds = f"{self.time_limit:g}"
+        return Verdict(False, f"✗ {self.name}: not yet.\n  Case: {attempt.case or 'the first one'}\n"
+                              f"  Your code did not finish within {seconds} s, so the check stopped it.\n"
+                              "  Hint: A loop whose exit condition is never met? Or work that grows with the data, "
+                              "such as a pass over every example where a count would do: the course's own solution "
+                              "runs every case in well under a second.", self.name)
+
+    def _shape_problem(self, functions: tuple) -> str:
+        """Why these objects cannot be called the way the course calls them ('' when they can)."""
+        names = self.names
+        if len(functions) != len(names):
+            listed = ", ".join(names)
+            return (f"this check takes {len(names)} function{'s' if len(names) > 1 else ''} ({listed}); "
+                    f"it got {len(functions)}.")
+        for name, fn, arity in zip(names, functions, self.arity or (None,) * len(names)):
+            if not callable(fn):
+                return (f"`{name}` is {type(fn).__name__}, not a function: run the cell that defines it, "
+                        "then this one.")
+            if arity is None:
+                continue
+            try:
+                inspect.signature(fn).bind(*([None] * arity))
+            except TypeError:
+                return (f"your `{name}` takes ({_parameters(fn)}); the course calls it as {self.signature_of(name)}.\n"
+                        f"  Hint: keep the parameters of the stub.")
+            except ValueError:   # no signature available (a builtin): let the call decide
+                continue
+        return ""
+
+    def signature_of(self, name: str) -> str:
+        """The line of `signature` that names `name` (a pair's signature names both functions)."""
+        return next((part.strip() for part in self.signature.split(";") if part.strip().startswith(name)),
+                    self.signature)
+
+
+def _parameters(fn: Callable) -> str:
+    try:
+        return ", ".join(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "?"
+
+
+def deadline_expired(attempt: "Attempt") -> bool:
+    return bool(attempt.deadline and attempt.deadline.expired)
+
+
+@dataclass(eq=False)
+class Attempt:
+    """What a checker drives: the learner's functions, called under the time limit with their errors explained."""
+
+    exercise: Exercise
+    functions: tuple[Callable, ...]
+    case: str = ""
+    calls: int = 0
+    deadline: object = None
+    files: set[str] = field(default_factory=set)
+    first_lines: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for fn in self.functions:
+            for code in _code_objects(fn):
+                self.files.add(code.co_filename)
+                self.first_lines[f"{code.co_filename}:{code.co_name}"] = code.co_firstlineno
+
+    @property
+    def fn(self) -> Callable:
+        return self.functions[0]
+
+    def at(self, case: str) -> None:
+        """Say which case runs now (named in a failure or a timeout)."""
+        self.case = case
+
+    def call(self, case: str, *args, which: int = 0):
+        """Call the learner's function `which` with `args` for `case`; its exceptions become a Fail."""
+        self.at(case)
+        return self.run(lambda: self.functions[which](*args), self.exercise.names[which])
+
+    def run(self, thunk: Callable, name: str = ""):
+        """Run code that runs the learner's code (a DataLoader over their Dataset, say); explain what it raises."""
+        if deadline_expired(self):
+            raise TimeUp()     # the deadline passed in code that swallowed it: stop at once
+        self.calls += 1
+        try:
+            return thunk()
+        except NotImplementedError:
+            name = name or self.exercise.names[0]
+            if self.calls == 1:     # nothing written yet: not an attempt
+                raise Fail(f"`{name}` still raises NotImplementedError: it is the stub. Write your code in its "
+                           "place, run that cell, then run this one again.", counted=False) from None
+            raise Fail(f"`{name}` raises NotImplementedError for this case: part of it is still the stub.",
+                       "Replace every `raise NotImplementedError` with code.") from None
+        except TimeUp:
+            raise
+        except (Exception, SystemExit) as exc:
+            problem, hint = explain(exc, self.files, self.first_lines)
+            raise Fail(problem, hint) from None
+
+
+def _code_objects(fn: object) -> list:
+    """The code objects of a function, or of a class's methods (where the learner's lines are)."""
+    if inspect.isclass(fn):
+        found = []
+        for value in vars(fn).values():
+            value = getattr(value, "__func__", value)
+            if inspect.isfunction(value):
+                found.append(value.__code__)
+        return found
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return [code] if code is not None else []
