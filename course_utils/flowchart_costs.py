@@ -8,7 +8,6 @@ repeats, relative to the minimal loop: timings vary with the machine's load.
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 import time
 from contextlib import contextmanager
@@ -42,13 +41,20 @@ class Cost:
 
 @contextmanager
 def one_process_group_env():
-    """The variables torchrun would set, for a one-process group (scale-out run alone)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    """The variables torchrun would set, for a one-process group (scale-out run alone), and its store.
+
+    Like torchrun, it opens the rendezvous store itself, on a port the system picks while the store holds
+    it, and tells the process group to join it as a client (TORCHELASTIC_USE_AGENT_STORE). Picking a free
+    port, closing it and letting the group bind it later is a race: another run on the machine can take the
+    port in between, and the group then waits forever for peers that never come.
+    """
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, wait_for_workers=False)
+    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE")
     saved = {k: os.environ.get(k) for k in names}
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), RANK="0", WORLD_SIZE="1",
+                      LOCAL_RANK="0", TORCHELASTIC_USE_AGENT_STORE="True")
     try:
         yield
     finally:
@@ -57,6 +63,7 @@ def one_process_group_env():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        del store
 
 
 def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> tuple[float, int, int, list]:

@@ -5,7 +5,6 @@ import inspect
 import itertools
 import math
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from course_utils.arithmetic import training_arithmetic
 from course_utils.data import spiral_splits
+from course_utils.flowchart_costs import one_process_group_env
 from course_utils.flowchart import (COMPONENTS, KEYS, NODES, TEMPLATE_LINES, active_nodes, assemble, code_lines,
                                     flow_text, holds, lines_added, load_fit)
 from course_utils.models import MLP
@@ -27,17 +27,12 @@ EPOCHS = 4
 
 
 @pytest.fixture(autouse=True)
-def single_process_group_env(monkeypatch):
-    """What torchrun would set, for a one-process group; and never leave a group behind."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-                           LOCAL_RANK="0").items():
-        monkeypatch.setenv(key, value)
+def single_process_group_env():
+    """What torchrun would set, for a one-process group, with its store held open; never leave a group behind."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    with one_process_group_env():
+        yield
     torch.set_num_threads(threads)
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -300,7 +295,7 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
         json.dump({{"seen": seen, "updates": history[-1]["updates"]}}, open({str(tmp_path)!r} + f"/rank{{rank}}.json", "w"))
     """))
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
-                                                             "LOCAL_RANK")}
+                                                             "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE")}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(tmp_path / "main.py")], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,6 +1,7 @@
 """Issue 21: the committed outputs hold on another CPU. Every notebook is re-executed under each perturbed
 numeric configuration of tools/nbval_perturbed.py (an AVX2 host without the pin; the pin with NumPy and libm
-lowered) and compared with the committed outputs exactly as nbval does. Both run at once, one kernel each."""
+lowered) and compared with the committed outputs exactly as nbval does. Both run at once, one kernel each,
+in the background from the moment the tests are collected (conftest.py)."""
 import sys
 from pathlib import Path
 
@@ -14,8 +15,14 @@ pytestmark = pytest.mark.timeout(1800)
 
 
 @pytest.fixture(scope="module")
-def outcomes():
-    runs = nbval_perturbed.run_all(list(nbval_perturbed.CONFIGS), nbval_perturbed.notebooks([]), jobs=2)
+def outcomes(request):
+    """The runs conftest.py started in the background at collection, or, if it did not, run them now."""
+    import conftest
+    background = request.config.stash.get(conftest.BACKGROUND, None)
+    if background is not None:
+        runs = background.result()
+    else:
+        runs = nbval_perturbed.run_all(list(nbval_perturbed.CONFIGS), nbval_perturbed.notebooks([]), jobs=2)
     for o in runs:
         print(f"[perturbed nbval] {o.config}: {o.summary} ({o.seconds:.0f} s)")
     return {o.config: o for o in runs}
