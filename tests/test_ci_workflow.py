@@ -35,3 +35,12 @@ def test_workflow_parses_and_runs_only_make_targets():
 def test_make_targets_are_read_from_the_makefile():
     assert {"install", "lab", "test", "nbval", "nbval-perturbed", "notebooks"} <= make_targets()
     assert "PY" not in make_targets() and "NBVAL" not in make_targets()
+
+
+def test_every_make_command_the_docs_name_exists():
+    """README.md and docs/instructors.md name only targets the Makefile has (`make nbval`, `make notebooks NB=05`)."""
+    targets = make_targets()
+    for doc in (ROOT / "README.md", ROOT / "docs" / "instructors.md"):
+        named = set(re.findall(r"\bmake ([a-z][\w-]*)", doc.read_text()))
+        assert named, doc
+        assert named <= targets, (doc.name, sorted(named - targets))
