@@ -1,28 +1,55 @@
-"""nbval really guards the numbers: a calculator mutated from ceil to floor makes chapter 0 fail."""
-import os
+"""nbval really guards the claims: a mutation that breaks what a chapter demonstrates makes its check fail.
+
+Chapter 0: the calculator mutated from ceil to floor. Chapter 5 (issue 21, printed as claims instead of a
+chaotic run's digits): an exhibit retuned so that its bug no longer hurts now prints "NO" beside the claim.
+Each runs nbval on a copy of the package with the mutation, over the chapter's first cells only.
+"""
+import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
+
 ROOT = Path(__file__).resolve().parents[1]
-MUTATION = ("        iters, last = full + 1, remainder", "        iters, last = full, remainder")  # ceil -> floor
+sys.path.insert(0, str(ROOT / "tools"))
+import nbval_perturbed  # noqa: E402
+
+
+def mutated_nbval(tmp_path: Path, notebook: str, code_cells: int, module: str, mutation: tuple[str, str]):
+    """nbval over the first `code_cells` code cells of `notebook`, with `mutation` applied to course_utils/`module`."""
+    shutil.copytree(ROOT / "course_utils", tmp_path / "course_utils", ignore=shutil.ignore_patterns("__pycache__"))
+    source = tmp_path / "course_utils" / module
+    text = source.read_text()
+    assert mutation[0] in text, f"the mutation no longer applies to {module}: update this test"
+    source.write_text(text.replace(*mutation))
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    kept, seen = [], 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            if seen == code_cells:
+                break
+            seen += 1
+        kept.append(cell)
+    nb.cells = kept
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    nbformat.write(nb, folder / notebook)
+    return nbval_perturbed.nbval([folder / notebook], PYTHONPATH=str(tmp_path))   # the kernel imports the mutant
 
 
 def test_mutated_calculator_fails_nbval_on_chapter_0(tmp_path):
-    shutil.copytree(ROOT / "course_utils", tmp_path / "course_utils", ignore=shutil.ignore_patterns("__pycache__"))
-    source = tmp_path / "course_utils" / "arithmetic.py"
-    text = source.read_text()
-    assert MUTATION[0] in text, "the mutation no longer applies: update this test with the calculator"
-    source.write_text(text.replace(*MUTATION))
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))  # the kernel nbval starts imports the mutant
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "no:randomly", "-q",
-         "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), "-o", "testpaths=",
-         str(ROOT / "notebooks" / "00_vocabulary.ipynb")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    out = result.stdout + result.stderr
-    assert result.returncode == 1, out[-3000:]
-    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
-    assert len(failed) >= 3, out[-3000:]          # the table, the K=4 comparison, the calculator widget...
-    assert "312" in out                            # ...now print floor(10,000 / 32) = 312 instead of 313
+    outcome = mutated_nbval(tmp_path, "00_vocabulary.ipynb", 99, "arithmetic.py",
+                            ("        iters, last = full + 1, remainder", "        iters, last = full, remainder"))
+    assert outcome.returncode == 1, outcome.log[-3000:]
+    assert len(outcome.failed) >= 3, outcome.log[-3000:]   # the table, the K=4 comparison, the calculator widget...
+    assert "312" in outcome.log                              # ...now print floor(10,000 / 32) = 312 instead of 313
+
+
+def test_an_exhibit_whose_bug_stops_hurting_fails_nbval_on_chapter_5(tmp_path):
+    """At SGD lr 0.01 a missing zero_grad looks like an improvement: exhibit 1's claims print NO."""
+    outcome = mutated_nbval(tmp_path, "05_bug_museum.ipynb", 3, "museum.py",
+                            ('"missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.5)',
+                             '"missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.01)'))
+    assert outcome.failed == ["05_bug_museum.ipynb::Cell 2"], outcome.log[-3000:]
+    assert re.search(r"^\s+-\s+NO$", outcome.log, flags=re.M), outcome.log[-3000:]   # this run: NO; committed: yes
