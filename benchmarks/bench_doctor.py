@@ -9,6 +9,10 @@ Two loops, each timed bare and watched, runs interleaved, best of N and median p
 
 Times are the process's CPU time (``time.process_time``, one thread): on a shared, loaded machine wall time
 mostly measures the neighbours. The final weights of the bare and watched runs are compared bitwise.
+
+Last, the cost of the leakage check on CIFAR-sized data (issue 23: the old doctor hashed every example through
+``__getitem__`` when it was built, 3.3 s for 50,000): building and entering the doctor with a 50,000-image
+training set and a 10,000-image validation set, and the report that keys their raw ``.data`` arrays.
 Run: .venv/bin/python benchmarks/bench_doctor.py [--repeats N]
 """
 from __future__ import annotations
@@ -74,6 +78,35 @@ def plain_run(watched: bool) -> tuple[float, list[torch.Tensor]]:
     return time.process_time() - start, [p.detach().clone() for p in model.parameters()]
 
 
+class CifarSized(torch.utils.data.Dataset):
+    """torchvision's CIFAR-10 layout: n raw uint8 images in .data (N, 32, 32, 3); __getitem__ is never called."""
+
+    def __init__(self, n: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.data = torch.randint(0, 256, (n, 32, 32, 3), dtype=torch.uint8, generator=g).numpy()
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index):
+        raise AssertionError("the doctor must not call __getitem__")
+
+
+def leakage_cost() -> tuple[float, float, int]:
+    """CPU seconds to build and enter a doctor given 50,000 + 10,000 CIFAR-sized images, and for its report."""
+    train, val = CifarSized(50_000, 1), CifarSized(10_000, 2)
+    val.data[:7] = train.data[100:107]                    # seven copies: the report must find them
+    model = nn.Linear(4, 2)
+    start = time.process_time()
+    with LoopDoctor(model, train_data=train, val_data=val) as doctor:
+        built = time.process_time() - start
+    start = time.process_time()
+    report = doctor.report()
+    keyed = time.process_time() - start
+    evidence = report.findings[0].evidence if report.findings else ""
+    return built, keyed, int(evidence.split()[0]) if evidence else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -95,6 +128,9 @@ def main() -> None:
               f"{(doc - bare) / STEPS * 1e6:+.0f} us per training step; "
               f"median {statistics.median(times[True]) / statistics.median(times[False]):.2f}x; "
               f"weights bitwise equal: {same}")
+    built, keyed, copies = leakage_cost()
+    print(f"leakage check on 50,000 + 10,000 CIFAR-sized images: doctor built and entered in {built * 1e3:.1f} ms "
+          f"(nothing read up front), report keyed them in {keyed:.2f} s and found {copies} of the 7 copies")
 
 
 if __name__ == "__main__":

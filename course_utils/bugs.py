@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from course_utils.data import make_spiral
-from course_utils.doctor_exhibits import scheduler_before_optimizer, softmax_before_cross_entropy
+from course_utils.doctor_exhibits import (scheduler_before_optimizer, softmax_before_cross_entropy,
+                                          update_schedule_per_epoch)
 from course_utils.models import MLP, make_optimizer
 
 # the operations of one training step, in chapter 3's order: the healthy recipe
@@ -245,6 +246,13 @@ _ENTRIES = [
         "last update at lr 0. torch warns only at the first call, and also, wrongly, when AMP skipped a step.",
         "Call scheduler.step() after optimizer.step() (an epoch schedule: after the epoch's batch loop).",
         demo=scheduler_before_optimizer),
+    Bug("update_schedule_per_epoch", "Per-update schedule stepped once per epoch", "scheduler_step", None,
+        "OneCycleLR (and CyclicLR) count updates: stepped once per epoch, the schedule advances len(loader) "
+        "times too slowly. With total_steps sized for the whole run, training ends while the warmup has "
+        "barely begun: the lr never comes near max_lr and never anneals (5 epochs of 20 updates here: the "
+        "largest lr used is 0.0084 instead of 0.1, and the last is 0.0084 instead of 4e-07).",
+        "Step a per-update schedule after every optimizer.step(), inside the batch loop.",
+        demo=update_schedule_per_epoch),
     Bug("softmax_before_cross_entropy", "softmax before cross_entropy", "compute_loss", None,
         "cross_entropy applies its own log-softmax, so probabilities get squashed twice: the loss can never "
         "reach 0 and its gradients shrink (about 3 times smaller at the first update here), so training "

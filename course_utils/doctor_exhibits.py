@@ -1,9 +1,11 @@
-"""Measured demos for the two registry entries the loop doctor added (chapter 5): no loop variation, a run.
+"""Measured demos for the registry entries the loop doctor added (chapter 5): no loop variation, a run.
 
 ``scheduler_before_optimizer`` records the learning rate each update really used, in the healthy
 order and with ``scheduler.step()`` moved before ``optimizer.step()``. ``softmax_before_cross_entropy``
 trains the same MLP twice, once on raw logits and once on softmax probabilities fed to
 ``cross_entropy`` (which applies its own log-softmax), and measures how far each got.
+``update_schedule_per_epoch`` records the learning rates a OneCycleLR gives when stepped after every
+update (as documented) and when stepped once per epoch.
 This module imports nothing from ``bugs.py``, which imports it.
 """
 from __future__ import annotations
@@ -25,6 +27,19 @@ class ScheduleOrderDemo:
     schedule: str
     healthy: tuple[float, ...]
     scheduler_first: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class CadenceDemo:
+    """OneCycleLR stepped per update (healthy) or per epoch: the learning rates the updates really used."""
+
+    epochs: int
+    updates_per_epoch: int
+    max_lr: float
+    peak_healthy: float        # the largest lr any update used
+    peak_per_epoch: float
+    last_healthy: float        # the lr of the last update
+    last_per_epoch: float
 
 
 @dataclass(frozen=True)
@@ -93,3 +108,26 @@ def softmax_before_cross_entropy(updates: int = 150, seed: int = 0) -> SoftmaxDe
     norm_l, loss_l, acc_l = _train_softmax(False, updates, seed)
     norm_s, loss_s, acc_s = _train_softmax(True, updates, seed)
     return SoftmaxDemo(updates, norm_l, norm_s, loss_l, loss_s, acc_l, acc_s)
+
+
+def update_schedule_per_epoch(epochs: int = 5, updates_per_epoch: int = 20, max_lr: float = 0.1) -> CadenceDemo:
+    """Chapter 5: OneCycleLR(total_steps = all updates) stepped after every update, or once per epoch."""
+    used = {}
+    for per_epoch in (False, True):
+        weight = torch.zeros(1, requires_grad=True)
+        optimizer = torch.optim.SGD([weight], lr=max_lr)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=max_lr, epochs=epochs,
+                                                        steps_per_epoch=updates_per_epoch)
+        lrs = []
+        for _ in range(epochs):
+            for _ in range(updates_per_epoch):
+                lrs.append(optimizer.param_groups[0]["lr"])
+                optimizer.step()
+                if not per_epoch:
+                    scheduler.step()
+            if per_epoch:
+                scheduler.step()
+        used[per_epoch] = lrs
+    healthy, bugged = used[False], used[True]
+    return CadenceDemo(epochs, updates_per_epoch, max_lr, round(max(healthy), 6), round(max(bugged), 6),
+                       round(healthy[-1], 8), round(bugged[-1], 6))

@@ -16,7 +16,16 @@ ISSUE_FINDINGS = {
     "graph_attached_logging", "missing_train_switch", "clip_before_backward", "clip_after_step",
     "epoch_schedule_per_batch", "scheduler_before_optimizer", "unscaled_accumulation",
     "accumulation_without_flush", "head_after_optimizer", "freeze_after_optimizer", "data_leakage",
-    "softmax_before_cross_entropy"}
+    "softmax_before_cross_entropy", "mean_of_batch_means", "update_schedule_per_epoch"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine, spinning threads only burn CPU (same result either way)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _state(setup) -> list[bytes]:
@@ -78,15 +87,24 @@ def test_report_reads_well():
 # --- hooks and patches are gone on exit ----------------------------------------------------------
 
 def _originals(setup):
-    return (torch.autograd.backward, torch.nn.utils.clip_grad._clip_grads_with_norm_, torch.nn.utils.clip_grad_norm_,
-            torch.nn.utils.clip_grads_with_norm_, torch.nn.utils.clip_grad.clip_grad_value_, torch.amp.GradScaler.step,
-            torch.amp.GradScaler.scale, "step" in vars(setup.scheduler) if setup.scheduler else None)
+    from torch.nn.utils import clip_grad
+    from torch.optim import lr_scheduler, optimizer
+    from torch.utils.data import dataloader
+    cells = [f.__closure__[0].cell_contents for f in (clip_grad.clip_grad_norm_, clip_grad.clip_grad_value_,
+                                                      clip_grad._clip_grads_with_norm_)]
+    return (torch.autograd.backward, *cells, torch.amp.GradScaler.step, torch.amp.GradScaler.scale,
+            torch.amp.GradScaler.unscale_, "item" in vars(torch.Tensor), torch.optim.Optimizer.__init__,
+            dataloader._BaseDataLoaderIter.__next__, lr_scheduler.LRScheduler.step, lr_scheduler.ReduceLROnPlateau.step,
+            len(optimizer._global_optimizer_pre_hooks), len(optimizer._global_optimizer_post_hooks),
+            "step" in vars(setup.scheduler) if setup.scheduler else None)
 
 
 def _assert_clean(setup, before, kept_outputs=()):
     assert _originals(setup) == before
-    assert not setup.model._forward_hooks
+    assert not setup.model._forward_hooks and not setup.model._forward_hooks_with_kwargs
     assert not setup.optimizer._optimizer_step_pre_hooks and not setup.optimizer._optimizer_step_post_hooks
+    for p in setup.model.parameters():
+        assert not p._post_accumulate_grad_hooks
     for out in kept_outputs:
         assert not out._backward_hooks
 
@@ -132,7 +150,7 @@ def test_a_doctor_watches_one_loop():
 
 
 @pytest.mark.parametrize("kwargs, argument", [
-    (dict(model="net"), "model"), (dict(optimizer=None), "optimizer"),
+    (dict(model="net"), "model"), (dict(optimizer="adam"), "optimizer"),
     (dict(scheduler=3), "scheduler"), (dict(train_data=42), "train_data")])
 def test_bad_arguments_name_the_argument(kwargs, argument):
     from tests.doctor_corpus.setups import make_setup
@@ -146,6 +164,7 @@ def test_bad_arguments_name_the_argument(kwargs, argument):
 
 COURSE_LOOP_BUGS = {
     "missing_zero_grad": {}, "zero_grad_after_backward": {}, "eval_in_train_mode": {"dropout": 0.2},
+    "mean_of_batch_means": {},
     "missing_no_grad": {}, "graph_attached_logging": {}, "missing_train_switch": {"dropout": 0.2},
     "epoch_schedule_per_batch": {"schedule": "cosine"}, "unscaled_accumulation": {"accum_steps": 4},
     "accumulation_without_flush": {"accum_steps": 4}, "data_leakage": {}}

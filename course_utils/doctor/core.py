@@ -1,69 +1,56 @@
-"""LoopDoctor (chapters 5, 9): watch a learner's own, unchanged training loop and name its silent bugs.
+"""LoopDoctor (chapters 5, 9): watch a training loop you do not change, and name its silent bugs.
 
-It only observes, through hooks torch provides and a few wrappers that call the original and change
-nothing: a forward hook on the model (train/eval mode, grad mode, which split the batch came from), a
-hook on each forward's output (was it backwarded?), optimizer step pre/post hooks, and wrappers around
-``torch.autograd.backward``, gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``), ``GradScaler.scale``/``step`` and the
-given scheduler's ``step``. Everything is removed on exit, also when the loop raises.
+``with LoopDoctor(model) as doctor: <your loop>`` then ``print(doctor.report())``. Only the model is
+required: optimizers and schedulers, also those built inside a library call, are found as they are built
+or stepped, and data is seen as it leaves a DataLoader. Give ``train_data`` and ``val_data`` when the loop
+has no DataLoader (NumPy arrays, token streams, tensors sliced by hand), so the leakage check can run.
 
-Gradient bookkeeping: the doctor counts *contributions*, backward passes summed into ``.grad`` since it
-was last empty, and how many of them an update has already *consumed*. An empty ``.grad`` (None or all
-zeros) at a backward or a step means someone cleared it. The checks that turn counts into findings
-live in ``checks.py``.
+The doctor only observes (``install.py`` lists where): it never calls a dataset's ``__getitem__``, draws
+from no random generator, and changes no value the loop computes, so the weights come out bitwise the
+same. Its parts: ``sources.py`` (data as it flows) and ``updates.py`` (optimizers, clipping, schedulers) watch;
+``gradients.py`` (per optimizer), ``forwards.py`` (modes and graphs), ``keys.py`` (splits) and ``readings.py``
+(averages) count; ``checks.py`` (as things happen) and ``verdict.py`` (the whole run) turn counts into findings.
 """
 from __future__ import annotations
 
-import functools
+import traceback
 import weakref
-from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, Dataset
 
-from course_utils.doctor import checks
-from course_utils.doctor.examples import batch_row_key, example_keys
+from course_utils.doctor import checks, verdict
+from course_utils.doctor.forwards import Forward, Graphs, first_input, mode_layers, outputs
+from course_utils.doctor.forwards import mode as forward_mode
+from course_utils.doctor.gradients import Pass, Track
+from course_utils.doctor.install import Undo, install
 from course_utils.doctor.report import Report
+from course_utils.doctor.sources import DataWatch, Source, _pointer, _size, _storages
+from course_utils.doctor.updates import UpdateWatch
 
-MODE_LAYERS = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)
-GRAPH_LAG = 3        # a graph alive this many forwards (and 2 backward passes) after its forward is being kept
-SOFTMAX_CHECKS = 5   # backward passes whose loss graph is searched for softmax -> cross_entropy
-
-
-class _Sentinel:
-    """Put in an autograd node's metadata: it dies with the node, which a weak reference can tell."""
-
-
-@dataclass(eq=False)
-class _Forward:
-    """A grad-enabled forward whose fate is open: backwarded (training) or not (evaluation with a graph)."""
-
-    index: int
-    training: bool
-    reached: bool = False
-    handle: object = None
+SOFTMAX_CHECKS = 5     # backward passes whose loss graph is searched for softmax -> cross_entropy
+_ACTIVE: list = []     # the one doctor watching now (wrappers are process-wide)
 
 
 @dataclass(eq=False)
 class Observations:
-    """Everything the doctor counted; checks.py reads it to write findings."""
+    """What the doctor counted; checks.py reads it."""
 
     forwards: int = 0
     training_forwards: int = 0
     evaluation_forwards: int = 0
     backward_passes: int = 0
-    updates: int = 0
-    scheduler_steps: int = 0
-    contributions: int = 0            # backward passes summed in .grad since it was last empty
-    consumed: int = 0                 # of those, how many an update already applied
-    factors: list[float] = field(default_factory=list)    # loss multiplier of each contribution
-    windows: list[tuple[int, int, tuple[float, ...]]] = field(default_factory=list)  # (update, new, factors)
-    wipes: list[tuple[str, int, int]] = field(default_factory=list)   # (where, index, contributions lost)
+    epochs: int = 0                      # training epochs that ended (the training DataLoader ran out)
+    clips: int = 0
     events: dict[str, list] = field(default_factory=dict)   # finding name -> [first evidence, times seen]
-    sched_mark: int | None = None     # forward count when scheduler.step() ran with gradients pending
-    clips: int = 0                    # clip_grad_norm_ / clip_grad_value_ calls
-    skipped_updates: int = 0          # GradScaler.step calls that skipped the update (inf/NaN gradients)
-    leftover: int = 0                 # backward passes no update applied, counted at the loop's end
+    notes: dict[tuple, int] = field(default_factory=dict)   # (what, model class) not counted as a bug -> times
+    graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
+    averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
+    evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
 
     def note(self, name: str, evidence: str) -> None:
         """Record one observation of bug `name` (the first evidence is the one reported)."""
@@ -71,44 +58,71 @@ class Observations:
         entry[1] += 1
 
 
-def _first_tensor(output: object) -> torch.Tensor | None:
-    if isinstance(output, torch.Tensor):
-        return output
-    values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
-    return next((v for v in values if isinstance(v, torch.Tensor)), None)
+def _as_list(value, kind, name: str) -> list:
+    items = list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
+    for item in items:
+        if not isinstance(item, kind):
+            raise ValueError(f"{name} must be a {kind.__name__} (or a list of them), got {type(item).__name__}")
+    return items
 
 
-def _check_arguments(model, optimizer, scheduler) -> None:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
-        raise ValueError(f"scheduler must be None or have a step() method, got {type(scheduler).__name__}")
+def _check_data(data: object, name: str) -> None:
+    if data is None or isinstance(data, (DataLoader, Dataset, torch.Tensor, np.ndarray, Mapping)):
+        return
+    if isinstance(data, (tuple, list)) and data and isinstance(data[0], (torch.Tensor, np.ndarray, Mapping)):
+        return
+    if hasattr(data, "__getitem__") and hasattr(data, "__len__") and not isinstance(data, (str, bytes)):
+        return
+    raise ValueError(f"{name} must be a DataLoader, a Dataset, a tensor, a NumPy array or an (inputs, targets) "
+                     f"pair, got {type(data).__name__}")
 
 
-class LoopDoctor:
-    """``with LoopDoctor(model, optimizer, ...) as doctor: <your loop>`` then ``print(doctor.report())`` (ch. 5, 9)."""
+class LoopDoctor(DataWatch, UpdateWatch):
+    """``with LoopDoctor(model, ...) as doctor: <your loop>`` then ``print(doctor.report())`` (ch. 5, 9).
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: object | None = None,
-                 train_data: object | None = None, val_data: object | None = None):
-        _check_arguments(model, optimizer, scheduler)
-        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+    model: the module (or list of modules) your loop calls; optimizer, scheduler: optional (found when built or
+    stepped); train_data, val_data: optional splits (a DataLoader, Dataset, tensor, NumPy array, (inputs,
+    targets) pair, or a 1-D token stream), needed for the leakage check only when the loop uses no DataLoader.
+    """
+
+    def __init__(self, model: nn.Module | list[nn.Module], optimizer: object = None, scheduler: object = None,
+                 train_data: object = None, val_data: object = None):
+        self.models = _as_list(model, nn.Module, "model")
+        if not self.models:
+            raise ValueError("model must be a torch.nn.Module (or a list of them), got nothing")
+        self.given_optimizers = _as_list(optimizer, torch.optim.Optimizer, "optimizer")
+        self.given_schedulers = [] if scheduler is None else list(scheduler) if isinstance(scheduler, (list, tuple)) \
+            else [scheduler]
+        for s in self.given_schedulers:
+            if not callable(getattr(s, "step", None)):
+                raise ValueError(f"scheduler must be None or have a step() method, got {type(s).__name__}")
+        _check_data(train_data, "train_data")
+        _check_data(val_data, "val_data")
         self.train_data, self.val_data = train_data, val_data
-        self.batches_per_epoch = len(train_data) if isinstance(train_data, torch.utils.data.DataLoader) else None
-        train_keys = example_keys(train_data) if train_data is not None else []
-        val_keys = example_keys(val_data) if val_data is not None else []
-        train_set = set(train_keys)
-        self.leaked = sum(key in train_set for key in val_keys)
-        self.val_size = len(val_keys)
-        self._val_only = {key for key in val_keys if key not in train_set}
         self.obs = Observations()
-        self._mode_layers = [m for m in model.modules() if isinstance(m, MODE_LAYERS)]
-        self._undo: list = []
-        self._pending: list[_Forward] = []
-        self._graphs: deque = deque()
-        self._scaled: dict[int, tuple[weakref.ref, float]] = {}
-        self._frozen: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.tracks: list[Track] = []
+        self.schedulers: dict[int, list] = {}         # id -> [scheduler, steps, track]
+        self.sources: dict[int, Source] = {}
+        self.graphs = Graphs()
+        self.layers = [mode_layers(m) for m in self.models]
+        self._open: list[list[Forward]] = [[] for _ in self.models]
+        self._undo = Undo()
+        self._stepping: Track | None = None
+        self._last_batch = None                       # (serial, source id, storage pointers, shapes, iterator)
+        self._training_iterators = weakref.WeakSet()   # DataLoader iterators whose batches were trained on
+        self._fresh = False                           # has no forward run since the last batch was drawn?
+        self._given = {p: d for d in (train_data, val_data) if d is not None for p in _storages(d)}
+        self._serial = 0
+        self._recent_outputs: list[int] = []
+        self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
+        self._reading_source: int | None = None      # and the dataset its input came from
+        self._scaled: dict[int, tuple] = {}
+        self._frozen: list = []
+        self._depth = {"clip": 0, "sched": 0}
+        self._exhausted = weakref.WeakSet()
+        self._round = 0
+        self.failure: str | None = None
+        self._split_keys: dict = {}
         self._active = self._closed = False
 
     # --- install / remove ------------------------------------------------------------------------
@@ -116,9 +130,14 @@ class LoopDoctor:
     def __enter__(self) -> LoopDoctor:
         if self._active or self._closed:
             raise RuntimeError("a LoopDoctor watches one loop: create a new one for the next")
+        if _ACTIVE:
+            raise RuntimeError("another LoopDoctor is already watching: end its with-block first")
         self._active = True
+        _ACTIVE.append(self)
         try:
-            self._install()
+            for opt in self.given_optimizers:
+                self._track(opt)
+            install(self, self._undo)
         except BaseException:
             self._remove()
             raise
@@ -126,206 +145,175 @@ class LoopDoctor:
 
     def __exit__(self, *exc_info) -> bool:
         try:
-            if exc_info[0] is None:
-                self._resolve(final=True)
+            if exc_info[0] is None and self.failure is None:
+                self._guarded(self._finish)
         finally:
             self._remove()
-            self._active, self._closed = False, True
         return False
 
-    def _patch(self, owner: object, name: str, wrapper) -> None:
-        had_own = name in vars(owner) if not isinstance(owner, type) else True
-        original = getattr(owner, name) if isinstance(owner, type) else vars(owner).get(name)
-        setattr(owner, name, wrapper)
-        self._undo.append(lambda: setattr(owner, name, original) if had_own else delattr(owner, name))
-
-    def _install(self) -> None:
-        handle = self.model.register_forward_hook(self._on_forward)
-        self._undo.append(handle.remove)
-        for hook, register in [(self._before_step, self.optimizer.register_step_pre_hook),
-                               (self._after_step, self.optimizer.register_step_post_hook)]:
-            self._undo.append(register(hook).remove)
-        backward = torch.autograd.backward
-        self._patch(torch.autograd, "backward", functools.wraps(backward)(
-            lambda tensors, *a, **k: self._backward(backward, tensors, *a, **k)))
-        # clip_grad_norm_ (however it was imported) calls the module-level _clip_grads_with_norm_
-        clip_grad = torch.nn.utils.clip_grad
-        for label, owners in [("clip_grad_norm_", [(clip_grad, "_clip_grads_with_norm_"),
-                                                   (torch.nn.utils, "clip_grads_with_norm_")]),
-                              ("clip_grad_value_", [(clip_grad, "clip_grad_value_"),
-                                                    (torch.nn.utils, "clip_grad_value_")])]:
-            original = getattr(*owners[0])
-            wrapper = functools.wraps(original)(functools.partial(self._clip, original, label))
-            for owner, name in owners:
-                self._patch(owner, name, wrapper)
-        scale, scaler_step = torch.amp.GradScaler.scale, torch.amp.GradScaler.step
-        self._patch(torch.amp.GradScaler, "scale", functools.wraps(scale)(
-            lambda scaler, outputs: self._scale(scale, scaler, outputs)))
-        self._patch(torch.amp.GradScaler, "step", functools.wraps(scaler_step)(
-            lambda scaler, optimizer, *a, **k: self._scaler_step(scaler_step, scaler, optimizer, *a, **k)))
-        if self.scheduler is not None:
-            step = self.scheduler.step
-            self._patch(self.scheduler, "step", functools.wraps(step)(
-                lambda *a, **k: self._scheduler_step(step, *a, **k)))
-
     def _remove(self) -> None:
-        while self._undo:
-            self._undo.pop()()
-        for record in self._pending:
-            if record.handle is not None:
-                record.handle.remove()
-        self._pending.clear()
+        self._undo.run()
+        for records in self._open:
+            for record in records:
+                for handle in record.handles:
+                    handle.remove()
+            records.clear()
+        self._active, self._closed = False, True
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
-    # --- what the gradients hold -----------------------------------------------------------------
+    def _guarded(self, fn, *args, **kwargs):
+        """Run an observer; if the doctor itself fails, stop observing and say so, never break the loop."""
+        if self.failure is not None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:      # noqa: BLE001 - the loop must go on whatever the doctor's trouble
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            self.failure = f"{type(exc).__name__}: {exc} ({frame.name}, line {frame.lineno})"
+            return None
 
-    def _optimizer_params(self) -> list[torch.Tensor]:
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
+    # --- forwards ------------------------------------------------------------------------------------
 
-    def _grads_empty(self) -> bool:
-        """Is every trainable optimizer parameter's .grad None or all zeros (cleared)?"""
-        return all(p.grad is None or not bool(p.grad.any()) for p in self._optimizer_params() if p.requires_grad)
+    def _on_forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+        self._guarded(self._forward, index, module, args, kwargs, output)
 
-    def _settle(self, where: str, index: int) -> None:
-        """If .grad was cleared since we last looked, forget its contributions (noting any never applied)."""
-        obs = self.obs
-        if obs.contributions and self._grads_empty():
-            if obs.contributions > obs.consumed:
-                obs.wipes.append((where, index, obs.contributions - obs.consumed))
-            obs.contributions = obs.consumed = 0
-            obs.factors.clear()
-
-    # --- observers -------------------------------------------------------------------------------
-
-    def _mode_training(self) -> bool:
-        """Train mode as it matters: of the Dropout/BatchNorm layers if there are any, else of the model."""
-        layers = self._mode_layers
-        return any(m.training for m in layers) if layers else self.model.training
-
-    def _on_forward(self, module: nn.Module, inputs: tuple, output: object) -> None:
+    def _forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         obs = self.obs
         obs.forwards += 1
-        training = self._mode_training()
-        out = _first_tensor(output)
-        if not torch.is_grad_enabled() or out is None or not out.requires_grad:
+        layers = self.layers[index]
+        relevant = bool(layers)
+        mode = forward_mode(module.training, any(m.training for m in layers) if relevant else module.training)
+        x = first_input(args, kwargs)
+        source, batch = self._batch_of(x)
+        outs = outputs(output)
+        live = [o for o in outs if o.requires_grad] if torch.is_grad_enabled() else []
+        self._reading = (obs.forwards, obs.forwards, 1, size := _size(x), size)
+        self._reading_source = source
+        if self._last_batch is None:
+            self._recent_outputs = ([_pointer(o) for o in outs] + self._recent_outputs)[:8]
+        if not live:
             obs.evaluation_forwards += 1
-            if training:
-                checks.eval_in_train_mode(obs, obs.forwards, is_val=False)
+            self._evaluated(obs.forwards)
+            if source is not None:
+                self.sources[source].evaluated = True
+            if mode == "train" and relevant and (source is not None or self._last_batch is None):
+                checks.eval_in_train_mode(obs, obs.forwards, layers, "without gradients")
+            elif mode == "train" and not relevant:
+                key = ("eval in train mode", type(module).__name__)
+                obs.notes[key] = obs.notes.get(key, 0) + 1
             return
-        self._watch_graph(out)
-        if self._val_only and batch_row_key(inputs) in self._val_only:   # CPU inputs only: no device sync
-            obs.evaluation_forwards += 1
-            checks.evaluation_with_graph(obs, obs.forwards, training, is_val=True)
-            return
-        record = _Forward(obs.forwards, training)
-        record.handle = out.register_hook(functools.partial(self._reached, record))
-        self._pending.append(record)
+        record = Forward(obs.forwards, index, mode if relevant else "plain " + mode, source, batch)
+        record.handles = [o.register_hook(record.hit) for o in live]
+        if live[0].grad_fn is not None:
+            self.graphs.watch(obs.forwards, live[0], self._round, record)
+            self.graphs.check(self._round)
+        self._open[index].append(record)
 
-    @staticmethod
-    def _reached(record: _Forward, grad: torch.Tensor) -> None:
-        record.reached = True
-
-    def _watch_graph(self, out: torch.Tensor) -> None:
-        """Tag the output's autograd node; a tag alive GRAPH_LAG forwards and 2 backward passes later is kept."""
-        obs, graphs = self.obs, self._graphs
-        while graphs and obs.forwards - graphs[0][0] >= GRAPH_LAG and obs.backward_passes - graphs[0][1] >= 2:
-            index, _, alive = graphs.popleft()
-            if alive() is not None:
-                checks.graph_kept(obs, index, obs.forwards)
-        sentinel = _Sentinel()
-        out.grad_fn.metadata["loop_doctor"] = sentinel
-        graphs.append((obs.forwards, obs.backward_passes, weakref.ref(sentinel)))
-
-    def _resolve(self, final: bool = False) -> None:
-        """Decide the open forwards: backwarded ones trained; older (or, at the end, all) others evaluated."""
-        last = max((r.index for r in self._pending if r.reached), default=None)
-        still_open = []
-        for record in self._pending:
-            if record.reached:
-                self.obs.training_forwards += 1
-                if not record.training:
-                    checks.trained_in_eval_mode(self.obs, record.index)
-            elif final or (last is not None and record.index < last):
-                self.obs.evaluation_forwards += 1
-                checks.evaluation_with_graph(self.obs, record.index, record.training, is_val=False)
-            else:
-                still_open.append(record)
+    def _resolve(self, final: bool = False) -> list[Forward]:
+        """Decide open forwards: reached ones trained; unreached older than a reached one (or all, at the end)
+        were evaluations that built a graph. Returns the forwards newly found trained."""
+        trained = []
+        for index, records in enumerate(self._open):
+            if not records:
                 continue
-            record.handle.remove()
-        self._pending = still_open
-        if final:
-            checks.at_exit(self)
+            last = max((r.index for r in records if r.reached), default=None)
+            still = []
+            for record in records:
+                if record.reached:
+                    self.obs.training_forwards += 1
+                    trained.append(record)
+                    if record.source is not None:
+                        self.sources[record.source].trained = True
+                        iterator = record.batch[2]() if record.batch[0] == "batch" else None
+                        if iterator is not None:
+                            self._training_iterators.add(iterator)
+                    if record.training == "eval":
+                        checks.trained_in_eval_mode(self.obs, record.index, self.layers[index])
+                    elif record.training == "plain eval":
+                        key = ("train in eval mode", type(self.models[index]).__name__)
+                        self.obs.notes[key] = self.obs.notes.get(key, 0) + 1
+                elif final or (last is not None and record.index < last):
+                    self.obs.evaluation_forwards += 1
+                    self._evaluated(record.index)
+                    checks.evaluation_with_graph(self.obs, record.index)
+                    if record.source is not None:
+                        self.sources[record.source].evaluated = True
+                    if record.training == "train":
+                        self.obs.graph_evals_in_train_mode.append((record.index, record.source, index))
+                else:
+                    still.append(record)
+                    continue
+                for handle in record.handles:
+                    handle.remove()
+            self._open[index] = still
+        return trained
+
+    # --- backward ------------------------------------------------------------------------------------
 
     def _backward(self, original, tensors, *args, **kwargs):
-        root = tensors if isinstance(tensors, torch.Tensor) else next(iter(tensors), None)
-        if isinstance(root, torch.Tensor) and root.requires_grad:
-            obs = self.obs
-            obs.backward_passes += 1
-            self._settle("backward", obs.backward_passes)
-            obs.contributions += 1
-            obs.factors.append(checks.loss_factor(root, self._scaled))
-            if obs.backward_passes <= SOFTMAX_CHECKS and "softmax_before_cross_entropy" not in obs.events:
-                checks.softmax_in_loss(obs, root)
-            result = original(tensors, *args, **kwargs)
-            self._resolve()
-            return result
-        return original(tensors, *args, **kwargs)
-
-    def _before_step(self, optimizer, args, kwargs) -> None:
-        obs = self.obs
-        obs.updates += 1
-        self._settle("step", obs.updates)
-        checks.update_window(obs)
-        if obs.sched_mark is not None and obs.sched_mark == obs.forwards:
-            checks.scheduler_first(obs, obs.updates)
-        obs.sched_mark = None
-        if obs.updates <= 2:
-            checks.params_outside_optimizer(obs, self.model, self._optimizer_params(), obs.updates)
-        frozen = [p for p in self._optimizer_params() if not p.requires_grad]
-        self._frozen = [(p, p.detach().clone()) for p in frozen]
-
-    def _after_step(self, optimizer, args, kwargs) -> None:
-        if self._frozen:
-            checks.frozen_moved(self.obs, self._frozen, self.obs.updates)
-            self._frozen = []
-
-    def _clip(self, original, name: str, parameters, *args, **kwargs):
-        checks.clip_timing(self.obs, self._grads_empty(), name)
-        return original(parameters, *args, **kwargs)
-
-    def _scale(self, original, scaler, outputs):
-        result = original(scaler, outputs)
-        if isinstance(result, torch.Tensor) and result is not outputs:
-            self._scaled = {k: v for k, v in self._scaled.items() if v[0]() is not None}
-            self._scaled[id(result)] = (weakref.ref(result), float(scaler.get_scale()))
+        root = tensors if isinstance(tensors, torch.Tensor) else next(iter(tensors), None) \
+            if isinstance(tensors, (tuple, list)) else None
+        if self.failure is not None or not isinstance(root, torch.Tensor) or not root.requires_grad:
+            return original(tensors, *args, **kwargs)
+        before = self._guarded(self._before_backward, root)
+        result = original(tensors, *args, **kwargs)
+        if before is not None:
+            self._guarded(self._after_backward, before)
         return result
 
-    def _scaler_step(self, original, scaler, optimizer, *args, **kwargs):
-        updates = self.obs.updates
-        result = original(scaler, optimizer, *args, **kwargs)
-        if optimizer is self.optimizer and self.obs.updates == updates:   # inf/NaN found: the scaler skipped it
-            self.obs.skipped_updates += 1
-            self.obs.consumed = self.obs.contributions                    # discarded on purpose, not lost
-        return result
-
-    def _scheduler_step(self, original, *args, **kwargs):
+    def _before_backward(self, root: torch.Tensor) -> tuple[int, float]:
         obs = self.obs
-        obs.scheduler_steps += 1
-        if obs.updates == 0 and obs.backward_passes == 0:
-            checks.scheduler_before_any_update(obs, obs.scheduler_steps)
-        elif obs.contributions > obs.consumed:
-            obs.sched_mark = obs.forwards
-        return original(*args, **kwargs)
+        obs.backward_passes += 1
+        index = obs.backward_passes
+        if not self.tracks:
+            params = [p for m in self.models for p in m.parameters() if p.requires_grad]
+            self._track(None, params)
+        for track in self.tracks:
+            if track.optimizer is None and track.moved():
+                self._hand_update(track)
+            if track.pending:
+                track.settle("backward", index)
+                track.before = track.current        # what settle just looked at: .grad before this pass
+            else:
+                track.before = track.state()
+        stepping = self._stepping
+        if stepping is not None and stepping.pending:
+            checks.closure_without_zero_grad(obs, stepping, index)
+        if index <= SOFTMAX_CHECKS and "softmax_before_cross_entropy" not in obs.events:
+            checks.softmax_in_loss(obs, root, index)
+        return index, checks.loss_factor(root, self._scaled)
 
-    # --- the verdict -----------------------------------------------------------------------------
+    def _after_backward(self, before: tuple) -> None:
+        index, (factor, scale) = before
+        trained = self._resolve()
+        batches = frozenset(r.batch for r in trained if r.batch is not None)
+        done = Pass(index, factor, batches, applied=self._stepping is not None, scale=scale)
+        for track in self.tracks:
+            if not track.matches(track.before):          # this pass wrote into the track's .grad
+                track.pending.append(done)
+                track.remember(empty=False)
+                if track.optimizer is None:
+                    track.mark()
+
+    # --- the verdict ---------------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        self._resolve(final=True)
+        for track in self.tracks:
+            if track.optimizer is None and track.moved():
+                self._hand_update(track)
+            track.final_unapplied = len(track.unapplied())
+            track.settle("exit", self.obs.backward_passes)
+        self._tick()
 
     def report(self) -> Report:
         """The findings so far (complete once the with-block has ended), with what was counted."""
-        obs, notes = self.obs, []
-        if obs.backward_passes and not obs.forwards:
-            notes.append("no forward pass of the model was seen: call model(x), not model.forward(x), or the "
-                         "train/eval and no_grad checks cannot run")
-        if obs.skipped_updates:
-            notes.append(f"GradScaler skipped {obs.skipped_updates} updates with inf/NaN gradients, as it should; "
-                         "their gradients were discarded on purpose and are not counted as lost")
-        return Report(checks.findings(self), obs.training_forwards, obs.evaluation_forwards, obs.backward_passes,
-                      obs.updates, None if self.scheduler is None else obs.scheduler_steps, tuple(notes))
+        obs = self.obs
+        self._split_keys = {}
+        findings = verdict.findings(self)
+        notes = verdict.notes(self)
+        updates = sum(t.updates for t in self.tracks)
+        steps = sum(entry[1] for entry in self.schedulers.values())
+        return Report(findings, obs.training_forwards, obs.evaluation_forwards, obs.backward_passes, updates,
+                      steps if self.schedulers or self.given_schedulers else None, tuple(notes))

@@ -446,12 +446,24 @@ display(Markdown(reference_markdown()))
 #
 # The exhibits above injected bugs into the course's loop. On Monday you will write your own loop, and its
 # bugs will be just as silent. `LoopDoctor` watches a loop you do not change: wrap it in a `with` block,
-# hand the doctor your model, optimizer (and, if you have them, scheduler and data), and read its report.
+# hand the doctor your model (optimizers and schedulers are found as they are built or stepped; give your
+# data only if the loop has no DataLoader), and read its report. Each finding carries the bug's name from
+# the table above, what the doctor measured, and the fix.
 #
-# It only observes: hooks on the model's forward and on the optimizer's step, and thin wrappers around
-# `backward`, gradient clipping and your scheduler's `step`. Each wrapper calls the original and changes
-# nothing; all are removed when the block ends, even if your loop raises. Each finding carries the bug's
-# name from the table above, what the doctor measured, and the fix.
+# It only observes: a hook on the model's forward, torch's optimizer-step hooks, and thin wrappers around
+# `backward`, clipping, GradScaler, scheduler steps, DataLoader iteration and `tensor.item()`. Each wrapper
+# calls the original and changes nothing; it never calls your dataset or draws a random number, so the
+# weights come out bit for bit the same. All of it is removed when the block ends, even if your loop raises.
+#
+# Its assumptions, which decide when it can be wrong:
+#
+# - a **micro-batch** is one batch of data (the first forward after a DataLoader hands out a batch). Several
+#   backward passes on one batch, like a GAN's real and fake losses, are one micro-batch; K micro-batches
+#   summed into one update should each have their loss divided by K;
+# - an **evaluation** is a forward under `no_grad`, or one that no backward ever reaches; train mode matters
+#   only if the model has a layer that behaves differently in eval mode (dropout, BatchNorm);
+# - a graph is **kept** when it is still alive two updates after its forward, two of them at once;
+# - **leakage** is the same example, byte for byte, in both splits.
 #
 # First, what a script builds before its loop:
 
@@ -579,6 +591,88 @@ with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as 
 print(doctor.report())
 
 # %% [markdown]
+# ### A published loop: PyTorch's quickstart tutorial
+#
+# The course's tests run the doctor on the training loops of public repositories (PyTorch's examples and
+# tutorials, nanoGPT, minGPT, a popular CIFAR repository, d2l, Hugging Face accelerate; `tests/doctor_published`),
+# each re-expressed in our own code with its structure intact, as published and with realistic bugs written in,
+# and check that the weights come out bitwise the same. Some of the published loops have a real bug. Here is one,
+# in the shape of PyTorch's own *Quickstart* tutorial (`beginner_source/basics/quickstart_tutorial.py`): its
+# training function clears the gradients after the step, and its test function adds up each batch's mean loss and
+# divides by the number of batches. Written in our own code, on our spiral:
+
+# %%
+def tutorial_style_train(loader, model, loss_fn, optimizer):
+    model.train()
+    for xb, yb in loader:
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()                             # cleared after the step, ready for the next batch
+
+
+def tutorial_style_test(loader, model, loss_fn):
+    model.eval()
+    loss_sum, right = 0, 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            scores = model(xb)
+            loss_sum += loss_fn(scores, yb).item()        # one mean per batch, whatever its size
+            right += (scores.argmax(1) == yb).float().sum().item()
+    return loss_sum / len(loader)                         # divided by the number of batches
+
+
+model, optimizer, scheduler, train, val = fresh()
+with LoopDoctor(model) as doctor:
+    for epoch in range(5):
+        tutorial_style_train(train, model, nn.functional.cross_entropy, optimizer)
+        tutorial_style_test(val, model, nn.functional.cross_entropy)
+print(doctor.report())
+print("validation batch sizes:", [len(yb) for _, yb in val])
+
+# %% [markdown]
+# The tutorial's test loss is the mean of its batch means: with 150 validation points in batches of 64, the last
+# batch of 22 counts as much as a full one, and so does the last batch of the tutorial's own test set:
+
+# %%
+print("FashionMNIST's 10,000 test images in batches of 64 end with a batch of", 10_000 % 64)
+
+# %% [markdown]
+# Weighting each batch by its size is the fix, and the doctor then finds nothing:
+
+# %%
+def tutorial_style_test_weighted(loader, model, loss_fn):
+    model.eval()
+    loss_sum = 0
+    with torch.no_grad():
+        for xb, yb in loader:
+            loss_sum += loss_fn(model(xb), yb).item() * len(yb)     # each batch weighted by its size
+    return loss_sum / len(loader.dataset)
+
+
+model, optimizer, scheduler, train, val = fresh()
+with LoopDoctor(model) as doctor:
+    for epoch in range(5):
+        tutorial_style_train(train, model, nn.functional.cross_entropy, optimizer)
+        tutorial_style_test_weighted(val, model, nn.functional.cross_entropy)
+print(doctor.report())
+
+# %% [markdown]
+# What the doctor supports, each row shown by a test of the course (a loop name stands for all its runs in
+# `tests/test_doctor_published.py`; "learner" marks a loop of `tests/doctor_corpus`):
+
+# %%
+from course_utils.doctor.support import support_table
+display(Markdown(support_table()))
+
+# %% [markdown]
+# What it cannot see: forwards through `model.forward(x)` instead of `model(x)`; averages taken with `np.mean` or
+# `float(tensor)` instead of a Python sum of `.item()` values; leakage hidden behind a dataset with no raw storage
+# whose copies are augmented differently per split; clipping written by hand. Training with the whole model in eval
+# mode on purpose is reported as a missing `train()` (freezing only the BatchNorm layers is not). The report says
+# when it could not run a check (no data seen, no optimizer step, no epoch ended).
+
+# %% [markdown]
 # ## Exercises: write it yourself
 #
 # ### Exercise 5.1: fix a loop
@@ -644,5 +738,6 @@ quiz(5)
 # - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
 #   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
 # - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
-# - Your own loop: wrap it, unchanged, in `LoopDoctor(model, optimizer, scheduler, train_data, val_data)`;
-#   it names these bugs with the evidence it measured, and the weights come out bit for bit the same.
+# - Your own loop: wrap it, unchanged, in `with LoopDoctor(model):` (add your data if the loop has no
+#   DataLoader); it names these bugs with the evidence it measured, and the weights come out bit for bit the same.
+#   It found a real one in PyTorch's own quickstart tutorial: a test loss averaged over batches of unequal size.

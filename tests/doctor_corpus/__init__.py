@@ -120,6 +120,14 @@ BUGGY = [
     _case("softmax_in_loop_amp", buggy.softmax_in_loop_amp, "softmax_before_cross_entropy", optimizer="adam"),
     _case("no_eval_no_grad_log_tensor", buggy.no_eval_no_grad_log_tensor, "eval_in_train_mode", "missing_no_grad",
           "graph_attached_logging", dropout=0.2),
+    # added with issue 23
+    _case("validate_mean_of_batch_means", buggy.validate_mean_of_batch_means, "mean_of_batch_means", n_val=50),
+    _case("accuracy_mean_of_batch_accuracies", buggy.accuracy_mean_of_batch_accuracies, "mean_of_batch_means",
+          n_val=50, dropout=0.1),
+    _case("onecycle_per_epoch", buggy.per_update_schedule_per_epoch, "update_schedule_per_epoch",
+          scheduler=SCHEDULES["onecycle"], optimizer="momentum", epochs=3),
+    _case("cyclic_per_epoch", buggy.per_update_schedule_per_epoch, "update_schedule_per_epoch",
+          scheduler=lambda opt, n, e: torch.optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1, step_size_up=n), epochs=3),
 ]
 CASES = CORRECT + BUGGY
 
@@ -147,7 +155,8 @@ def run_case(case: Case, doctor: bool = True) -> tuple[Setup, Report | None]:
 def scorecard(reports: dict[str, Report] | None = None) -> list[tuple[str, int, int, int, float, float]]:
     """(finding, true positives, false positives, false negatives, precision, recall) over the corpus."""
     reports = reports or {case.name: run_case(case)[1] for case in CASES}
-    names = sorted({name for case in CASES for name in case.expected})
+    names = sorted({name for case in CASES for name in case.expected} |
+                   {name for report in reports.values() for name in report.names})
     rows = []
     for name in names:
         tp = sum(name in case.expected and name in reports[case.name].names for case in CASES)

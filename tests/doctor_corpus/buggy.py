@@ -449,3 +449,43 @@ def no_eval_no_grad_log_tensor(s: Setup) -> None:
             s.optimizer.step()
         val_losses = [s.loss_fn(s.model(xb), yb) for xb, yb in s.val_loader]
         mean = torch.stack(val_losses).mean().item()
+
+
+# --- averages and per-update schedules (added with issue 23) ---------------------------------------
+
+def validate_mean_of_batch_means(s: Setup) -> None:
+    """A healthy loop whose validation (correct.py's _validate) divides the summed batch losses by the number of
+    batches; its case's validation set (50 = 3 x 16 + 2) ends with a small batch."""
+    for epoch in range(s.epochs):
+        s.model.train()
+        for xb, yb in s.train_loader:
+            s.optimizer.zero_grad()
+            s.loss_fn(s.model(xb), yb).backward()
+            s.optimizer.step()
+        _validate(s.model, s.val_loader, s.loss_fn)
+
+
+def accuracy_mean_of_batch_accuracies(s: Setup) -> None:
+    """Validation accuracy as the plain mean of per-batch accuracies (sum(acc.item()) / len(loader))."""
+    for epoch in range(s.epochs):
+        s.model.train()
+        for xb, yb in s.train_loader:
+            s.optimizer.zero_grad()
+            s.loss_fn(s.model(xb), yb).backward()
+            s.optimizer.step()
+        s.model.eval()
+        with torch.no_grad():
+            accuracy = sum((s.model(xb).argmax(1) == yb).float().mean().item() for xb, yb in s.val_loader)
+        accuracy = accuracy / len(s.val_loader)
+
+
+def per_update_schedule_per_epoch(s: Setup) -> None:
+    """OneCycleLR/CyclicLR, counted in updates, stepped after the batch loop as if it were an epoch schedule."""
+    for epoch in range(s.epochs):
+        s.model.train()
+        for xb, yb in s.train_loader:
+            s.optimizer.zero_grad()
+            s.loss_fn(s.model(xb), yb).backward()
+            s.optimizer.step()
+        s.scheduler.step()
+        _evaluate(s.model, s.val_loader, s.loss_fn)

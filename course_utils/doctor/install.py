@@ -1,0 +1,116 @@
+"""Where the loop doctor listens (chapters 5, 9): hooks torch offers, and wrappers that call the original.
+
+Every wrapper calls the original with the same arguments and returns its result; each is undone on
+exit (``Undo``). What is wrapped, and why that way:
+
+- ``torch.autograd.backward``: ``loss.backward()``, ``scaler.scale(loss).backward()`` and accelerate's
+  ``backward`` all end there;
+- the functions *inside* ``clip_grad_norm_``, ``clip_grad_value_`` and ``clip_grads_with_norm_`` (each is a
+  ``no_grad`` wrapper around them): a name imported before the doctor started still reaches the wrapper;
+- ``GradScaler.scale``/``unscale_``/``step``, the ``step`` of every ``LRScheduler`` class (so schedulers built
+  inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
+  ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset), and
+  ``Tensor.item`` (see ``readings.py``);
+- torch's global optimizer step hooks, and forward hooks on the watched models.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+from torch.nn.utils import clip_grad
+from torch.optim import lr_scheduler
+from torch.optim import optimizer as optim_module
+from torch.utils.data import dataloader
+
+
+class Undo:
+    """A stack of undo actions, run newest first."""
+
+    def __init__(self):
+        self._actions: list[Callable[[], None]] = []
+
+    def push(self, action: Callable[[], None]) -> None:
+        self._actions.append(action)
+
+    def attribute(self, owner: object, name: str, value: object) -> None:
+        """Set owner.name = value, restoring the original (or deleting an instance attribute it lacked)."""
+        had_own = name in vars(owner)
+        original = vars(owner).get(name)
+        setattr(owner, name, value)
+        self.push(lambda: setattr(owner, name, original) if had_own else delattr(owner, name))
+
+    def cell(self, function: Callable, value: Callable) -> Callable:
+        """Swap the function a closure wraps (its one free variable); returns the original."""
+        (cell,) = function.__closure__
+        original = cell.cell_contents
+        cell.cell_contents = value
+        self.push(lambda: setattr(cell, "cell_contents", original))
+        return original
+
+    def run(self) -> None:
+        while self._actions:
+            self._actions.pop()()
+
+
+CLIPPERS = {"clip_grad_norm_": clip_grad.clip_grad_norm_, "clip_grad_value_": clip_grad.clip_grad_value_,
+            "clip_grads_with_norm_": clip_grad._clip_grads_with_norm_}
+
+
+def _scheduler_classes() -> list[type]:
+    """LRScheduler and every subclass (torch's and any loaded so far) that defines its own step()."""
+    found, todo = [], [lr_scheduler.LRScheduler]
+    while todo:
+        cls = todo.pop()
+        if "step" in vars(cls):
+            found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def install(doctor, undo: Undo) -> None:
+    """Install every observer of `doctor` (a LoopDoctor); `undo.run()` removes them all."""
+    for index, model in enumerate(doctor.models):
+        handle = model.register_forward_hook(functools.partial(doctor._on_forward, index), with_kwargs=True)
+        undo.push(handle.remove)
+    for register, hook in [(optim_module.register_optimizer_step_pre_hook, doctor._before_step),
+                           (optim_module.register_optimizer_step_post_hook, doctor._after_step)]:
+        undo.push(register(hook).remove)
+
+    backward = torch.autograd.backward
+    undo.attribute(torch.autograd, "backward", functools.wraps(backward)(
+        lambda tensors, *a, **k: doctor._backward(backward, tensors, *a, **k)))
+
+    for name, public in CLIPPERS.items():
+        inner = public.__closure__[0].cell_contents
+        undo.cell(public, functools.wraps(inner)(functools.partial(doctor._clip, inner, name)))
+
+    scaler = torch.amp.GradScaler
+    scale, unscale, scaler_step = scaler.scale, scaler.unscale_, scaler.step
+    undo.attribute(scaler, "scale", functools.wraps(scale)(lambda s, outputs: doctor._scale(scale, s, outputs)))
+    undo.attribute(scaler, "unscale_", functools.wraps(unscale)(lambda s, opt: doctor._unscale(unscale, s, opt)))
+    undo.attribute(scaler, "step", functools.wraps(scaler_step)(
+        lambda s, opt, *a, **k: doctor._scaler_step(scaler_step, s, opt, *a, **k)))
+
+    for cls in _scheduler_classes():
+        step = vars(cls)["step"]
+        undo.attribute(cls, "step", functools.wraps(step)(
+            lambda scheduler, *a, _step=step, **k: doctor._scheduler_step(_step, scheduler, *a, **k)))
+    for scheduler in doctor.given_schedulers:
+        if not isinstance(scheduler, lr_scheduler.LRScheduler):      # a scheduler of your own: patch the object
+            step = scheduler.step
+            undo.attribute(scheduler, "step", functools.wraps(step)(
+                lambda *a, _step=step, _s=scheduler, **k: doctor._scheduler_step(lambda s, *b, **c: _step(*b, **c),
+                                                                                  _s, *a, **k)))
+
+    init = torch.optim.Optimizer.__init__
+    undo.attribute(torch.optim.Optimizer, "__init__", functools.wraps(init)(
+        lambda opt, *a, **k: doctor._optimizer_built(init, opt, *a, **k)))
+
+    base = dataloader._BaseDataLoaderIter
+    next_ = base.__next__
+    undo.attribute(base, "__next__", functools.wraps(next_)(lambda it: doctor._next_batch(next_, it)))
+
+    item = torch.Tensor.item
+    undo.attribute(torch.Tensor, "item", functools.wraps(item)(lambda t: doctor._item(item, t)))

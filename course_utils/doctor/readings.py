@@ -1,0 +1,73 @@
+"""How a loop averages its evaluation batches (chapters 5, 9): a float that remembers which batches it sums.
+
+While the doctor watches, ``tensor.item()`` after a forward returns a ``Reading`` when the value may come from
+an evaluation (the tensor has no gradient, or the batch came from a dataset nobody has trained on yet; a
+training loss's ``.item()`` stays a plain float): a ``float`` with the same value that also remembers which
+forwards it was read after and how large their batches were. Adding readings keeps that record
+(``total += loss.item()``, ``sum(losses)``); any other arithmetic returns a plain float. Dividing a sum of k
+readings by k is the mean of batch means, wrong when the batches differ in size; the doctor is told (and at
+report time checks that those forwards were evaluations), and the quotient is a plain float.
+
+A Reading pickles, copies and prints as the plain float it equals, so nothing the loop saves or prints
+changes. What it cannot follow: values that leave Python floats (``np.mean``, ``torch.tensor(list)``,
+``statistics.mean``) and ``float(tensor)``, which Python forces back to a plain float.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+class Reading(float):
+    """A float read from forward outputs: which forwards (first..last, k of them) and their batch sizes (lo..hi)."""
+
+    __slots__ = ("terms", "sink")
+
+    def __new__(cls, value: float, terms: tuple[int, int, int, int, int], sink: Callable) -> Reading:
+        self = super().__new__(cls, value)
+        self.terms, self.sink = terms, sink          # (first forward, last forward, k, smallest, largest batch)
+        return self
+
+    def __reduce__(self):
+        return float, (float(self),)
+
+    def __reduce_ex__(self, protocol):
+        return float, (float(self),)
+
+    def __copy__(self) -> float:
+        return float(self)
+
+    def __deepcopy__(self, memo) -> float:
+        return float(self)
+
+    def _plus(self, other: object, value: float) -> float:
+        if isinstance(other, Reading):
+            a, b = (self.terms, other.terms) if self.terms[0] <= other.terms[0] else (other.terms, self.terms)
+            if a[1] >= b[0]:
+                return value          # the same forward read twice: not a sum over batches
+            return Reading(value, (a[0], b[1], a[2] + b[2], min(a[3], b[3]), max(a[4], b[4])), self.sink)
+        if isinstance(other, (int, float)) and other == 0:
+            return Reading(value, self.terms, self.sink)
+        return value
+
+    def __add__(self, other):
+        value = float.__add__(self, other)
+        return value if value is NotImplemented else _safely(self._plus, other, value)
+
+    def __radd__(self, other):
+        value = float.__radd__(self, other)
+        return value if value is NotImplemented else _safely(self._plus, other, value)
+
+    def __truediv__(self, other):
+        value = float.__truediv__(self, other)
+        k, smallest, largest = self.terms[2:]
+        if value is not NotImplemented and isinstance(other, (int, float)) and other == k > 1 and smallest != largest:
+            _safely(self.sink, self.terms, None)
+        return value
+
+
+def _safely(fn: Callable, argument: object, value: float | None) -> object:
+    """The loop's arithmetic must never fail because of the doctor: on any trouble, the plain value."""
+    try:
+        return fn(argument, value) if value is not None else fn(argument)
+    except Exception:  # noqa: BLE001
+        return value

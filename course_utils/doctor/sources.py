@@ -1,0 +1,154 @@
+"""Where the loop's data comes from (chapters 5, 9): DataLoader batches and epochs, seen as they flow.
+
+``DataWatch`` is the part of ``LoopDoctor`` that sees each batch leave a DataLoader iterator (never calling the
+dataset), ties a forward to the batch it ran on, counts the training epochs, and turns ``tensor.item()`` after
+a forward into a ``Reading`` (``readings.py``). ``keys.py`` turns what it saw into split keys at report time.
+"""
+from __future__ import annotations
+
+import bisect
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import DataLoader
+
+from course_utils.doctor import keys
+from course_utils.doctor.readings import Reading
+
+
+@dataclass(eq=False)
+class Source:
+    """A dataset as the loop draws from it: batches, epochs, and (if its storage is opaque) keys as they flow."""
+
+    dataset: object
+    readable: bool
+    batches: int = 0
+    epochs: int = 0
+    trained: bool = False
+    evaluated: bool = False
+    flow: list = field(default_factory=list)
+
+
+class DataWatch:
+    """The data side of LoopDoctor (a mixin: the state lives on the doctor, set up in its __init__)."""
+
+    def _source(self, dataset: object) -> Source:
+        source = self.sources.get(id(dataset))
+        if source is None:
+            source = self.sources[id(dataset)] = Source(dataset, keys.readable(dataset))
+        return source
+
+    def _next_batch(self, original, iterator):
+        try:
+            batch = original(iterator)
+        except StopIteration:
+            self._guarded(self._epoch_end, iterator)
+            raise
+        self._guarded(self._batch, iterator, batch)
+        return batch
+
+    def _batch(self, iterator, batch) -> None:
+        self._exhausted.discard(iterator)          # a persistent-workers iterator is reused epoch after epoch
+        source = self._source(iterator._dataset)
+        source.batches += 1
+        if not source.readable and len(source.flow) < 100_000:
+            found = keys.batch_keys(batch)
+            if found is not None:
+                source.flow.append(found)
+        self._serial += 1
+        tensors = keys.batch_tensors(batch)
+        self._fresh = True              # the next forward runs on this batch, even if the loop transformed it
+        self._last_batch = (self._serial, id(iterator._dataset), {_pointer(t) for t in tensors},
+                            [(t.shape, t.device) for t in tensors], weakref.ref(iterator))
+
+    def _epoch_end(self, iterator) -> None:
+        if iterator in self._exhausted or not iterator._num_yielded:
+            return
+        self._exhausted.add(iterator)
+        source = self._source(iterator._dataset)
+        source.epochs += 1
+        if iterator not in self._training_iterators:
+            return
+        self.obs.epochs += 1
+        for track in self.tracks:
+            if track.pending:
+                track.settle("epoch end", self.obs.backward_passes)
+            pending = track.unapplied()
+            if pending:
+                track.epoch_marks.append((self.obs.epochs, pending))
+
+    def _batch_of(self, x: torch.Tensor | None) -> tuple[int | None, object]:
+        """(source id, batch identity) of a forward's input: a DataLoader's batch (any forward on its tensors, or
+        the first forward since it was drawn on a tensor of its shape: normalised, moved), a slice of the data
+        given to the doctor, or (no DataLoader in use) a tensor the loop made; (None, None) for anything else."""
+        if x is None:
+            return None, None
+        pointer = _pointer(x)
+        if pointer in self._given:
+            given = self._given[pointer]
+            self._source(given)
+            return id(given), ("input", pointer, x.shape, x.data_ptr())
+        last = self._last_batch
+        if last is not None:
+            serial, source, pointers, shapes, iterator = last
+            fresh, self._fresh = self._fresh, False
+            if pointer in pointers or any(x.shape == s and (fresh or x.device != d) for s, d in shapes):
+                return source, ("batch", serial, iterator)
+            return None, None          # not the batch, nor the first forward on its shape since (a GAN's fakes)
+        if pointer in self._recent_outputs:
+            return None, None
+        return None, ("input", pointer)
+
+    # --- evaluation averages -------------------------------------------------------------------------
+
+    def _item(self, original, tensor):
+        """tensor.item(): a Reading if it may be an evaluation value (no gradient, or read from a batch of a dataset
+        nobody trained on yet); the training loss's .item() stays a plain float."""
+        value = original(tensor)
+        reading = self._reading
+        if reading is not None and type(value) is float and not torch.compiler.is_compiling():
+            source = self._reading_source
+            if not tensor.requires_grad or (source is not None and not self.sources[source].trained):
+                return Reading(value, reading, self._averaged)
+        return value
+
+    def _averaged(self, terms: tuple) -> None:
+        if len(self.obs.averages) < 1000 and self.failure is None:
+            self.obs.averages.append(terms)
+
+    def _evaluated(self, index: int) -> None:
+        """Remember that forward `index` was an evaluation, as runs of consecutive indices."""
+        runs = self.obs.evaluation_runs
+        at = bisect.bisect_right(runs, [index, float("inf")])
+        if at and runs[at - 1][1] >= index - 1:
+            runs[at - 1][1] = max(runs[at - 1][1], index)
+            if at < len(runs) and runs[at][0] <= index + 1:
+                runs[at - 1][1] = runs[at][1]
+                del runs[at]
+        elif at < len(runs) and runs[at][0] == index + 1:
+            runs[at][0] = index
+        else:
+            runs.insert(at, [index, index])
+
+
+def _size(x: torch.Tensor | None) -> int:
+    return len(x) if x is not None and x.dim() else 1
+
+
+def _storages(data: object) -> list[int]:
+    """Storage addresses of data given to the doctor (tensors, a TensorDataset's, a DataLoader's), so that a
+    forward on a slice of it is recognised."""
+    if isinstance(data, DataLoader):
+        data = data.dataset
+    if isinstance(data, torch.utils.data.TensorDataset):
+        data = data.tensors
+    items = data if isinstance(data, (tuple, list)) else [data]
+    return [_pointer(t) for t in items if isinstance(t, torch.Tensor)]
+
+
+def _pointer(tensor: torch.Tensor) -> int:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return -1

@@ -1,0 +1,45 @@
+"""What the loop doctor supports (chapters 5, 9): one table, shown in chapter 5 and copied into the README.
+
+Each row names the tests that show it: cases of the published-loop corpus (``tests/doctor_published``, a loop
+name stands for all its cases), cases of the learner-style corpus (``tests/doctor_corpus``, marked "learner"),
+or tests in ``tests/test_doctor_support.py``. A test checks that every name exists and that the README holds
+this very table.
+"""
+from __future__ import annotations
+
+SUPPORT = (
+    ("loop shapes",
+     "for-loops over a DataLoader, while-loops over an iterator, step-counted loops on an infinite sampler, "
+     "train/val phases with `set_grad_enabled`, gradient accumulation",
+     ("nanogpt_train", "mingpt_trainer", "tutorials_transfer_learning", "learner while_mid_epoch_eval")),
+    ("", "LBFGS `step(closure)`", ("examples_time_sequence",)),
+    ("", "two models and two optimizers, several backward passes per update",
+     ("examples_dcgan", "tutorials_seq2seq")),
+    ("", "an optimizer built inside a library call (minGPT's `Trainer`, d2l's `fit`)",
+     ("mingpt_trainer", "d2l_trainer")),
+    ("", "a hand-written update with no optimizer",
+     ("examples_word_language_model", "examples_regression",
+      "test_a_hand_written_update_without_optimizer_is_watched")),
+    ("data", "any Dataset behind a DataLoader; random augmentation, weights bitwise unchanged",
+     ("kuangliu_cifar", "test_no_getitem_no_rng_draw_no_upfront_pass_with_random_augmentation")),
+    ("", "file-based datasets, dict batches, `model(**batch)`",
+     ("accelerate_cv_example", "accelerate_nlp_example", "test_dict_batches_model_kwargs_numpy_and_token_streams")),
+    ("", "NumPy arrays and 1-D token streams without a DataLoader (pass `train_data=`, `val_data=`)",
+     ("nanogpt_train", "examples_word_language_model")),
+    ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
+     ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
+    ("precision", "float32; bfloat16 autocast and float16 + GradScaler with skipped steps on the CPU",
+     ("learner amp_cpu_scaler_accumulation", "learner amp_fp16_skipped_steps")),
+    ("", "float16 + GradScaler on CUDA (runs only where a GPU is present)",
+     ("test_cuda_fp16_autocast_with_grad_scaler_and_accumulation",)),
+    ("compile", "a `torch.compile`d module: give the doctor the module you call (tested with the aot_eager backend)",
+     ("test_compiled_module_is_watched_and_unchanged",)),
+)
+
+
+def support_table() -> str:
+    """The support matrix as a Markdown table (chapter 5 shows it; the README holds a copy)."""
+    lines = ["| what | supported | shown by |", "|---|---|---|"]
+    for what, supported, tests in SUPPORT:
+        lines.append(f"| {what} | {supported} | {', '.join(f'`{t}`' for t in tests)} |")
+    return "\n".join(lines)

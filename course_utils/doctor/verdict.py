@@ -1,0 +1,293 @@
+"""The loop doctor's verdict (chapters 5, 9): the checks that need the whole run, and what it could not see.
+
+``findings`` turns what was counted into named findings: accumulation windows and the end-of-epoch flush,
+gradients cleared before their update, the scheduler's cadence, leakage between the splits, means of batch
+means, graphs kept alive. ``notes`` says what the doctor saw and does not count as a bug, and what it could
+not observe. Both run when the report is asked for.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch.optim import lr_scheduler
+
+from course_utils.doctor import keys
+from course_utils.doctor.checks import _passes, _who
+from course_utils.doctor.forwards import KEEP_ROUNDS, describe
+from course_utils.doctor.gradients import Track, Window
+from course_utils.doctor.report import Finding, finding
+
+if TYPE_CHECKING:
+    from course_utils.doctor.core import LoopDoctor
+
+STREAM_LEAK = 0.05   # share of a validation token stream's windows found in training that counts as leakage
+PER_UPDATE = (lr_scheduler.OneCycleLR, lr_scheduler.CyclicLR)   # documented as stepped after every batch
+
+
+# --- whole-run checks ----------------------------------------------------------------------------------
+
+def _typical(windows: list[Window]) -> int:
+    sizes = Counter(w.batches for w in windows)
+    return max(sizes, key=lambda n: (sizes[n], -n)) if sizes else 1
+
+
+def _zero_grad_after_backward(track: Track, many: bool) -> list[Finding]:
+    marked = {id(p) for _, passes in track.epoch_marks for p in passes}
+    at_step = [w for w in track.wipes if w[0] == "step"]
+    elsewhere = [w for w in track.wipes if w[0] != "step" and any(id(p) not in marked for p in w[2])]
+    if at_step:
+        _, index, lost = at_step[0]
+        return [finding("zero_grad_after_backward", f"update {index}{_who(track, many)}: {_passes(len(lost))} "
+                        "had filled .grad since the last update, but at step() every .grad was empty: it was "
+                        "cleared between backward and step", len(at_step) + len(elsewhere))]
+    if len(elsewhere) >= 2:
+        _, index, lost = elsewhere[0]
+        return [finding("zero_grad_after_backward", f"backward pass {index}{_who(track, many)}: .grad was "
+                        f"cleared before any update used the previous {_passes(len(lost))}; this happened "
+                        f"{len(elsewhere)} times in {track.updates} updates", len(elsewhere))]
+    return []
+
+
+def _flush(track: Track, many: bool) -> list[str]:
+    """Each training epoch that ended in the middle of an accumulation window, in order: what became of the
+    micro-batches left over (cleared, carried into an oversized window, or never applied)."""
+    typical = _typical(track.windows)
+    lost = {id(p) for _, _, passes in track.wipes for p in passes}
+    who, evidence = _who(track, many), []
+    for epoch, passes in track.epoch_marks:
+        if typical < 2 and len(passes) < 2:
+            continue      # no accumulation: a pass pending at an epoch's end is another bug's doing
+        ids = {id(p) for p in passes}
+        window = next((w for w in track.windows if any(id(p) in ids for p in w.members)), None)
+        if ids & lost:
+            evidence.append(f"epoch {epoch} ended with {_passes(len(passes))} that no update had applied{who}; "
+                            "the next zero_grad cleared them")
+        elif window is not None and window.batches > typical:
+            evidence.append(f"epoch {epoch} ended in the middle of an accumulation window: its last "
+                            f"{_passes(len(passes))} were carried into update {window.update}{who}, which used "
+                            f"{window.batches} micro-batches where the other updates use {typical}")
+        elif window is None:
+            evidence.append(f"the loop ended with {_passes(len(passes))} of epoch {epoch} that no update ever "
+                            f"applied{who}")
+    if typical >= 2 and not track.epoch_marks and track.final_unapplied:
+        evidence.append(f"the loop ended with {_passes(track.final_unapplied)} that no update ever applied{who}")
+    return evidence
+
+
+def _unscaled(track: Track, many: bool) -> list[Finding]:
+    bad = []
+    for w in track.windows:
+        if w.batches >= 2:
+            factors = [p.multiplier() for p in w.members]
+            if all(f > 0.99 for f in factors):
+                bad.append((w, factors))
+    if not bad:
+        return []
+    w, factors = bad[0]
+    return [finding("unscaled_accumulation", f"update {w.update}{_who(track, many)}: {w.batches} micro-batches "
+                    f"were summed into .grad on losses that were not divided (each multiplied by {min(factors):.3g}): "
+                    f"the update used {sum(factors):.3g} times the window's mean gradient", len(bad))]
+
+
+def _schedule_cadence(doctor: LoopDoctor) -> list[Finding]:
+    epochs, found = doctor.obs.epochs, []
+    for scheduler, steps, track in doctor.schedulers.values():
+        per_epoch = steps / epochs if epochs else None
+        updates_per_epoch = track.updates / epochs if epochs and track is not None else None
+        evidence = name = None
+        if isinstance(scheduler, lr_scheduler.CosineAnnealingLR) and steps > scheduler.T_max and (
+                per_epoch is None or per_epoch >= 2):
+            name = "epoch_schedule_per_batch"
+            evidence = (f"scheduler.step() ran {steps} times but CosineAnnealingLR's T_max is {scheduler.T_max}: the "
+                        f"cosine reached its minimum after {scheduler.T_max} steps and climbed back up")
+        elif per_epoch is not None and per_epoch >= 2:
+            rate, name = f"{per_epoch:.3g} times per epoch", "epoch_schedule_per_batch"
+            if isinstance(scheduler, lr_scheduler.StepLR) and scheduler.step_size < per_epoch:
+                evidence = (f"StepLR(step_size={scheduler.step_size}) was stepped {rate}: it decayed every "
+                            f"{scheduler.step_size} batches, not every {scheduler.step_size} epochs")
+            elif isinstance(scheduler, lr_scheduler.MultiStepLR) and max(scheduler.milestones) < per_epoch:
+                evidence = (f"MultiStepLR(milestones={sorted(scheduler.milestones)}) was stepped {rate}: every "
+                            "milestone passed within the first epoch")
+            elif isinstance(scheduler, lr_scheduler.ExponentialLR):
+                evidence = f"ExponentialLR was stepped {rate}: the lr shrank by gamma every batch, not every epoch"
+        elif (per_epoch is not None and per_epoch <= 1.5 and updates_per_epoch is not None
+              and updates_per_epoch >= 2 and (isinstance(scheduler, PER_UPDATE) or _horizon(scheduler))):
+            name = "update_schedule_per_epoch"
+            horizon = getattr(scheduler, "total_steps", None) or _horizon(scheduler)
+            evidence = (f"{type(scheduler).__name__} was stepped {per_epoch:.3g} times per epoch while the optimizer "
+                        f"made {updates_per_epoch:.3g} updates per epoch: after {steps} of its "
+                        f"{horizon or 'planned'} steps the schedule has barely started")
+        if evidence:
+            found.append(finding(name, evidence))
+    return found
+
+
+STEP_HORIZONS = ("num_training_steps", "total_steps", "num_train_steps", "max_steps", "total_iters_in_steps")
+
+
+def _horizon(scheduler: object) -> int | None:
+    """A LambdaLR's length counted in training steps, when its lambda says so: a functools.partial or a closure
+    with a `num_training_steps`-like argument (transformers' get_*_schedule_with_warmup builds one)."""
+    lambdas = getattr(scheduler, "lr_lambdas", None) if isinstance(scheduler, lr_scheduler.LambdaLR) else None
+    for fn in lambdas or ():
+        named = dict(getattr(fn, "keywords", None) or {})
+        code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+        if code is not None:
+            for name, cell in zip(code.co_freevars, cells):
+                try:
+                    named[name] = cell.cell_contents
+                except ValueError:
+                    continue
+        for key in STEP_HORIZONS:
+            if isinstance(named.get(key), int) and named[key] > 0:
+                return named[key]
+    return None
+
+
+def _leakage(doctor: LoopDoctor) -> list[Finding]:
+    train, val = split_keys(doctor, "train"), split_keys(doctor, "val")
+    if train is None or val is None or train.kind != val.kind:
+        return []
+    val_unique = np.unique(val.values)
+    shared = int(np.isin(val_unique, train.values).sum())
+    if train.kind == "rows" and shared:
+        return [finding("data_leakage", f"{shared} of the {len(val_unique)} distinct validation examples are "
+                        "exact copies of training examples")]
+    if train.kind == "windows" and len(val_unique) and shared / len(val_unique) >= STREAM_LEAK:
+        return [finding("data_leakage", f"{shared / len(val_unique):.0%} of the validation tokens' "
+                        f"{keys.TOKEN_WINDOW}-token windows also occur in the training data")]
+    return []
+
+
+def split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
+    """The keys of a split: what was given (read from storage, or as its batches flowed), else the datasets
+    that fed training forwards ("train") or only evaluation forwards ("val"). Computed once per report."""
+    cache = doctor._split_keys
+    if split not in cache:
+        cache[split] = _split_keys(doctor, split)
+    return cache[split]
+
+
+def _split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
+    given = doctor.train_data if split == "train" else doctor.val_data
+    if given is not None:
+        dataset = given.dataset if isinstance(given, torch.utils.data.DataLoader) else given
+        source = doctor.sources.get(id(dataset))
+        if keys.readable(given):
+            return keys.storage_keys(given)
+        return keys.merge(source.flow) if source is not None else None
+    if split == "train":
+        chosen = [s for s in doctor.sources.values() if s.trained]
+    else:
+        chosen = [s for s in doctor.sources.values() if s.evaluated and not s.trained]
+    parts = [keys.storage_keys(s.dataset) if s.readable else keys.merge(s.flow) for s in chosen]
+    parts = [p for p in parts if p is not None]
+    return keys.merge(parts) if parts else None
+
+
+def val_sources(doctor: LoopDoctor) -> set[int]:
+    """Datasets holding validation data: the one given, or those that fed only evaluation forwards."""
+    if doctor.val_data is not None:
+        given = doctor.val_data
+        return {id(given.dataset if isinstance(given, torch.utils.data.DataLoader) else given)}
+    return {sid for sid, s in doctor.sources.items() if s.evaluated and not s.trained}
+
+
+def findings(doctor: LoopDoctor) -> tuple[Finding, ...]:
+    """All findings: leakage first, then what was seen as it happened, then the whole-run checks."""
+    obs, tracks = doctor.obs, doctor.tracks
+    many = len(tracks) > 1
+    result = _leakage(doctor)
+    events = dict(obs.events)
+    validation = val_sources(doctor)
+    no_loader = doctor._last_batch is None
+    for index, source, model in obs.graph_evals_in_train_mode:
+        if (source in validation or (source is None and no_loader)) and "eval_in_train_mode" not in events:
+            events["eval_in_train_mode"] = [f"forward {index} evaluated data with gradients and with the model in "
+                                            f"train mode: its {describe(doctor.layers[model])} behaved as in "
+                                            "training", 1]
+    if doctor.graphs.most_kept >= 2:
+        index, made = doctor.graphs.first
+        pinned = doctor.graphs.pinned
+        held = (f"{pinned} of them were never backwarded, so their saved activations stay alive too" if pinned else
+                "backward had freed their saved activations, so what grows is autograd's bookkeeping")
+        events["graph_attached_logging"] = [
+            f"up to {doctor.graphs.most_kept} graphs of earlier forwards were alive at once, each {KEEP_ROUNDS} or "
+            f"more updates after its forward (the first from forward {index}): a tensor attached to them (a loss "
+            f"kept in a list, `total += loss`) keeps each step's graph; {held}", doctor.graphs.most_kept]
+    for name, (evidence, count) in events.items():
+        result.append(finding(name, evidence, count))
+    for track in tracks:
+        result += _zero_grad_after_backward(track, many)
+        flush = _flush(track, many)
+        if flush:
+            result.append(finding("accumulation_without_flush", flush[0], len(flush)))
+        result += _unscaled(track, many)
+    result += _schedule_cadence(doctor)
+    means = [t for t in obs.averages if _all_evaluation(obs.evaluation_runs, t[0], t[1])]
+    if means:
+        first, last, k, smallest, largest = means[0]
+        result.append(finding("mean_of_batch_means", f"the values read from evaluation forwards {first} to {last} "
+                              f"were summed and divided by {k}, the number of batches, though the batches held "
+                              f"between {smallest} and {largest} examples: a small batch counted as much as a full "
+                              "one", len(means)))
+    return tuple(_merge_same(result))
+
+
+def _all_evaluation(runs: list, first: int, last: int) -> bool:
+    """Were forwards first..last all evaluations (one run of consecutive evaluation forwards)?"""
+    return any(start <= first and last <= end for start, end in runs)
+
+
+def _merge_same(found: list[Finding]) -> list[Finding]:
+    """One finding per name (several optimizers may report the same bug): the first evidence, counts added."""
+    merged: dict[str, Finding] = {}
+    for f in found:
+        if f.name in merged:
+            first = merged[f.name]
+            merged[f.name] = Finding(f.name, first.evidence, first.fix, first.count + f.count)
+        else:
+            merged[f.name] = f
+    return list(merged.values())
+
+
+def notes(doctor: LoopDoctor) -> list[str]:
+    """What the doctor saw and does not count as a bug, and what it could not observe."""
+    obs, found = doctor.obs, []
+    if doctor.failure:
+        found.append(f"the doctor stopped observing after an error of its own ({doctor.failure}); your loop ran "
+                     "on unchanged, but the checks after that point did not run")
+    if obs.backward_passes and not obs.forwards:
+        found.append("no forward pass of the model was seen: call model(x), not model.forward(x) (with "
+                     "torch.compile, give the doctor the compiled module you call), or the train/eval and no_grad "
+                     "checks cannot run")
+    if obs.backward_passes and not any(t.optimizer is not None for t in doctor.tracks):
+        moved = sum(t.updates for t in doctor.tracks)
+        found.append(f"no optimizer.step() was seen; the parameters changed by hand {moved} times between backward "
+                     "passes, and the zero_grad and accumulation checks ran on those updates. The clipping-order "
+                     "and scheduler checks need an optimizer and did not run" if moved else
+                     "no optimizer.step() and no change of the parameters were seen: the update checks did not run")
+    for model in dict.fromkeys(name for _, name in obs.notes):
+        evals, trains = obs.notes.get(("eval in train mode", model), 0), obs.notes.get(("train in eval mode", model), 0)
+        what = " and ".join(x for x in (f"{evals} evaluation forwards ran in train mode" if evals else "",
+                                        f"{trains} training forwards ran in eval mode" if trains else "") if x)
+        found.append(f"{what}: no effect on {model}, which has no dropout, BatchNorm or other layer that behaves "
+                     "differently in eval mode; it will bite once you add one")
+    skipped = sum(t.skipped for t in doctor.tracks)
+    if skipped:
+        found.append(f"GradScaler skipped {skipped} updates with inf/NaN gradients, as it should; their gradients "
+                     "were discarded on purpose and are not counted as lost")
+    if doctor.train_data is None and doctor.val_data is None and not doctor.sources:
+        found.append("no data was seen through a DataLoader and none was given: the leakage check did not run "
+                     "(pass train_data= and val_data=)")
+    elif (doctor.val_data is not None or val_sources(doctor)) and (
+            split_keys(doctor, "train") is None or split_keys(doctor, "val") is None):
+        found.append("the training or validation examples could not be read (no DataLoader batch or storage to "
+                     "key): the leakage check did not run")
+    if obs.training_forwards and not obs.epochs and doctor._last_batch is not None:
+        found.append("no training epoch ended (the loop stopped early or draws batches by hand): the end-of-epoch "
+                     "flush and the schedule-cadence checks did not run")
+    return found

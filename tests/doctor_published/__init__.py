@@ -1,0 +1,146 @@
+"""The loop doctor on published training loops (chapters 5, 9): the issue-23 corpus.
+
+Each module here mirrors one training loop of a public repository (its header names the repository, path,
+commit and date): the loop's structure, data forms and real bugs, re-expressed in the course's own code (no
+published code is copied; fetched code is never committed), with data and model shrunk to run in a fraction of
+a second on the CPU. It defines ``main(watch)``, the loop plus the one line a user adds,
+``with watch(model, ...):`` around it, and ``VARIANTS``: realistic bugs, each written as edits of the
+source text (old -> new, each old found exactly once) and the registry names the doctor must report.
+``REAL`` names the bugs the published loop itself has, with their place. ``run_case`` executes a case's
+source bare or inside a LoopDoctor; ``scorecard`` gives precision and recall per finding
+(``python -m tests.doctor_published`` prints it).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import io
+import sys
+import types
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from course_utils.doctor import LoopDoctor, Report
+
+LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_word_language_model",
+         "examples_vae", "examples_regression", "tutorials_quickstart", "tutorials_transfer_learning",
+         "tutorials_seq2seq", "nanogpt_train", "mingpt_trainer", "kuangliu_cifar", "d2l_trainer", "d2l_train_ch6",
+         "accelerate_nlp_example", "accelerate_cv_example", "examples_siamese",
+         "examples_reinforce")
+HERE = Path(__file__).parent
+VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A bug written into a published loop: the edits that make it, the findings the doctor must report."""
+
+    name: str
+    expected: frozenset[str]
+    edits: tuple[tuple[str, str], ...]
+    fixes: frozenset[str] = frozenset()     # real bugs of the published loop that these edits remove
+
+
+def variant(name: str, expected: set[str] | str, *edits: tuple[str, str], fixes: set[str] = frozenset()) -> Variant:
+    """A Variant; `expected` is a registry name or a set of them (the published loop's REAL bugs are added,
+    except those in `fixes`)."""
+    return Variant(name, frozenset({expected} if isinstance(expected, str) else expected), edits, frozenset(fixes))
+
+
+def dedent(block: str, by: int = 4) -> str:
+    """`block` with `by` spaces fewer at the start of every line (a with-block's body taken out of it)."""
+    return "".join(line[by:] if line.startswith(" " * by) else line for line in block.splitlines(keepends=True))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of the corpus: a published loop, as published or with one variant's edits."""
+
+    loop: str
+    variant: str
+    expected: frozenset[str]
+    edits: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.loop}:{self.variant}"
+
+
+@functools.cache
+def _module(loop: str) -> types.ModuleType:
+    return importlib.import_module(f"tests.doctor_published.{loop}")
+
+
+def cases() -> list[Case]:
+    """Every case: each loop as published (expecting its REAL bugs), then each of its variants."""
+    found = []
+    for loop in LOOPS:
+        module = _module(loop)
+        real = frozenset(getattr(module, "REAL", {}))
+        found.append(Case(loop, "published", real))
+        found += [Case(loop, v.name, v.expected | (real - v.fixes), v.edits)
+                  for v in module.VARIANTS]
+    return found
+
+
+def source(case: Case) -> str:
+    """The case's source text: the published loop with the variant's edits applied."""
+    text = (HERE / f"{case.loop}.py").read_text()
+    text, _, _ = text.partition(VARIANTS_START)      # the loop only: edits never touch the variants' own text
+    for old, new in case.edits:
+        count = text.count(old)
+        if count != 1:
+            raise ValueError(f"{case.name}: the edit {old!r} matches {count} times, not once")
+        text = text.replace(old, new)
+    return text
+
+
+def run_case(case: Case, doctor: bool = True) -> tuple[list, Report | None]:
+    """Run the case's loop bare or watched; returns (the models and optimizers it trained, the report)."""
+    name = f"tests.doctor_published._run_{case.loop}"
+    module = types.ModuleType(name)
+    module.__file__ = str(HERE / f"{case.loop}.py")
+    sys.modules[name] = module          # dataclasses and inspect look a class's module up there
+    exec(compile(source(case), module.__file__, "exec"), module.__dict__)   # noqa: S102 - our own files
+    namespace = module.__dict__
+    made = []
+
+    def watch(*args, **kwargs):
+        if not doctor:
+            return contextlib.nullcontext()
+        made.append(LoopDoctor(*args, **kwargs))
+        return made[-1]
+
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        trained = namespace["main"](watch)
+    return trained, (made[-1].report() if made else None)
+
+
+def state_bytes(trained: list) -> list[bytes]:
+    """Every tensor of the trained models' state_dicts and the optimizers' states, as bytes."""
+    tensors = []
+    for obj in trained:
+        if isinstance(obj, torch.nn.Module):
+            tensors += list(obj.state_dict().values())
+        elif isinstance(obj, torch.optim.Optimizer):
+            tensors += [v for state in obj.state.values() for v in state.values() if torch.is_tensor(v)]
+    return [t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.dim() else
+            t.detach().cpu().reshape(1).view(torch.uint8).numpy().tobytes() for t in tensors]
+
+
+def scorecard(reports: dict[str, Report], all_cases: list[Case]) -> list[tuple[str, int, int, int, float, float]]:
+    """(finding, true positives, false positives, false negatives, precision, recall) over the cases."""
+    names = sorted({n for c in all_cases for n in c.expected} | {n for r in reports.values() for n in r.names})
+    rows = []
+    for name in names:
+        tp = sum(name in c.expected and name in reports[c.name].names for c in all_cases)
+        fp = sum(name not in c.expected and name in reports[c.name].names for c in all_cases)
+        fn = sum(name in c.expected and name not in reports[c.name].names for c in all_cases)
+        rows.append((name, tp, fp, fn, tp / (tp + fp) if tp + fp else float("nan"),
+                     tp / (tp + fn) if tp + fn else float("nan")))
+    return rows

@@ -1,0 +1,361 @@
+"""The loop doctor's support matrix (README, chapter 5): each row that the corpora do not already cover."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from course_utils.doctor import LoopDoctor
+from course_utils.doctor.gradients import Track
+from course_utils.doctor.readings import Reading
+
+
+def _mlp(dropout: float = 0.0, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(dropout), nn.Linear(8, 3))
+
+
+class Augmented(Dataset):
+    """torchvision-style: raw examples in .data (reads counted), random noise drawn in __getitem__."""
+
+    def __init__(self, n: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self._data, self.targets = torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
+        self.gets = self.reads = 0
+
+    @property
+    def data(self):
+        self.reads += 1
+        return self._data
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, i):
+        self.gets += 1
+        return self._data[i] + 0.1 * torch.randn(4), self.targets[i]
+
+
+def _train(model, loader, epochs=2, val=None):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(epochs):
+        model.train()
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        if val is not None:
+            model.eval()
+            with torch.no_grad():
+                for x, _ in val:
+                    model(x)
+    return opt
+
+
+def _run(watched: bool, **given):
+    train, val = Augmented(64, 1), Augmented(32, 2)
+    model = _mlp(0.2)
+    loaders = (DataLoader(train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(0)),
+               DataLoader(val, batch_size=16))
+    torch.manual_seed(5)
+    if watched:
+        with LoopDoctor(model, train_data=train if given else None, val_data=val if given else None) as doctor:
+            reads_before_loop = train.reads + val.reads
+            _train(model, *loaders[:1], val=loaders[1])
+        report = doctor.report()
+    else:
+        _train(model, *loaders[:1], val=loaders[1])
+        reads_before_loop, report = 0, None
+    return model, train, val, torch.get_rng_state(), reads_before_loop, report
+
+
+def test_no_getitem_no_rng_draw_no_upfront_pass_with_random_augmentation():
+    bare_model, bare_train, bare_val, bare_rng, _, _ = _run(False)
+    model, train, val, rng, reads, report = _run(True, given=True)
+    assert (train.gets, val.gets) == (bare_train.gets, bare_val.gets)      # no extra __getitem__ call
+    assert torch.equal(rng, bare_rng)                                       # the global RNG drew the same
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), bare_model.parameters()))
+    assert reads == 0                     # nothing read up front: storage is hashed when the report is asked for
+    assert report.names == () and train.reads and val.reads
+
+
+def test_compiled_module_is_watched_and_unchanged():
+    def run(watched):
+        model = _mlp(0.1)
+        compiled = torch.compile(model, backend="aot_eager")
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        x, y = torch.randn(56, 4, generator=torch.Generator().manual_seed(0)), torch.arange(56) % 3
+
+        def loop():
+            for i in range(6):
+                opt.zero_grad()
+                nn.functional.cross_entropy(compiled(x[i * 8:(i + 1) * 8]), y[i * 8:(i + 1) * 8]).backward()
+                opt.step()
+            with torch.no_grad():
+                compiled(x[48:])                 # evaluated in train mode: the bug to find
+        if not watched:
+            loop()
+            return model, None
+        with LoopDoctor(compiled, opt) as doctor:
+            loop()
+        return model, doctor.report()
+    bare, _ = run(False)
+    model, report = run(True)
+    assert report.names == ("eval_in_train_mode",) and report.training_forwards == 6
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), bare.parameters()))
+
+
+def test_a_hand_written_update_without_optimizer_is_watched():
+    def loop(zero: bool):
+        model = _mlp()
+        x, y = torch.randn(40, 4, generator=torch.Generator().manual_seed(1)), torch.arange(40) % 3
+        with LoopDoctor(model) as doctor:
+            for i in range(5):
+                loss = nn.functional.cross_entropy(model(x[i * 8:(i + 1) * 8]), y[i * 8:(i + 1) * 8])
+                loss.backward()
+                with torch.no_grad():                      # d2l.sgd
+                    for p in model.parameters():
+                        p -= 0.1 * p.grad / 8
+                        if zero:
+                            p.grad.zero_()
+        return doctor.report()
+    healthy, forgotten = loop(zero=True), loop(zero=False)
+    assert healthy.names == () and any("changed by hand 5 times" in n for n in healthy.notes)
+    assert forgotten.names == ("missing_zero_grad",)
+
+
+def test_the_report_says_what_it_could_not_observe():
+    model = _mlp()
+    with LoopDoctor(model) as doctor:
+        model(torch.randn(2, 4)).sum().backward()
+    notes = " ".join(doctor.report().notes)
+    assert "no optimizer.step() and no change of the parameters" in notes
+    assert "no data was seen through a DataLoader and none was given" in notes
+
+
+@pytest.mark.parametrize("dropout, finding", [(0.0, ()), (0.3, ("eval_in_train_mode",))])
+def test_eval_mode_is_judged_by_what_the_model_contains(dropout, finding):
+    model, x = _mlp(dropout), torch.randn(16, 4)
+    loader = DataLoader(TensorDataset(x, torch.arange(16) % 3), batch_size=8)
+    with LoopDoctor(model) as doctor:
+        _train(model, loader, epochs=1)
+        model.train()
+        with torch.no_grad():
+            for xb, _ in loader:
+                model(xb)
+    report = doctor.report()
+    assert report.names == finding
+    if dropout:
+        assert "Dropout(p=0.3)" in report.findings[0].evidence and "BatchNorm" not in report.findings[0].evidence
+    else:
+        assert any("no effect on Sequential" in n and "it will bite once you add one" in n for n in report.notes)
+
+
+def test_emptiness_of_grads_changed_in_place_costs_one_device_read():
+    params = [nn.Parameter(torch.randn(3)) for _ in range(20)]
+    for p in params:
+        p.grad = torch.randn(3)
+    track = Track("SGD", params)
+    track.remember(empty=False)
+    assert not track.empty()                       # unchanged since remembered: no device read at all
+    for p in params:
+        p.grad.zero_()
+    reads = []
+    original = torch.Tensor.item
+    torch.Tensor.item = lambda t: reads.append(1) or original(t)
+    try:
+        assert track.empty()
+    finally:
+        del torch.Tensor.item
+    assert len(reads) == 1
+
+
+def test_dict_batches_model_kwargs_numpy_and_token_streams():
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.head = nn.Embedding(50, 8), nn.Linear(8, 2)
+
+        def forward(self, input_ids, attention_mask, labels):
+            pooled = (self.embed(input_ids) * attention_mask[..., None]).sum(1) / attention_mask.sum(1, keepdim=True)
+            return {"loss": nn.functional.cross_entropy(self.head(pooled), labels)}
+
+    def rows(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        return [{"input_ids": torch.randint(1, 50, (int(torch.randint(3, 7, (1,), generator=g)),), generator=g),
+                 "labels": int(torch.randint(0, 2, (1,), generator=g))} for _ in range(n)]
+
+    def collate(items):
+        ids = nn.utils.rnn.pad_sequence([r["input_ids"] for r in items], batch_first=True)
+        return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": torch.tensor([r["labels"] for r in items])}
+
+    def run(val_rows):
+        torch.manual_seed(0)
+        model, train = Classifier(), rows(40, 1)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        stream = np.random.default_rng(3).integers(0, 50, 600).astype(np.uint16)
+        with LoopDoctor(model) as doctor:
+            for batch in DataLoader(train, batch_size=8, collate_fn=collate):
+                opt.zero_grad()
+                model(**batch)["loss"].backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for batch in DataLoader(val_rows, batch_size=8, collate_fn=collate):
+                    model(**batch)
+        with LoopDoctor(model, train_data=stream[:500], val_data=stream[500:]) as tokens:
+            pass
+        with LoopDoctor(model, train_data=torch.from_numpy(stream[:500].astype(np.int64)),
+                        val_data=torch.from_numpy(stream[:100].astype(np.int64))) as leaky:
+            pass
+        return doctor.report(), tokens.report(), leaky.report()
+    clean, streams, leak = run(rows(16, 2))
+    assert clean.names == () and clean.training_forwards == 5 and streams.names == ()
+    assert leak.names == ("data_leakage",) and "100%" in leak.findings[0].evidence
+    copied, _, _ = run(rows(40, 1)[:16])
+    assert copied.names == ("data_leakage",) and "16 of the 16" in copied.findings[0].evidence
+
+
+def test_readings_stay_plain_floats_to_the_loop():
+    seen = []
+    reading = Reading(0.25, (1, 1, 1, 32, 32), seen.append) + Reading(0.5, (2, 2, 1, 10, 10), seen.append)
+    assert reading == 0.75 and isinstance(reading, float) and reading / 2 == 0.375 and seen
+    assert type(pickle.loads(pickle.dumps(reading))) is float and json.dumps(reading) == "0.75"
+    assert f"{reading:.2f}" == "0.75" and repr(reading) == "0.75"
+
+
+def test_one_doctor_at_a_time_and_internal_errors_never_break_the_loop(monkeypatch):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with LoopDoctor(model, opt):
+        with pytest.raises(RuntimeError, match="already watching"):
+            with LoopDoctor(model, opt):
+                pass
+    from course_utils.doctor import checks
+    monkeypatch.setattr(checks, "scheduler_order", lambda *a: 1 / 0)
+    with LoopDoctor(model, opt) as doctor:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(4, 4)).sum().backward()
+            opt.step()
+    assert any(n.startswith("the doctor stopped observing after an error of its own (ZeroDivisionError")
+               for n in doctor.report().notes)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fp16_autocast_with_grad_scaler_and_accumulation():
+    def run(watched, divide):
+        model = _mlp(0.1).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cuda")
+        x, y = torch.randn(64, 4, device="cuda"), torch.arange(64, device="cuda") % 3
+        loader = DataLoader(TensorDataset(x.cpu(), y.cpu()), batch_size=8)
+
+        def loop():
+            for i, (xb, yb) in enumerate(loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = nn.functional.cross_entropy(model(xb.cuda()), yb.cuda()) / (2 if divide else 1)
+                scaler.scale(loss).backward()
+                if i % 2 == 1:
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+        if not watched:
+            loop()
+            return model, None
+        with LoopDoctor(model) as doctor:
+            loop()
+        return model, doctor.report()
+    bare, _ = run(False, True)
+    model, report = run(True, True)
+    assert report.names == ()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), bare.parameters()))
+    assert run(True, False)[1].names == ("unscaled_accumulation",)
+
+
+def test_support_matrix_names_real_tests_and_the_readme_holds_it():
+    from pathlib import Path
+
+    from course_utils.doctor.support import SUPPORT, support_table
+    from tests.doctor_corpus import CASES as LEARNER
+    from tests.doctor_published import LOOPS
+    readme = Path(__file__).parents[1].joinpath("README.md").read_text()
+    assert "\n".join("  " + line for line in support_table().split("\n")) in readme
+    learner = {case.name for case in LEARNER}
+    for _, _, tests in SUPPORT:
+        for name in tests:
+            if name.startswith("learner "):
+                assert name.split(" ", 1)[1] in learner, name
+            elif name.startswith("test_"):
+                assert callable(globals().get(name)), name
+            else:
+                assert name in LOOPS, name
+
+
+def test_batchnorm_frozen_on_purpose_and_mc_dropout_are_not_mode_bugs():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
+    loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.arange(32) % 3), batch_size=8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with LoopDoctor(model) as doctor:
+        model.train()
+        model[1].eval()                             # fine-tuning with BatchNorm statistics frozen
+        model[3].eval()
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        model.eval()
+        model[3].train()                            # Monte Carlo dropout at evaluation
+        with torch.no_grad():
+            for x, _ in loader:
+                model(x)
+    assert doctor.report().names == ()
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_prefetching_loaders_and_persistent_workers_keep_epochs_right(workers):
+    def prefetching(loader):                        # accelerate's DataLoaderShard looks one batch ahead
+        it = iter(loader)
+        current = next(it)
+        for following in it:
+            yield current, False
+            current = following
+        yield current, True
+
+    def run(flush):
+        model = _mlp(0.1)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        loader = DataLoader(TensorDataset(torch.randn(80, 4), torch.arange(80) % 3), batch_size=8, shuffle=True,
+                            num_workers=workers, persistent_workers=workers > 0)
+        with LoopDoctor(model) as doctor:
+            for _ in range(3):
+                for step, ((x, y), last) in enumerate(prefetching(loader)):
+                    (nn.functional.cross_entropy(model(x), y) / 4).backward()
+                    if (step + 1) % 4 == 0 or (flush and last):
+                        opt.step()
+                        opt.zero_grad()
+        return doctor.report().names
+    assert run(flush=True) == () and run(flush=False) == ("accumulation_without_flush",)
+
+
+def test_autograd_still_catches_an_in_place_change_of_a_saved_tensor():
+    """Why the doctor counts no saved tensors with saved_tensors_hooks (issue 23's suggestion, and the course's
+    GraphMemoryMeter): with such hooks on, autograd no longer raises when a saved tensor was changed in place,
+    so a broken loop would run on with wrong gradients. The doctor uses none, and the error still comes."""
+    def broken(hooks: bool):
+        x = torch.randn(3, requires_grad=True)
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t) if hooks else torch.enable_grad():
+            y = x.sigmoid()                        # sigmoid saves its output
+            y.mul_(2)                              # ... which is then changed in place
+        y.sum().backward()
+    broken(hooks=True)                             # silently wrong with saved-tensor hooks
+    model = _mlp()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with LoopDoctor(model):
+            broken(hooks=False)
