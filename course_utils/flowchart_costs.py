@@ -7,6 +7,7 @@ repeats, relative to the minimal loop: timings vary with the machine's load.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import tempfile
@@ -77,6 +78,63 @@ def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> 
         seconds = time.perf_counter() - start
         disk = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
     return seconds, meter.peak, disk, history
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What DDP sent in one run of the flowchart's loop: gradient all-reduces against updates and micro-batches."""
+
+    allreduces: int
+    updates: int
+    micro_batches: int
+
+
+def count_allreduces(components: tuple[str, ...] = ("accumulation", "scale_out"), no_sync: bool = True,
+                     epochs: int = 1, batch_size: int = 8, accum_steps: int = 4, splits=None) -> Traffic:
+    """Run the assembled loop as one gloo rank, counting DDP's gradient all-reduces with a communication hook.
+
+    `no_sync=False` makes DDP's `no_sync()` a do-nothing context: the loop as it would be without it
+    (chapter 7, and the test that the template all-reduces once per update).
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    if "scale_out" not in components:
+        raise ValueError("counting all-reduces needs the scale_out component")
+    splits = splits or spiral_splits(384, 128, seed=0)
+    fit = load_fit(components)
+    calls: list[int] = []
+    skip_sync = no_sync
+
+    class CountingDDP(fit.__globals__["DDP"]):
+        """DDP whose every bucket all-reduce is counted, then done as DDP does it by default."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.register_comm_hook(None, lambda state, bucket: calls.append(1) or allreduce_hook(state, bucket))
+
+        if not skip_sync:
+            def no_sync(self):
+                return contextlib.nullcontext()
+
+    fit.__globals__["DDP"] = CountingDDP
+    options = dict(epochs=epochs, batch_size=batch_size, lr=0.01)
+    if "accumulation" in components:
+        options["accum_steps"] = accum_steps
+    micro: list[int] = []
+
+    def make_model():
+        model = MLP(hidden=32)
+        model.register_forward_pre_hook(lambda module, args: micro.append(1) if module.training else None)
+        return model
+
+    with tempfile.TemporaryDirectory() as folder, one_process_group_env():
+        if "out" in fit.__code__.co_varnames:
+            options["out"] = folder
+        if "compile" in components:
+            options["compile_backend"] = "eager"
+        torch.manual_seed(0)
+        _, history = fit(make_model, splits.train, splits.val, **options)
+    return Traffic(len(calls), history[-1]["updates"], len(micro))
 
 
 def measure_costs(epochs: int = 2, repeats: int = 2, timed: bool = True) -> list[Cost]:
