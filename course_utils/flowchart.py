@@ -139,7 +139,7 @@ def fit(
     # the same seed on every rank: same initial weights, same dropout masks (each rank sees other examples)  #@ seed&scale_out
     data_order = torch.Generator().manual_seed(seed)  # the shuffle's own random stream  #@ seed&!scale_out
     model = make_model().to(device)
-    raw_model = model  # the plain module: checkpoints hold its state_dict  #@ checkpoint|compile|scale_out|early_stop
+    raw_model = model  # the plain module: checkpoints hold its state_dict  #@ checkpoint|scale_out|early_stop
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
 
     train_loader = DataLoader(train_set, batch_size, shuffle=True)         #@ !seed&!scale_out
@@ -172,7 +172,7 @@ def fit(
         data_order.set_state(state["data_order"])                          #@ checkpoint&seed&!scale_out
         start_epoch, updates, history = state["epoch"], state["updates"], state["history"]  #@ checkpoint
         restore_rng_states(state["rng"])                                   #@ checkpoint
-    model = torch.compile(model, backend=compile_backend)  # traced and fused on the first batch  #@ compile
+    model.compile(backend=compile_backend)  # in place, traced on the first batch; keys stay plain  #@ compile
     model = DDP(model)  # averages gradients across ranks during backward #@ scale_out
     # from here one update averages batch_size x accum_steps x world size examples: size the LR for that  #@ scale_out&accumulation
     # from here one update averages batch_size x world size examples: size the LR for that  #@ scale_out&!accumulation
@@ -259,8 +259,8 @@ def fit(
     if best_weights is not None:  # deliver the best weights, not the last  #@ early_stop&!checkpoint
         raw_model.load_state_dict(best_weights)                            #@ early_stop&!checkpoint
     dist.destroy_process_group()                                           #@ scale_out
-    return model, history                                                  #@ !checkpoint&!compile&!scale_out&!early_stop
-    return raw_model, history                                              #@ checkpoint|compile|scale_out|early_stop
+    return model, history                                                  #@ !checkpoint&!scale_out&!early_stop
+    return raw_model, history                                              #@ checkpoint|scale_out|early_stop
 '''
 
 
@@ -369,7 +369,7 @@ NODES: tuple[Node, ...] = (
     Node(0, "GradScaler", "amp"),
     Node(0, "TensorBoard writer", "logging"),
     Node(0, "resume from last checkpoint", "checkpoint"),
-    Node(0, "torch.compile(model)", "compile"),
+    Node(0, "model.compile()", "compile"),
     Node(0, "wrap in DDP", "scale_out"),
     Node(1, "stop if patience is used up", "early_stop"),
     Node(1, "sampler.set_epoch(epoch)", "scale_out"),

@@ -176,3 +176,69 @@ def cost_text(rows: list[Cost], epochs: int = 2, repeats: int = 2, with_time: bo
     if with_time:
         lines.append("conditions: " + CONDITIONS.format(epochs=epochs, repeats=repeats))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the source article's cost claims
+SEED_COSTS = {  # the cost table of the course's source article (seed 000): lines added, memory, speed
+    "checkpoint": ("~10+", "disk 2x the model", "~1% (I/O)"),
+    "early_stop": ("~8", "none", "saves hours (stops early)"),
+    "accumulation": ("~4", "-60% (smaller micro-batch)", "~same (same total FLOPs)"),
+    "amp": ("~5", "-40% (bf16 activations)", "+50-100% faster"),
+    "seed": ("~6", "none", "-10-30% (deterministic)"),
+    "logging": ("~3", "none", "negligible"),
+    "clip": ("~2", "none", "negligible"),
+}
+
+
+def _amp_record() -> str:
+    """bf16's speed-up in the GPU record, against float32 and against TF32."""
+    from course_utils.gpu_figures import recorded
+
+    rows = recorded()["precision"]
+    shapes = sorted({(r["batch"], r["width"]) for r in rows})
+    fp32, tf32 = [], []
+    for shape in shapes:
+        mode = {(r["mode"], r["tf32"]): r["ms_per_step"] for r in rows if (r["batch"], r["width"]) == shape}
+        fp32.append(mode["none", False] / mode["bf16", False])
+        tf32.append(mode["none", True] / mode["bf16", False])
+    return (f"GPU record: bf16 {min(fp32):.1f}-{max(fp32):.1f}x float32, but only {min(tf32):.1f}-{max(tf32):.1f}x "
+            "float32 with TF32")
+
+
+def seed_comparison_text(rows: list[Cost]) -> str:
+    """The article's cost claims beside what this chapter measures or counts (chapter 7's cost table)."""
+    by = {r.component: r for r in rows}
+    base = by["minimal loop"]
+    weights = 4 * sum(p.numel() for p in MLP(hidden=32).parameters())
+    here_speed = {
+        "checkpoint": "time: the timed table below (one small file per epoch here)",
+        "early_stop": "time: stops when patience runs out (section 6)",
+        "accumulation": "4x the micro-steps for the same examples, each paying the per-step overhead (timed below)",
+        "amp": _amp_record(),
+        "seed": "no extra work per step; the article's cost is deterministic GPU kernels (not run here)",
+        "logging": "time: the timed table below",
+        "clip": "one norm per update: the timed table below",
+    }
+    lines = []
+    for key, (seed_lines, seed_memory, seed_speed) in SEED_COSTS.items():
+        row = by[key]
+        change = row.graph_bytes / base.graph_bytes - 1
+        memory = f"backward keeps {change:+.0%}" if change else "backward keeps the same"
+        if row.disk_bytes:
+            memory += f"; disk {row.disk_bytes / weights:.1f}x the weights"
+        lines.append(f"{key:<13} article: {seed_lines} lines; memory {seed_memory}; speed {seed_speed}")
+        lines.append(f"{'':<13} here:    {row.lines_alone} lines; {memory}; {here_speed[key]}")
+    return "\n".join(lines)
+
+
+def compile_record_lines() -> list[str]:
+    """Chapter 7: inductor on this kind of CPU, from benchmarks/bench_compile_cpu.py's record."""
+    import json
+
+    record = json.loads((Path(__file__).parent / "results" / "compile_cpu.json").read_text())
+    lines = [f"measured on an {record['cpu']} ({record['cores']} cores, load average {record['load_average_1min']:g}, "
+             f"{record['threads']} thread), torch {record['torch']}, {record['date']} (benchmarks/bench_compile_cpu.py)"]
+    for run in record["runs"]:
+        lines.append(f"{run['mode']:<9} first epoch {run['first_epoch_s']:.3g} s, later epochs "
+                     f"{1000 * run['later_epoch_s']:.3g} ms each, final val loss {run['final_val_loss']:.4f}")
+    return lines
