@@ -703,13 +703,16 @@ streams = [rank["rng"]["torch"] for rank in ddp_state["ranks"]]
 print("ranks in the checkpoint:", len(streams), "| their torch random streams identical:", torch.equal(*streams))
 
 # %% [markdown]
-# - **Rank 0 alone writes checkpoints and logs, then every rank waits at a barrier.** The weights are the same
-#   on every rank, so one file is enough, and W processes writing one path would race. The barrier keeps any
-#   rank from moving on, or reading the file, before it is complete: after a crash, every rank resumes from
-#   the same last checkpoint.
+# - **Rank 0 alone writes checkpoints and logs.** The weights are the same on every rank, so one file is
+#   enough, and W processes writing one path would race. The flowchart's loop then stops every rank at a
+#   barrier, so that no rank moves on (or, at the end, reads `best.pt`) before the file is complete. The
+#   trainer needs no barrier there: every rank first hands rank 0 its random streams (a gather, which all ranks
+#   must reach), then rank 0 writes while the others train on, and a resume reads only checkpoints whose
+#   checksum file is complete.
 # - **Every rank evaluates the whole validation set.** That is W times the work, but each rank gets the full
 #   metric without an all-reduce, and early stopping takes the same decision everywhere. Lightning shards
-#   validation too and averages the metric across ranks (`sync_dist=True`); nanoGPT evaluates on rank 0 only.
+#   validation instead and averages the metric across ranks (`sync_dist=True`); nanoGPT evaluates on rank 0
+#   only.
 #
 # The same duties in the libraries you will meet (their documented ways; not run here):
 #
@@ -718,7 +721,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # | accumulation under DDP | `no_sync` inside each window | `require_backward_grad_sync` only on the last micro-step (what `no_sync` sets) | `accumulate_grad_batches=K` | `with accelerator.accumulate(model):` |
 # | effective batch | B·K·W, LR as given | K divided by W: B·K·W fixed | B·K·W | B·K·W |
 # | seed per rank | the same | seed + rank | the same (`seed_everything`) | the same (`set_seed`; `device_specific=True` adds the rank) |
-# | checkpoint | rank 0, then a barrier | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
+# | checkpoint | rank 0 (after a gather of every rank's random streams) | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
 # | validation | whole set on every rank | rank 0 only | sharded, metrics synced | sharded, `gather_for_metrics` |
 #
 # One production duty the trainer leaves to its checkpoints: **preemption.** Clusters often send SIGTERM (or,
@@ -882,4 +885,4 @@ quiz(7)
 #   stalls Adam; clipping above the ordinary norms changes nothing else. Guard against NaN before `step()`,
 #   leaving fp16 overflows to the scaler. Step each scheduler at its cadence.
 # - Scale out with `torchrun` and DDP: `no_sync` inside each accumulation window (one all-reduce per update),
-#   B·K·W examples per update (size the LR for it), rank 0 writes then a barrier, same weights on every rank.
+#   B·K·W examples per update (size the LR for it), rank 0 alone writes, same weights on every rank.
