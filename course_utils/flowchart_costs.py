@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 import time
 from contextlib import contextmanager
@@ -43,13 +42,14 @@ class Cost:
 
 @contextmanager
 def one_process_group_env():
-    """The variables torchrun would set, for a one-process group (scale-out run alone)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """The variables torchrun would set, for a one-process group (scale-out run alone).
+
+    MASTER_PORT 0: the rendezvous store of a single rank takes any free port itself, so two runs at once
+    (parallel tests, notebooks) never race for one.
+    """
     names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     saved = {k: os.environ.get(k) for k in names}
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     try:
         yield
     finally:

@@ -5,7 +5,6 @@ import inspect
 import itertools
 import math
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,11 +27,8 @@ EPOCHS = 4
 
 @pytest.fixture(autouse=True)
 def single_process_group_env(monkeypatch):
-    """What torchrun would set, for a one-process group; and never leave a group behind."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
+    """What torchrun would set, for a one-process group (port 0: the store picks a free one); never leave a group."""
+    for key, value in dict(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", RANK="0", WORLD_SIZE="1",
                            LOCAL_RANK="0").items():
         monkeypatch.setenv(key, value)
     threads = torch.get_num_threads()
