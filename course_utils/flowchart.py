@@ -51,6 +51,7 @@ BY_KEY = {c.key: c for c in COMPONENTS}
 
 TEMPLATE = '''\
 """The training loop assembled by chapter 7's flowchart."""
+import contextlib                                                          #@ accumulation&scale_out
 import math
 import os                                                                  #@ checkpoint|logging|scale_out
 import random                                                              #@ checkpoint
@@ -135,9 +136,10 @@ def fit(
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))     #@ scale_out
         torch.cuda.set_device(device)                                      #@ scale_out
     seed_everything(seed)  # random, NumPy and torch: the same start every time  #@ seed
+    # the same seed on every rank: same initial weights, same dropout masks (each rank sees other examples)  #@ seed&scale_out
     data_order = torch.Generator().manual_seed(seed)  # the shuffle's own random stream  #@ seed&!scale_out
     model = make_model().to(device)
-    raw_model = model  # the plain module: checkpoints hold its state_dict  #@ checkpoint|compile|scale_out
+    raw_model = model  # the plain module: checkpoints hold its state_dict  #@ checkpoint|scale_out|early_stop
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
 
     train_loader = DataLoader(train_set, batch_size, shuffle=True)         #@ !seed&!scale_out
@@ -154,7 +156,9 @@ def fit(
     writer = SummaryWriter(os.path.join(out, "tb")) if rank == 0 else None  #@ logging
     history, start_epoch, updates = [], 0, 0
     best, bad_checks = math.inf, 0                                         #@ early_stop
+    best_weights = None  # a copy of the best epoch's weights, delivered at the end  #@ early_stop&!checkpoint
     bad_updates = 0                                                        #@ nan_guard
+    finite_loss = True  # fp16: an inf gradient with a finite loss is the scaler's overflow, not a bug  #@ nan_guard&amp
 
     path = os.path.join(out, "checkpoints", "last.pt")                     #@ checkpoint
     if os.path.exists(path):  # resume: put back every piece of state the run depends on  #@ checkpoint
@@ -168,8 +172,10 @@ def fit(
         data_order.set_state(state["data_order"])                          #@ checkpoint&seed&!scale_out
         start_epoch, updates, history = state["epoch"], state["updates"], state["history"]  #@ checkpoint
         restore_rng_states(state["rng"])                                   #@ checkpoint
-    model = torch.compile(model, backend=compile_backend)  # traced and fused on the first batch  #@ compile
+    model.compile(backend=compile_backend)  # in place, traced on the first batch; keys stay plain  #@ compile
     model = DDP(model)  # averages gradients across ranks during backward #@ scale_out
+    # from here one update averages batch_size x accum_steps x world size examples: size the LR for that  #@ scale_out&accumulation
+    # from here one update averages batch_size x world size examples: size the LR for that  #@ scale_out&!accumulation
 
     for epoch in range(start_epoch, epochs):
         if bad_checks >= patience:  # early stopping: no progress for `patience` checks  #@ early_stop
@@ -180,19 +186,31 @@ def fit(
         sizes = batch_sizes(len(train_loader.sampler), batch_size)  # this epoch's batch sizes  #@ accumulation
         for i, (x, y) in enumerate(train_loader):
             x, y = x.to(device), y.to(device)
-            with torch.autocast(device.type, dtype=amp_dtype):  # matmuls in low precision  #@ amp
-                loss = F.cross_entropy(model(x), y)                        #@ amp
-            loss = F.cross_entropy(model(x), y)                            #@ !amp
+            update = is_update_step(i, len(sizes), accum_steps)  # the window's last micro-batch?  #@ accumulation
+            with contextlib.nullcontext() if update else model.no_sync():  # forward AND backward inside  #@ accumulation&scale_out
+                with torch.autocast(device.type, dtype=amp_dtype):  # matmuls in low precision  #@ accumulation&scale_out&amp
+                    loss = F.cross_entropy(model(x), y)                    #@ accumulation&scale_out&amp
+                loss = F.cross_entropy(model(x), y)                        #@ accumulation&scale_out&!amp
+                scaler.scale(loss * loss_weight(i, sizes, accum_steps)).backward()  # no all-reduce until update  #@ accumulation&scale_out&amp
+                (loss * loss_weight(i, sizes, accum_steps)).backward()  # no all-reduce until update  #@ accumulation&scale_out&!amp
+            with torch.autocast(device.type, dtype=amp_dtype):  # matmuls in low precision  #@ amp&!accumulation|amp&!scale_out
+                loss = F.cross_entropy(model(x), y)                        #@ amp&!accumulation|amp&!scale_out
+            loss = F.cross_entropy(model(x), y)                            #@ !amp&!accumulation|!amp&!scale_out
+            scaler.scale(loss * loss_weight(i, sizes, accum_steps)).backward()  # its share of the window's examples  #@ accumulation&!scale_out&amp
+            (loss * loss_weight(i, sizes, accum_steps)).backward()  # its share of the window's examples  #@ accumulation&!scale_out&!amp
+            scaler.scale(loss).backward()  # scaled only in fp16           #@ amp&!accumulation
+            loss.backward()                                                #@ !amp&!accumulation
             seen_loss, seen = seen_loss + loss.item() * len(y), seen + len(y)
-            loss = loss * loss_weight(i, sizes, accum_steps)  # its share of the window's examples  #@ accumulation
-            loss.backward()                                                #@ !amp
-            scaler.scale(loss).backward()  # scaled only in fp16           #@ amp
-            if not is_update_step(i, len(sizes), accum_steps):  # window not complete yet  #@ accumulation
+            finite_loss = finite_loss and math.isfinite(loss.item())       #@ nan_guard&amp
+            if not update:  # window not complete yet                      #@ accumulation
                 continue                                                   #@ accumulation
             scaler.unscale_(optimizer)  # true gradients before measuring them  #@ amp&clip|amp&nan_guard
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # the norm before clipping  #@ clip
             grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])  #@ nan_guard&!clip
-            if not torch.isfinite(grad_norm):  # a NaN/Inf gradient: skip this update  #@ nan_guard
+            if not torch.isfinite(grad_norm):  # a NaN/Inf gradient: skip this update  #@ nan_guard&!amp
+            overflow = scaler.is_enabled() and finite_loss  # scaler.step skips it and lowers the scale  #@ nan_guard&amp
+            finite_loss = True                                             #@ nan_guard&amp
+            if not torch.isfinite(grad_norm) and not overflow:  # a NaN/Inf: skip this update  #@ nan_guard&amp
                 optimizer.zero_grad(set_to_none=True)                      #@ nan_guard
                 scaler.update()                                            #@ nan_guard&amp
                 bad_updates += 1                                           #@ nan_guard
@@ -210,11 +228,13 @@ def fit(
             log_scalars(writer, updates, {"train/lr": optimizer.param_groups[0]["lr"]})  #@ logging
             log_scalars(writer, updates, {"train/grad_norm": grad_norm.item()})  #@ logging&clip|logging&nan_guard
 
+        # every rank evaluates the whole validation set: W times the work, but no all-reduce of metrics  #@ scale_out
         val_loss, val_acc = evaluate(model, val_loader, device)
         history.append({"epoch": epoch + 1, "updates": updates, "train_loss": seen_loss / seen,
                         "val_loss": val_loss, "val_acc": val_acc})
         if val_loss < best - min_delta:  # strictly better, by more than min_delta  #@ early_stop
             best, bad_checks = val_loss, 0                                 #@ early_stop
+            best_weights = {k: v.clone() for k, v in raw_model.state_dict().items()}  #@ early_stop&!checkpoint
         else:  # one more check without progress; a NaN/Inf metric stops at once  #@ early_stop
             bad_checks = bad_checks + 1 if math.isfinite(val_loss) else patience  #@ early_stop
         log_scalars(writer, epoch + 1, {"train/loss": seen_loss / seen, "val/loss": val_loss, "val/acc": val_acc})  #@ logging
@@ -225,17 +245,22 @@ def fit(
                  "bad_updates": bad_updates,                               #@ checkpoint&nan_guard
                  "data_order": data_order.get_state(),                     #@ checkpoint&seed&!scale_out
                  "epoch": epoch + 1, "updates": updates, "history": history, "rng": rng_states()}  #@ checkpoint
-        if rank == 0:  # one process writes; the others wait at the barrier  #@ checkpoint
+        if rank == 0:  # one process writes (the weights are the same on every rank)  #@ checkpoint
             save_checkpoint(state, path)                                   #@ checkpoint
             if bad_checks == 0:  # the best so far is kept beside the last one  #@ checkpoint&early_stop
                 save_checkpoint(state, os.path.join(out, "checkpoints", "best.pt"))  #@ checkpoint&early_stop
-        dist.barrier()                                                     #@ checkpoint&scale_out
+        dist.barrier()  # no rank moves on (or reads best.pt) before the file is complete  #@ checkpoint&scale_out
 
     if writer is not None:                                                 #@ logging
         writer.close()                                                     #@ logging
+    best_path = os.path.join(out, "checkpoints", "best.pt")  # deliver the best weights, not the last  #@ early_stop&checkpoint
+    if os.path.exists(best_path):                                          #@ early_stop&checkpoint
+        raw_model.load_state_dict(torch.load(best_path, weights_only=True)["model"])  #@ early_stop&checkpoint
+    if best_weights is not None:  # deliver the best weights, not the last  #@ early_stop&!checkpoint
+        raw_model.load_state_dict(best_weights)                            #@ early_stop&!checkpoint
     dist.destroy_process_group()                                           #@ scale_out
-    return model, history                                                  #@ !checkpoint&!compile&!scale_out
-    return raw_model, history                                              #@ checkpoint|compile|scale_out
+    return model, history                                                  #@ !checkpoint&!scale_out&!early_stop
+    return raw_model, history                                              #@ checkpoint|scale_out|early_stop
 '''
 
 
@@ -344,21 +369,21 @@ NODES: tuple[Node, ...] = (
     Node(0, "GradScaler", "amp"),
     Node(0, "TensorBoard writer", "logging"),
     Node(0, "resume from last checkpoint", "checkpoint"),
-    Node(0, "torch.compile(model)", "compile"),
+    Node(0, "model.compile()", "compile"),
     Node(0, "wrap in DDP", "scale_out"),
     Node(1, "stop if patience is used up", "early_stop"),
     Node(1, "sampler.set_epoch(epoch)", "scale_out"),
     Node(1, "forward + loss", None, ("amp", "forward + loss in autocast")),
     Node(1, "weight loss by window share", "accumulation"),
     Node(1, "backward", None, ("amp", "scaler.scale(loss).backward")),
-    Node(1, "window complete? else next batch", "accumulation"),
+    Node(1, "window complete? else next batch", "accumulation", ("scale_out", "window done? (no_sync until then)")),
     Node(1, "clip grad norm", "clip"),
     Node(1, "finite? else skip update", "nan_guard"),
     Node(1, "optimizer.step, zero_grad", None, ("amp", "scaler.step, update, zero_grad")),
     Node(1, "scheduler.step", "schedule"),
     Node(1, "log LR, grad norm", "logging"),
     Node(2, "validate", None),
-    Node(2, "early-stopping check", "early_stop"),
+    Node(2, "early-stopping check, keep best", "early_stop"),
     Node(2, "log losses, accuracy", "logging"),
     Node(2, "save checkpoint (rank 0, atomic)", "checkpoint"),
     Node(2, "barrier: ranks wait", "scale_out"),

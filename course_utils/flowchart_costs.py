@@ -7,6 +7,7 @@ repeats, relative to the minimal loop: timings vary with the machine's load.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -41,20 +42,14 @@ class Cost:
 
 @contextmanager
 def one_process_group_env():
-    """The variables torchrun would set, for a one-process group (scale-out run alone), and its store.
+    """The variables torchrun would set, for a one-process group (scale-out run alone).
 
-    Like torchrun, it opens the rendezvous store itself, on a port the system picks while the store holds
-    it, and tells the process group to join it as a client (TORCHELASTIC_USE_AGENT_STORE). Picking a free
-    port, closing it and letting the group bind it later is a race: another run on the machine can take the
-    port in between, and the group then waits forever for peers that never come.
+    MASTER_PORT 0: the rendezvous store of a single rank takes any free port itself, so two runs at once
+    (parallel tests, notebooks) never race for one.
     """
-    import torch.distributed as dist
-
-    store = dist.TCPStore("127.0.0.1", 0, world_size=1, is_master=True, wait_for_workers=False)
-    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE")
+    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     saved = {k: os.environ.get(k) for k in names}
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), RANK="0", WORLD_SIZE="1",
-                      LOCAL_RANK="0", TORCHELASTIC_USE_AGENT_STORE="True")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     try:
         yield
     finally:
@@ -63,7 +58,6 @@ def one_process_group_env():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        del store
 
 
 def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> tuple[float, int, int, list]:
@@ -84,6 +78,63 @@ def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> 
         seconds = time.perf_counter() - start
         disk = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
     return seconds, meter.peak, disk, history
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What DDP sent in one run of the flowchart's loop: gradient all-reduces against updates and micro-batches."""
+
+    allreduces: int
+    updates: int
+    micro_batches: int
+
+
+def count_allreduces(components: tuple[str, ...] = ("accumulation", "scale_out"), no_sync: bool = True,
+                     epochs: int = 1, batch_size: int = 8, accum_steps: int = 4, splits=None) -> Traffic:
+    """Run the assembled loop as one gloo rank, counting DDP's gradient all-reduces with a communication hook.
+
+    `no_sync=False` makes DDP's `no_sync()` a do-nothing context: the loop as it would be without it
+    (chapter 7, and the test that the template all-reduces once per update).
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    if "scale_out" not in components:
+        raise ValueError("counting all-reduces needs the scale_out component")
+    splits = splits or spiral_splits(384, 128, seed=0)
+    fit = load_fit(components)
+    calls: list[int] = []
+    skip_sync = no_sync
+
+    class CountingDDP(fit.__globals__["DDP"]):
+        """DDP whose every bucket all-reduce is counted, then done as DDP does it by default."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.register_comm_hook(None, lambda state, bucket: calls.append(1) or allreduce_hook(state, bucket))
+
+        if not skip_sync:
+            def no_sync(self):
+                return contextlib.nullcontext()
+
+    fit.__globals__["DDP"] = CountingDDP
+    options = dict(epochs=epochs, batch_size=batch_size, lr=0.01)
+    if "accumulation" in components:
+        options["accum_steps"] = accum_steps
+    micro: list[int] = []
+
+    def make_model():
+        model = MLP(hidden=32)
+        model.register_forward_pre_hook(lambda module, args: micro.append(1) if module.training else None)
+        return model
+
+    with tempfile.TemporaryDirectory() as folder, one_process_group_env():
+        if "out" in fit.__code__.co_varnames:
+            options["out"] = folder
+        if "compile" in components:
+            options["compile_backend"] = "eager"
+        torch.manual_seed(0)
+        _, history = fit(make_model, splits.train, splits.val, **options)
+    return Traffic(len(calls), history[-1]["updates"], len(micro))
 
 
 def measure_costs(epochs: int = 2, repeats: int = 2, timed: bool = True) -> list[Cost]:
@@ -125,3 +176,69 @@ def cost_text(rows: list[Cost], epochs: int = 2, repeats: int = 2, with_time: bo
     if with_time:
         lines.append("conditions: " + CONDITIONS.format(epochs=epochs, repeats=repeats))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the source article's cost claims
+SEED_COSTS = {  # the cost table of the course's source article (seed 000): lines added, memory, speed
+    "checkpoint": ("~10+", "disk 2x the model", "~1% (I/O)"),
+    "early_stop": ("~8", "none", "saves hours (stops early)"),
+    "accumulation": ("~4", "-60% (smaller micro-batch)", "~same (same total FLOPs)"),
+    "amp": ("~5", "-40% (bf16 activations)", "+50-100% faster"),
+    "seed": ("~6", "none", "-10-30% (deterministic)"),
+    "logging": ("~3", "none", "negligible"),
+    "clip": ("~2", "none", "negligible"),
+}
+
+
+def _amp_record() -> str:
+    """bf16's speed-up in the GPU record, against float32 and against TF32."""
+    from course_utils.gpu_figures import recorded
+
+    rows = recorded()["precision"]
+    shapes = sorted({(r["batch"], r["width"]) for r in rows})
+    fp32, tf32 = [], []
+    for shape in shapes:
+        mode = {(r["mode"], r["tf32"]): r["ms_per_step"] for r in rows if (r["batch"], r["width"]) == shape}
+        fp32.append(mode["none", False] / mode["bf16", False])
+        tf32.append(mode["none", True] / mode["bf16", False])
+    return (f"GPU record: bf16 {min(fp32):.1f}-{max(fp32):.1f}x float32, but only {min(tf32):.1f}-{max(tf32):.1f}x "
+            "float32 with TF32")
+
+
+def seed_comparison_text(rows: list[Cost]) -> str:
+    """The article's cost claims beside what this chapter measures or counts (chapter 7's cost table)."""
+    by = {r.component: r for r in rows}
+    base = by["minimal loop"]
+    weights = 4 * sum(p.numel() for p in MLP(hidden=32).parameters())
+    here_speed = {
+        "checkpoint": "time: the timed table below (one small file per epoch here)",
+        "early_stop": "time: stops when patience runs out (section 6)",
+        "accumulation": "4x the micro-steps for the same examples, each paying the per-step overhead (timed below)",
+        "amp": _amp_record(),
+        "seed": "no extra work per step; the article's cost is deterministic GPU kernels (not run here)",
+        "logging": "time: the timed table below",
+        "clip": "one norm per update: the timed table below",
+    }
+    lines = []
+    for key, (seed_lines, seed_memory, seed_speed) in SEED_COSTS.items():
+        row = by[key]
+        change = row.graph_bytes / base.graph_bytes - 1
+        memory = f"backward keeps {change:+.0%}" if change else "backward keeps the same"
+        if row.disk_bytes:
+            memory += f"; disk {row.disk_bytes / weights:.1f}x the weights"
+        lines.append(f"{key:<13} article: {seed_lines} lines; memory {seed_memory}; speed {seed_speed}")
+        lines.append(f"{'':<13} here:    {row.lines_alone} lines; {memory}; {here_speed[key]}")
+    return "\n".join(lines)
+
+
+def compile_record_lines() -> list[str]:
+    """Chapter 7: inductor on this kind of CPU, from benchmarks/bench_compile_cpu.py's record."""
+    import json
+
+    record = json.loads((Path(__file__).parent / "results" / "compile_cpu.json").read_text())
+    lines = [f"measured on an {record['cpu']} ({record['cores']} cores, load average {record['load_average_1min']:g}, "
+             f"{record['threads']} thread), torch {record['torch']}, {record['date']} (benchmarks/bench_compile_cpu.py)"]
+    for run in record["runs"]:
+        lines.append(f"{run['mode']:<9} first epoch {run['first_epoch_s']:.3g} s, later epochs "
+                     f"{1000 * run['later_epoch_s']:.3g} ms each, final val loss {run['final_val_loss']:.4f}")
+    return lines

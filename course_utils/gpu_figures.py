@@ -23,9 +23,16 @@ def recorded() -> dict[str, Any]:
 
 
 def provenance() -> str:
+    """Where and when the record was measured; says so when that torch is not the one installed here."""
+    import torch
+
     figures = recorded()
-    return (f"measured on an {figures['gpu']}, torch {figures['torch']} with CUDA {figures['cuda']}, "
+    line = (f"measured on an {figures['gpu']}, torch {figures['torch']} with CUDA {figures['cuda']}, "
             f"{figures['date']} (benchmarks/bench_cuda.py)")
+    here = torch.__version__.split("+")[0]
+    if figures["torch"].split("+")[0] != here:
+        line += f"; not yet re-measured with torch {here}, the version this course pins"
+    return line
 
 
 def pinned_lines() -> list[str]:

@@ -75,14 +75,50 @@ DEBUG_TABLE: tuple[Symptom, ...] = (
     Symptom("loss starts far from log(C)", "labels wrong or shifted, softmax applied before the loss, bad init scale",
             "print the first batch's loss next to math.log(num_classes)"),
     Symptom("loss flat at about log(C)", "no gradient reaches the step (zero_grad misplaced, frozen weights), LR far "
-            "too small, data and labels shuffled apart", "print the gradient norm and the LR; overfit one batch"),
-    Symptom("loss becomes NaN or Inf", "LR too high, log/div of zero, fp16 overflow without a GradScaler, bad data",
+            "too small, data and labels shuffled apart, fp16 without a GradScaler (small gradients underflow to 0)",
+            "print the gradient norm and the LR; overfit one batch"),
+    Symptom("loss becomes NaN or Inf", "LR too high, log or division of zero, fp16 overflow (values above 65,504; "
+            "a GradScaler skips such steps on purpose and lowers its scale), bad data",
             "check inputs with torch.isfinite, lower the LR, clip, keep the NaN guard on"),
     Symptom("out of memory (CUDA OOM)", "batch too large, graph kept by logging loss tensors, eval without no_grad",
-            "halve the batch and accumulate 2 windows; log loss.item(); no_grad in eval; bf16"),
+            "halve the batch and accumulate 2 micro-batches per update (K=2); log loss.item(); no_grad in eval; bf16"),
     Symptom("train loss falls, val loss rises", "over-fitting: too little data or too big a model",
             "early stopping, more data or augmentation, weight decay, dropout"),
 )
+
+
+@dataclass(frozen=True)
+class Table:
+    """A reference table: markdown in JupyterLab, plain text for nbval and on GitHub (chapter 7)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def _repr_markdown_(self) -> str:
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|")
+        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        return "\n".join(lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows])
+
+    def __repr__(self) -> str:
+        return "\n".join(" | ".join(row) for row in (self.header, *self.rows))
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(repr(self))
+
+
+def loss_view(digits: int = 3) -> Table:
+    """The loss table as a Table, each value rounded to `digits` significant digits."""
+    from course_utils.notebook import sig
+
+    return Table(("task", "loss", "takes", "targets", "on the small batch"),
+                 tuple((r.task, f"`{r.loss}`", r.prediction, r.target, str(sig(r.value, digits))) for r in loss_table()))
+
+
+def debug_view() -> Table:
+    """The debugging table as a Table."""
+    return Table(("symptom", "likely causes", "first check"),
+                 tuple((r.symptom, r.likely_causes, r.first_check) for r in DEBUG_TABLE))
 
 
 def initial_loss_check(classes: int = 3, n: int = 600, seed: int = 0) -> tuple[float, float]:

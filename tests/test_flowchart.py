@@ -28,7 +28,7 @@ EPOCHS = 4
 
 @pytest.fixture(autouse=True)
 def single_process_group_env():
-    """What torchrun would set, for a one-process group, with its store held open; never leave a group behind."""
+    """What torchrun would set, for a one-process group (port 0: the store picks a free one); never leave a group."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     with one_process_group_env():
@@ -113,7 +113,7 @@ def test_conditions_and_bad_names():
 
 def test_minimal_loop_has_no_component_code_and_the_full_loop_has_all():
     minimal, full = assemble(()), assemble(KEYS)
-    for needle in ["torch.load", "autocast", "clip_grad_norm_", "DDP(", "SummaryWriter", "torch.compile",
+    for needle in ["torch.load", "autocast", "clip_grad_norm_", "DDP(", "SummaryWriter", ".compile(backend",
                    "isfinite(grad_norm)", "loss_weight", "seed_everything", "scheduler.step", "bad_checks"]:
         assert needle not in minimal and needle in full, needle
     assert "weights_only=True" in full and "weights_only=False" not in full
@@ -256,6 +256,7 @@ def test_compile_runs_the_same_numbers():
     plain, plain_history = run(())
     assert_trains(history)
     assert torch.allclose(weights(compiled), weights(plain), atol=1e-5)
+    assert type(compiled) is MLP and list(compiled.state_dict()) == list(plain.state_dict())  # model.compile(): in place
     assert [h["updates"] for h in history] == [h["updates"] for h in plain_history]
 
 
@@ -295,7 +296,7 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
         json.dump({{"seen": seen, "updates": history[-1]["updates"]}}, open({str(tmp_path)!r} + f"/rank{{rank}}.json", "w"))
     """))
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
-                                                             "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE")}
+                                                             "LOCAL_RANK")}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(tmp_path / "main.py")], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -324,3 +325,37 @@ def test_cost_table_measures_what_each_component_changes():
     assert rows["seed"].graph_bytes == minimal.graph_bytes
     assert all(r.seconds is None for r in rows.values())
     assert "prevents" in cost_text(list(rows.values()))
+
+
+# ----------------------------------------------------------------------------- what review issue 22 asked for
+def test_ddp_with_accumulation_all_reduces_once_per_update():
+    """A communication hook counts DDP's gradient all-reduces: one per update, not one per micro-batch."""
+    from course_utils.flowchart_costs import count_allreduces
+    traffic = count_allreduces(("accumulation", "scale_out"))
+    assert (traffic.allreduces, traffic.updates, traffic.micro_batches) == (12, 12, 48)
+    assert count_allreduces(KEYS).allreduces == 12  # with every other component too (amp, compile, ...)
+    without = count_allreduces(("accumulation", "scale_out"), no_sync=False)  # the loop as it was: no no_sync
+    assert without.allreduces == without.micro_batches == 48 and without.updates == 12
+    assert "model.no_sync()" in assemble(("accumulation", "scale_out"))
+    assert "no_sync" not in assemble(("accumulation",)) and "no_sync" not in assemble(("scale_out",))
+
+
+def test_fp16_overflow_is_the_scalers_business_but_a_nan_loss_still_stops():
+    x, y = (t.clone() for t in SPLITS.train.tensors)
+    loud = TensorDataset(x * 1000.0, y)  # fp16 gradients overflow at the GradScaler's first scales
+    model, history = run(["amp", "nan_guard"], train=loud, amp_dtype=torch.float16, epochs=2)
+    assert len(history) == 2 and all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(FloatingPointError, match="3 non-finite updates in a row"):
+        run(["amp", "nan_guard"], train=TensorDataset(torch.full_like(x, float("nan")), y), amp_dtype=torch.float16)
+
+
+@pytest.mark.parametrize("components", [("early_stop",), ("early_stop", "checkpoint")], ids=["memory", "best.pt"])
+def test_early_stopping_delivers_the_best_weights(tmp_path, components):
+    small = spiral_splits(24, 128, seed=0)
+    options = dict(train=small.train, val=small.val, lr=0.05, batch_size=8)
+    model, history = run(components, out=tmp_path, epochs=60, patience=3, **options)
+    best = min(range(len(history)), key=lambda e: history[e]["val_loss"]) + 1
+    assert best < len(history)  # it stopped after the best epoch: the last weights are not the best
+    at_best, _ = run((), epochs=best, **options)  # the same run, ended at the best epoch
+    last, _ = run((), epochs=len(history), **options)
+    assert torch.equal(weights(model), weights(at_best)) and not torch.equal(weights(model), weights(last))

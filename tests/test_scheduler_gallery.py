@@ -49,11 +49,35 @@ def test_plateau_matches_a_counted_rule():
     assert expected[-1] < LR  # the crafted metric does plateau
 
 
-def test_warm_restarts_come_back_to_the_start():
+def test_warm_restarts_come_back_to_the_start_and_the_run_ends_in_a_trough():
     lrs = curve("CosineAnnealingWarmRestarts")
-    t0 = EPOCHS * STEPS // 7
-    assert [i for i, x in enumerate(lrs) if x == pytest.approx(LR)] == [0, t0, 3 * t0, 7 * t0]  # cycles of T_0, 2 T_0, 4 T_0
+    t0 = math.ceil(EPOCHS * STEPS / 7)
+    assert [i for i, x in enumerate(lrs) if x == pytest.approx(LR)] == [0, t0, 3 * t0]  # cycles of T_0, 2 T_0, 4 T_0
     assert lrs[t0 - 1] < LR / 10
+    for epochs in range(8, 40):  # 80 updates or more: the run ends near the bottom of its third cycle
+        assert curve("CosineAnnealingWarmRestarts", epochs=epochs)[-1] < 0.03 * LR, epochs
+
+
+def test_a_metric_sizes_the_run_and_is_never_cut():
+    metric = [1.0 - 0.05 * e for e in range(8)] + [0.7] * 26  # 34 values: improves, then plateaus
+    lrs = curve("ReduceLROnPlateau", metric=metric)
+    assert len(lrs) == 34 * STEPS
+    assert sorted(set(lrs), reverse=True) == pytest.approx([LR * 0.5 ** k for k in range(len(set(lrs)))])
+    assert len(set(lrs)) >= 4  # the plateau is seen: the LR is halved again and again
+    rows = gallery_table(metric=metric)
+    assert {len(curve(r[0], metric=metric)) for r in rows} == {34 * STEPS}
+    with pytest.raises(ValueError, match="34 values but the run has 12 epochs"):
+        curve("ReduceLROnPlateau", epochs=12, metric=metric)
+    with pytest.raises(ValueError, match="finite"):
+        curve("ReduceLROnPlateau", metric=[1.0, float("nan")])
+
+
+def test_plateau_uses_non_default_factor_and_patience_and_torchs_defaults_would_not_show_it():
+    import torch
+    from course_utils.scheduler_gallery import BY_NAME, PLATEAU
+    defaults = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD([torch.zeros(1, requires_grad=True)]))
+    assert (defaults.factor, defaults.patience) == (0.1, 10) and PLATEAU != {"factor": 0.1, "patience": 10}
+    assert "factor=0.5, patience=2" in BY_NAME["ReduceLROnPlateau"].built
 
 
 def test_the_wrong_cadence_shows_the_mistake():

@@ -22,6 +22,7 @@ import math
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -69,11 +70,13 @@ def final_weights(path):
 # ## 1. Where we start: the minimal loop
 #
 # This is chapter 3's loop plus chapter 4's validation, written as a function. It is what the
-# flowchart assembles with every component switched off. Read it once: every component below adds a
-# few lines to it.
+# flowchart assembles with every component switched off. Its `evaluate` is chapter 4's (eval mode, no graph,
+# the loss averaged per example, then back to train mode); here is `fit`, the part every component below
+# adds a few lines to:
 
 # %%
-print(assemble(()))
+minimal_loop = assemble(())
+print(minimal_loop[minimal_loop.index("def fit("):])
 
 # %% [markdown]
 # It trains. The code above is executed as printed (`load_fit` runs the assembled text):
@@ -130,9 +133,27 @@ for before in (1, 2):
 print("unseeded runs identical:", unseeded[0][1] == unseeded[1][1])
 
 # %% [markdown]
-# On a GPU there is one more switch: `torch.backends.cudnn.benchmark = True` picks the fastest
-# convolution algorithm per shape (fast, not repeatable), while `torch.use_deterministic_algorithms(True)`
-# and `cudnn.deterministic = True` trade some speed for the same result every time.
+# One trap hides in every DataLoader. Starting an epoch draws a base seed for the workers, from the
+# loader's own `generator` if it has one, else from torch's **global** stream, even with `shuffle=False`
+# and no workers. So a validation pass through a loader without a generator moves the global stream, and
+# the next epoch's shuffle and dropout masks change whenever you add, remove or move an evaluation. That is
+# why the trainer gives its validation loader a generator of its own:
+
+# %%
+val_set = SPLITS.val
+for name, generator in [("no generator", None), ("its own generator", torch.Generator().manual_seed(0))]:
+    before = torch.get_rng_state()
+    for _ in torch.utils.data.DataLoader(val_set, batch_size=64, shuffle=False, generator=generator):
+        pass
+    print(f"one unshuffled pass, {name:<17}: torch's global stream moved: {not torch.equal(before, torch.get_rng_state())}")
+
+# %% [markdown]
+# On a GPU there are more switches. `torch.backends.cudnn.benchmark = True` times several convolution
+# algorithms for each input shape and keeps the fastest: quick, but the winner can differ from one run (or
+# one restart) to the next. `torch.use_deterministic_algorithms(True)` makes every operation either
+# deterministic or raise an error naming it; on CUDA it also needs the environment variable
+# `CUBLAS_WORKSPACE_CONFIG=:4096:8`, set before CUDA starts, or cuBLAS matrix multiplies raise.
+# `cudnn.deterministic = True` is the older, convolution-only switch. Deterministic kernels can be slower.
 #
 # ## 4. Checkpoints, and a resume that changes nothing
 #
@@ -150,6 +171,22 @@ CONFIG = dict(epochs=3, n_train=300, n_val=150, batch_size=16, accum_steps=2, dr
               schedule="onecycle", checkpoint_every=3)
 whole, _ = quiet_fit(out=str(RUNS / "whole"), **CONFIG)
 
+
+def kill_once_checkpointed(process, folder):
+    """SIGKILL `process` as soon as a checkpoint is in `folder`; its exit code (-9 when killed).
+
+    While we look, the process is frozen (SIGSTOP), so it cannot run to its end between our look and the kill.
+    """
+    while process.poll() is None:
+        os.kill(process.pid, signal.SIGSTOP)
+        if list(folder.glob("last-*.pt.sha256")):
+            process.kill()                        # SIGKILL: no handler runs, nothing is cleaned up
+            return process.wait()
+        os.kill(process.pid, signal.SIGCONT)
+        time.sleep(0.01)
+    return process.returncode
+
+
 flags = ["--epochs", "3", "--n-train", "300", "--n-val", "150", "--batch-size", "16", "--accum-steps", "2",
          "--dropout", "0.1", "--optimizer", "adamw", "--schedule", "onecycle", "--checkpoint-every", "3",
          "--threads", "1", "--no-progress", "--no-tensorboard"]
@@ -157,16 +194,17 @@ env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent
 process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "cut"), *flags],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 checkpoints = RUNS / "cut" / "checkpoints"
-while process.poll() is None and not list(checkpoints.glob("last-*.pt.sha256")):
-    time.sleep(0.01)
-process.kill()
-process.wait()
-print("the second run was killed:", process.returncode == -9)
+print("the second run was killed:", kill_once_checkpointed(process, checkpoints) == -signal.SIGKILL)
 print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt.sha256"))))
 print("it had not finished:", not (RUNS / "cut" / "model.pt").exists())
 
 resumed, said = quiet_fit(out=str(RUNS / "cut"), resume=True, **CONFIG)
-print("resumed from a checkpoint:", said.startswith("resumed from"))
+resumed_at = said.splitlines()[0]
+print("resumed from a checkpoint:", resumed_at.startswith("resumed from"))
+print("in the middle of an epoch:", " after 0 batches" not in resumed_at and " batches" in resumed_at)
+
+# %% tags=["nbval-ignore-output"]
+print(resumed_at)  # where exactly depends on how far the killed run got: here, and on your machine
 
 # %%
 def metrics(run):
@@ -190,6 +228,19 @@ newest = sorted(checkpoints.glob("last-*.pt"))[-1]
 state = load_checkpoint(newest)
 print(sorted(k for k in state if k != "model"))
 print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
+
+# %% [markdown]
+# **What "bitwise" needs on a GPU.** This chapter proves exact resume on a CPU. On a GPU the same guarantee
+# needs four more things, none of which could be run here (this course's machines have no GPU):
+#
+# - the same hardware and software: GPU model, driver, CUDA, cuDNN and torch versions (other kernels round
+#   differently);
+# - `torch.backends.cudnn.benchmark = False`, because after a restart the autotuner runs again and may pick
+#   another convolution algorithm;
+# - deterministic kernels, `torch.use_deterministic_algorithms(True)` with `CUBLAS_WORKSPACE_CONFIG=:4096:8`
+#   in the environment: operations built on atomic adds otherwise sum in a different order on every run;
+# - the same world size: it decides each rank's shard and the order of the all-reduce sums (the trainer
+#   refuses to resume with another one).
 
 # %% [markdown]
 # ## 5. Safe loading: `weights_only=True`
@@ -332,30 +383,84 @@ print(gpu_figures.provenance())
 print("\n".join(gpu_figures.precision_lines()))
 
 # %% [markdown]
-# - Plain float32 does not use tensor cores. TF32 (`torch.backends.cuda.matmul.allow_tf32 = True`) does,
-#   with a shorter mantissa; bf16 and fp16 autocast are faster still. The weights stay float32.
+# - Plain float32 matrix multiplies do not use tensor cores: TF32 (a 10-bit mantissa) is off for them by
+#   default. Allow it with `torch.set_float32_matmul_precision("high")`, the spelling torch's own messages
+#   suggest (or the older `torch.backends.cuda.matmul.allow_tf32 = True`); bf16 and fp16 autocast are faster
+#   still. The weights stay float32.
+# - float32 **convolutions** are different: cuDNN may run them in TF32 by default, so a "float32" CNN on an
+#   Ampere or later GPU already computes its convolutions with the shorter mantissa. Read from this torch:
+# %%
+print("cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32):", torch.backends.cudnn.allow_tf32)
+print("matrix multiplies may use TF32 (torch.backends.cuda.matmul.allow_tf32):", torch.backends.cuda.matmul.allow_tf32,
+      "| float32 matmul precision:", torch.get_float32_matmul_precision())
+
+# %% [markdown]
 # - What backward keeps shrinks only when activations dominate (batch 32,768, width 1,024). At batch = width
 #   it does not shrink: the 16-bit activations save half of what float32 keeps, and autocast's 16-bit weight
 #   copies take that much back. No precision mode lowers the float32 weights, gradients and AdamW state,
 #   which is why, at width 4,096, the step's peak does not move at all.
 # - fp16 without a scaler: a small loss gives gradients that underflow to exactly zero, so nothing learns.
 #   GradScaler multiplies the loss by 65,536 first, and almost every gradient survives.
+# - With accumulation, scale every micro-batch's loss (`scaler.scale(loss).backward()`), then unscale, clip,
+#   step and update the scaler once per window, at the update. Tick accumulation and mixed precision in the
+#   flowchart to see that order.
+#
+# Code from before torch 2.4 imports `from torch.cuda.amp import autocast, GradScaler`. That spelling still
+# runs but is deprecated; the current one names the device, `torch.autocast("cuda", dtype=...)` and
+# `torch.amp.GradScaler("cuda")`. Torch says so itself, even on this CPU:
+
+# %%
+import warnings
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.cuda.amp.GradScaler()
+print("torch.cuda.amp.GradScaler() is deprecated, torch says:",
+      any("deprecated" in str(w.message) and "torch.amp.GradScaler('cuda'" in str(w.message) for w in caught))
+
+# %% [markdown]
 #
 # ## 9. Gradient clipping
 #
-# **Problem:** one huge gradient throws the weights far away. **Lines:** `clip_grad_norm_` after
-# `backward()` and before `step()`; it returns the norm *before* clipping, which is worth logging. One wild
-# example (its input scaled by 1000) in the training set, with the flowchart's loop:
+# **Problem:** one batch with a huge gradient throws the weights far away. **Lines:** `clip_grad_norm_` after
+# `backward()` and before `step()`. It returns the norm *before* clipping: log it. It tells you what an
+# ordinary norm looks like, and so where to put `max_norm`.
+#
+# The experiment: the spiral MLP, 72 updates of 32 examples. At update 31 one batch arrives with its inputs
+# multiplied by 1000 (a unit mix-up in one file of the data). Each run is made clean, with that wild batch,
+# and with the wild batch clipped at `max_norm` 2.5, for SGD with momentum and for AdamW, on five seeds. Every
+# update logs the pre-clip norm and the size of its step. Seed 0, then what holds on all five seeds:
 
 # %%
-x, y = (t.clone() for t in SPLITS.train.tensors)
-x[5] *= 1000.0
-outlier = TensorDataset(x, y)
-for name, components, data in [("clean data", (), SPLITS.train), ("one outlier", (), outlier),
-                               ("one outlier, clipped", ("clip",), outlier)]:
-    _, h = flow_run(components, train=data, epochs=6)
-    print(f"{name:<22} final val loss {sig(h[-1]['val_loss'], 3)}, val accuracy {sig(h[-1]['val_acc'], 3)}")
+from course_utils.clipping import claims, claims_text, figures_text, spike_study, trace_figure
 
+spikes = spike_study(range(5))
+fig = trace_figure(spikes, seed=0)
+display(fig)
+plt.close(fig)
+print(claims_text(claims(spikes)))
+
+# %% tags=["nbval-ignore-output"]
+print(figures_text(spikes))  # the raw figures behind those claims (a thrown run's digits vary between CPUs)
+
+# %% [markdown]
+# What a spike does depends on the optimizer:
+#
+# - **SGD** steps by lr times the gradient. A gradient hundreds of times the ordinary one moves the weights
+#   hundreds of times farther, and momentum keeps pushing that way for the next updates: the run is thrown
+#   far from where it was.
+# - **AdamW** divides each coordinate by the root of its running mean square, so the spike's own step is about
+#   as large as any other: Adam's step is bounded near lr. The damage goes into its two moment estimates
+#   instead. The first points along the spike for a while (β1 = 0.9); the second jumps and forgets slowly
+#   (β2 = 0.999, a half-life of about 690 updates), so every later gradient is divided by an inflated number
+#   and learning slows down. Adam is not immune; it is hurt differently.
+# - **Clipping** at a threshold above every ordinary norm changes nothing on clean data (bitwise) and cuts the
+#   spike down to an ordinary step. It does not undo all of it: the clipped batch still points the wrong way,
+#   and AdamW's second moment still grows.
+#
+# So: log the pre-clip norm for a while, then put `max_norm` a few times above its typical value. A threshold
+# below the typical norm clips almost every update and acts like a smaller learning rate.
+#
 # %% [markdown]
 # ## 10. The NaN/Inf guard
 #
@@ -380,19 +485,40 @@ diverged, said = quiet_fit(out=str(RUNS / "nan-many"), epochs=2, n_train=200, in
 print("three in a row:", diverged.stop_reason.split(":")[0], "| completed:", diverged.completed)
 
 # %% [markdown]
+# With fp16 and a `GradScaler`, non-finite gradients are part of normal life: the scaler starts at 65,536
+# and, each time the scaled gradients overflow, skips that step and lowers its scale. A guard that counted
+# those as bad updates would stop a healthy run. So with mixed precision on, the flowchart's guard counts an
+# update as bad only when the loss itself was not finite, and leaves overflows to `scaler.step`, as the
+# trainer does. fp16 autocast on the CPU, inputs x1000 to force overflows early, then inputs that are NaN:
+
+# %%
+x, y = (t.clone() for t in SPLITS.train.tensors)
+_, h = flow_run(["amp", "nan_guard"], train=TensorDataset(x * 1000.0, y), amp_dtype=torch.float16)
+print("fp16 overflows, guard on: ran all", len(h), "epochs; final val loss finite:", math.isfinite(h[-1]["val_loss"]))
+try:
+    flow_run(["amp", "nan_guard"], train=TensorDataset(torch.full_like(x, float("nan")), y), amp_dtype=torch.float16)
+except FloatingPointError as error:
+    print("NaN losses still stop it:", str(error).split(";")[0])
+
+# %% [markdown]
 # ## 11. Learning-rate schedules: the gallery
 #
 # Each scheduler expects a **cadence**: per epoch, per update, or per validation with the metric. Every
-# curve below comes from torch's own scheduler driving a real optimizer. ReduceLROnPlateau is fed the
-# validation losses of the over-fitting run of section 6 (`scheduler.step(val_loss)`; in torch 2.13 it has
-# no `verbose` argument).
+# curve below comes from torch's own scheduler driving a real optimizer, 10 updates per epoch.
+# ReduceLROnPlateau is fed the validation loss of every epoch of a real run: the small training set of
+# section 6, 60 epochs, no early stopping. Near its floor that loss is noisy and new bests get rare, which is
+# what the scheduler waits for (`scheduler.step(val_loss)`; in torch 2.13 it has no `verbose` argument). The
+# gallery builds it with factor 0.5 and patience 2; torch's defaults are factor 0.1 and patience 10, with a
+# relative threshold of 1e-4.
 
 # %%
 from course_utils.scheduler_gallery import GALLERY, curve, gallery_figure, gallery_table
 
-plateau_metric = [row["val_loss"] for row in stopped.history] + [stopped.history[-1]["val_loss"]] * 12
+long_run, _ = quiet_fit(out=str(RUNS / "long-run"), epochs=60, n_train=40, n_val=200, lr=0.03)
+plateau_metric = [row["val_loss"] for row in long_run.history]
+width = max(len(entry.built) for entry in GALLERY)
 for entry in GALLERY:
-    print(f"{entry.name:<28} {entry.call}")
+    print(f"{entry.built:<{width}}  {entry.call}")
 print()
 print(f"{'scheduler':<28}{'cadence':>8}{'first':>10}{'peak':>10}{'middle':>10}{'last':>10}")
 for name, cadence, first, peak, middle, last in gallery_table(metric=plateau_metric):
@@ -401,6 +527,24 @@ fig = gallery_figure(metric=plateau_metric)
 display(fig)
 plt.close(fig)
 
+plateau = curve("ReduceLROnPlateau", metric=plateau_metric)
+print("every one of the", len(plateau_metric), "validation losses was fed to it:", len(plateau) == 10 * len(plateau_metric))
+defaults = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))
+cuts = 0
+for value in plateau_metric:
+    lr_before = defaults.optimizer.param_groups[0]["lr"]
+    defaults.step(value)
+    cuts += defaults.optimizer.param_groups[0]["lr"] < lr_before
+halvings = round(math.log2(plateau[0] / plateau[-1]))
+print(f"factor 0.5, patience 2: the LR was cut at least 3 times: {halvings >= 3};",
+      f"torch's defaults, same values: cut fewer times: {cuts < halvings}")
+
+# %% [markdown]
+# The plateau rule is about the metric, not the epoch: with patience 2, the LR halves once the validation loss
+# has failed to improve on its best for three epochs in a row, and again three epochs later while it stays
+# worse. Warm restarts end near the bottom of a cycle (cycles of T_0, 2 T_0 and 4 T_0 cover the run), so the
+# last updates use a small learning rate.
+#
 # %% [markdown]
 # The cadence is not a detail. Stepped at the wrong one, the same schedulers do something else:
 
@@ -437,25 +581,38 @@ print("val/loss in TensorBoard = metrics.jsonl:",
 #
 # ## 13. `torch.compile`
 #
-# **Problem:** Python overhead and many small kernels slow each step. **Lines:** one,
-# `model = torch.compile(model)`, before wrapping in DDP; checkpoints keep the plain module's
-# `state_dict` (the compiled one prefixes every key with `_orig_mod.`). With its default backend
-# (inductor) the first step pays a one-off code generation that, on this CPU, costs more than all of this
-# chapter's runs together, so it pays off only on long runs of big models, mostly on GPUs. Here the
-# flowchart's compiled loop runs with the `eager` backend: Dynamo captures the model's graph and runs it
-# without generating code. Same numbers as the plain loop:
+# **Problem:** Python overhead and many small kernels slow each step. **Lines:** one, `model.compile()`,
+# before wrapping in DDP. It compiles in place: the module stays your module and its `state_dict` keys stay
+# plain. The older spelling `model = torch.compile(model)` returns a wrapper whose keys all start with
+# `_orig_mod.`, so checkpoints then need the unwrapped module; PyTorch's guide "Where to apply
+# torch.compile?" recommends `model.compile()`. With its default backend (inductor) the first step pays a
+# one-off code generation, measured below. Here the flowchart's compiled loop runs with the `eager` backend:
+# Dynamo captures the model's graph and runs it without generating code. Same numbers as the plain loop:
 
 # %%
 compiled_model, compiled = flow_run(["compile"], compile_backend="eager")
 print("compiled val losses:", [sig(r["val_loss"]) for r in compiled])
 print("plain    val losses:", [sig(r["val_loss"]) for r in minimal_history], "(section 1's run)")
-print("the loop returns (and saves) the plain module, keys like", list(compiled_model.state_dict())[0])
-print("a compiled module's own keys look like", list(torch.compile(MLP()).state_dict())[0])
+print("model.compile() keeps the module:", type(compiled_model).__name__, "with keys like",
+      list(compiled_model.state_dict())[0])
+wrapped = torch.compile(MLP())
+print("torch.compile(model) wraps it:", type(wrapped).__name__, "with keys like", list(wrapped.state_dict())[0])
 
 # %% [markdown]
-# With inductor on a GPU (the same record as section 8): this chapter's spiral run through `fit()`,
-# 5 epochs, each compiled run starting with an empty compile cache. On a model this small each step is a
-# few tiny kernels, so compiling costs seconds up front and saves nothing afterwards:
+# What inductor costs on a CPU like this one: the trainer's spiral run, 5 epochs, eager and compiled, each in
+# a fresh process with an empty compile cache (too slow to run in this notebook, so it prints the record of
+# `benchmarks/bench_compile_cpu.py`; the machine was shared, so read the seconds as an order of magnitude):
+
+# %%
+from course_utils.flowchart_costs import compile_record_lines
+
+print("\n".join(compile_record_lines()))
+
+# %% [markdown]
+# The code generation takes longer than this whole chapter, and later epochs are no faster: a model this
+# small is a few tiny kernels per step. On a GPU (the same record as section 8), the same run, each compiled
+# run starting with an empty compile cache: seconds up front, nothing saved afterwards. Compiling pays off on
+# long runs of big models.
 
 # %%
 print("\n".join(gpu_figures.compile_lines()))
@@ -499,6 +656,80 @@ for rank in (0, 1):
 print("disjoint:", not set(shards[0]) & set(shards[1]), "| together all 200:", len(set(shards[0]) | set(shards[1])) == 200)
 
 # %% [markdown]
+# **Accumulation under DDP: `no_sync`.** DDP all-reduces the gradients during every `backward()`. With K
+# micro-batches per update that is K all-reduces where one would do: the first K-1 sums are thrown away.
+# `model.no_sync()` skips the all-reduce inside its `with` block; the window's last micro-batch runs outside
+# it and sends the accumulated sum once. The forward pass must be inside the block too (DDP decides at the
+# forward whether the coming backward will reduce). The flowchart's loop, as one gloo rank, with a
+# communication hook counting DDP's all-reduces (micro-batches of 8, K = 4):
+
+# %%
+from course_utils.flowchart_costs import count_allreduces
+
+with_sync = count_allreduces(("accumulation", "scale_out"))
+without = count_allreduces(("accumulation", "scale_out"), no_sync=False)
+print(f"with no_sync:    {with_sync.allreduces} all-reduces for {with_sync.updates} updates "
+      f"({with_sync.micro_batches} micro-batches)")
+print(f"without no_sync: {without.allreduces} all-reduces for {without.updates} updates: "
+      f"{without.allreduces // without.updates}x the traffic, same weights")
+
+# %% [markdown]
+# **The effective batch is B·K·W.** Each update averages the gradients of W ranks, each over K micro-batches
+# of B: the run above updates on 32 x 1 x 2 examples, not 32. Chapter 0's calculator:
+
+# %%
+ddp_counts = training_arithmetic(200, 32, 2, 1, world_size=2)
+print("examples per update, B x K x W =", ddp_counts.effective_batch_size, "| updates per epoch:",
+      ddp_counts.updates_per_epoch, "(each rank: ceil(ceil(200 / 2) / 32) micro-batches, K = 1)")
+
+# %% [markdown]
+# So adding ranks changes the optimisation, not only its speed: twice the ranks, twice the examples per update,
+# half the updates per epoch. The trainer keeps `--lr` as you give it. The usual starting points: for SGD,
+# scale the learning rate with the effective batch (the linear rule, with a warmup); for Adam, scale it more
+# gently (about the square root). Then check with a range test. nanoGPT takes the other way out: it divides K
+# by W, so B·K·W, and with it the learning rate, stays the same whatever the number of GPUs.
+#
+# Three more choices the trainer makes, and why:
+#
+# - **The same seed on every rank.** Every rank starts from the same weights (DDP would also broadcast rank
+#   0's) and draws the same random numbers, so dropout masks repeat across ranks. That is harmless, because
+#   each rank sees other examples, and it keeps one random stream to reason about. nanoGPT offsets the seed by
+#   the rank instead, for independent masks; Lightning's `seed_everything` and Accelerate's `set_seed` give
+#   every rank the same seed unless asked otherwise. The DDP run's last checkpoint keeps each rank's stream:
+
+# %%
+ddp_state = load_checkpoint(sorted((RUNS / "ddp" / "checkpoints").glob("last-*.pt"))[-1])
+streams = [rank["rng"]["torch"] for rank in ddp_state["ranks"]]
+print("ranks in the checkpoint:", len(streams), "| their torch random streams identical:", torch.equal(*streams))
+
+# %% [markdown]
+# - **Rank 0 alone writes checkpoints and logs.** The weights are the same on every rank, so one file is
+#   enough, and W processes writing one path would race. The flowchart's loop then stops every rank at a
+#   barrier, so that no rank moves on (or, at the end, reads `best.pt`) before the file is complete. The
+#   trainer needs no barrier there: every rank first hands rank 0 its random streams (a gather, which all ranks
+#   must reach), then rank 0 writes while the others train on, and a resume reads only checkpoints whose
+#   checksum file is complete.
+# - **Every rank evaluates the whole validation set.** That is W times the work, but each rank gets the full
+#   metric without an all-reduce, and early stopping takes the same decision everywhere. Lightning shards
+#   validation instead and averages the metric across ranks (`sync_dist=True`); nanoGPT evaluates on rank 0
+#   only.
+#
+# The same duties in the libraries you will meet (their documented ways; not run here):
+#
+# | duty | this trainer | nanoGPT | Lightning | Accelerate |
+# |---|---|---|---|---|
+# | accumulation under DDP | `no_sync` inside each window | `require_backward_grad_sync` only on the last micro-step (what `no_sync` sets) | `accumulate_grad_batches=K` | `with accelerator.accumulate(model):` |
+# | effective batch | B·K·W, LR as given | K divided by W: B·K·W fixed | B·K·W | B·K·W |
+# | seed per rank | the same | seed + rank | the same (`seed_everything`) | the same (`set_seed`; `device_specific=True` adds the rank) |
+# | checkpoint | rank 0 (after a gather of every rank's random streams) | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
+# | validation | whole set on every rank | rank 0 only | sharded, metrics synced | sharded, `gather_for_metrics` |
+#
+# One production duty the trainer leaves to its checkpoints: **preemption.** Clusters often send SIGTERM (or,
+# on SLURM with `--signal`, SIGUSR1) shortly before killing a job. Lightning's SLURM support catches the
+# signal, saves a checkpoint and requeues the job. The trainer does not catch it: it checkpoints every
+# `--checkpoint-every` updates and loses at most that much work, as section 4's SIGKILL showed.
+
+# %% [markdown]
 # ## 15. What each component costs
 #
 # Each component alone on the flowchart's loop, against the minimal loop: the lines it adds (alone, and
@@ -506,19 +737,32 @@ print("disjoint:", not set(shards[0]) & set(shards[1]), "| together all 200:", l
 # autograd keeps for backward, peak; bytes written to disk), and what it prevents.
 
 # %%
-from course_utils.flowchart_costs import cost_text, measure_costs
+from course_utils.flowchart_costs import cost_text, measure_costs, seed_comparison_text
 
 costs = measure_costs(epochs=1, repeats=2)
 print(cost_text(costs))
 
 # %% [markdown]
 # Accumulation keeps a quarter of the activations (micro-batches of 8 instead of 32); bf16 keeps smaller
-# saved tensors; checkpoints and logging are the only ones that write to disk. The speed column is wall-clock
-# time relative to the minimal loop, on this shared 2-core machine: read differences below about 30% as
-# noise. The production trainer's own overhead is measured in `benchmarks/bench_production.py`.
+# saved tensors; checkpoints and logging are the only ones that write to disk. The course's source article
+# gives a cost table of its own. Its claims beside what this machine measures or counts, and the GPU record:
+
+# %%
+print(seed_comparison_text(costs))
+
+# %% [markdown]
+# The checkpoint is several times the weights because it also holds AdamW's two moments, the random streams
+# and the counters (on a big model the moments dominate: about 3x the weights). The memory claims hold in
+# direction. The speed claims need conditions: accumulation is the same arithmetic, but 4x the steps, and a
+# small model pays a fixed cost per step; bf16's gain on a GPU depends on what you compare it with. Wall-clock
+# time relative to the minimal loop, on this shared 2-core machine (read differences below about 30% as noise;
+# the production trainer's own overhead is measured in `benchmarks/bench_production.py`):
 
 # %% tags=["nbval-ignore-output"]
 print(cost_text(costs, epochs=1, repeats=2, with_time=True))
+times = {r.component: r.seconds for r in costs}
+print(f"accumulation: {times['accumulation'] / times['minimal loop']:.2f}x the minimal loop's time "
+      "(the article: ~same)")
 
 # %% [markdown]
 # ## 16. Choosing the loss
@@ -526,13 +770,11 @@ print(cost_text(costs, epochs=1, repeats=2, with_time=True))
 # Each value is the loss computed on the same small batch by the loss itself:
 
 # %%
-from course_utils.loop_tables import DEBUG_TABLE, double_softmax_floor, initial_loss_check, loss_table
+from course_utils.loop_tables import debug_view, double_softmax_floor, initial_loss_check, loss_view
 
-for row in loss_table():
-    print(f"{row.task:<34} {row.loss:<42} = {sig(row.value, 3)}\n{'':<34} takes {row.prediction}; "
-          f"targets {row.target}")
+display(loss_view())
 right, wrong = double_softmax_floor()
-print(f"\nconfident, correct logits: loss {sig(right, 3)}; the same after a softmax (a softmax too many): {sig(wrong, 3)}")
+print(f"confident, correct logits: loss {sig(right, 3)}; the same after a softmax (a softmax too many): {sig(wrong, 3)}")
 
 # %% [markdown]
 # `CrossEntropyLoss` applies log-softmax itself: feed it logits. With a softmax in front, even a perfect
@@ -548,9 +790,7 @@ for classes in (3, 5):
     measured, expected = initial_loss_check(classes=classes)
     print(f"{classes} classes: fresh MLP's loss {sig(measured, 3)}, log C = {sig(expected, 3)}, "
           f"within 5%: {abs(measured - expected) < 0.05 * expected}")
-print()
-for row in DEBUG_TABLE:
-    print(f"{row.symptom}\n  likely: {row.likely_causes}\n  first check: {row.first_check}")
+display(debug_view())
 
 # %% [markdown]
 # ## Exercises: write it yourself
@@ -634,9 +874,15 @@ quiz(7)
 # ## Summary
 #
 # - A checkpoint holds everything the next update depends on (optimizer, scheduler, scaler, counters,
-#   early-stopping state, every random stream and the data order); resumed, the run is bitwise the same.
-# - Load with `weights_only=True`; store NumPy's RNG state as plain lists instead of loosening it.
+#   early-stopping state, every random stream and the data order); resumed, the run is bitwise the same on
+#   this CPU. On a GPU that also needs the same hardware and software, `cudnn.benchmark` off, deterministic
+#   algorithms with `CUBLAS_WORKSPACE_CONFIG`, and the same world size.
+# - Load with `weights_only=True`; store NumPy's RNG state as plain lists instead of loosening it. Give every
+#   DataLoader its own generator, the validation loader too.
 # - Early stopping counts validation checks without strict improvement; accumulation weights each
 #   micro-batch by its window's examples and equals the big batch; bf16 needs no GradScaler.
-# - Clip after `backward()`, guard against NaN before `step()`, step each scheduler at its cadence.
-# - Log to TensorBoard from rank 0; scale out with `torchrun` and DDP: same weights on every rank.
+# - Log the pre-clip norm, and clip a few times above its typical value: a spike throws SGD far away and
+#   stalls Adam; clipping above the ordinary norms changes nothing else. Guard against NaN before `step()`,
+#   leaving fp16 overflows to the scaler. Step each scheduler at its cadence.
+# - Scale out with `torchrun` and DDP: `no_sync` inside each accumulation window (one all-reduce per update),
+#   B·K·W examples per update (size the LR for it), rank 0 alone writes, same weights on every rank.

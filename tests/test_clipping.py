@@ -1,0 +1,29 @@
+"""Chapter 7's clipping claims, checked over the same five seeds the chapter prints: each must hold on every seed."""
+import pytest
+
+from course_utils.clipping import MAX_NORM, OPTIMIZERS, SPIKE_AT, VARIANTS, claims, claims_text, spike_run, spike_study
+
+
+@pytest.fixture(scope="module")
+def study():
+    return spike_study(range(5))
+
+
+def test_every_claim_the_chapter_prints_holds_on_every_seed(study):
+    rows = claims(study)
+    assert len(rows) == 11
+    assert all(held == n == 5 for _, held, n in rows), claims_text(rows)
+
+
+def test_the_study_is_what_it_says(study):
+    assert set(study) == {(o, v, s) for o in OPTIMIZERS for v in VARIANTS for s in range(5)}
+    clipped = study["SGD", "spike, clipped", 0]
+    assert clipped.norms[SPIKE_AT] > MAX_NORM  # the norm logged is the one before clipping
+    assert clipped.steps[SPIKE_AT] < 0.02 * study["SGD", "spike", 0].steps[SPIKE_AT]  # the throw is clipped away
+    assert study["SGD", "spike", 0].adam_v_growth is None and study["AdamW", "spike", 0].adam_v_growth > 1
+
+
+def test_a_run_is_repeatable_and_bad_names_are_refused(study):
+    assert spike_run(3, "AdamW", True, None) == study["AdamW", "spike", 3]
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        spike_run(0, "Adam", False, None)
