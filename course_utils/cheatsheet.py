@@ -232,6 +232,7 @@ SIGNS = {  # what you see, for the registry's bugs that chapter 5's quick refere
     "scheduler_before_optimizer": "torch warns once; each update uses the next update's LR",
     "softmax_before_cross_entropy": "the loss cannot go below a floor ({floor} for 3 classes); training crawls",
     "half_after_optimizer": "the next Adam step raises a dtype RuntimeError (SGD runs on)",
+    "update_schedule_per_epoch": "the lr stays near its starting value: warmup never ends, no annealing",
 }
 FIXES = {"accumulation_without_flush": "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`."}
 

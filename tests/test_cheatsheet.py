@@ -218,6 +218,10 @@ def test_the_typed_signatures_are_what_a_run_shows():
         scheduler.step()
     assert any("optimizer.step()" in str(w.message) for w in caught)
     assert "0.55 for 3 classes" in cheatsheet.signature("softmax_before_cross_entropy")
+    # a per-update schedule stepped once per epoch: the lr stays near its start, no annealing
+    d = BUGS["update_schedule_per_epoch"].demo()
+    assert "stays near its starting value" in cheatsheet.signature("update_schedule_per_epoch")
+    assert d.peak_per_epoch < 0.1 * d.max_lr and d.last_per_epoch > 100 * d.last_healthy
 
 
 def test_dataloader_defaults_come_from_torchs_signature():
