@@ -17,10 +17,10 @@ SEEDS = tuple(range(5))   # the seeds every multi-seed claim of chapters 6 and 8
 
 
 def _fmt(x: float, digits: int) -> str:
-    """`x` to `digits` significant digits, without trailing zeros ("0.0376", "180", "5.8")."""
+    """`x` to `digits` significant digits, without trailing zeros ("0.0376", "180", "5.8", "10,300")."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
-    return f"{round(x, digits - 1 - int(math.floor(math.log10(abs(x))))):g}"
+    return f"{round(x, digits - 1 - int(math.floor(math.log10(abs(x))))):,g}"
 
 
 @dataclass(frozen=True)
