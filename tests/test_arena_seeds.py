@@ -6,6 +6,7 @@ from course_utils import arena_seeds
 from course_utils.arena import BASELINE, Challenge, Knobs
 from course_utils.arena_search import saved_search, seeds_check
 from course_utils.arithmetic import batch_sizes, examples_after
+from course_utils.notebook import one_thread
 from course_utils.over_seeds import SEEDS
 
 CHALLENGE = Challenge()
@@ -59,6 +60,7 @@ def test_at_hit_sees_the_model_once_and_leaves_the_race_unchanged():
     from course_utils.arena import race
     knobs = Knobs(64, "adam", 0.03, "constant", 5)
     seen = []
-    watched = race(CHALLENGE, knobs, at_hit=lambda model: seen.append(model.training))
-    plain = race(CHALLENGE, knobs)
+    with one_thread():
+        watched = race(CHALLENGE, knobs, at_hit=lambda model: seen.append(model.training))
+        plain = race(CHALLENGE, knobs)
     assert seen == [True] and watched.curve == plain.curve
