@@ -37,8 +37,8 @@ print("updates per epoch at B=32:", challenge.config(BASELINE).arithmetic().upda
 # %% [markdown]
 # ## The baseline: SGD, lr 0.01, batch 32
 #
-# The setting many tutorials start from. It is the grey dashed line in every race below, and the first
-# line under the figure says how it does on all five seeds.
+# The setting many tutorials start from. It is the grey dashed line in every race below. The first line
+# printed is its run on seed 0 (the figure's), the second how it does on all five seeds.
 
 # %%
 baseline = baseline_for(challenge)
@@ -58,8 +58,8 @@ plt.close(fig)
 # **Batch size.** A bigger batch gives a less noisy gradient, so each update can be worth more; but
 # each update also processes more examples, and the activations autograd keeps for backward grow with
 # the batch. Adam at lr 0.03, three batch sizes, each run stopped as soon as it reaches the target. The
-# examples are counted batch by batch, not as updates × B: 600 is not a multiple of 16, 64 or 300... so
-# every epoch of the first two ends with a smaller batch (8 and 24 examples).
+# examples are counted batch by batch, not as updates × B: 600 is not a multiple of 16 or 64, so each
+# of their epochs ends with a smaller batch (8 and 24 examples).
 
 # %%
 batches = arena_seeds.batch_trade(challenge)
