@@ -226,11 +226,14 @@ class HeldOut:
             f"  on {self.n:,} fresh points, at that update: at least {t:.0%} on "
             f"{tally(f is not None and f >= t for f in self.at_hit)} seeds, at least {t - 0.02:.0%} on "
             f"{tally(f is not None and f >= t - 0.02 for f in self.at_hit)}",
-            f"  on the fresh points after update {self.budget}: at least {t:.0%} on {tally(f is not None and f >= t for f in self.at_end)}"])
+            f"  on the fresh points after update {self.budget}: at least {t:.0%} on "
+            f"{tally(f is not None and f >= t for f in self.at_end)}"])
 
     def raw_text(self) -> str:
-        return (f"  fresh accuracy, seed by seed: at the hit {[None if f is None else round(f, 3) for f in self.at_hit]}, "
-                f"after update {self.budget} {[None if f is None else round(f, 3) for f in self.at_end]}")
+        def rounded(values):
+            return [None if f is None else round(f, 3) for f in values]
+        return (f"  fresh accuracy, seed by seed: at the hit {rounded(self.at_hit)}, "
+                f"after update {self.budget} {rounded(self.at_end)}")
 
 
 def held_out(challenge: Challenge, knobs: Knobs, budget: int = 50, seeds=SEEDS, n: int = HELD_OUT[0],
@@ -242,7 +245,8 @@ def held_out(challenge: Challenge, knobs: Knobs, budget: int = 50, seeds=SEEDS, 
     for c in _on(challenge, seeds):
         seen: list = []
         with one_thread():
-            r = race(c, knobs, max_updates=budget, at_hit=lambda model: seen.append((model, _val_accuracy(model, x, y))))
+            r = race(c, knobs, max_updates=budget,
+                     at_hit=lambda model: seen.append((model, _val_accuracy(model, x, y))))
         hits.append(r.updates_to_target)
         at_hit.append(seen[0][1] if seen else None)
         at_end.append(_val_accuracy(seen[0][0], x, y) if seen else None)   # the same model, after the last update

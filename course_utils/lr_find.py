@@ -124,7 +124,8 @@ def sweep_figure(sweep: LrSweep):
     ax.set_ylim(0, min(top, 3 * sweep.smoothed[0]) * 1.1)
     ax.set_xlabel("learning rate (log scale)")
     ax.set_ylabel("training loss")
-    ax.set_title(f"LR range test, {sweep.optimizer}: {len(sweep.lrs)} micro-batches, lr growing at every one", fontsize=10)
+    ax.set_title(f"LR range test, {sweep.optimizer}: {len(sweep.lrs)} micro-batches, lr growing at every one",
+                 fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     fig.tight_layout()
     return fig

@@ -1,6 +1,8 @@
 """Chapter 6's experiments, each measured on five seeds: what the chapter concludes, and how far the seeds agree.
 
-Every function runs real runs of the course's loop (``session.build`` + ``loop.stream``), one per seed
+Experiments 1, 4, 5 and 6 are here; the learning-rate experiments 2 and 3 (the range test's suggestion,
+SGD against Adam) are in ``lr_races.py``, on the same cached runs. Every function runs real runs of the
+course's loop (``session.build`` + ``loop.stream``), one per seed
 (another spiral, initialisation and shuffle each time), and returns a small record whose ``text()`` is
 what the notebook prints: counts of seeds and medians of figures that every CPU computes alike.
 ``raw_text()`` gives the chaotic figures (losses and accuracies of failing runs), which move in their
@@ -19,9 +21,8 @@ import torch
 
 from course_utils.arena import race_config
 from course_utils.loop import EpochEvent, StepEvent, stream
-from course_utils.lr_find import LR_FIND, LrSweep, lr_find
 from course_utils.notebook import one_thread
-from course_utils.over_seeds import SEEDS, Spread, ratios, tally
+from course_utils.over_seeds import SEEDS, Spread, tally
 from course_utils.session import TrainConfig, build
 
 TARGET = 0.9          # the races' validation accuracy
@@ -111,7 +112,8 @@ def hits(config: TrainConfig, target: float = TARGET) -> int | None:
         return race_config(replace(config, measure_memory=False), target, stop_at_target=True).updates_to_target
 
 
-def _on(seeds, **changes) -> list[TrainConfig]:
+def on_seeds(seeds, **changes) -> list[TrainConfig]:
+    """The default run with `changes`, once per seed, without the memory meter (chapter 6)."""
     return [TrainConfig(seed=s, measure_memory=False, **changes) for s in seeds]
 
 
@@ -164,7 +166,8 @@ class LrOne:
         return "\n".join(lines)
 
     def raw_text(self) -> str:
-        rows = [("largest batch loss", lambda w: w.max_loss, 3), ("final validation accuracy", lambda w: w.final_acc, 2),
+        rows = [("largest batch loss", lambda w: w.max_loss, 3),
+                ("final validation accuracy", lambda w: w.final_acc, 2),
                 ("share of hidden ReLUs dead", lambda w: w.dead, 2), ("largest move / lr", lambda w: w.max_move, 2)]
         return "\n".join(f"{label:<27} lr 0.01: {Spread(tuple(f(w) for w in self.good)).text(d)}   "
                          f"lr {self.lr:g}: {Spread(tuple(f(w) for w in self.bad)).text(d)}" for label, f, d in rows)
@@ -172,137 +175,7 @@ class LrOne:
 
 def lr_one(seeds=SEEDS, lr: float = 1.0) -> LrOne:
     """Chapter 6, experiment 1: Adam at `lr` and at the default 0.01 on every seed."""
-    return LrOne(lr, tuple(watched(c) for c in _on(seeds)), tuple(watched(c) for c in _on(seeds, lr=lr)))
-
-
-# --- experiment 2: the LR range test over seeds ---------------------------------------------------
-
-@functools.lru_cache(maxsize=32)
-def sweep(optimizer: str, seed: int) -> LrSweep:
-    """The range test on the simulator's run (LR_FIND) with `optimizer` and `seed` (cached)."""
-    return lr_find(replace(LR_FIND, optimizer=optimizer, seed=seed))
-
-
-@dataclass(frozen=True)
-class Suggestions:
-    """The range test's suggestion on each seed, for one optimizer (chapter 6)."""
-
-    optimizer: str
-    sweeps: tuple[LrSweep, ...]
-
-    @property
-    def suggested(self) -> Spread:
-        return Spread(tuple(s.suggested for s in self.sweeps))
-
-    @property
-    def minimum_rule(self) -> Spread:
-        return Spread(tuple(s.minimum_rule for s in self.sweeps))
-
-    def factor(self) -> float:
-        """Largest suggestion over the smallest: how far it moves from seed to seed."""
-        return self.suggested.high / self.suggested.low
-
-    def text(self) -> str:
-        return (f"{self.optimizer:<5} suggested lr (steepest descent) over {len(self.sweeps)} seeds: "
-                f"{self.suggested.text(2)}, a factor {self.factor():.0f} apart\n"
-                f"{'':<6}fastai's minimum rule (lowest loss / 10):              {self.minimum_rule.text(2)}")
-
-
-def suggestions(optimizer: str, seeds=SEEDS) -> Suggestions:
-    """Chapter 6: the range test of `optimizer` on each seed's run."""
-    return Suggestions(optimizer, tuple(sweep(optimizer, s) for s in seeds))
-
-
-@dataclass(frozen=True)
-class Plateau:
-    """Validation accuracy after a few epochs at several learning rates, on each seed (chapter 6)."""
-
-    labels: tuple[str, ...]
-    lrs: tuple[float, ...]
-    epochs: int
-    runs: tuple[tuple[Watched, ...], ...]   # one tuple of seeds per lr
-
-    def reached(self, i: int) -> list[bool]:
-        return [w.final_acc >= TARGET for w in self.runs[i]]
-
-    def claims(self) -> dict[str, bool]:
-        on = {label: all(self.reached(i)) for i, label in enumerate(self.labels)}
-        off = {label: not any(self.reached(i)) for i, label in enumerate(self.labels)}
-        return {"suggested reaches 90% on every seed": on["suggested"],
-                "default 0.01 reaches 90% on every seed": on["default"],
-                "30x the suggestion never reaches 90%": off["30x suggested"],
-                "suggestion / 30 never reaches 90%": off["suggested / 30"]}
-
-    def text(self) -> str:
-        lines = [f"Adam, {self.epochs} epochs, {len(self.runs[0])} seeds: validation accuracy at the end"]
-        for i, (label, lr) in enumerate(zip(self.labels, self.lrs)):
-            lines.append(f"  {label:<15} lr {lr:<8.3g} at least 90% on {tally(self.reached(i))} seeds")
-        return "\n".join(lines)
-
-    def raw_text(self) -> str:
-        return "\n".join(f"  {label:<15} median accuracy {Spread(tuple(w.final_acc for w in runs)).text(3)}"
-                         for label, runs in zip(self.labels, self.runs))
-
-
-def plateau(suggested: float, seeds=SEEDS, epochs: int = 5) -> Plateau:
-    """Chapter 6: Adam at the suggestion, 30x off either way, and the default 0.01, on every seed."""
-    labels = ("suggested / 30", "default", "suggested", "30x suggested")
-    lrs = (suggested / 30, 0.01, suggested, suggested * 30)
-    runs = tuple(tuple(watched(c) for c in _on(seeds, lr=lr, epochs=epochs)) for lr in lrs)
-    return Plateau(labels, lrs, epochs, runs)
-
-
-# --- experiment 3: SGD against Adam ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Race:
-    """Updates SGD and Adam needed to reach 90% on each seed; lr per optimizer (chapter 6, experiment 3)."""
-
-    title: str
-    lrs: dict
-    epochs: int
-    max_updates: int
-    sgd: Spread
-    adam: Spread
-
-    @property
-    def ratio(self) -> Spread:
-        return ratios(self.sgd.values, self.adam.values)
-
-    def reached(self, optimizer: str) -> int:
-        return len(getattr(self, optimizer).found)
-
-    def text(self) -> str:
-        n = len(self.sgd.values)
-        lines = [f"{self.title}: updates to 90% validation accuracy, {n} seeds, at most {self.max_updates}"]
-        for name in ("sgd", "adam"):
-            spread = getattr(self, name)
-            lr = "its seed's own lr" if self.lrs[name] is None else f"lr {self.lrs[name]:.3g}"
-            lines.append(f"  {name:<5} at {lr + ':':<19}90% on {len(spread.found)} of {n} seeds"
-                         + (f", {Spread(tuple(spread.found)).text(3)}" if spread.found else ""))
-        if self.ratio.found:
-            lines.append(f"  SGD's updates / Adam's, seed by seed: {self.ratio.text(2, 'x')}")
-        return "\n".join(lines)
-
-
-def race(lrs: dict, seeds=SEEDS, epochs: int = 20, title: str = "") -> Race:
-    """Race SGD and Adam, each at its lr in `lrs`, on every seed (chapter 6)."""
-    configs = {name: _on(seeds, optimizer=name, lr=lrs[name], epochs=epochs) for name in ("sgd", "adam")}
-    counts = {name: Spread(tuple(hits(c) for c in cs)) for name, cs in configs.items()}
-    max_updates = configs["sgd"][0].arithmetic().total_weight_updates
-    return Race(title or f"same lr {lrs['sgd']:g}", dict(lrs), epochs, max_updates, counts["sgd"], counts["adam"])
-
-
-def fair_race(seeds=SEEDS, epochs: int = 20, sweep_seed: int | None = 0) -> Race:
-    """Each optimizer at its own range-test lr: seed `sweep_seed`'s sweep for all, or (None) each seed's own."""
-    if sweep_seed is not None:
-        lrs = {name: sweep(name, sweep_seed).suggested for name in ("sgd", "adam")}
-        return race(lrs, seeds, epochs, f"each at its range-test lr (the sweep of seed {sweep_seed})")
-    counts = {name: Spread(tuple(hits(TrainConfig(seed=s, optimizer=name, lr=sweep(name, s).suggested, epochs=epochs))
-                                 for s in seeds)) for name in ("sgd", "adam")}
-    max_updates = TrainConfig(epochs=epochs).arithmetic().total_weight_updates
-    lrs = {name: None for name in ("sgd", "adam")}
-    return Race("each at the range-test lr of its own seed's sweep", lrs, epochs, max_updates, counts["sgd"], counts["adam"])
+    return LrOne(lr, tuple(watched(c) for c in on_seeds(seeds)), tuple(watched(c) for c in on_seeds(seeds, lr=lr)))
 
 
 # --- experiment 4: missing zero_grad --------------------------------------------------------------
@@ -356,52 +229,9 @@ class ZeroGrad:
 
 def zero_grad(seeds=SEEDS, **changes) -> ZeroGrad:
     """Chapter 6, experiment 4: missing zero_grad and the healthy run, on every seed."""
-    healthy = tuple(watched(c) for c in _on(seeds, **changes))
-    bugged = tuple(watched(c) for c in _on(seeds, bugs=("missing_zero_grad",), **changes))
+    healthy = tuple(watched(c) for c in on_seeds(seeds, **changes))
+    bugged = tuple(watched(c) for c in on_seeds(seeds, bugs=("missing_zero_grad",), **changes))
     return ZeroGrad(healthy, bugged)
-
-
-# --- experiment 6: cosine against a constant learning rate ----------------------------------------
-
-@dataclass(frozen=True)
-class Schedules:
-    """A constant and a cosine learning rate, same lr and epochs, on each seed (chapter 6, experiment 6)."""
-
-    lr: float
-    epochs: int
-    constant: tuple[Watched, ...]
-    cosine: tuple[Watched, ...]
-
-    def claims(self) -> dict[str, bool]:
-        pairs = list(zip(self.constant, self.cosine))
-        return {"cosine lower final train loss on every seed": all(c.final_train_loss < k.final_train_loss
-                                                                   for k, c in pairs),
-                "cosine settles (within 1%) on every seed": all(c.last_spread() <= c.config.n_val // 100 for c in self.cosine),
-                "constant jumps more than cosine on every seed": all(k.last_spread() > c.last_spread()
-                                                                     for k, c in pairs)}
-
-    def text(self) -> str:
-        pairs, n = list(zip(self.constant, self.cosine)), len(self.cosine)
-        return "\n".join([
-            f"lr {self.lr:g}, {self.epochs} epochs, {n} seeds                           constant   cosine",
-            f"lower final training loss than the other schedule     "
-            f"{tally(k.final_train_loss < c.final_train_loss for k, c in pairs):<10} "
-            f"{tally(c.final_train_loss < k.final_train_loss for k, c in pairs)}",
-            f"last 5 epochs' val accuracy within 1% (settled)      "
-            f"{tally(k.last_spread() <= k.config.n_val // 100 for k in self.constant):<10} "
-            f"{tally(c.last_spread() <= c.config.n_val // 100 for c in self.cosine)}"])
-
-    def raw_text(self) -> str:
-        return "\n".join(f"{name:<9} final train loss {Spread(tuple(w.final_train_loss for w in runs)).text(2)}; "
-                         f"last 5 epochs' accuracy spread {Spread(tuple(w.last_spread() for w in runs)).text(2)} "
-                         f"of {runs[0].config.n_val} examples"
-                         for name, runs in (("constant", self.constant), ("cosine", self.cosine)))
-
-
-def schedules(seeds=SEEDS, lr: float = 0.03, epochs: int = 20) -> Schedules:
-    """Chapter 6, experiment 6: constant and cosine at `lr` for `epochs`, on every seed."""
-    return Schedules(lr, epochs, tuple(watched(c) for c in _on(seeds, lr=lr, epochs=epochs)),
-                     tuple(watched(c) for c in _on(seeds, lr=lr, epochs=epochs, schedule="cosine")))
 
 
 # --- experiment 5: evaluation without no_grad -----------------------------------------------------
@@ -448,3 +278,47 @@ def no_grad(epochs: int = 3, seed: int = 0) -> NoGrad:
     same = [(e.val_loss, e.val_acc) for e in healthy.epochs] == [(e.val_loss, e.val_acc) for e in bugged.epochs]
     return NoGrad(tuple(e.eval_memory for e in healthy.epochs), tuple(e.eval_memory for e in bugged.epochs), one,
                   loader.batch_size, same)
+
+
+# --- experiment 6: cosine against a constant learning rate ----------------------------------------
+
+@dataclass(frozen=True)
+class Schedules:
+    """A constant and a cosine learning rate, same lr and epochs, on each seed (chapter 6, experiment 6)."""
+
+    lr: float
+    epochs: int
+    constant: tuple[Watched, ...]
+    cosine: tuple[Watched, ...]
+
+    def claims(self) -> dict[str, bool]:
+        pairs = list(zip(self.constant, self.cosine))
+        return {"cosine lower final train loss on every seed": all(c.final_train_loss < k.final_train_loss
+                                                                   for k, c in pairs),
+                "cosine settles (within 1%) on every seed": all(c.last_spread() <= c.config.n_val // 100
+                                                                for c in self.cosine),
+                "constant jumps more than cosine on every seed": all(k.last_spread() > c.last_spread()
+                                                                     for k, c in pairs)}
+
+    def text(self) -> str:
+        pairs, n = list(zip(self.constant, self.cosine)), len(self.cosine)
+        return "\n".join([
+            f"lr {self.lr:g}, {self.epochs} epochs, {n} seeds                           constant   cosine",
+            f"lower final training loss than the other schedule     "
+            f"{tally(k.final_train_loss < c.final_train_loss for k, c in pairs):<10} "
+            f"{tally(c.final_train_loss < k.final_train_loss for k, c in pairs)}",
+            f"last 5 epochs' val accuracy within 1% (settled)      "
+            f"{tally(k.last_spread() <= k.config.n_val // 100 for k in self.constant):<10} "
+            f"{tally(c.last_spread() <= c.config.n_val // 100 for c in self.cosine)}"])
+
+    def raw_text(self) -> str:
+        return "\n".join(f"{name:<9} final train loss {Spread(tuple(w.final_train_loss for w in runs)).text(2)}; "
+                         f"last 5 epochs' accuracy spread {Spread(tuple(w.last_spread() for w in runs)).text(2)} "
+                         f"of {runs[0].config.n_val} examples"
+                         for name, runs in (("constant", self.constant), ("cosine", self.cosine)))
+
+
+def schedules(seeds=SEEDS, lr: float = 0.03, epochs: int = 20) -> Schedules:
+    """Chapter 6, experiment 6: constant and cosine at `lr` for `epochs`, on every seed."""
+    return Schedules(lr, epochs, tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs)),
+                     tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine")))

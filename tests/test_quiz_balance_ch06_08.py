@@ -10,6 +10,6 @@ BANKS = {"quiz 06": lambda: load_bank(6), "predictions 06": lambda: prediction_b
 @pytest.mark.parametrize("name", BANKS)
 def test_the_key_is_the_longest_option_in_fewer_than_half_the_questions(name):
     singles = [q for q in BANKS[name]().questions if q.kind == "single"]
-    longest = [q.id for q in singles
-               if max(len(o.text) for o in q.options if o.correct) > max(len(o.text) for o in q.options if not o.correct)]
+    longest = [q.id for q in singles if max(len(o.text) for o in q.options if o.correct)
+               > max(len(o.text) for o in q.options if not o.correct)]
     assert singles and len(longest) < len(singles) / 2, longest

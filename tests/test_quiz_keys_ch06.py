@@ -9,7 +9,7 @@ from itertools import cycle, islice
 import pytest
 import torch
 
-from course_utils import simulator_seeds as seeds
+from course_utils import lr_races, simulator_seeds as seeds
 from course_utils.arithmetic import batch_sizes
 from course_utils.lr_find import LrSweep
 from course_utils.notebook import sig
@@ -94,15 +94,15 @@ def test_adam_first_step_key_is_lr_and_torch_agrees():
 def test_prediction_keys_match_the_experiments():
     bank = prediction_bank(6)
     assert key(bank, "predict-adam-lr-one").startswith("No NaN") and seeds.lr_one().claims()["no NaN on any seed"]
-    p = seeds.plateau(seeds.sweep("adam", 0).suggested)
+    p = lr_races.plateau(lr_races.sweep("adam", 0).suggested)
     reached = {label: sum(p.reached(i)) for i, label in enumerate(p.labels)}
     assert key(bank, "predict-lr-plateau") == "The suggestion and 0.01, but neither rate 30 times off"
     assert reached["suggested"] >= 3 and reached["default"] >= 3 and reached["30x suggested"] == 0 == reached[
         "suggested / 30"]
-    high = seeds.race({"sgd": 0.3, "adam": 0.3}, epochs=15)
+    high = lr_races.race({"sgd": 0.3, "adam": 0.3}, epochs=15)
     assert key(bank, "predict-same-lr").startswith("SGD: every seed")
     assert high.reached("sgd") == len(SEEDS) > high.reached("adam")
-    fair = seeds.fair_race()
+    fair = lr_races.fair_race()
     assert key(bank, "predict-fair-race") == "4 to 8" and all(4 <= r <= 8 for r in fair.ratio.values)
     assert "SGD about 0.4, Adam about 0.1" in bank.question("predict-fair-race").prompt
     assert (sig(fair.lrs["sgd"], 1), sig(fair.lrs["adam"], 1)) == (0.4, 0.1)

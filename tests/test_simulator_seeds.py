@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from course_utils import simulator_seeds as seeds
+from course_utils import lr_races, simulator_seeds as seeds
 from course_utils.over_seeds import SEEDS, Spread, ratios, tally
 from course_utils.session import TrainConfig
 
@@ -40,14 +40,14 @@ def test_dead_fraction_counts_units_that_never_fire():
 
 
 def test_the_range_test_suggests_an_order_of_magnitude_not_a_number():
-    adam = seeds.suggestions("adam")
+    adam = lr_races.suggestions("adam")
     assert adam.factor() > 3                                 # it moves several times from seed to seed
     assert all(s.suggested < s.min_loss_lr for s in adam.sweeps)
 
 
 def test_the_suggestion_and_the_default_sit_on_one_plateau():
     """Prose: the suggestion on every seed, 0.01 on most; 30 times off either way on none."""
-    p = seeds.plateau(seeds.sweep("adam", 0).suggested)
+    p = lr_races.plateau(lr_races.sweep("adam", 0).suggested)
     c = p.claims()
     assert c["suggested reaches 90% on every seed"]
     assert c["30x the suggestion never reaches 90%"] and c["suggestion / 30 never reaches 90%"]
@@ -55,13 +55,14 @@ def test_the_suggestion_and_the_default_sit_on_one_plateau():
 
 
 def test_at_one_shared_rate_the_winner_depends_on_the_rate():
-    low, high = seeds.race({"sgd": 0.01, "adam": 0.01}, epochs=10), seeds.race({"sgd": 0.3, "adam": 0.3}, epochs=15)
+    low = lr_races.race({"sgd": 0.01, "adam": 0.01}, epochs=10)
+    high = lr_races.race({"sgd": 0.3, "adam": 0.3}, epochs=15)
     assert (low.reached("sgd"), low.reached("adam")) == (0, len(SEEDS))
     assert high.reached("sgd") == len(SEEDS) and high.reached("adam") <= 2     # "fails on most of them"
 
 
 def test_each_at_its_own_range_test_rate_adam_needs_several_times_fewer_updates():
-    one_sweep, own_sweeps = seeds.fair_race(), seeds.fair_race(sweep_seed=None)
+    one_sweep, own_sweeps = lr_races.fair_race(), lr_races.fair_race(sweep_seed=None)
     for race in (one_sweep, own_sweeps):
         assert race.reached("sgd") == race.reached("adam") == len(SEEDS)
         assert all(r > 1 for r in race.ratio.values)         # Adam wins on every seed

@@ -29,7 +29,8 @@ class PredictView(View):
     def text(self) -> str:
         q = self.question
         lines = [f"{HEADING}: {q.prompt}"]
-        lines += [f"    {'abcdefghij'[k]}) {q.options[i].text}" for k, i in enumerate(option_order(self.bank.chapter, q))]
+        order = option_order(self.bank.chapter, q)
+        lines += [f"    {'abcdefghij'[k]}) {q.options[i].text}" for k, i in enumerate(order)]
         lines.append("(answer in JupyterLab: your prediction is kept with your quiz progress)")
         return "\n".join(lines)
 

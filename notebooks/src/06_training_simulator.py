@@ -21,7 +21,7 @@ from IPython.display import display
 from course_utils.lr_find import sweep_figure
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import run_figure
-from course_utils import simulator_seeds as seeds
+from course_utils import lr_races, simulator_seeds as seeds
 from course_utils.widgets.predict_view import predict
 
 # %% [markdown]
@@ -117,7 +117,7 @@ plt.close(fig)
 
 # %%
 for optimizer in ("adam", "sgd"):
-    print(seeds.suggestions(optimizer).text())
+    print(lr_races.suggestions(optimizer).text())
 
 # %% [markdown]
 # **Task.** Train the default run for 5 epochs at the suggested rate, 30 times below it, 30 times above
@@ -127,7 +127,7 @@ for optimizer in ("adam", "sgd"):
 predict(6, "lr-plateau")
 
 # %%
-plateau = seeds.plateau(finder.result.suggested)
+plateau = lr_races.plateau(finder.result.suggested)
 print(plateau.text())
 
 # %% tags=["nbval-ignore-output"]
@@ -153,7 +153,7 @@ predict(6, "same-lr")
 
 # %%
 for lr, epochs in ((0.01, 10), (0.3, 15)):
-    print(seeds.race({"sgd": lr, "adam": lr}, epochs=epochs).text())
+    print(lr_races.race({"sgd": lr, "adam": lr}, epochs=epochs).text())
 
 # %% [markdown]
 # At one shared rate the comparison measures the rate, not the optimizer. At 0.01, Adam's default,
@@ -165,8 +165,8 @@ for lr, epochs in ((0.01, 10), (0.3, 15)):
 predict(6, "fair-race")
 
 # %%
-print(seeds.fair_race().text())
-print(seeds.fair_race(sweep_seed=None).text())
+print(lr_races.fair_race().text())
+print(lr_races.fair_race(sweep_seed=None).text())
 
 # %% [markdown]
 # Each at its own range-test rate, Adam needs fewer updates on every seed. With the rates of one sweep
