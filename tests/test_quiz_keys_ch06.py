@@ -12,7 +12,7 @@ import torch
 from course_utils import lr_races, simulator_seeds as seeds
 from course_utils.arithmetic import batch_sizes
 from course_utils.lr_find import LrSweep
-from course_utils.notebook import sig
+from course_utils.notebook import one_thread, sig
 from course_utils.over_seeds import SEEDS
 from course_utils.predictions import prediction_bank
 from course_utils.quiz import check, load_bank
@@ -58,10 +58,11 @@ def test_range_test_rules_key_is_what_the_sweep_computes():
 def test_onecycle_scaled_by_the_slider_keeps_its_shape():
     assert key(load_bank(6), "onecycle-slider") == "The schedule goes on, scaled by 0.3 from here on"
     changed, plain = (Session(TrainConfig(schedule="onecycle", measure_memory=False)) for _ in range(2))
-    for _ in range(50):
-        changed.step(), plain.step()
-    changed.set_lr(0.003)
-    changed.run_to_end(), plain.run_to_end()
+    with one_thread():
+        for _ in range(50):
+            changed.step(), plain.step()
+        changed.set_lr(0.003)
+        changed.run_to_end(), plain.run_to_end()
     assert [e.lr for e in changed.steps[50:]] == pytest.approx([0.3 * e.lr for e in plain.steps[50:]])
     assert plain.steps[50].lr > plain.steps[49].lr                            # still rising at step 50
 
@@ -72,10 +73,11 @@ def test_no_grad_with_batch_64_doubles_the_memory_and_changes_no_number():
     assert [q.options[i].text for i in sorted(right)] == ["Evaluation memory is about twice what it is at batch 32",
                                                           "Evaluation memory is the same at every epoch"]
     from course_utils.simulator import compare_runs
-    runs = {b: compare_runs(r=dict(epochs=3, batch_size=b, bugs=("missing_no_grad",)))["r"] for b in (32, 64)}
+    with one_thread():
+        runs = {b: compare_runs(r=dict(epochs=3, batch_size=b, bugs=("missing_no_grad",)))["r"] for b in (32, 64)}
+        healthy = compare_runs(r=dict(epochs=3, batch_size=64))["r"]
     memory = {b: [e.eval_memory for e in s.epochs] for b, s in runs.items()}
     assert len(set(memory[64])) == 1 and 1.9 < memory[64][0] / memory[32][0] < 2.1
-    healthy = compare_runs(r=dict(epochs=3, batch_size=64))["r"]
     assert [e.val_acc for e in healthy.epochs] == [e.val_acc for e in runs[64].epochs]
 
 
