@@ -147,11 +147,14 @@ def _val_accuracy(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.T
 
 def race_config(config: TrainConfig, target: float, knobs: Knobs | None = None, *,
                 progress: Callable[[Progress], None] | None = None, stop: Callable[[], bool] | None = None,
-                max_updates: int | None = None, stop_at_target: bool = False) -> RaceResult:
+                max_updates: int | None = None, stop_at_target: bool = False,
+                at_hit: Callable[[torch.nn.Module], None] | None = None) -> RaceResult:
     """Train `config` with the course's loop, measuring val accuracy after every update (chapter 8).
 
     `progress` is called after every update; `stop()` returning True ends the race early;
-    `max_updates` caps it (the search's probes); `stop_at_target` ends it at the first hit. Re-running a stored config repeats its counts exactly.
+    `max_updates` caps it (the search's probes); `stop_at_target` ends it at the first hit; `at_hit` is
+    called once with the model at the first hit (a held-out check). Re-running a stored config repeats
+    its counts exactly.
     """
     start = time.perf_counter()
     state = build(config)
@@ -169,6 +172,8 @@ def race_config(config: TrainConfig, target: float, knobs: Knobs | None = None, 
             curve.append((event.updates, acc))
             if hit is None and acc >= target - 1e-12:
                 hit = event.updates
+                if at_hit is not None:
+                    at_hit(state.model)
             if progress is not None:
                 progress(Progress(event.updates, planned, epoch, acc, hit))
             if (max_updates is not None and event.updates >= max_updates) or (stop_at_target and hit is not None):

@@ -55,6 +55,18 @@ def batch_sizes(n_examples: int, batch_size: int, drop_last: bool = False) -> li
     return [batch_size] * full + ([rest] if rest and not drop_last else [])
 
 
+def examples_after(updates: int, n_examples: int, batch_size: int, drop_last: bool = False) -> int:
+    """Training examples processed by `updates` updates of one batch each, epoch after epoch (chapter 8).
+
+    Counted batch by batch, as a DataLoader yields them: each epoch's last batch may be smaller.
+    """
+    sizes = batch_sizes(n_examples, batch_size, drop_last)
+    if not sizes:
+        return 0
+    epochs, rest = divmod(updates, len(sizes))
+    return epochs * sum(sizes) + sum(sizes[:rest])
+
+
 def loss_weight(micro_step: int, sizes: list[int] | tuple[int, ...], accum_steps: int) -> float:
     """What to multiply micro-batch `micro_step`'s *mean* loss by before backward (chapters 0, 5, 7).
 

@@ -1,10 +1,12 @@
 """setup_notebook(): the one call at the top of every chapter (numeric path, seeds, threads, plots, warnings)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
 import warnings
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -69,6 +71,21 @@ def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
         (DeprecationWarning, ".*"),
     ]:
         warnings.filterwarnings("ignore", message=pattern, category=category)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run a block on one torch thread, the notebooks' setting (chapters 6, 8: many tiny runs).
+
+    The course's runs are far too small to gain from threads: two threads on two busy cores made them
+    7x slower (measured, issue 22), and one thread computes the figures the chapters print.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def sig(x: float, digits: int = 4) -> float:

@@ -1,9 +1,10 @@
-"""Chapter 6's engine: what the training simulator and its experiments measure on the course's loop.
+"""Chapter 6's engine: what the training simulator shows, and single runs of the course's loop.
 
 - ``boundary_grid`` evaluates a model on a grid over the data (the decision-boundary panel);
 - ``updates_to_reach`` counts the weight updates a run needs to reach a validation accuracy;
-- ``lr_one_adam``, ``sgd_vs_adam``, ``zero_grad_experiment``, ``no_grad_memory``, ``cosine_vs_constant``
-  are the chapter's five experiments, each a real run whose figures the notebook prints.
+- ``lr_outcome``, ``compare_runs`` train single runs; ``run_figure`` freezes a simulator run for the page.
+
+The chapter's experiments, each over five seeds, are in ``simulator_seeds.py``.
 """
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
-from course_utils.loop import evaluate
+from course_utils.arena import race_config
 from course_utils.session import Session, TrainConfig
 
 
@@ -65,24 +65,12 @@ def _quiet(session: Session) -> Session:
 def updates_to_reach(config: TrainConfig, target: float) -> int | None:
     """Weight updates until validation accuracy first reaches `target`, checked after every update (chapter 6).
 
-    None when the run ends first. Validation here does not change the run (eval mode, no_grad, own RNG).
+    None when the run ends first. The arena's measuring loop (``arena.race_config``) counts them: validation
+    there does not change the run (eval mode, no_grad, no random numbers drawn).
     """
     if not (_finite(target) and 0 < target <= 1):
         raise ValueError(f"target must be an accuracy in (0, 1], got {target!r}")
-    session = Session(config)
-    model, val = session.model, session.state.splits.val
-    whole = DataLoader(val, batch_size=len(val))          # one forward pass over the validation set
-    while not session.done:
-        event = session.step()
-        if event is None:
-            break
-        if event.update:
-            was_training = model.training
-            accuracy = evaluate(model, whole)[1]
-            model.train(was_training)
-            if accuracy >= target:
-                return event.updates
-    return None
+    return race_config(config, target, stop_at_target=True).updates_to_target
 
 
 def _finite(x: object) -> bool:
@@ -114,41 +102,27 @@ def outcome_of(s: Session) -> LrOutcome:
                      s.epochs[0].train_loss, s.epochs[-1].train_loss, s.epochs[-1].val_acc)
 
 
-@dataclass(frozen=True)
-class Race:
-    """Updates SGD and Adam needed to reach `target` validation accuracy at the same learning rate."""
-
-    lr: float
-    target: float
-    max_updates: int
-    sgd: int | None
-    adam: int | None
-
-    def ratio(self) -> float | None:
-        """SGD's updates over Adam's (None if either never got there)."""
-        return None if self.sgd is None or self.adam is None else self.sgd / self.adam
-
-
-def sgd_vs_adam(lr: float, target: float = 0.9, epochs: int = 20, **config) -> Race:
-    """Chapter 6: the same lr for plain SGD and Adam, measured as updates to reach `target` accuracy."""
-    base = TrainConfig(lr=lr, epochs=epochs, measure_memory=False, **config)
-    counts = [updates_to_reach(TrainConfig(**{**vars(base), "optimizer": name}), target) for name in ("sgd", "adam")]
-    return Race(lr, target, base.arithmetic().total_weight_updates, *counts)
-
-
 def compare_runs(**changes_by_label: dict) -> dict[str, Session]:
     """Train one run per label, each the default config with its changes, all to the end (chapter 6)."""
     return {label: _quiet(Session(TrainConfig(**changes))) for label, changes in changes_by_label.items()}
 
 
+FIGURE_WIDTH_IN = 9.4     # 846 px at the notebooks' 90 dpi: shown 1:1 in an 848-px output, so 8 pt = 10 px on screen
+
+
 def run_figure(session: Session, title: str | None = None):
-    """A static picture of a simulator run (chapter 6's closing figure): boundary and five curves, ghost dashed."""
+    """A static picture of a simulator run (chapter 6's closing figure): boundary and five curves, ghost dashed.
+
+    Sized for the notebook's width (text >= 8 pt, 10 px on screen); one legend above the panels says which
+    line is which run, and each panel's title names its curves, so no legend covers data.
+    """
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.lines import Line2D
 
     from course_utils.widgets.live_plot import CLASS_COLOURS
 
-    fig, axes = plt.subplots(2, 3, figsize=(11.0, 5.6))
+    fig, axes = plt.subplots(2, 3, figsize=(FIGURE_WIDTH_IN, 6.2))
     ax = axes[0, 0]
     x, y = session.state.splits.train.tensors
     extent = data_extent(x)
@@ -159,40 +133,42 @@ def run_figure(session: Session, title: str | None = None):
     colours = np.array([[int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)] for c in CLASS_COLOURS])
     alpha = (0.15 + 0.45 * conf)[..., None]
     ax.imshow(1 - alpha * (1 - colours[cls % len(colours)]), origin="lower", extent=extent, interpolation="bilinear")
-    ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), c=[CLASS_COLOURS[int(k) % len(CLASS_COLOURS)] for k in y], s=6,
+    ax.scatter(x[:, 0].numpy(), x[:, 1].numpy(), c=[CLASS_COLOURS[int(k) % len(CLASS_COLOURS)] for k in y], s=5,
                edgecolors="#222", linewidths=0.3)
-    ax.set_title("decision boundary" + (" of the bugged run" if session.ghost is not None else "")
-                 + ", training data", fontsize=9)
+    ax.set_title("decision boundary" + (" (bugged run)" if session.ghost is not None else "")
+                 + ",\ntraining data", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    runs = [("healthy ghost", session.ghost, "#757575", "--")] if session.ghost is not None else []
-    runs.append(("run" if session.ghost is None else "bugged run", session, None, "-"))
-    panels = [(axes[0, 1], "loss (train per step, val per epoch)", True), (axes[0, 2], "validation accuracy", False),
-              (axes[1, 0], "gradient norm (pre-clip)", True), (axes[1, 1], "learning rate", False),
-              (axes[1, 2], "graph memory, KiB (saved for backward)", False)]
-    for label, run, colour, style in runs:
+    runs = [(session.ghost, "#757575", "--")] if session.ghost is not None else []
+    runs.append((session, None, "-"))
+    panels = [(axes[0, 1], "loss: train per step (blue),\nvalidation per epoch (orange dots)", True),
+              (axes[0, 2], "validation accuracy, per epoch", False),
+              (axes[1, 0], "gradient norm (pre-clip), per step", True),
+              (axes[1, 1], "learning rate, per step", False),
+              (axes[1, 2], "graph memory, KiB: per step (purple),\nper evaluation (orange dots)", False)]
+    for run, colour, style in runs:
         steps, epochs = run.steps, run.epochs
         xs, ends = [e.step for e in steps], [e.steps for e in epochs]
-        axes[0, 1].plot(xs, [e.loss for e in steps], style, color=colour or "#1565c0", lw=1, label=f"{label} train")
-        axes[0, 1].plot(ends, [e.val_loss for e in epochs], style, marker="o", ms=3, color=colour or "#e65100",
-                        lw=1, label=f"{label} val")
-        axes[0, 2].plot(ends, [e.val_acc for e in epochs], style, marker="o", ms=3, color=colour or "#e65100",
-                        lw=1, label=label)
-        axes[1, 0].plot(xs, [max(e.grad_norm, 1e-4) for e in steps], style, color=colour or "#1565c0", lw=1,
-                        label=label)
-        axes[1, 1].plot(xs, [e.lr for e in steps], style, color=colour or "#2e7d32", lw=1, label=label)
-        axes[1, 2].plot(xs, [e.memory / 1024 for e in steps], style, color=colour or "#6a1b9a", lw=1,
-                        label=f"{label} step")
+        axes[0, 1].plot(xs, [e.loss for e in steps], style, color=colour or "#1565c0", lw=1)
+        axes[0, 1].plot(ends, [e.val_loss for e in epochs], style, marker="o", ms=3, color=colour or "#e65100", lw=1)
+        axes[0, 2].plot(ends, [e.val_acc for e in epochs], style, marker="o", ms=3, color=colour or "#e65100", lw=1)
+        axes[1, 0].plot(xs, [max(e.grad_norm, 1e-4) for e in steps], style, color=colour or "#1565c0", lw=1)
+        axes[1, 1].plot(xs, [e.lr for e in steps], style, color=colour or "#2e7d32", lw=1)
+        axes[1, 2].plot(xs, [e.memory / 1024 for e in steps], style, color=colour or "#6a1b9a", lw=1)
         if run is session:
-            axes[1, 2].plot(ends, [e.eval_memory / 1024 for e in epochs], "o", color="#e65100", ms=3,
-                            label="evaluation")
+            axes[1, 2].plot(ends, [e.eval_memory / 1024 for e in epochs], "o", color="#e65100", ms=3)
     for ax, name, log in panels:
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("micro-step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
         if log:
             ax.set_yscale("log")
-        ax.legend(fontsize=6, frameon=False)
+    key = [Line2D([], [], color="#333", lw=1.2, ls="-",
+                  label="bugged run (colours as in each title)" if session.ghost is not None else "run")]
+    if session.ghost is not None:
+        key.append(Line2D([], [], color="#757575", lw=1.2, ls="--", label="healthy ghost: same seed, no bug"))
     fig.suptitle(title or ("training simulator: " + (" + ".join(session.config.bugs) or "healthy run")), fontsize=10)
-    fig.tight_layout()
+    fig.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, 0.955), ncol=len(key), fontsize=9,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
