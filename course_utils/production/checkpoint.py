@@ -10,6 +10,11 @@ Loading checks the checksum *before* unpickling anything and then uses
 Names sort by position in the run: ``last-e0003-s000012.pt`` was taken in epoch 3 (0-based) after 12
 micro-batches; ``last-e0004-s000000.pt`` at the end of epoch 3. ``best-...`` holds the best
 validation so far. Old files are pruned only after the new pair is complete.
+
+The state is serialised in the training thread (a copy: training may then change the tensors) and
+written by ``BackgroundWriter`` on a thread, while training goes on: the checksum, the writes and
+their fsyncs release the GIL. One write is in flight at a time; a kill during it leaves the previous
+checkpoints untouched, exactly as a kill during a write in the training thread would.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ import hashlib
 import io
 import pickle
 import re
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +38,10 @@ NAME = re.compile(r"^(last|best)-e(\d{4,})-s(\d{6,})\.pt$")
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be used; the message is one line and names the file."""
+
+
+class IncompleteCheckpointError(CheckpointError):
+    """A checkpoint whose checksum file was never written: the run stopped while saving it."""
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -75,6 +86,35 @@ def write_checkpoint(folder: str | Path, name: str, payload: bytes) -> Path:
     return path
 
 
+class BackgroundWriter:
+    """Runs checkpoint writes on a thread, one at a time (chapter 7); an error surfaces at the next call."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Wait for the previous write, then start `job` on a thread."""
+        self.wait()
+        self.thread = threading.Thread(target=self._run, args=(job,), name="checkpoint-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()
+            self.error = exc
+
+    def wait(self) -> None:
+        """Block until the write in flight is on disk; raise what it raised."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
 def prune(folder: str | Path, kind: str, keep: int) -> list[Path]:
     """Delete all but the newest `keep` complete files of `kind`; call only after a new one is complete."""
     removed = []
@@ -108,8 +148,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         recorded = _sidecar(path).read_text(encoding="utf-8").split()
     except (OSError, UnicodeDecodeError):
-        raise CheckpointError(f"checkpoint {path} is incomplete: its checksum file {_sidecar(path).name} "
-                              "is missing (the run was probably stopped while saving)") from None
+        raise IncompleteCheckpointError(f"checkpoint {path} is incomplete: its checksum file {_sidecar(path).name} "
+                                        "is missing (the run was probably stopped while saving)") from None
     actual = hashlib.sha256(data).hexdigest()
     if len(recorded) != 3 or recorded[0] != "sha256" or recorded[1] != actual or recorded[2] != str(len(data)):
         raise CheckpointError(f"checkpoint {path} is damaged: its bytes do not match the checksum in "
@@ -137,8 +177,9 @@ FORMAT = "course_utils.production/1"
 def newest_valid(folder: str | Path, say=print) -> tuple[Path, dict[str, Any]] | None:
     """The newest checkpoint in `folder` that loads, damaged newer ones set aside with a warning (chapter 7).
 
-    None when the folder holds no checkpoint at all. A checkpoint that would run code stops the
-    search at once (UnsafeCheckpointError); if checkpoints exist but none loads, CheckpointError.
+    None when the folder holds no complete checkpoint: none at all, or only ones whose save never
+    finished (no checksum file; set aside with a warning). A checkpoint that would run code stops the
+    search at once (UnsafeCheckpointError); if complete checkpoints exist but none loads, CheckpointError.
     """
     removed = remove_unfinished(folder)
     if removed:
@@ -146,20 +187,28 @@ def newest_valid(folder: str | Path, say=print) -> tuple[Path, dict[str, Any]] |
     files = checkpoint_files(folder)
     if not files:
         return None
-    damaged: list[tuple[Path, str]] = []
+    damaged: list[tuple[Path, str, bool]] = []
     for path in files:
         try:
             state = load_checkpoint(path)
         except UnsafeCheckpointError:
             raise
         except CheckpointError as exc:
-            damaged.append((path, str(exc)))
+            damaged.append((path, str(exc), isinstance(exc, IncompleteCheckpointError)))
             continue
-        for bad, problem in damaged:   # set aside only once a good one is found: never start over silently
-            moved = set_aside(bad, "damaged")
-            if moved is not None and _sidecar(bad).exists():
-                set_aside(_sidecar(bad), "damaged")
-            where = f"; set aside as {moved.name}" if moved else ""
-            warnings.warn(f"skipping {problem}{where}; resuming from {path.name}", RuntimeWarning, stacklevel=2)
+        _set_aside(damaged, f"resuming from {path.name}")   # only once a good one is found: never start over
         return path, state
+    if all(incomplete for _, _, incomplete in damaged):      # killed while saving the first checkpoint
+        _set_aside(damaged, "no complete checkpoint: starting fresh")
+        return None
     raise CheckpointError(f"no usable checkpoint in {folder}: the newest, {files[0].name}, failed: {damaged[0][1]}")
+
+
+def _set_aside(damaged: list[tuple[Path, str, bool]], then: str) -> None:
+    """Move damaged or incomplete checkpoints aside (never deleted), each with a warning."""
+    for bad, problem, _ in damaged:
+        moved = set_aside(bad, "damaged")
+        if moved is not None and _sidecar(bad).exists():
+            set_aside(_sidecar(bad), "damaged")
+        where = f"; set aside as {moved.name}" if moved else ""
+        warnings.warn(f"skipping {problem}{where}; {then}", RuntimeWarning, stacklevel=3)
