@@ -109,6 +109,8 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
         stopper = EarlyStopping(config.patience if config.patience is not None else 2**62, config.min_delta, mode)
         stopping = config.patience is not None      # without patience the stopper only tracks the best value
         identity = _identity(task, model)
+        seed_everything(_training_seed(config.seed))  # training's draws start here, however many building the task
+                                                      # took: the same run from fit(config, task) and from --task
 
         # -- 5. resume: every piece above gets its state back from the newest valid checkpoint -------
         state = {"epoch": 0, "position": 0, "updates": 0, "skipped": 0, "bad_in_a_row": 0, "history": [],
@@ -306,6 +308,11 @@ def _the_task(config: FitConfig, task: Task | None) -> Task:
         raise TaskError(f"{changed[0]} describes only the spiral task; the task given to fit brings its own model "
                         "and data (leave the spiral fields at their defaults)")
     return task
+
+
+def _training_seed(seed: int) -> int:
+    """The seed of training's own random stream (dropout...): derived from, not equal to, the one that built the task."""
+    return (seed + 0x9E3779B9) % 2**32
 
 
 def _seeded(task: Task, dataset) -> bool:

@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,11 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
+def _name(function: Any) -> str:
+    """A loss function's name: its class for a module (MSELoss), its own name for a function."""
+    return getattr(function, "__name__", type(function).__name__)
+
+
 def _one_line(exc: BaseException) -> str:
     """'TypeError: message' (first line), and where it was raised outside torch, for a one-line error."""
     message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -174,10 +180,11 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
     except Exception as exc:  # noqa: BLE001 - the learner's model: report whatever it raised, in one line
         raise TaskError(f"the model cannot take a batch's inputs ({_describe(inputs)}): {_one_line(exc)}") from None
     try:
-        with torch.no_grad(), autocast():
-            loss = task.loss_fn(outputs, targets)
+        with torch.no_grad(), autocast(), warnings.catch_warnings():
+            warnings.filterwarnings("error", message=".*target size.*different to the input size")
+            loss = task.loss_fn(outputs, targets)   # torch broadcasts (N, 1) against (N,) with only that warning
     except Exception as exc:  # noqa: BLE001
-        raise TaskError(f"the model's output does not fit the loss: {type(task.loss_fn).__name__} got outputs "
+        raise TaskError(f"the model's output does not fit the loss: {_name(task.loss_fn)} got outputs "
                         f"{_describe(outputs)} and targets {_describe(targets)}: {_one_line(exc)}") from None
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.is_floating_point()):
         raise TaskError(f"loss_fn must return the batch's mean loss as one number (a 0-dim float tensor), "
