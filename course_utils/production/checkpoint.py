@@ -11,9 +11,9 @@ Names sort by position in the run: ``last-e0003-s000012.pt`` was taken in epoch 
 micro-batches; ``last-e0004-s000000.pt`` at the end of epoch 3. ``best-...`` holds the best
 validation so far. Old files are pruned only after the new pair is complete.
 
-The state is serialised in the training thread (a copy: training may then change the tensors) and
-written by ``BackgroundWriter`` on a thread, while training goes on: the checksum, the writes and
-their fsyncs release the GIL. One write is in flight at a time; a kill during it leaves the previous
+The training thread only copies the state (``Staged``: a memory copy, since training then changes the
+tensors); ``BackgroundWriter`` serialises, checksums and writes it on a thread while training goes on
+(the checksum, the writes and their fsyncs release the GIL). Writes go one at a time, in order; a kill during one leaves the previous
 checkpoints untouched, exactly as a kill during a write in the training thread would.
 """
 from __future__ import annotations
@@ -78,6 +78,34 @@ def serialize(state: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
+def snapshot(value: Any) -> Any:
+    """A copy of a nested state (dicts, lists, tuples of tensors and plain values), its tensors copied to the CPU.
+
+    Taking it is a memory copy; training may then change the originals while the copy is serialised and
+    written on the writer thread.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: snapshot(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(snapshot(item) for item in value)
+    return value
+
+
+class Staged:
+    """One checkpoint's state, copied now (``snapshot``), serialised once when the writer first needs its bytes."""
+
+    def __init__(self, state: dict[str, Any]):
+        self.state: dict[str, Any] | None = snapshot(state)
+        self._bytes: bytes | None = None
+
+    def payload(self) -> bytes:
+        if self._bytes is None:
+            self._bytes, self.state = serialize(self.state), None
+        return self._bytes
+
+
 def write_checkpoint(folder: str | Path, name: str, payload: bytes) -> Path:
     """Write `payload` as folder/name durably, then its checksum (last); returns the path (chapter 7)."""
     path = Path(folder) / name
@@ -87,29 +115,58 @@ def write_checkpoint(folder: str | Path, name: str, payload: bytes) -> Path:
 
 
 class BackgroundWriter:
-    """Runs checkpoint writes on a thread, one at a time (chapter 7); an error surfaces at the next call."""
+    """Writes checkpoints in order on one thread while training goes on (chapter 7).
 
-    def __init__(self) -> None:
+    ``submit(job)`` queues a write and returns at once, unless `depth` writes are already waiting: then
+    training waits for the disk (with durable writes, a disk slower than the checkpoint cadence has to
+    hold training back somewhere). Every job is written, in order; ``wait()`` returns once all are on
+    disk, and raises what a write raised (so does the next ``submit``).
+    """
+
+    def __init__(self, finish: Callable[[], None] = lambda: None, depth: int = 2) -> None:
+        self.finish, self.depth = finish, depth   # finish: run after each write (pruning the old files)
+        self.ready = threading.Condition()
+        self.pending: list[Callable[[], None]] = []
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
     def submit(self, job: Callable[[], None]) -> None:
-        """Wait for the previous write, then start `job` on a thread."""
-        self.wait()
-        self.thread = threading.Thread(target=self._run, args=(job,), name="checkpoint-writer", daemon=True)
-        self.thread.start()
+        """Queue `job`; wait first while `depth` jobs are already waiting."""
+        with self.ready:
+            while len(self.pending) >= self.depth and self.error is None:
+                self.ready.wait()
+            self._raise()
+            self.pending.append(job)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._drain, name="checkpoint-writer", daemon=True)
+                self.thread.start()
 
-    def _run(self, job: Callable[[], None]) -> None:
-        try:
-            job()
-        except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()
-            self.error = exc
+    def _drain(self) -> None:
+        while True:
+            with self.ready:
+                if not self.pending or self.error is not None:
+                    self.pending.clear()
+                    self.thread = None
+                    self.ready.notify_all()
+                    return
+                job = self.pending[0]
+            try:
+                job()
+                self.finish()
+            except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()/submit()
+                self.error = exc
+            with self.ready:
+                self.pending.pop(0)
+                self.ready.notify_all()
 
     def wait(self) -> None:
-        """Block until the write in flight is on disk; raise what it raised."""
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
+        """Block until every queued write is on disk; raise what a write raised."""
+        with self.ready:
+            while self.thread is not None:
+                self.ready.wait()
+            self._raise()
+
+    def _raise(self) -> None:
         if self.error is not None:
             error, self.error = self.error, None
             raise error

@@ -109,7 +109,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
         stopper = EarlyStopping(config.patience if config.patience is not None else 2**62, config.min_delta, mode)
         stopping = config.patience is not None      # without patience the stopper only tracks the best value
         identity = _identity(task, model)
-        seed_everything(_training_seed(config.seed))  # training's draws start here, however many building the task
+        seed_everything(training_seed(config.seed))  # training's draws start here, however many building the task
                                                       # took: the same run from fit(config, task) and from --task
 
         # -- 5. resume: every piece above gets its state back from the newest valid checkpoint -------
@@ -142,7 +142,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
     # -- 7. logging: metrics.jsonl, TensorBoard (purging what a killed run logged past its checkpoint), tqdm
     log = RunLog(out, main, state["history"], state["updates"] if found else None, config.tensorboard,
                  config.progress)
-    writer = ckpt.BackgroundWriter()                # checkpoints reach the disk while training goes on
+    writer = ckpt.BackgroundWriter(lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
         """Every piece of state, written by rank 0 only, durably (on a thread); the old ones pruned after."""
@@ -150,7 +150,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
         if not main:
             return
         log.flush()
-        payload = ckpt.serialize({
+        staged = ckpt.Staged({
             "format": ckpt.FORMAT, "config": config.as_plain(), "task": identity, "epoch": epoch,
             "position": position, "updates": state["updates"], "skipped": state["skipped"],
             "bad_in_a_row": state["bad_in_a_row"], "running": list(state["running"]), "history": state["history"],
@@ -158,14 +158,9 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
             "world_size": ranks.world_size, "ranks": per_rank})
-
-        def write() -> None:                        # the best first: a 'last' naming it as best finds it there
-            if best:
-                ckpt.write_checkpoint(folder, ckpt.checkpoint_name("best", epoch, position), payload)
-            ckpt.write_checkpoint(folder, ckpt.checkpoint_name("last", epoch, position), payload)
-            ckpt.prune(folder, "last", config.keep)
-            ckpt.prune(folder, "best", 1)
-        writer.submit(write)
+        for kind in ("best", "last") if best else ("last",):      # written on a thread; training goes on
+            name = ckpt.checkpoint_name(kind, epoch, position)
+            writer.submit(lambda name=name: ckpt.write_checkpoint(folder, name, staged.payload()))
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
@@ -310,7 +305,7 @@ def _the_task(config: FitConfig, task: Task | None) -> Task:
     return task
 
 
-def _training_seed(seed: int) -> int:
+def training_seed(seed: int) -> int:
     """The seed of training's own random stream (dropout...): derived from, not equal to, the one that built the task."""
     return (seed + 0x9E3779B9) % 2**32
 

@@ -53,7 +53,10 @@ class RunLog:
         if not enabled:
             return
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+        if history:                          # a resume: the checkpoint's history replaces what the killed run wrote
+            atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+        else:
+            self.metrics_path.write_text("", encoding="utf-8")
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter   # imported here: tensorboard is slow to import
 
