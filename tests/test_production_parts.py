@@ -196,8 +196,8 @@ def _killed_after_checkpoints(config: FitConfig, writes: int) -> None:
     real = ckpt.atomic_write_bytes
     count = {"n": 0}
 
-    def writing(path, data):
-        real(path, data)
+    def writing(path, data, **options):
+        real(path, data, **options)
         count["n"] += 1
         if count["n"] == writes:
             os.kill(os.getpid(), signal.SIGKILL)

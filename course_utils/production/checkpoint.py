@@ -1,15 +1,18 @@
 """Checkpoints that survive a crash (chapter 7): durable atomic writes, a checksum written last, safe loading.
 
 A checkpoint is one dict of tensors and plain Python values, serialised once in memory and written
-with ``storage.atomic_write_bytes`` (temp file in the same folder, fsync, ``os.replace``, folder
-fsync) as ``NAME.pt``; then its SHA-256 goes, the same way, to ``NAME.pt.sha256``. The sidecar is
-written last, so a checkpoint without one, or whose bytes do not match it, is incomplete or damaged.
+with ``storage.atomic_write_bytes`` (temp file in the same folder, fsync, ``os.replace``) as
+``NAME.pt``; then its SHA-256 goes, the same way, to ``NAME.pt.sha256``, and one fsync of the folder
+makes both renames durable. The sidecar is written last, so a checkpoint without one, or whose bytes
+do not match it, is incomplete or damaged (whichever of the two renames a power cut kept).
 Loading checks the checksum *before* unpickling anything and then uses
 ``torch.load(weights_only=True)`` with no allowlist: a pickle that would run code is refused.
 
 Names sort by position in the run: ``last-e0003-s000012.pt`` was taken in epoch 3 (0-based) after 12
 micro-batches; ``last-e0004-s000000.pt`` at the end of epoch 3. ``best-...`` holds the best
-validation so far. Old files are pruned only after the new pair is complete.
+validation so far: the same state as the 'last' file of that moment, so it is that file's second name
+(a hard link, where the file system has them), not a second copy. Old files are pruned only after
+the new pair is complete.
 
 The training thread only copies the state (``Staged``: a memory copy, since training then changes the
 tensors); ``BackgroundWriter`` serialises, checksums and writes it on a thread while training goes on
@@ -31,7 +34,7 @@ from typing import Any
 
 import torch
 
-from course_utils.storage import atomic_write_bytes, atomic_write_text, set_aside
+from course_utils.storage import atomic_link, atomic_write_bytes, atomic_write_text, set_aside
 
 NAME = re.compile(r"^(last|best)-e(\d{4,})-s(\d{6,})\.pt$")
 
@@ -109,7 +112,7 @@ class Staged:
 def write_checkpoint(folder: str | Path, name: str, payload: bytes) -> Path:
     """Write `payload` as folder/name durably, then its checksum (last); returns the path (chapter 7)."""
     path = Path(folder) / name
-    atomic_write_bytes(path, payload)
+    atomic_write_bytes(path, payload, sync_folder=False)        # its rename is made durable with the checksum's
     atomic_write_text(_sidecar(path), f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n")
     return path
 
@@ -170,6 +173,15 @@ class BackgroundWriter:
         if self.error is not None:
             error, self.error = self.error, None
             raise error
+
+
+def copy_checkpoint(folder: str | Path, name: str, new_name: str, payload: Callable[[], bytes]) -> Path:
+    """The checkpoint `name` under a second name: hard links (no bytes written twice), else a durable copy."""
+    folder = Path(folder)
+    source, path = folder / name, folder / new_name
+    if atomic_link(source, path, sync_folder=False) and atomic_link(_sidecar(source), _sidecar(path)):
+        return path
+    return write_checkpoint(folder, new_name, payload())
 
 
 def prune(folder: str | Path, kind: str, keep: int) -> list[Path]:

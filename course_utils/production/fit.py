@@ -158,9 +158,13 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
             "world_size": ranks.world_size, "ranks": per_rank})
-        for kind in ("best", "last") if best else ("last",):      # written on a thread; training goes on
-            name = ckpt.checkpoint_name(kind, epoch, position)
-            writer.submit(lambda name=name: ckpt.write_checkpoint(folder, name, staged.payload()))
+        last = ckpt.checkpoint_name("last", epoch, position)
+        if not best:                                              # written on a thread; training goes on
+            writer.submit(lambda: ckpt.write_checkpoint(folder, last, staged.payload()))
+            return
+        best_name = ckpt.checkpoint_name("best", epoch, position)  # the best first: a 'last' naming it finds it
+        writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, staged.payload()),
+                               ckpt.copy_checkpoint(folder, best_name, last, staged.payload)))
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()

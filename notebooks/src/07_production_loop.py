@@ -139,7 +139,9 @@ print("unseeded runs identical:", unseeded[0][1] == unseeded[1][1])
 # **Problem:** a crash or a time limit throws away hours of work. A checkpoint must hold *everything*
 # the next update depends on, or the resumed run quietly differs from the one that was not
 # interrupted. The trainer writes each checkpoint durably (temporary file in the same folder, fsync,
-# `os.replace`, fsync of the folder, then a checksum) and keeps the last few plus the best.
+# `os.replace`; then its checksum the same way; then an fsync of the folder) and keeps the last few plus
+# the best. Training does not wait for the disk: it copies the state in memory, and a second thread
+# serialises and writes it.
 #
 # The experiment: the same configuration twice. Once uninterrupted. Once as a separate process
 # (`python -m course_utils.train`), killed with `SIGKILL` as soon as a checkpoint is on disk (mid-epoch),
@@ -609,10 +611,13 @@ for row in DEBUG_TABLE:
 # mid-epoch as a separate process with two DataLoader workers, then resumed:
 
 # %%
-SHAPES = ["--task", "shapes", "--epochs", "3", "--checkpoint-every", "40", "--workers", "2", "--threads", "1",
+from course_utils.train import main as train_main
+
+SHAPES = ["--task", "shapes", "--epochs", "2", "--checkpoint-every", "40", "--workers", "2", "--threads", "1",
           "--no-progress", "--no-tensorboard"]
-shapes_whole, _ = quiet_fit(out=str(RUNS / "shapes-whole"), task="shapes", epochs=3, checkpoint_every=40,
-                            workers=2)
+with contextlib.redirect_stdout(io.StringIO()):
+    shapes_whole = fit(FitConfig(out=str(RUNS / "shapes-whole"), task="shapes", epochs=2, checkpoint_every=40,
+                                 workers=2, threads=1, progress=False))
 process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "shapes-cut"), *SHAPES],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 shapes_checkpoints = RUNS / "shapes-cut" / "checkpoints"
@@ -621,37 +626,48 @@ while process.poll() is None and not list(shapes_checkpoints.glob("last-*.pt.sha
 process.kill()
 process.wait()
 print("killed before the end:", process.returncode == -9 and not (RUNS / "shapes-cut" / "model.pt").exists())
-resumed = subprocess.run([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "shapes-cut"), *SHAPES,
-                          "--resume"], capture_output=True, text=True, env=env)
-print("resumed from a checkpoint:", resumed.stdout.startswith("resumed from"))
+with contextlib.redirect_stdout(io.StringIO()) as said:        # the same command, run in this process
+    code = train_main(["--out", str(RUNS / "shapes-cut"), *SHAPES, "--resume"])
+print("resumed from a checkpoint:", code == 0 and said.getvalue().startswith("resumed from"))
 a, b = final_weights(RUNS / "shapes-whole" / "model.pt"), final_weights(RUNS / "shapes-cut" / "model.pt")
 print("final weights bitwise identical:", all(torch.equal(a[k], b[k]) for k in a))
 print("metrics.jsonl identical, line for line:", metrics("shapes-whole") == metrics("shapes-cut"))
 
 # %% [markdown]
-# The character model, five epochs, and both tasks' loss curves. Its accuracy is the share of next
-# characters it guesses right; validation is the last tenth of the prose, which it never trains on.
+# The character model, three epochs, and both tasks' loss curves: the loss of every update, read back from
+# TensorBoard, and the validation loss at each epoch's end. The character model's accuracy is the share of
+# next characters it guesses right; its validation text is the last tenth of the prose, never trained on.
 
 # %%
-chars, _ = quiet_fit(out=str(RUNS / "chars"), task="chars", epochs=5, lr=0.003)
+from collections import Counter
+
+from course_utils.production.builtin import course_text
+
+with contextlib.redirect_stdout(io.StringIO()):
+    chars = fit(FitConfig(out=str(RUNS / "chars"), task="chars", epochs=3, batch_size=16, threads=1, progress=False))
 fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.2))
-for ax, (name, run) in zip(axes, [("chars: transformer LM, loss per character", chars),
-                                  ("shapes: CNN, augmented images", shapes_whole)]):
-    epochs = [row["epoch"] for row in run.history]
-    ax.plot(epochs, [row["train_loss"] for row in run.history], "o-", label="train")
-    ax.plot(epochs, [row["val_loss"] for row in run.history], "s--", label="validation")
-    ax.set(title=name, xlabel="epoch", ylabel="cross-entropy", xticks=epochs)
+for ax, (name, run) in zip(axes, [("chars", "chars: transformer LM, loss per character"),
+                                  ("shapes-whole", "shapes: CNN, augmented images")]):
+    events = EventAccumulator(str(RUNS / name / "tb"))
+    events.Reload()
+    steps = events.Scalars("train/loss_step")
+    ax.plot([e.step for e in steps], [e.value for e in steps], lw=0.8, alpha=0.7, label="train (each update)")
+    val = events.Scalars("val/loss")
+    ax.plot([e.step for e in val], [e.value for e in val], "s--", label="validation (each epoch)")
+    ax.set(title=run, xlabel="update", ylabel="cross-entropy")
     ax.legend()
 fig.tight_layout()
 display(fig)
 plt.close(fig)
-from course_utils.production.builtin import course_text
 
-losses, alphabet = [row["val_loss"] for row in chars.history], len(set(course_text()))
+text = course_text()
+counts, seen = Counter(text[:len(text) * 9 // 10]), len(text) * 9 // 10
+frequency_guess = -sum(math.log(counts.get(c, 0.5) / seen) for c in text[seen:]) / (len(text) - seen)
+losses = [row["val_loss"] for row in chars.history]
 print("chars: validation loss fell every epoch:", all(b < a for a, b in zip(losses, losses[1:])))
-print(f"chars: {alphabet} characters; below a uniform guess (log {alphabet} = {math.log(alphabet):.2f}):",
-      losses[-1] < math.log(alphabet))
-print("chars: validation accuracy above 35%:", chars.final["val_acc"] > 0.35)
+print(f"chars: below the best guess that ignores context (each character's frequency: {frequency_guess:.2f}):",
+      losses[-1] < frequency_guess)
+print("chars: validation accuracy above 25%:", chars.final["val_acc"] > 0.25)
 print("shapes: validation accuracy above 90%:", shapes_whole.final["val_acc"] > 0.9)
 
 # %% [markdown]
