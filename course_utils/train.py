@@ -70,13 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--schedule", default=d.schedule, choices=SCHEDULES,
       help="learning-rate schedule (onecycle and warmup_cosine step per update, the others per epoch)")
     a("--seed", type=int, default=d.seed, help="seed for data, initialisation, dropout and data order")
-    a("--n-train", type=int, default=argparse.SUPPRESS, help="training examples of the spiral (spiral only; default %(spiral)s)" % {"spiral": d.n_train})
-    a("--n-val", type=int, default=argparse.SUPPRESS, help="validation examples of the spiral (spiral only; default %(spiral)s)" % {"spiral": d.n_val})
-    a("--classes", type=int, default=argparse.SUPPRESS, help="spiral arms (classes) (spiral only; default %(spiral)s)" % {"spiral": d.classes})
-    a("--noise", type=float, default=argparse.SUPPRESS, help="angle noise of the spiral (radians) (spiral only; default %(spiral)s)" % {"spiral": d.noise})
-    a("--hidden", type=int, default=argparse.SUPPRESS, help="width of the MLP's hidden layers (spiral only; default %(spiral)s)" % {"spiral": d.hidden})
-    a("--depth", type=int, default=argparse.SUPPRESS, help="number of hidden layers (spiral only; default %(spiral)s)" % {"spiral": d.depth})
-    a("--dropout", type=float, default=argparse.SUPPRESS, help="dropout probability after each hidden layer (spiral only; default %(spiral)s)" % {"spiral": d.dropout})
+    for flag, kind, text in [("--n-train", int, "training examples"), ("--n-val", int, "validation examples"),
+                             ("--classes", int, "arms (classes)"), ("--noise", float, "angle noise (radians)"),
+                             ("--hidden", int, "width of the MLP's hidden layers"),
+                             ("--depth", int, "number of the MLP's hidden layers"),
+                             ("--dropout", float, "dropout probability after each hidden layer")]:
+        default = getattr(d, flag[2:].replace("-", "_"))   # no default here: given or not decides the refusal
+        a(flag, type=kind, default=argparse.SUPPRESS, help=f"spiral task only: {text} (default {default})")
     a("--workers", type=int, default=d.workers, help="DataLoader worker processes")
     a("--checkpoint-every", type=int, default=d.checkpoint_every,
       help="also checkpoint every N updates inside an epoch (0: at epoch ends only)")
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-bad-steps", type=int, default=d.max_bad_steps,
       help="stop after this many non-finite (NaN/Inf) updates in a row; each one is skipped")
     a("--device", default=d.device, choices=DEVICES, help="where to train (auto: CUDA when present)")
-    a("--threads", type=_none_or(int), default=argparse.SUPPRESS, help="torch CPU threads (default: torch's own choice)")
+    a("--threads", type=_none_or(int), default=None, help="torch CPU threads (default: torch's own choice)")
     a("--no-progress", action="store_true", help="no tqdm progress bar (it only shows on a terminal anyway)")
     a("--no-tensorboard", action="store_true", help="do not write TensorBoard event files")
     a("--inject-nan-at", type=comma_separated_integers, default=(), metavar="STEPS",

@@ -1,4 +1,4 @@
-"""Accelerate: your own loop, save_state / load_state and skip_first_batches (its documented resume). Run by drive.py."""
+"""Accelerate: your own loop, save_state / load_state and skip_first_batches (its documented resume); drive.py."""
 import glob
 import os
 import sys

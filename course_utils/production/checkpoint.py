@@ -14,10 +14,11 @@ validation so far: the same state as the 'last' file of that moment, so it is th
 (a hard link, where the file system has them), not a second copy. Old files are pruned only after
 the new pair is complete.
 
-The training thread only copies the state (``Staged``: a memory copy, since training then changes the
-tensors); ``BackgroundWriter`` serialises, checksums and writes it on a thread while training goes on
-(the checksum, the writes and their fsyncs release the GIL). Writes go one at a time, in order; a kill during one leaves the previous
-checkpoints untouched, exactly as a kill during a write in the training thread would.
+The training thread serialises the state into memory (a copy: training may then change the tensors);
+``BackgroundWriter`` checksums and writes the bytes on a thread while training goes on. That thread
+needs almost no GIL (hashing, writing and fsync release it), so it does not hold training back.
+Writes go one at a time, in order; a kill during one leaves the previous checkpoints untouched,
+exactly as a kill during a write in the training thread would.
 """
 from __future__ import annotations
 
@@ -74,42 +75,14 @@ def checkpoint_files(folder: str | Path, kind: str | None = None) -> list[Path]:
     return sorted(found, key=_position, reverse=True)
 
 
-def serialize(state: dict[str, Any]) -> bytes:
-    """The bytes torch.save writes for `state`."""
+def serialize(state: dict[str, Any]) -> memoryview:
+    """The bytes torch.save writes for `state` (a view of the buffer torch wrote them to: no second copy)."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    return buffer.getvalue()
+    return buffer.getbuffer()
 
 
-def snapshot(value: Any) -> Any:
-    """A copy of a nested state (dicts, lists, tuples of tensors and plain values), its tensors copied to the CPU.
-
-    Taking it is a memory copy; training may then change the originals while the copy is serialised and
-    written on the writer thread.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, dict):
-        return {key: snapshot(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(snapshot(item) for item in value)
-    return value
-
-
-class Staged:
-    """One checkpoint's state, copied now (``snapshot``), serialised once when the writer first needs its bytes."""
-
-    def __init__(self, state: dict[str, Any]):
-        self.state: dict[str, Any] | None = snapshot(state)
-        self._bytes: bytes | None = None
-
-    def payload(self) -> bytes:
-        if self._bytes is None:
-            self._bytes, self.state = serialize(self.state), None
-        return self._bytes
-
-
-def write_checkpoint(folder: str | Path, name: str, payload: bytes) -> Path:
+def write_checkpoint(folder: str | Path, name: str, payload: bytes | memoryview) -> Path:
     """Write `payload` as folder/name durably, then its checksum (last); returns the path (chapter 7)."""
     path = Path(folder) / name
     atomic_write_bytes(path, payload, sync_folder=False)        # its rename is made durable with the checksum's
@@ -175,13 +148,13 @@ class BackgroundWriter:
             raise error
 
 
-def copy_checkpoint(folder: str | Path, name: str, new_name: str, payload: Callable[[], bytes]) -> Path:
+def copy_checkpoint(folder: str | Path, name: str, new_name: str, payload: bytes | memoryview) -> Path:
     """The checkpoint `name` under a second name: hard links (no bytes written twice), else a durable copy."""
     folder = Path(folder)
     source, path = folder / name, folder / new_name
     if atomic_link(source, path, sync_folder=False) and atomic_link(_sidecar(source), _sidecar(path)):
         return path
-    return write_checkpoint(folder, new_name, payload())
+    return write_checkpoint(folder, new_name, payload)
 
 
 def prune(folder: str | Path, kind: str, keep: int) -> list[Path]:

@@ -150,7 +150,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
         if not main:
             return
         log.flush()
-        staged = ckpt.Staged({
+        payload = ckpt.serialize({
             "format": ckpt.FORMAT, "config": config.as_plain(), "task": identity, "epoch": epoch,
             "position": position, "updates": state["updates"], "skipped": state["skipped"],
             "bad_in_a_row": state["bad_in_a_row"], "running": list(state["running"]), "history": state["history"],
@@ -160,11 +160,11 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             "world_size": ranks.world_size, "ranks": per_rank})
         last = ckpt.checkpoint_name("last", epoch, position)
         if not best:                                              # written on a thread; training goes on
-            writer.submit(lambda: ckpt.write_checkpoint(folder, last, staged.payload()))
+            writer.submit(lambda: ckpt.write_checkpoint(folder, last, payload))
             return
         best_name = ckpt.checkpoint_name("best", epoch, position)  # the best first: a 'last' naming it finds it
-        writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, staged.payload()),
-                               ckpt.copy_checkpoint(folder, best_name, last, staged.payload)))
+        writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, payload),
+                               ckpt.copy_checkpoint(folder, best_name, last, payload)))
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
@@ -310,7 +310,7 @@ def _the_task(config: FitConfig, task: Task | None) -> Task:
 
 
 def training_seed(seed: int) -> int:
-    """The seed of training's own random stream (dropout...): derived from, not equal to, the one that built the task."""
+    """The seed of training's own random stream (dropout...): derived from the one that built the task, not equal."""
     return (seed + 0x9E3779B9) % 2**32
 
 
