@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -182,27 +181,31 @@ def assert_same_run(out: Path, reference: Path) -> None:
     assert metrics_lines(out) == metrics_lines(reference)
 
 
-def _fit_task_in_child(cfg: FitConfig, make, kill_at_call: int | None) -> None:
-    """fit(cfg, make(cfg)); with kill_at_call, SIGKILL this process inside that training micro-step (1-based)."""
+def _fit_task_in_child(cfg: FitConfig, make, kill_at_call: int | None, after: str | None) -> None:
+    """fit(cfg, make(cfg)); with kill_at_call, SIGKILL this process inside that training micro-step (1-based),
+    once the checkpoint file `after` is complete on disk (the writer thread is then done with it)."""
     task = make(cfg)
     if kill_at_call is not None:
         calls = {"n": 0}
         real = task.loss_fn
+        done = Path(cfg.out) / "checkpoints" / f"{after}.sha256"
 
         def loss_then_die(outputs, targets):
             calls["n"] += torch.is_grad_enabled()          # training micro-steps only (not the checks, not validation)
             if calls["n"] == kill_at_call:
-                while any(t.name == "checkpoint-writer" for t in threading.enumerate()):
-                    time.sleep(0.001)                      # the checkpoint submitted last is on disk: kill after it
+                deadline = time.monotonic() + 30
+                while not done.exists() and time.monotonic() < deadline:
+                    time.sleep(0.001)
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(outputs, targets)
         task.loss_fn = loss_then_die
     quiet(cfg, task)
 
 
-def run_in_child(cfg: FitConfig, make, delay: float = 600, kill_at_call: int | None = None) -> bool:
+def run_in_child(cfg: FitConfig, make, delay: float = 600, kill_at_call: int | None = None,
+                 after: str | None = None) -> bool:
     """The Python API in a forked child, SIGKILLed after `delay` s or at a loss call; True if it was killed."""
-    child = FORK.Process(target=_fit_task_in_child, args=(cfg, make, kill_at_call))
+    child = FORK.Process(target=_fit_task_in_child, args=(cfg, make, kill_at_call, after))
     child.start()
     child.join(delay)
     if child.is_alive():
@@ -242,10 +245,10 @@ def test_two_workers_give_the_run_without_workers(tmp_path, noisy_reference):
 def test_api_killed_mid_window_mid_epoch_and_at_random_moments_resumes_bitwise(tmp_path, noisy_reference):
     # deterministic kills inside a micro-step, mid-window (K = 2), after a mid-epoch checkpoint (every 2 updates):
     # micro-step 5 of epoch 1 (checkpoint after its 4th), micro-step 7 of epoch 2 (the 16th; checkpoint after its 6th)
-    for trial, call in enumerate((5, 16)):
+    for call, after in ((5, "last-e0000-s000004.pt"), (16, "last-e0001-s000006.pt")):
         out = tmp_path / f"at-call-{call}"
         cfg = config(out, workers=2, resume=True)
-        assert run_in_child(cfg, noisy_task, kill_at_call=call)
+        assert run_in_child(cfg, noisy_task, kill_at_call=call, after=after)
         assert any(position > 0 for _, position in positions(out / "checkpoints")), "a mid-epoch checkpoint"
         run_in_child(cfg, noisy_task)                                   # resume to the end, workers again
         assert_same_run(out, noisy_reference)

@@ -93,42 +93,44 @@ def write_checkpoint(folder: str | Path, name: str, payload: bytes | memoryview)
 class BackgroundWriter:
     """Writes checkpoints in order on one thread while training goes on (chapter 7).
 
-    ``submit(job)`` queues a write and returns at once, unless `depth` writes are already waiting: then
-    training waits for the disk (with durable writes, a disk slower than the checkpoint cadence has to
-    hold training back somewhere). Every job is written, in order; ``wait()`` returns once all are on
-    disk, and raises what a write raised (so does the next ``submit``).
+    ``submit(job, size)`` queues a write of `size` bytes and returns at once, unless the writes already
+    waiting hold `budget` bytes: then training waits for the disk (with durable writes, a disk slower
+    than the checkpoint cadence has to hold training back somewhere; one write always may wait). Every
+    job is written, in order; ``wait()`` returns once all are on disk and raises what a write raised (so
+    does the next ``submit``). The thread lives while there is work and for `idle` seconds after.
     """
 
-    def __init__(self, finish: Callable[[], None] = lambda: None, depth: int = 2) -> None:
-        self.finish, self.depth = finish, depth   # finish: run after each write (pruning the old files)
+    def __init__(self, finish: Callable[[], None] = lambda: None, budget: int = 256 * 2**20, idle: float = 2.0):
+        self.finish, self.budget, self.idle = finish, budget, idle   # finish: after each write (pruning)
         self.ready = threading.Condition()
-        self.pending: list[Callable[[], None]] = []
+        self.pending: list[tuple[Callable[[], None], int]] = []      # the one being written comes first
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Queue `job`; wait first while `depth` jobs are already waiting."""
+    def submit(self, job: Callable[[], None], size: int = 0) -> None:
+        """Queue `job`; wait first while the queued writes hold `budget` bytes."""
         with self.ready:
-            while len(self.pending) >= self.depth and self.error is None:
+            while (self.pending and sum(n for _, n in self.pending) + size > self.budget
+                   and self.error is None):
                 self.ready.wait()
             self._raise()
-            self.pending.append(job)
+            self.pending.append((job, size))
+            self.ready.notify_all()
             if self.thread is None:
-                self.thread = threading.Thread(target=self._drain, name="checkpoint-writer", daemon=True)
+                self.thread = threading.Thread(target=self._serve, name="checkpoint-writer", daemon=True)
                 self.thread.start()
 
-    def _drain(self) -> None:
+    def _serve(self) -> None:
         while True:
             with self.ready:
-                if not self.pending or self.error is not None:
-                    self.pending.clear()
-                    self.thread = None
-                    self.ready.notify_all()
+                if not self.pending and not self.ready.wait_for(lambda: self.pending, timeout=self.idle):
+                    self.thread = None                   # idle: the next submit starts a new thread
                     return
-                job = self.pending[0]
+                job = self.pending[0][0]
             try:
-                job()
-                self.finish()
+                if self.error is None:
+                    job()
+                    self.finish()
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()/submit()
                 self.error = exc
             with self.ready:
@@ -138,8 +140,7 @@ class BackgroundWriter:
     def wait(self) -> None:
         """Block until every queued write is on disk; raise what a write raised."""
         with self.ready:
-            while self.thread is not None:
-                self.ready.wait()
+            self.ready.wait_for(lambda: not self.pending)
             self._raise()
 
     def _raise(self) -> None:

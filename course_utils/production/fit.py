@@ -142,6 +142,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
     # -- 7. logging: metrics.jsonl, TensorBoard (purging what a killed run logged past its checkpoint), tqdm
     log = RunLog(out, main, state["history"], state["updates"] if found else None, config.tensorboard,
                  config.progress)
+    plain_config = config.as_plain()
     writer = ckpt.BackgroundWriter(lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
@@ -151,7 +152,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             return
         log.flush()
         payload = ckpt.serialize({
-            "format": ckpt.FORMAT, "config": config.as_plain(), "task": identity, "epoch": epoch,
+            "format": ckpt.FORMAT, "config": plain_config, "task": identity, "epoch": epoch,
             "position": position, "updates": state["updates"], "skipped": state["skipped"],
             "bad_in_a_row": state["bad_in_a_row"], "running": list(state["running"]), "history": state["history"],
             "best": dict(state["best"]), "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
@@ -160,16 +161,18 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             "world_size": ranks.world_size, "ranks": per_rank})
         last = ckpt.checkpoint_name("last", epoch, position)
         if not best:                                              # written on a thread; training goes on
-            writer.submit(lambda: ckpt.write_checkpoint(folder, last, payload))
+            writer.submit(lambda: ckpt.write_checkpoint(folder, last, payload), len(payload))
             return
         best_name = ckpt.checkpoint_name("best", epoch, position)  # the best first: a 'last' naming it finds it
         writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, payload),
-                               ckpt.copy_checkpoint(folder, best_name, last, payload)))
+                               ckpt.copy_checkpoint(folder, best_name, last, payload)), len(payload))
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
     stop_reason = "completed"
     K, micro_per_epoch = config.accum_steps, len(sizes)
+    updates_at = [is_update_step(i, micro_per_epoch, K) for i in range(micro_per_epoch)]  # K batches, or the flush
+    weights = [loss_weight(i, sizes, K) for i in range(micro_per_epoch)]   # each batch's share of its window
     model.train()
     for epoch in range(state["epoch"], config.epochs):
         if stopping and stopper.should_stop:
@@ -183,15 +186,14 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
         window: list[torch.Tensor] = []                     # this window's micro-batch losses (no sync yet)
         for i, batch in enumerate(loader, start=first):
             inputs, targets = task.split(to_device(batch, device))
-            update = is_update_step(i, micro_per_epoch, K)              # K micro-batches, or the epoch's flush
+            update = updates_at[i]                                     # K micro-batches, or the epoch's flush
             # forward and backward; the loss weighted by this batch's share of its window's examples
             with distributed.sync_gradients(net, update):            # DDP all-reduces on an update only
                 with precision.autocast():
                     loss = loss_fn(task.forward(net, inputs), targets)
                 if epoch * micro_per_epoch + i in config.inject_nan_at:
                     loss = loss * float("nan")                        # demo: a poisoned batch
-                weight = loss_weight(i, sizes, K)
-                precision.backward(loss if weight == 1.0 else loss * weight)
+                precision.backward(loss if weights[i] == 1.0 else loss * weights[i])
             window.append(loss.detach())
             log.micro_step()
             if not update:

@@ -602,8 +602,8 @@ for row in DEBUG_TABLE:
 # depend on which batches it loaded before; after a mid-epoch resume the workers start over, and every
 # draw would change. So the trainer seeds each batch's draws from (seed, epoch, the batch's indices)
 # before loading it: the same batch gets the same augmentation, whichever worker loads it and whether or
-# not the run was interrupted. Nothing is replayed at resume; in a worker the seeding costs a few
-# microseconds per batch.
+# not the run was interrupted. Nothing is replayed at resume, and the seeding itself is cheap
+# (`benchmarks/bench_production.py` measures it).
 #
 # Two tasks come built in: `--task chars`, a tiny GPT-style character model trained on this course's own
 # prose, and `--task shapes`, a small CNN telling discs, squares, triangles and crosses apart in images
