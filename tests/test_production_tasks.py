@@ -476,6 +476,17 @@ def test_a_task_checkpoint_loads_with_weights_only_and_a_damaged_one_falls_back(
     assert_same_run(out, noisy_reference)
 
 
+def test_a_task_run_refuses_a_checkpoint_that_would_run_code(tmp_path):
+    from tests.test_production_resume import _RunsCode
+    out, marker = tmp_path / "run", tmp_path / "pwned"
+    quiet(config(out, epochs=1), noisy_task(config(out)))
+    evil = ckpt.serialize({"format": ckpt.FORMAT, "payload": _RunsCode(str(marker))})
+    ckpt.write_checkpoint(out / "checkpoints", ckpt.checkpoint_name("last", 9, 0), evil)     # a valid checksum
+    with pytest.raises(ckpt.UnsafeCheckpointError, match="refusing checkpoint .*last-e0009-s000000.pt"):
+        quiet(config(out, epochs=1, resume=True), noisy_task(config(out)))
+    assert not marker.exists(), "unpickling ran the attacker's code"
+
+
 def test_resume_refuses_another_task_in_the_same_folder(tmp_path):
     out = tmp_path / "run"
     quiet(config(out, epochs=1), noisy_task(config(out)))
