@@ -8,7 +8,7 @@ from torch import nn
 
 from course_utils.arithmetic import batch_sizes
 from course_utils.production.amp import Precision
-from course_utils.production.task import Task, check_batch, logits_of
+from course_utils.production.task import Task, TaskError, check_batch, logits_of, one_line
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -30,7 +30,10 @@ def check_task(task: Task, model: nn.Module, loader, precision: Precision, devic
     Returns the class dimension when val_acc means something. The random streams are put back afterwards,
     so checking changes no number of the run.
     """
-    batch = to_device(next(iter(loader)), device)
+    try:
+        batch = to_device(next(iter(loader)), device)
+    except Exception as exc:  # noqa: BLE001 - the learner's dataset or collate function, in one line
+        raise TaskError(f"loading the first validation batch failed: {one_line(exc)}") from None
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices, device_type=device.type):
         model.eval()

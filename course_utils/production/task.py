@@ -158,7 +158,7 @@ def _name(function: Any) -> str:
     return getattr(function, "__name__", type(function).__name__)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """'TypeError: message' (first line), and where it was raised outside torch, for a one-line error."""
     message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
@@ -173,19 +173,24 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
     Returns the class dimension when accuracy is meaningful (see class_dim), else None. Runs in eval mode
     without gradients; the caller keeps the random streams as they were.
     """
-    inputs, targets = task.split(batch)
+    try:
+        inputs, targets = task.split(batch)
+    except TaskError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's unpack function
+        raise TaskError(f"unpack could not split a batch ({_describe(batch)}): {one_line(exc)}") from None
     try:
         with torch.no_grad(), autocast():
             outputs = task.forward(model, inputs)
     except Exception as exc:  # noqa: BLE001 - the learner's model: report whatever it raised, in one line
-        raise TaskError(f"the model cannot take a batch's inputs ({_describe(inputs)}): {_one_line(exc)}") from None
+        raise TaskError(f"the model cannot take a batch's inputs ({_describe(inputs)}): {one_line(exc)}") from None
     try:
         with torch.no_grad(), autocast(), warnings.catch_warnings():
             warnings.filterwarnings("error", message=".*target size.*different to the input size")
             loss = task.loss_fn(outputs, targets)   # torch broadcasts (N, 1) against (N,) with only that warning
     except Exception as exc:  # noqa: BLE001
         raise TaskError(f"the model's output does not fit the loss: {_name(task.loss_fn)} got outputs "
-                        f"{_describe(outputs)} and targets {_describe(targets)}: {_one_line(exc)}") from None
+                        f"{_describe(outputs)} and targets {_describe(targets)}: {one_line(exc)}") from None
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.is_floating_point()):
         raise TaskError(f"loss_fn must return the batch's mean loss as one number (a 0-dim float tensor), "
                         f"got {_describe(loss)}")
@@ -194,7 +199,7 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
             value = task.metric(outputs, targets)
             float(value)
         except Exception as exc:  # noqa: BLE001
-            raise TaskError(f"metric {task.metric_name!r} must return one number for a batch: {_one_line(exc)}") \
+            raise TaskError(f"metric {task.metric_name!r} must return one number for a batch: {one_line(exc)}") \
                 from None
     return class_dim(outputs, targets)
 
@@ -233,7 +238,7 @@ def resolve(spec: str) -> Callable[[Any], Task]:
     except TaskError:
         raise
     except Exception as exc:  # noqa: BLE001 - ImportError, or whatever the module raised while importing
-        raise TaskError(f"--task {spec}: cannot import {module_name} ({_one_line(exc)})") from None
+        raise TaskError(f"--task {spec}: cannot import {module_name} ({one_line(exc)})") from None
     function = getattr(module, function_name, None)
     if not callable(function):
         raise TaskError(f"--task {spec}: {module_name} has no function {function_name}")
@@ -248,7 +253,7 @@ def build_task(spec: str, config: Any) -> Task:
     except TaskError as exc:
         raise TaskError(f"--task {spec}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the learner's function: one line naming what it raised, and where
-        raise TaskError(f"--task {spec}: the task function raised {_one_line(exc)}") from None
+        raise TaskError(f"--task {spec}: the task function raised {one_line(exc)}") from None
     if not isinstance(task, Task):
         raise TaskError(f"--task {spec}: the function must return a course_utils.production.Task, it returned "
                         f"{_describe(task)}")
