@@ -18,6 +18,11 @@ into inputs and targets, calls the model and the loss:
 Validation logs ``val_loss`` (weighted by examples), ``val_acc`` when the outputs are class logits for
 integer targets (the output, or its first element when the model returns a tuple), and
 ``val_<metric_name>`` when a metric is given (a batch mean, weighted by examples).
+
+Random augmentation in ``__getitem__`` or ``collate_fn`` resumes exactly, with any number of workers,
+when it draws from torch's, NumPy's or ``random``'s global generators: each batch's draws are seeded
+from (seed, epoch, its indices) (``data_order.SeededBatches``). A generator the dataset keeps as an
+attribute (``self.rng = np.random.default_rng()``) is not reseeded, and its draws are not exact on resume.
 """
 from __future__ import annotations
 
