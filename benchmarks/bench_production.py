@@ -1,14 +1,23 @@
-"""What the chapter-7 production loop costs against a plain loop doing the same work, and each component's share.
+"""What the chapter-7 production trainer costs against a plain loop doing the same arithmetic, and where it goes.
 
-The plain loop: seed, spiral, MLP, Adam, the same data order (torch's DistributedSampler for one rank),
-zero_grad / forward / loss / backward / step, validation every epoch. The production loop is
-course_utils.production.fit with a checkpoint at every epoch end (the default), TensorBoard and
-metrics.jsonl. Both end with the same weights (printed as a check that the work is the same).
-Then fit() is timed with one component changed at a time, and the checkpoint write is taken apart.
+1. fit() against a plain loop, the same task and the same arithmetic: seed, the task built by the same
+   function (so the same data and initial weights), torch's DistributedSampler order for one rank,
+   zero_grad / forward / loss / backward / Adam step, validation (loss and accuracy) and a checkpoint
+   (``torch.save`` of model and optimizer state) at every epoch end. fit() adds what it guarantees:
+   the gradient norm and the NaN guard, durable checksummed checkpoints with every RNG state,
+   TensorBoard (one event per update), metrics.jsonl. Both end with the same weights (checked).
+   Two sizes: the course's tiny default (a spiral MLP, a ~1 ms step) and a wide MLP whose step takes
+   well over 10 ms. Timed: the epochs alone (wall time; fit's own clock, the plain loop timed the same
+   way), and the whole call (fit's setup and its wait for its last checkpoint included) in CPU time of
+   the process (every thread: what the work costs, whatever else the machine runs) and in wall time.
+2. fit() at the tiny default with one component changed at a time.
+3. Each component timed alone, as a share of one plain training step.
+4. One checkpoint taken apart; 5. what seeded batches (exact random augmentation) cost.
 
-Run: .venv/bin/python benchmarks/bench_production.py [--repeats 5] [--epochs 10]
-Figures are the minimum over repeats, taken round-robin (the machine is shared: minima are the least
-disturbed, and a change of load hits every variant alike).
+Run: .venv/bin/python benchmarks/bench_production.py [--repeats 5] [--quick]
+Figures are minima over repeats taken round-robin (the machine is shared: minima are the least disturbed,
+and a change of load hits every variant alike). DataLoader workers are left out: their processes' CPU
+time is not the benchmark's own.
 """
 from __future__ import annotations
 
@@ -16,120 +25,163 @@ import argparse
 import contextlib
 import io
 import os
+import random
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
 from course_utils.arithmetic import training_arithmetic
-from course_utils.data import spiral_splits
+from course_utils.loop import global_norm
 from course_utils.models import MLP
 from course_utils.notebook import seed_everything
 from course_utils.production import FitConfig, fit, weights_digest
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import rng
+from course_utils.production.builtin import spiral_task
+from course_utils.production.data_order import SeededBatches
+from course_utils.production.fit import training_seed
 
-WORK = dict(n_train=600, n_val=300, batch_size=32, hidden=64, lr=0.01, optimizer="adam", threads=1,
-            progress=False)
+SIZES = {   # name: (FitConfig fields, epochs)
+    "tiny default (spiral MLP 2x64, batch 32, 600 examples)":
+        (dict(n_train=600, n_val=300, batch_size=32, hidden=64), 10),
+    "wide MLP (3x1024, batch 256, 16384 examples: a 25 MB checkpoint every 64 updates)":
+        (dict(n_train=16384, n_val=1024, batch_size=256, hidden=1024, depth=3), 3),
+    "wide MLP, short epochs (4096 examples: a 25 MB checkpoint every 16 updates)":
+        (dict(n_train=4096, n_val=1024, batch_size=256, hidden=1024, depth=3), 6),
+}
+COMMON = dict(lr=0.01, optimizer="adam", threads=1, progress=False)
 
 
-def plain_loop(epochs: int) -> tuple[float, str]:
-    """The loop a learner writes by hand, on the same work; returns (seconds in the loop, weights' digest)."""
-    seed_everything(0)
-    splits = spiral_splits(WORK["n_train"], WORK["n_val"], seed=0)
-    model = MLP(2, WORK["hidden"], 3, 2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=WORK["lr"])
-    sampler = DistributedSampler(splits.train, num_replicas=1, rank=0, shuffle=True, seed=0)
-    loader = DataLoader(splits.train, batch_size=WORK["batch_size"], sampler=sampler)
-    val = DataLoader(splits.val, batch_size=256)
+def plain_loop(fields: dict, epochs: int, folder: Path) -> str:
+    """The loop a learner writes by hand, doing fit's arithmetic; returns the final weights' digest."""
+    config = FitConfig(out=str(folder), epochs=epochs, **COMMON, **fields)
+    seed_everything(config.seed)
+    task = spiral_task(config)
+    seed_everything(training_seed(config.seed))
+    model, loss_fn = task.model, task.loss_fn
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    sampler = DistributedSampler(task.train_data, num_replicas=1, rank=0, shuffle=True, seed=config.seed)
+    loader = DataLoader(task.train_data, batch_size=config.batch_size, sampler=sampler)
+    val = DataLoader(task.val_data, batch_size=256)
+    folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         model.train()
         for inputs, targets in loader:
             optimizer.zero_grad()
-            loss = nn.functional.cross_entropy(model(inputs), targets)
+            loss = loss_fn(model(inputs), targets)
             loss.backward()
             optimizer.step()
         model.eval()
+        total, correct = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.int64)
         with torch.no_grad():
-            total = sum(nn.functional.cross_entropy(model(x), y, reduction="sum").item() for x, y in val)
-        _ = total / len(splits.val)
+            for x, y in val:
+                logits = model(x)
+                total += loss_fn(logits, y).double() * len(y)
+                correct += (logits.argmax(1) == y).sum()
+        _ = total.item() / len(task.val_data), correct.item() / len(task.val_data)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
+                   folder / "checkpoint.pt")
     return time.perf_counter() - start, weights_digest(model)
 
 
-def timed(function, repeats: int) -> tuple[float, object]:
-    best, value = float("inf"), None
+def fit_run(fields: dict, epochs: int, folder: Path, **changes) -> tuple[float, str]:
+    """fit() on the same work; returns (its epochs' wall time by its own clock, the final weights' digest)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = fit(FitConfig(out=str(folder), epochs=epochs, **{**COMMON, **fields, **changes}))
+    model = MLP(2, fields["hidden"], 3, fields.get("depth", 2))
+    model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+    return result.final["elapsed_s"], weights_digest(model)
+
+
+def round_robin(runs: list, repeats: int) -> dict[str, list]:
+    """Minimum over `repeats` rounds of each run's epochs-only wall time ("epochs"), whole-call CPU time of the
+    training thread ("main") and of the other threads ("others": checkpoint and TensorBoard writers), whole-call
+    wall time ("wall"); and each run's digest."""
+    best = {key: [float("inf")] * len(runs) for key in ("epochs", "main", "others", "wall")}
+    digests = [""] * len(runs)
     for _ in range(repeats):
-        start = time.perf_counter()
-        value = function()
-        best = min(best, time.perf_counter() - start)
-    return best, value
+        for index, run in enumerate(runs):
+            start = time.thread_time(), time.process_time(), time.perf_counter()
+            epochs_s, digests[index] = run()
+            main_s, total_s = time.thread_time() - start[0], time.process_time() - start[1]
+            for key, value in (("epochs", epochs_s), ("main", main_s), ("others", total_s - main_s),
+                               ("wall", time.perf_counter() - start[2])):
+                best[key][index] = min(best[key][index], value)
+    return {**best, "digests": digests}
 
 
-def fit_in(folder: Path, **changes):
-    def run():
-        shutil.rmtree(folder, ignore_errors=True)
-        with contextlib.redirect_stdout(io.StringIO()):
-            result = fit(FitConfig(out=str(folder), **{**WORK, **changes}))
-        model = MLP(2, WORK["hidden"], 3, 2)
-        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-        return result.final["elapsed_s"], weights_digest(model)
-    return run
+def against_plain(root: Path, repeats: int, sizes: tuple[str, ...] = ("tiny", "wide", "short")) -> None:
+    print("1. fit() against a plain loop, same task, same arithmetic; checkpoint and validation every epoch.\n"
+          "   training thread: CPU time of the whole call in the thread that trains (what training waits for when "
+          "the writer threads have a core of their own); other threads: their CPU time (checkpoint hashing, "
+          "writes, fsyncs; TensorBoard); wall: the whole call, and the epochs alone (on a shared machine)")
+    for key, (label, (fields, epochs)) in zip(("tiny", "wide", "short"), SIZES.items()):
+        if key not in sizes:
+            continue
+        counts = training_arithmetic(fields["n_train"], fields["batch_size"], epochs)
+        runs = [lambda: plain_loop(fields, epochs, root / "plain"), lambda: fit_run(fields, epochs, root / "fit"),
+                lambda: fit_run(fields, epochs, root / "fit", tensorboard=False)]
+        t = round_robin(runs, repeats)
+        step = t["main"][0] / counts.total_weight_updates
+        print(f"  {label}: {epochs} epochs x {counts.iters_per_epoch} updates, plain loop {step * 1e3:.2f} ms CPU "
+              "per update")
+        for name, i in (("fit, TensorBoard on", 1), ("fit, TensorBoard off", 2)):
+            print(f"    {name:<21} training thread {t['main'][i] / t['main'][0]:.3f}x ({t['main'][i]:.3f} vs "
+                  f"{t['main'][0]:.3f} s CPU); other threads +{(t['others'][i] - t['others'][0]) * 1e3:.0f} ms CPU; "
+                  f"wall {t['wall'][i] / t['wall'][0]:.3f}x, epochs alone {t['epochs'][i] / t['epochs'][0]:.3f}x")
+        print("    same final weights as the plain loop:", "yes" if len(set(t["digests"])) == 1 else "NO")
 
 
-def checkpoint_parts(folder: Path, repeats: int) -> list[tuple[str, float]]:
-    """The epoch-end checkpoint taken apart: capture RNG, serialise, durable write (x2 files), verify + load."""
-    seed_everything(0)
-    model = MLP(2, WORK["hidden"], 3, 2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    model(torch.randn(8, 2)).sum().backward()
-    optimizer.step()
-    state = {"format": ckpt.FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "rng": rng.capture(), "history": [{"epoch": i, "val_loss": 0.5} for i in range(10)]}
-    payload = ckpt.serialize(state)
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [("capture RNG states", timed(rng.capture, repeats * 20)[0]),
-            ("serialise (torch.save to memory)", timed(lambda: ckpt.serialize(state), repeats * 20)[0]),
-            ("durable write: .pt + .sha256 (fsync x2, folder fsync x2)",
-             timed(lambda: ckpt.write_checkpoint(folder, "last-e0000-s000000.pt", payload), repeats * 5)[0])]
-
-    def plain_write():
-        with open(folder / "plain.pt", "wb") as handle:
-            handle.write(payload)
-    rows.append(("plain open/write, no fsync (for comparison)", timed(plain_write, repeats * 5)[0]))
-    rows.append(("verify checksum + torch.load(weights_only=True)",
-                 timed(lambda: ckpt.load_checkpoint(folder / "last-e0000-s000000.pt"), repeats * 5)[0]))
-    rows.append(("checkpoint size (KiB)", len(payload) / 1024))
-    return rows
+def variants(root: Path, repeats: int) -> None:
+    fields, epochs = SIZES["tiny default (spiral MLP 2x64, batch 32, 600 examples)"]
+    changes = [("production default: checkpoint each epoch, TensorBoard", {}),
+               ("  without TensorBoard", {"tensorboard": False}),
+               ("  with a checkpoint every 10 updates", {"checkpoint_every": 10}),
+               ("  with a checkpoint every update", {"checkpoint_every": 1}),
+               ("  with gradient clipping (clip_norm=1)", {"clip_norm": 1.0}),
+               ("  with bf16 autocast (CPU)", {"amp": "bf16"}),
+               ("  with early stopping (patience 100: never stops)", {"patience": 100})]
+    runs = [lambda: plain_loop(fields, epochs, root / "plain")]
+    runs += [lambda change=change: fit_run(fields, epochs, root / "variant", **change) for _, change in changes]
+    t = round_robin(runs, repeats)
+    print(f"\n2. fit() at the tiny default, one change at a time (ratio to the plain loop; min of {repeats})")
+    print(f"  {'run':<56} {'training thread CPU':>20} {'other threads':>14}")
+    for (label, _), main_s, others_s in zip([("plain loop", None)] + changes, t["main"], t["others"]):
+        extra = f"{(others_s - t['others'][0]) * 1e3:+9.0f}ms" if label != "plain loop" else ""
+        print(f"  {label:<56} {main_s * 1e3:9.0f}ms {main_s / t['main'][0]:5.2f}x {extra:>14}")
 
 
 def best_of(function, repeats: int, number: int) -> float:
-    """Minimum over `repeats` of the mean time of `number` calls (seconds per call)."""
+    """Minimum over `repeats` of the mean CPU time of `number` calls (seconds per call)."""
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(number):
             function()
-        best = min(best, (time.perf_counter() - start) / number)
+        best = min(best, (time.process_time() - start) / number)
     return best
 
 
-def component_costs(folder: Path, repeats: int) -> list[tuple[str, str, float]]:
-    """Each component on its own, in the loop's real setting (batch 32, hidden 64): (label, unit, seconds)."""
+def components(folder: Path, repeats: int) -> None:
+    """Each component on its own, in the tiny default's setting (batch 32, hidden 64), CPU time."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
     from torch.utils.tensorboard import SummaryWriter
 
     from course_utils.arithmetic import batch_sizes, loss_weight
     seed_everything(0)
-    splits = spiral_splits(WORK["n_train"], WORK["n_val"], seed=0)
-    model = MLP(2, WORK["hidden"], 3, 2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    x, y = splits.train.tensors[0][:32], splits.train.tensors[1][:32]
-    sizes = batch_sizes(WORK["n_train"], 32)
+    task = spiral_task(FitConfig(out="-"))
+    model, optimizer = task.model, torch.optim.Adam(task.model.parameters(), lr=0.01)
+    x, y = (t[:32] for t in task.train_data.tensors)
+    sizes = batch_sizes(600, 32)
 
     def plain_step():
         optimizer.zero_grad()
@@ -145,102 +197,127 @@ def component_costs(folder: Path, repeats: int) -> list[tuple[str, str, float]]:
 
     plain_step()
     params = list(model.parameters())
-    window = torch.zeros((), dtype=torch.float64)
     loss = nn.functional.cross_entropy(model(x), y)
-
-    def weighting():
-        _ = loss.detach() * loss_weight(3, sizes, 4)
-
-    def running_sum():
-        window.add_(loss.detach().double() * 32)
-
-    def norm_measure():
-        nn.utils.get_total_norm([p.grad for p in params]).item()
-
-    def norm_clip():
-        nn.utils.clip_grad_norm_(params, 1.0).item()
-
     writer = SummaryWriter(str(folder / "tb"))
-    step = iter(range(10**9))
+    events, step = writer._get_file_writer(), iter(range(10**9))
+    tags = ("train/loss_step", "train/lr", "train/grad_norm")
 
-    def tensorboard():
+    def three_add_scalar():
         n = next(step)
-        for tag in ("train/loss_step", "train/lr", "train/grad_norm"):
+        for tag in tags:
             writer.add_scalar(tag, 0.5, n)
 
-    metrics = folder / "metrics.jsonl"
-
-    def metrics_line():
-        with open(metrics, "a", encoding="utf-8") as handle:
-            handle.write('{"epoch": 1, "val_loss": 0.5}\n')
-            handle.flush()
-            os.fsync(handle.fileno())
+    def one_event():
+        events.add_summary(Summary(value=[Summary.Value(tag=tag, simple_value=0.5) for tag in tags]), next(step))
 
     rows = [("one plain training step (reference)", "step", best_of(plain_step, repeats, 200)),
             ("bf16 autocast step instead (CPU)", "step", best_of(bf16_step, repeats, 200)),
-            ("loss weighting by the window's examples", "micro-step", best_of(weighting, repeats, 2000)),
-            ("running loss sum (no .item(), no sync)", "micro-step", best_of(running_sum, repeats, 2000)),
-            ("gradient norm, measured (.item())", "update", best_of(norm_measure, repeats, 1000)),
-            ("gradient norm, clipped (.item())", "update", best_of(norm_clip, repeats, 1000)),
-            ("TensorBoard: 3 scalars", "update", best_of(tensorboard, repeats, 1000)),
-            ("metrics.jsonl line, fsynced", "epoch", best_of(metrics_line, repeats, 20))]
+            ("loss weighting by the window's examples (K > 1)", "micro-step",
+             best_of(lambda: loss.detach() * loss_weight(3, sizes, 4), repeats, 2000)),
+            ("gradient norm + .item() (the NaN guard's input)", "update",
+             best_of(lambda: global_norm([p.grad for p in params]).item(), repeats, 1000)),
+            ("gradient norm, clipped", "update",
+             best_of(lambda: nn.utils.clip_grad_norm_(params, 1.0).item(), repeats, 1000)),
+            ("TensorBoard: 3 add_scalar calls (before)", "update", best_of(three_add_scalar, repeats, 1000)),
+            ("TensorBoard: 3 scalars in one event (fit, at epoch end)", "update", best_of(one_event, repeats, 1000))]
     writer.close()
-    return rows
+    reference = rows[0][2]
+    print("\n3. components one by one (min CPU time over repeats, including TensorBoard's writer thread; "
+          "% of one plain step)")
+    for label, unit, seconds in rows:
+        print(f"  {label:<52} {seconds * 1e6:9.1f}us per {unit:<10} {100 * seconds / reference:7.1f}%")
+
+
+def timed(function, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def checkpoint_parts(folder: Path, repeats: int) -> None:
+    """The epoch-end checkpoint of the tiny default taken apart: capture RNG, serialise, durable write, load."""
+    seed_everything(0)
+    model = MLP(2, 64, 3, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(8, 2)).sum().backward()
+    optimizer.step()
+    state = {"format": ckpt.FORMAT, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "rng": rng.capture(), "history": [{"epoch": i, "val_loss": 0.5} for i in range(10)]}
+    payload = ckpt.serialize(state)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def plain_write():
+        with open(folder / "plain.pt", "wb") as handle:
+            handle.write(payload)
+    rows = [("capture RNG states", timed(rng.capture, repeats * 20)),
+            ("serialise (torch.save to memory)", timed(lambda: ckpt.serialize(state), repeats * 20)),
+            ("durable write: .pt + .sha256 (3 fsyncs; on the writer thread)",
+             timed(lambda: ckpt.write_checkpoint(folder, "last-e0000-s000000.pt", payload), repeats * 5)),
+            ("plain open/write, no fsync (for comparison)", timed(plain_write, repeats * 5)),
+            ("verify checksum + torch.load(weights_only=True)",
+             timed(lambda: ckpt.load_checkpoint(folder / "last-e0000-s000000.pt"), repeats * 5))]
+    print(f"\n4. one checkpoint of the tiny default taken apart ({len(payload) / 1024:.0f} KiB; wall time, min)")
+    for label, seconds in rows:
+        print(f"  {label:<66} {seconds * 1e3:8.3f} ms")
+
+
+def seeded_batches(repeats: int) -> None:
+    """What SeededBatches adds per batch, in a worker (seeding) and in the main process (seeding, streams put back)."""
+    import torch.utils.data._utils.worker as worker_module
+
+    class Noisy(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1000
+
+        def __getitem__(self, index):
+            return torch.randn(4) * float(np.random.uniform(0.8, 1.2)) + random.random(), index % 3
+
+    plain, indices = Noisy(), list(range(32))
+    seeded = SeededBatches(plain, seed=0, collate_fn=None)
+    collate = torch.utils.data.default_collate
+    best = {}
+    for _ in range(repeats * 6):            # interleaved: plain and seeded, in a worker's context and the main one
+        for where in ("worker", "main"):
+            worker_module._worker_info = (worker_module.WorkerInfo(id=0, num_workers=1, seed=0, dataset=seeded)
+                                          if where == "worker" else None)   # collate then uses shared memory
+            for name, load in (("plain", lambda: collate([plain[i] for i in indices])),
+                               ("seeded", lambda: seeded.__getitems__(indices))):
+                start = time.process_time()
+                for _ in range(100):
+                    load()
+                seconds = (time.process_time() - start) / 100
+                best[where, name] = min(best.get((where, name), float("inf")), seconds)
+    worker_module._worker_info = None
+    print("\n5. exact random augmentation: each batch's draws seeded from (seed, epoch, indices) "
+          "(batch of 32 items, each drawing from torch, NumPy and random; CPU time, min)")
+    for where, label in (("worker", "in a DataLoader worker: + seeding"),
+                         ("main", "in the main process (0 workers): + seeding, streams put back")):
+        base, extra = best[where, "plain"], best[where, "seeded"] - best[where, "plain"]
+        print(f"  {label:<62} {extra * 1e6:+7.1f} us on {base * 1e6:6.1f} us per batch")
+    print("  at resume: nothing (no batch is replayed; the skipped batches are never loaded)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--only", choices=("plain", "variants", "components", "checkpoint", "seeded"))
+    parser.add_argument("--sizes", nargs="*", choices=("tiny", "wide", "short"), default=("tiny", "wide", "short"),
+                        help="which sizes step 1 compares")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from torch.utils.tensorboard import SummaryWriter  # noqa: F401  (import once, outside the timings)
 
-    epochs = args.epochs
-    counts = training_arithmetic(WORK["n_train"], WORK["batch_size"], epochs)
-    steps = counts.total_weight_updates
     root = Path(tempfile.mkdtemp(prefix="bench_production_"))
-    print(f"work: {epochs} epochs x {counts.iters_per_epoch} steps = {steps} updates; batch {WORK['batch_size']}, "
-          f"hidden {WORK['hidden']}, 1 thread, min of {args.repeats} repeats")
-    variants = [
-        ("plain loop (same data order, same work)", None),
-        ("production: checkpoint every epoch, TensorBoard, metrics.jsonl", {}),
-        ("  the same without TensorBoard", {"tensorboard": False}),
-        ("  the same with a checkpoint every 10 updates", {"checkpoint_every": 10}),
-        ("  the same with a checkpoint every update", {"checkpoint_every": 1}),
-        ("  the same with gradient clipping (clip_norm=1)", {"clip_norm": 1.0}),
-        ("  the same with bf16 autocast (CPU)", {"amp": "bf16"}),
-        ("  the same with early stopping (patience 100: never stops)", {"patience": 100}),
-        ("  the same with 2 DataLoader workers", {"workers": 2}),
-    ]
-    runs = [(lambda: plain_loop(epochs)) if changes is None else fit_in(root / "run", epochs=epochs, **changes)
-            for _, changes in variants]
-    loop = [float("inf")] * len(runs)
-    whole = [float("inf")] * len(runs)
-    digests = [""] * len(runs)
-    for _ in range(args.repeats):         # round-robin, so a change in the machine's load hits every variant
-        for index, run in enumerate(runs):
-            start = time.perf_counter()
-            seconds, digests[index] = run()
-            whole[index] = min(whole[index], time.perf_counter() - start)
-            loop[index] = min(loop[index], seconds)
-    print("loop = the epochs only (fit's own clock); call = the whole call, setup and final files included")
-    print(f"\n{'run':<62} {'loop':>8} {'ratio':>6} {'+/update':>9} {'call':>8} {'ratio':>6}")
-    for (label, _), loop_s, whole_s in zip(variants, loop, whole):
-        extra = f"{(loop_s - loop[0]) / steps * 1e6:+7.0f}us" if loop_s is not loop[0] else ""
-        print(f"{label:<62} {loop_s * 1e3:6.0f}ms {loop_s / loop[0]:6.2f} {extra:>9} "
-              f"{whole_s * 1e3:6.0f}ms {whole_s / whole[0]:6.2f}")
-    same = "same final weights as the plain loop: " + ("yes" if digests[1] == digests[0] else "NO")
-    print(same)
-    print("\ncomponents one by one (min over repeats; % of one plain training step)")
-    costs = component_costs(root / "components", max(3, args.repeats))
-    reference = costs[0][2]
-    for label, unit, seconds in costs:
-        print(f"  {label:<44} {seconds * 1e6:9.1f}us per {unit:<10} {100 * seconds / reference:7.1f}%")
-    print("\ncheckpoint, taken apart (per call; size of the epoch-end state of this model)")
-    for label, value in checkpoint_parts(root / "parts", args.repeats):
-        print(f"  {label:<64} {value:9.1f}" + (" KiB" if "KiB" in label else "") if "KiB" in label
-              else f"  {label:<64} {value * 1e3:9.3f}ms")
+    print(f"torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs, load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}, min of {args.repeats} repeats")
+    steps = {"plain": lambda r, n: against_plain(r, n, tuple(args.sizes)), "variants": variants, "components": lambda r, n: components(r / "c", n),
+             "checkpoint": lambda r, n: checkpoint_parts(r / "k", n), "seeded": lambda r, n: seeded_batches(n)}
+    for name, step in steps.items():
+        if args.only in (None, name):
+            step(root, args.repeats)
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -61,6 +61,7 @@ class TrainConfig:
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
                      name, f"an integer >= {minimum}", value)
+        _require(self.seed < 2**64, "seed", "an integer in [0, 2**64)", self.seed)   # torch's seed range
         _require(_real(self.lr) and self.lr > 0, "lr", "a finite number > 0", self.lr)
         _require(_real(self.noise) and self.noise >= 0, "noise", "a finite number >= 0", self.noise)
         _require(_real(self.dropout) and 0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)

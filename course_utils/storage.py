@@ -34,11 +34,14 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[Any], None]) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[Any], None], *,
+                       sync_folder: bool = True) -> None:
     """Write `data` (bytes, or a function that writes to a binary file) to `path` durably and atomically.
 
     Temporary file in the same folder -> write -> flush -> fsync -> os.replace -> fsync the folder.
     On any failure the temporary file is removed and the old `path` is untouched (chapters 0, 7, 8).
+    With ``sync_folder=False`` the rename is made durable by the caller's next folder fsync (one fsync
+    for several files written together: chapter 7's checkpoint and its checksum).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +59,31 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[Any], No
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_folder(path.parent)
+    if sync_folder:
+        _fsync_folder(path.parent)
+
+
+def atomic_link(existing: str | os.PathLike, path: str | os.PathLike, *, sync_folder: bool = True) -> bool:
+    """Make `path` a hard link to `existing`, atomically and durably; False where hard links are not supported.
+
+    A link to a temporary name in the same folder, ``os.replace``d over `path`, then the folder fsynced: the
+    bytes are not written again (chapter 7: the best checkpoint is the latest one under a second name).
+    """
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.link.tmp")
+    try:
+        os.link(existing, tmp)
+    except (OSError, NotImplementedError, AttributeError):
+        return False
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if sync_folder:
+        _fsync_folder(path.parent)
+    return True
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,20 +1,24 @@
-"""`python -m course_utils.train`: the chapter-7 production trainer on the spiral MLP, alone or under torchrun.
+"""`python -m course_utils.train`: the chapter-7 production trainer, alone or under torchrun.
 
     python -m course_utils.train --out runs/demo --epochs 20 --checkpoint-every 50
     python -m course_utils.train --out runs/demo --epochs 20 --checkpoint-every 50 --resume
+    python -m course_utils.train --task chars --out runs/chars --epochs 5 --lr 0.003
+    python -m course_utils.train --task mytasks:make_task --out runs/mine     # make_task(config) -> Task
     torchrun --nproc_per_node=2 -m course_utils.train --out runs/ddp --epochs 5
 
-Writes DIR/metrics.jsonl, DIR/model.pt, DIR/checkpoints/ and DIR/tb/. Bad flags or values: one line
-on stderr, exit code 2. A checkpoint that cannot be used, or a run that diverged: one line, exit code 1.
+Writes DIR/metrics.jsonl, DIR/model.pt, DIR/summary.json, DIR/checkpoints/ and DIR/tb/. Bad flags or
+values, or a task that cannot be trained: one line on stderr, exit code 2. A checkpoint that cannot be
+used, or a run that diverged: one line, exit code 1.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 
 from course_utils.models import OPTIMIZERS
-from course_utils.production.config import AMP_MODES, DEVICES, MONITORS, FitConfig
+from course_utils.production.config import AMP_MODES, DEVICES, SPIRAL_FIELDS, FitConfig
 from course_utils.schedules import SCHEDULES
 
 PROG = "python -m course_utils.train"
@@ -43,12 +47,17 @@ def comma_separated_integers(text: str) -> tuple[int, ...]:
 def build_parser() -> argparse.ArgumentParser:
     """Every flag, with the FitConfig field it sets (chapter 7)."""
     d = FitConfig(out="-")
-    p = _Parser(prog=PROG, description="Train the course's spiral MLP with the chapter-7 production loop: "
-                "exact resume from durable checkpoints, early stopping, mixed precision, gradient clipping, "
-                "a NaN guard, TensorBoard and metrics.jsonl logging; run it under torchrun for DDP.",
+    p = _Parser(prog=PROG, description="Train a model with the chapter-7 production loop: exact resume from "
+                "durable checkpoints, early stopping, mixed precision, gradient clipping, a NaN guard, TensorBoard "
+                "and metrics.jsonl logging; run it under torchrun for DDP. The model and data are the course's "
+                "spiral MLP, a built-in task (--task chars, --task shapes) or your own (--task MODULE:FUNCTION).",
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     a = p.add_argument
-    a("--out", required=True, help="run folder: metrics.jsonl, model.pt, checkpoints/, tb/")
+    a("--out", required=True, help="run folder: metrics.jsonl, model.pt, summary.json, checkpoints/, tb/")
+    a("--task", default=d.task, metavar="NAME|MODULE:FUNCTION",
+      help="what to train: spiral (the course's MLP), chars (a tiny character-level transformer on the course's "
+           "prose), shapes (a small CNN on shapes drawn on the fly), or MODULE:FUNCTION (also path/file.py:FUNCTION), "
+           "a function that takes the FitConfig and returns a course_utils.production.Task")
     a("--epochs", type=int, default=d.epochs, help="passes over the training set")
     a("--batch-size", type=int, default=d.batch_size, help="examples per micro-batch (per rank under torchrun)")
     a("--accum-steps", type=int, default=d.accum_steps,
@@ -61,27 +70,32 @@ def build_parser() -> argparse.ArgumentParser:
     a("--schedule", default=d.schedule, choices=SCHEDULES,
       help="learning-rate schedule (onecycle and warmup_cosine step per update, the others per epoch)")
     a("--seed", type=int, default=d.seed, help="seed for data, initialisation, dropout and data order")
-    a("--n-train", type=int, default=d.n_train, help="training examples of the spiral")
-    a("--n-val", type=int, default=d.n_val, help="validation examples of the spiral")
-    a("--classes", type=int, default=d.classes, help="spiral arms (classes)")
-    a("--noise", type=float, default=d.noise, help="angle noise of the spiral (radians)")
-    a("--hidden", type=int, default=d.hidden, help="width of the MLP's hidden layers")
-    a("--depth", type=int, default=d.depth, help="number of hidden layers")
-    a("--dropout", type=float, default=d.dropout, help="dropout probability after each hidden layer")
+    for flag, kind, text in [("--n-train", int, "training examples"), ("--n-val", int, "validation examples"),
+                             ("--classes", int, "arms (classes)"), ("--noise", float, "angle noise (radians)"),
+                             ("--hidden", int, "width of the MLP's hidden layers"),
+                             ("--depth", int, "number of the MLP's hidden layers"),
+                             ("--dropout", float, "dropout probability after each hidden layer")]:
+        default = getattr(d, flag[2:].replace("-", "_"))   # no default here: given or not decides the refusal
+        a(flag, type=kind, default=argparse.SUPPRESS, help=f"spiral task only: {text} (default {default})")
     a("--workers", type=int, default=d.workers, help="DataLoader worker processes")
     a("--checkpoint-every", type=int, default=d.checkpoint_every,
       help="also checkpoint every N updates inside an epoch (0: at epoch ends only)")
     a("--keep", type=int, default=d.keep, help="rolling checkpoints to keep (the best one is kept besides)")
     a("--patience", type=_none_or(int), default=None,
-      help="stop after this many validation checks without improvement (default: no early stopping)")
+      help="stop after this many validation checks without improvement (default: no early stopping); with it, "
+           "model.pt holds the best validation checkpoint's weights, whether or not the run stopped early, and "
+           "model-last.pt the last weights")
     a("--min-delta", type=float, default=d.min_delta, help="an improvement must beat the best by more than this")
-    a("--monitor", default=d.monitor, choices=tuple(MONITORS),
-      help="metric for early stopping and the best checkpoint (val_loss: lower is better, val_acc: higher)")
+    a("--monitor", default=d.monitor,
+      help="metric for early stopping and the best checkpoint: val_loss (lower is better), val_acc (higher; "
+           "logged when the outputs are class logits) or a task's own val_NAME (its metric_mode says which way)")
     a("--amp", default=d.amp, choices=AMP_MODES,
       help="mixed precision: bf16 (CPU or CUDA, no scaler) or fp16 (CUDA, with a GradScaler)")
     a("--compile", action="store_true", help="torch.compile the model")
     a("--resume", action="store_true",
-      help="continue from the newest valid checkpoint in OUT/checkpoints (none: start fresh, with a notice)")
+      help="continue from the newest valid checkpoint in OUT/checkpoints (none: start fresh, with a notice); "
+           "every setting that changes the numbers must match the checkpoint's, except that --epochs may grow "
+           "when --schedule is constant (the other schedules are sized by the run's length)")
     a("--clip-norm", type=_none_or(float), default=None,
       help="clip the gradient norm to this (default: no clipping; the norm is logged either way)")
     a("--max-bad-steps", type=int, default=d.max_bad_steps,
@@ -98,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(argv: list[str] | None = None) -> FitConfig:
     """Parse the command line into a FitConfig; UsageError (one line) for any bad flag or value."""
     args = build_parser().parse_args(argv)
+    given = [name for name in SPIRAL_FIELDS if hasattr(args, name)]     # spiral flags have no default here
+    if given and args.task != "spiral":
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(f"{flags} only describe{'s' if len(given) == 1 else ''} the spiral task; --task "
+                         f"{args.task} brings its own model and data")
     fields = {k: v for k, v in vars(args).items() if k not in ("no_progress", "no_tensorboard")}
     fields.update(progress=not args.no_progress, tensorboard=not args.no_tensorboard)
     try:
@@ -118,13 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     from course_utils.production import CheckpointError, fit   # torch imports after the flags are checked
 
     warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"
+    main_rank = os.environ.get("RANK", "0") == "0"        # under torchrun every rank meets the same error
     try:
         result = fit(config)
     except CheckpointError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr) if main_rank else None
         return 1
-    except ValueError as exc:    # e.g. --amp fp16 or --device cuda without a GPU
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    except ValueError as exc:    # a task that cannot be trained (TaskError), --amp fp16 or --device cuda without a GPU
+        print(f"{PROG}: error: {exc}", file=sys.stderr) if main_rank else None
         return 2
     return 0 if result.completed else 1
 

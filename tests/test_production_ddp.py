@@ -102,3 +102,38 @@ def test_one_process_under_torchrun_on_cuda_runs_alone_and_ends_like_the_run_wit
     alone = json.loads((tmp_path / "alone" / "summary.json").read_text())
     assert alone["backend"] is None and alone["device"] == "cuda"
     assert alone["weights_sha256_per_rank"] == ranked["weights_sha256_per_rank"]
+
+
+def test_a_task_of_a_test_file_under_torchrun_all_reduces_once_per_update_and_resumes_exactly(tmp_path):
+    """tests.test_production_tasks:noisy_task (dropout, random augmentation in 2 workers per rank) on 2 ranks:
+    45 examples per rank in micro-batches of 10, 10, 10, 10, 5; K = 2 gives windows 2, 2, 1: 3 updates an epoch.
+    DDP's all-reduce runs once per update (no_sync inside a window), counted by a communication hook."""
+    flags = ["--task", "tests.test_production_tasks:counted_noisy_task", "--epochs", "2", "--batch-size", "10",
+             "--accum-steps", "2", "--checkpoint-every", "1", "--keep", "20", "--workers", "2", "--threads", "1",
+             "--no-tensorboard", "--no-progress"]
+    whole = tmp_path / "whole"
+    task_run(whole, flags)
+    summary = json.loads((whole / "summary.json").read_text())
+    digests = summary["weights_sha256_per_rank"]
+    assert summary["world_size"] == 2 and digests[0] == digests[1] and summary["task"] == "jittered"
+    counts = training_arithmetic(90, 10, 2, 2, world_size=2)
+    assert summary["updates"] == counts.total_weight_updates == 6
+    micro_batches = 2 * counts.iters_per_epoch
+    assert [int((whole / f"allreduces-{rank}").read_text()) for rank in (0, 1)] == [6, 6] != [micro_batches] * 2
+    cut = tmp_path / "cut"                     # as if killed in epoch 2 after its first update (batch 2)
+    shutil.copytree(whole, cut)
+    for path in ckpt.checkpoint_files(cut / "checkpoints"):
+        if ckpt._position(path)[:2] > (1, 2):
+            path.unlink()
+    done = task_run(cut, flags + ["--resume"])
+    assert "last-e0001-s000002.pt" in done.stdout
+    assert json.loads((cut / "summary.json").read_text())["weights_sha256_per_rank"] == digests
+
+
+def task_run(out: Path, flags: list[str]) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+               "-m", "course_utils.train", "--out", str(out), "--device", "cpu", *flags]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done

@@ -4,6 +4,7 @@ reader, the NaN guard, clipping, bf16, the command line. CUDA paths skip without
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -23,7 +24,8 @@ from course_utils.arithmetic import training_arithmetic
 from course_utils.data import spiral_splits
 from course_utils.models import MLP
 from course_utils.notebook import seed_everything
-from course_utils.production import EarlyStopping, FitConfig, fit, load_checkpoint
+from course_utils.session import TrainConfig
+from course_utils.production import CheckpointError, EarlyStopping, FitConfig, fit, load_checkpoint
 from course_utils.production import checkpoint as ckpt
 from course_utils.train import build_parser, main
 
@@ -194,8 +196,8 @@ def _killed_after_checkpoints(config: FitConfig, writes: int) -> None:
     real = ckpt.atomic_write_bytes
     count = {"n": 0}
 
-    def writing(path, data):
-        real(path, data)
+    def writing(path, data, **options):
+        real(path, data, **options)
         count["n"] += 1
         if count["n"] == writes:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -352,3 +354,65 @@ def test_the_command_line_writes_every_file(tmp_path):
     assert torch.load(out / "model.pt", weights_only=True)
     assert list((out / "tb").glob("events.out.tfevents.*"))
     assert ckpt.checkpoint_files(out / "checkpoints", "last") and ckpt.checkpoint_files(out / "checkpoints", "best")
+
+
+# --- early stopping delivers the best weights; a run may grow; no field overflows -------------------------
+
+def test_early_stopping_delivers_the_best_checkpoints_weights_and_keeps_the_last_beside_them(tmp_path):
+    out = tmp_path / "run"
+    result, _ = quiet(FitConfig(out=str(out), epochs=60, n_train=40, lr=0.03, patience=3, **dict(TINY, n_val=200)))
+    losses = [r["val_loss"] for r in result.history]
+    best_epoch = 1 + losses.index(min(losses))
+    assert result.stop_reason.startswith("early stopping") and len(losses) == best_epoch + 3
+    assert result.delivered == "best" and result.best["epoch"] == best_epoch and min(losses) < losses[-1]
+    best = load_checkpoint(out / "checkpoints" / ckpt.checkpoint_name("best", best_epoch, 0))["model"]
+    last = load_checkpoint(ckpt.checkpoint_files(out / "checkpoints", "last")[0])["model"]
+    delivered = torch.load(out / "model.pt", weights_only=True)
+    kept_last = torch.load(out / "model-last.pt", weights_only=True)
+    assert all(torch.equal(delivered[k], best[k]) for k in best)
+    assert all(torch.equal(kept_last[k], last[k]) for k in last)
+    # the delivered weights give the best validation loss again (evaluated afresh, not read from the history)
+    model = MLP(2, 8, 3, 2)
+    model.load_state_dict(delivered)
+    x, y = spiral_splits(40, 200, seed=0).val.tensors
+    with torch.no_grad():
+        assert nn.functional.cross_entropy(model(x), y).item() == pytest.approx(min(losses), rel=1e-5)
+    # without early stopping: the last weights, and no model-last.pt
+    plain, _ = quiet(FitConfig(out=str(tmp_path / "plain"), epochs=2, n_train=40, **TINY))
+    assert plain.delivered == "last" and not (tmp_path / "plain" / "model-last.pt").exists()
+
+
+def test_a_constant_schedule_run_can_be_extended_and_equals_the_longer_run(tmp_path):
+    options = dict(TINY, n_train=40, batch_size=10, dropout=0.2, checkpoint_every=1)
+    quiet(FitConfig(out=str(tmp_path / "long"), epochs=3, **options))
+    quiet(FitConfig(out=str(tmp_path / "grown"), epochs=2, **options))
+    grown, printed = quiet(FitConfig(out=str(tmp_path / "grown"), epochs=3, resume=True, **options))
+    assert "resumed from" in printed and grown.epochs_completed == 3
+    a, b = (torch.load(tmp_path / run / "model.pt", weights_only=True) for run in ("long", "grown"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda run: [{k: v for k, v in json.loads(line).items() if k != "elapsed_s"}   # noqa: E731
+                         for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+    assert strip("long") == strip("grown")
+    quiet(FitConfig(out=str(tmp_path / "cosine"), epochs=2, schedule="cosine", **options))
+    with pytest.raises(CheckpointError, match="epochs=2 \\(now 3: the cosine schedule is sized by the run's length"):
+        fit(FitConfig(out=str(tmp_path / "cosine"), epochs=3, schedule="cosine", resume=True, **options))
+    with pytest.raises(CheckpointError, match="epochs=3 \\(now 2\\)"):
+        fit(FitConfig(out=str(tmp_path / "long"), epochs=2, resume=True, **options))
+    assert "--epochs may grow when --schedule is constant" in " ".join(build_parser().format_help().split())
+
+
+def _float_fields(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if "float" in str(f.type)]
+
+
+@pytest.mark.parametrize("cls, fields", [(FitConfig, dict(out="x")), (TrainConfig, {})])
+def test_every_float_field_refuses_a_huge_integer_by_name(cls, fields):
+    names = _float_fields(cls)
+    assert len(names) >= 6
+    for name in names:
+        for huge in (10**400, -10**400):
+            with pytest.raises(ValueError, match=f"^{name} must be") as info:
+                cls(**fields, **{name: huge})
+            assert len(str(info.value)) < 200                    # the 401 digits are shortened
+    with pytest.raises(ValueError, match="^seed must be"):
+        cls(**fields, seed=10**400)

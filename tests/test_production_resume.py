@@ -125,13 +125,13 @@ def _die_while_saving(cfg: FitConfig, call: int, phase: str) -> None:
     calls = {"n": 0}
     real_bytes, real_text = ckpt.atomic_write_bytes, ckpt.atomic_write_text
 
-    def writing(path, data):
+    def writing(path, data, **options):
         calls["n"] += 1
         if calls["n"] == call and phase == "half-written":
             with open(Path(path).with_name(Path(path).name + ".x1y2.tmp"), "wb") as handle:
                 handle.write(data[: len(data) // 2])    # what a kill inside atomic_write_bytes leaves
             os.kill(os.getpid(), signal.SIGKILL)
-        real_bytes(path, data)
+        real_bytes(path, data, **options)
 
     def checksum(path, text):
         if calls["n"] == call and phase == "before-checksum":

@@ -1,14 +1,17 @@
-"""The production trainer of chapter 7: one readable fit(config) and the components beside it.
+"""The production trainer of chapter 7: one readable fit(config, task) and the components beside it.
 
-    from course_utils.production import FitConfig, fit
-    result = fit(FitConfig(out="runs/demo", epochs=5, checkpoint_every=10, resume=True))
+    from course_utils.production import FitConfig, Task, fit
+    result = fit(FitConfig(out="runs/demo", epochs=5, checkpoint_every=10, resume=True))      # the spiral MLP
+    result = fit(FitConfig(out="runs/mine", epochs=5), Task(model, train_data, val_data))     # your own
 
-The command line over it is ``python -m course_utils.train`` (also under ``torchrun``).
+The command line over it is ``python -m course_utils.train`` (also under ``torchrun``); ``--task``
+names a built-in task (spiral, chars, shapes) or your own ``MODULE:FUNCTION``.
 """
 from course_utils.production.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint
 from course_utils.production.config import FitConfig
 from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.fit import FitResult, fit, weights_digest
+from course_utils.production.task import Task, TaskError
 
-__all__ = ["FitConfig", "FitResult", "fit", "load_checkpoint", "EarlyStopping", "CheckpointError",
-           "UnsafeCheckpointError", "weights_digest"]
+__all__ = ["FitConfig", "FitResult", "Task", "TaskError", "fit", "load_checkpoint", "EarlyStopping",
+           "CheckpointError", "UnsafeCheckpointError", "weights_digest"]

@@ -9,19 +9,23 @@ from course_utils.models import OPTIMIZERS
 from course_utils.schedules import SCHEDULES
 
 AMP_MODES = ("none", "bf16", "fp16")
-MONITORS = {"val_loss": "min", "val_acc": "max"}   # what early stopping and "best" watch, and which way is better
+MONITORS = {"val_loss": "min", "val_acc": "max"}   # which way is better; a task's own val_NAME says its own way
 DEVICES = ("auto", "cpu", "cuda")
+# The fields that describe only the spiral task (its data and its MLP): any other task brings its own.
+SPIRAL_FIELDS = ("n_train", "n_val", "classes", "noise", "hidden", "depth", "dropout")
 # Fields that change the numbers a run produces: a checkpoint only resumes a run with the same values.
-RUN_DEFINING = ("epochs", "batch_size", "accum_steps", "lr", "optimizer", "momentum", "weight_decay", "schedule",
-                "seed", "n_train", "n_val", "classes", "noise", "hidden", "depth", "dropout", "patience",
-                "min_delta", "monitor", "amp", "clip_norm", "inject_nan_at")
+# (epochs too, except that a run with a constant schedule may be extended: see LENGTH_FREE_SCHEDULES.)
+RUN_DEFINING = ("task", "batch_size", "accum_steps", "lr", "optimizer", "momentum", "weight_decay", "schedule",
+                "seed", *SPIRAL_FIELDS, "patience", "min_delta", "monitor", "amp", "clip_norm", "inject_nan_at")
+LENGTH_FREE_SCHEDULES = ("constant",)   # the others are sized by epochs x updates per epoch
 
 
 @dataclass(frozen=True)
 class FitConfig:
-    """One production run of the spiral MLP (chapter 7); invalid values raise ValueError naming the field."""
+    """One production run (chapter 7); invalid values raise ValueError naming the field."""
 
     out: str                              # run folder: metrics.jsonl, model.pt, checkpoints/, tb/
+    task: str = "spiral"                  # a built-in task (spiral, chars, shapes) or MODULE:FUNCTION
     epochs: int = 10
     batch_size: int = 32
     accum_steps: int = 1
@@ -43,7 +47,7 @@ class FitConfig:
     keep: int = 3                         # rolling checkpoints kept (plus the best one)
     patience: int | None = None           # early stopping after this many validation checks without improvement
     min_delta: float = 0.0                # an improvement must beat the best by more than this
-    monitor: str = "val_loss"             # val_loss (lower is better) or val_acc (higher is better)
+    monitor: str = "val_loss"             # val_loss (lower is better), val_acc (higher), or a task's val_NAME
     amp: str = "none"                     # none, bf16 (CPU or CUDA, no scaler), fp16 (CUDA, GradScaler)
     compile: bool = False                 # torch.compile the model
     resume: bool = False                  # continue from the newest valid checkpoint in out/checkpoints
@@ -57,11 +61,14 @@ class FitConfig:
 
     def __post_init__(self) -> None:
         _require(isinstance(self.out, str) and self.out.strip() != "", "out", "a folder path", self.out)
+        _require(isinstance(self.task, str) and self.task.strip() != "", "task",
+                 "a built-in task's name or MODULE:FUNCTION", self.task)
         for name, minimum in [("epochs", 1), ("batch_size", 1), ("accum_steps", 1), ("seed", 0), ("n_train", 1),
                               ("n_val", 1), ("classes", 2), ("hidden", 1), ("depth", 0), ("workers", 0),
                               ("checkpoint_every", 0), ("keep", 1), ("max_bad_steps", 1)]:
             value = getattr(self, name)
             _require(_is_int(value) and value >= minimum, name, f"an integer >= {minimum}", value)
+        _require(self.seed < 2**32, "seed", "an integer in [0, 2**32)", self.seed)   # NumPy's seed range
         for name in ("patience", "threads"):
             value = getattr(self, name)
             minimum = 0 if name == "patience" else 1
@@ -80,7 +87,8 @@ class FitConfig:
         _require(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}", self.optimizer)
         _require(self.schedule in SCHEDULES, "schedule", f"one of {', '.join(SCHEDULES)}", self.schedule)
         _require(self.amp in AMP_MODES, "amp", f"one of {', '.join(AMP_MODES)}", self.amp)
-        _require(self.monitor in MONITORS, "monitor", f"one of {', '.join(MONITORS)}", self.monitor)
+        _require(isinstance(self.monitor, str) and self.monitor.startswith("val_") and self.monitor[4:].isidentifier(),
+                 "monitor", "val_loss, val_acc or val_NAME (a task's metric)", self.monitor)
         _require(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
         for name in ("compile", "resume", "progress", "tensorboard"):
             _require(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
@@ -90,11 +98,20 @@ class FitConfig:
         object.__setattr__(self, "inject_nan_at", tuple(steps))
         _require(all(_is_int(s) and s >= 0 for s in self.inject_nan_at), "inject_nan_at",
                  "a tuple of integers >= 0", self.inject_nan_at)
+        if not self.is_spiral:
+            changed = self.spiral_changes()
+            if changed:
+                raise ValueError(f"{changed[0]} describes only the spiral task; task {self.task!r} brings its own "
+                                 "model and data (leave the spiral fields at their defaults)")
 
     @property
-    def mode(self) -> str:
-        """'min' or 'max': which way the monitored metric improves."""
-        return MONITORS[self.monitor]
+    def is_spiral(self) -> bool:
+        """Does this config name the spiral task (the default)?"""
+        return self.task == "spiral"
+
+    def spiral_changes(self) -> list[str]:
+        """The spiral fields set to something other than their default."""
+        return [name for name in SPIRAL_FIELDS if getattr(self, name) != _DEFAULTS[name]]
 
     def as_plain(self) -> dict[str, Any]:
         """The fields as plain Python values (what a checkpoint stores)."""
@@ -103,7 +120,20 @@ class FitConfig:
         return plain
 
     def differences(self, saved: dict[str, Any]) -> list[str]:
-        """The run-defining fields whose value in `saved` (a checkpoint's config) differs from this config."""
+        """The run-defining fields whose value in `saved` (a checkpoint's config) differs from this config.
+
+        A larger `epochs` is no difference when the schedule does not depend on the run's length (constant).
+        """
         mine = self.as_plain()
-        return [f"{name}={saved.get(name)!r} (now {mine[name]!r})" for name in RUN_DEFINING
-                if saved.get(name) != mine[name]]
+        saved = {"task": "spiral", **saved}            # checkpoints written before tasks existed trained the spiral
+        changed = [f"{name}={saved.get(name)!r} (now {mine[name]!r})" for name in RUN_DEFINING
+                   if saved.get(name) != mine[name]]
+        if saved.get("epochs") != self.epochs and not (self.schedule in LENGTH_FREE_SCHEDULES
+                                                      and self.epochs > saved.get("epochs", self.epochs)):
+            why = ("" if self.schedule in LENGTH_FREE_SCHEDULES else
+                   f": the {self.schedule} schedule is sized by the run's length; only a constant schedule can grow")
+            changed.insert(0, f"epochs={saved.get('epochs')!r} (now {self.epochs!r}{why})")
+        return changed
+
+
+_DEFAULTS = {name: FitConfig.__dataclass_fields__[name].default for name in SPIRAL_FIELDS}

@@ -1,8 +1,9 @@
-"""fit(config): the production training loop of chapter 7, every component in order on one page.
+"""fit(config, task): the production training loop of chapter 7, every component in order on one page.
 
-Read it top to bottom: where am I (alone or one rank of torchrun), seeding, data, model, optimizer,
-schedule, precision, early stopping, resume, wrap (compile, DDP), logging, then the loop, whose body
-is chapter 3's step plus accumulation, clipping, the NaN guard, checkpoints and validation.
+Read it top to bottom: where am I (alone or one rank of torchrun), seeding, the task (your model and
+data, or a built-in one), data order, optimizer, schedule, precision, early stopping, resume, wrap
+(compile, DDP), logging, then the loop, whose body is chapter 3's step plus accumulation, clipping,
+the NaN guard, checkpoints and validation; at the end the weights it delivers.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import hashlib
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,15 +20,17 @@ import torch
 from torch import nn
 
 from course_utils.arithmetic import batch_sizes, is_update_step, loss_weight, training_arithmetic
-from course_utils.data import spiral_splits
-from course_utils.models import MLP, make_optimizer
+from course_utils.loop import global_norm
+from course_utils.models import make_optimizer
 from course_utils.notebook import seed_everything
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import data_order, distributed, rng
 from course_utils.production.amp import Precision
-from course_utils.production.config import FitConfig
+from course_utils.production.config import MONITORS, FitConfig
 from course_utils.production.early_stopping import EarlyStopping
+from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
 from course_utils.production.logs import RunLog
+from course_utils.production.task import Task, TaskError, build_task
 from course_utils.schedules import make_scheduler
 from course_utils.storage import atomic_write_bytes
 
@@ -43,6 +47,7 @@ class FitResult:
     best: dict[str, Any]              # {"metric", "value", "epoch"} of the best validation check
     resumed_from: str | None
     paths: dict[str, str] = field(default_factory=dict)
+    delivered: str = "last"           # which weights model.pt holds: "best" (early stopping on) or "last"
 
     @property
     def final(self) -> dict[str, Any]:
@@ -54,75 +59,68 @@ class FitResult:
         return not self.stop_reason.startswith("diverged")
 
 
-def evaluate(model: nn.Module, loader, precision: Precision, device: torch.device) -> tuple[float, float]:
-    """Validation loss (mean over examples) and accuracy, in eval mode without gradients (chapter 4)."""
-    model.eval()
-    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    correct = torch.zeros((), dtype=torch.int64, device=device)
-    with torch.no_grad():
-        for inputs, targets in loader:
-            inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-            with precision.autocast():
-                logits = model(inputs)
-            loss_sum += nn.functional.cross_entropy(logits.float(), targets, reduction="sum").double()
-            correct += (logits.argmax(dim=1) == targets).sum()
-    model.train()
-    n = len(loader.dataset)
-    return loss_sum.item() / n, correct.item() / n
-
-
 def weights_digest(model: nn.Module) -> str:
     """SHA-256 of the model's tensors, in state_dict order: equal digests mean bitwise-equal weights."""
     digest = hashlib.sha256()
     for name, tensor in model.state_dict().items():
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
-def fit(config: FitConfig) -> FitResult:
-    """Train the spiral MLP with checkpoints, exact resume, AMP, early stopping, logging, DDP (chapter 7)."""
+def fit(config: FitConfig, task: Task | None = None) -> FitResult:
+    """Train `task` (else config.task: the spiral MLP by default) with exact resume, AMP, DDP (chapter 7)."""
     # -- 1. where am I: alone, or one rank of `torchrun --nproc_per_node=N` ----------------------
     ranks = distributed.setup(config.device)
     device, main = ranks.device, ranks.is_main
     say = print if main else (lambda *args, **kw: None)
     out = Path(config.out)
     folder = out / "checkpoints"
+    try:
+        # -- 2. seed everything (same seed on every rank: same init, same dropout stream) --------
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        seed_everything(config.seed)
 
-    # -- 2. seed everything (same seed on every rank: same init, same dropout stream) ------------
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    seed_everything(config.seed)
+        # -- 3. the task, its data order and loaders; one batch checked before any training ---------
+        task = _the_task(config, task)
+        cuda = device.type == "cuda"
+        sampler = data_order.ResumableSampler(task.train_data, ranks.world_size, ranks.rank, config.seed)
+        loader = data_order.train_loader(task.train_data, sampler, config.batch_size, config.workers, cuda,
+                                         config.seed, task.collate_fn, _seeded(task, task.train_data))
+        val_loader = data_order.eval_loader(task.val_data, task.val_batch_size, cuda, config.seed, task.collate_fn,
+                                            _seeded(task, task.val_data))
+        sizes = batch_sizes(sampler.num_samples, config.batch_size)          # this rank's micro-batch sizes
+        counts = training_arithmetic(len(task.train_data), config.batch_size, config.epochs, config.accum_steps,
+                                     world_size=ranks.world_size)             # chapter 0's calculator
+        assert counts.iters_per_epoch == len(sizes)
+        model = task.model.to(device)
+        loss_fn = task.loss_fn.to(device) if isinstance(task.loss_fn, nn.Module) else task.loss_fn
+        precision = Precision(config.amp, device)
+        class_dim = check_task(task, model, val_loader, precision, device)  # does the output fit the loss?
+        mode = _monitor_mode(config.monitor, task, metric_names(task, class_dim))
 
-    # -- 3. data: the spiral, an order that depends only on (seed, epoch), seeded loaders --------
-    splits = spiral_splits(config.n_train, config.n_val, classes=config.classes, noise=config.noise,
-                           seed=config.seed)
-    sampler = data_order.ResumableSampler(splits.train, ranks.world_size, ranks.rank, config.seed)
-    cuda = device.type == "cuda"
-    loader = data_order.train_loader(splits.train, sampler, config.batch_size, config.workers, cuda, config.seed)
-    val_loader = data_order.eval_loader(splits.val, 256, cuda)
-    sizes = batch_sizes(sampler.num_samples, config.batch_size)          # this rank's micro-batch sizes
-    counts = training_arithmetic(config.n_train, config.batch_size, config.epochs, config.accum_steps,
-                                 world_size=ranks.world_size)             # chapter 0's calculator
-    assert counts.iters_per_epoch == len(sizes)
+        # -- 4. optimizer, schedule, early stopping ----------------------------------------------
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(config.optimizer, params, lr=config.lr, momentum=config.momentum,
+                                   weight_decay=config.weight_decay)
+        scheduler, cadence = make_scheduler(config.schedule, optimizer, epochs=config.epochs,
+                                            steps_per_epoch=counts.updates_per_epoch)
+        stopper = EarlyStopping(config.patience if config.patience is not None else 2**62, config.min_delta, mode)
+        stopping = config.patience is not None      # without patience the stopper only tracks the best value
+        identity = _identity(task, model)
+        seed_everything(training_seed(config.seed))  # training's draws start here, however many building the task
+                                                      # took: the same run from fit(config, task) and from --task
 
-    # -- 4. model, optimizer, schedule, precision, early stopping --------------------------------
-    model = MLP(2, config.hidden, config.classes, config.depth, config.dropout).to(device)
-    optimizer = make_optimizer(config.optimizer, model.parameters(), lr=config.lr, momentum=config.momentum,
-                               weight_decay=config.weight_decay)
-    scheduler, cadence = make_scheduler(config.schedule, optimizer, epochs=config.epochs,
-                                        steps_per_epoch=counts.updates_per_epoch)
-    precision = Precision(config.amp, device)
-    stopper = EarlyStopping(config.patience if config.patience is not None else 2**62, config.min_delta, config.mode)
-    stopping = config.patience is not None          # without patience the stopper only tracks the best value
-    loss_fn = nn.CrossEntropyLoss()
-
-    # -- 5. resume: every piece above gets its state back from the newest valid checkpoint -------
-    state = {"epoch": 0, "position": 0, "updates": 0, "skipped": 0, "bad_in_a_row": 0, "history": [],
-             "running": [0.0, 0.0], "best": {"metric": config.monitor, "value": None, "epoch": None},
-             "elapsed_s": 0.0}
-    resumed_from = None
-    found = _find_resume(config, folder, ranks, say)
+        # -- 5. resume: every piece above gets its state back from the newest valid checkpoint -------
+        state = {"epoch": 0, "position": 0, "updates": 0, "skipped": 0, "bad_in_a_row": 0, "history": [],
+                 "running": [0.0, 0.0], "best": {"metric": config.monitor, "value": None, "epoch": None},
+                 "elapsed_s": 0.0}
+        resumed_from = None
+        found = _find_resume(config, identity, folder, ranks, say)
+    except (TaskError, ckpt.CheckpointError, ValueError):
+        distributed.abandon(ranks)                  # every rank raises the same error: leave without waiting
+        raise
     if found is not None:
         resumed_from, saved = found
         model.load_state_dict(saved["model"])
@@ -144,63 +142,73 @@ def fit(config: FitConfig) -> FitResult:
     # -- 7. logging: metrics.jsonl, TensorBoard (purging what a killed run logged past its checkpoint), tqdm
     log = RunLog(out, main, state["history"], state["updates"] if found else None, config.tensorboard,
                  config.progress)
+    plain_config = config.as_plain()
+    writer = ckpt.BackgroundWriter(lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
-        """Every piece of state, written by rank 0 only, durably; the old ones pruned after."""
+        """Every piece of state, written by rank 0 only, durably (on a thread); the old ones pruned after."""
         per_rank = distributed.gather({"rng": rng.capture(), "running": list(state["running"])}, ranks)
         if not main:
             return
         log.flush()
         payload = ckpt.serialize({
-            "format": ckpt.FORMAT, "config": config.as_plain(), "epoch": epoch, "position": position,
-            "updates": state["updates"], "skipped": state["skipped"], "bad_in_a_row": state["bad_in_a_row"],
-            "running": list(state["running"]), "history": state["history"], "best": dict(state["best"]),
-            "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
+            "format": ckpt.FORMAT, "config": plain_config, "task": identity, "epoch": epoch,
+            "position": position, "updates": state["updates"], "skipped": state["skipped"],
+            "bad_in_a_row": state["bad_in_a_row"], "running": list(state["running"]), "history": state["history"],
+            "best": dict(state["best"]), "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
             "world_size": ranks.world_size, "ranks": per_rank})
-        ckpt.write_checkpoint(folder, ckpt.checkpoint_name("last", epoch, position), payload)
-        if best:
-            ckpt.write_checkpoint(folder, ckpt.checkpoint_name("best", epoch, position), payload)
-            ckpt.prune(folder, "best", 1)
-        ckpt.prune(folder, "last", config.keep)
+        last = ckpt.checkpoint_name("last", epoch, position)
+        if not best:                                              # written on a thread; training goes on
+            writer.submit(lambda: ckpt.write_checkpoint(folder, last, payload), len(payload))
+            return
+        best_name = ckpt.checkpoint_name("best", epoch, position)  # the best first: a 'last' naming it finds it
+        writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, payload),
+                               ckpt.copy_checkpoint(folder, best_name, last, payload)), len(payload))
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
     stop_reason = "completed"
     K, micro_per_epoch = config.accum_steps, len(sizes)
+    updates_at = [is_update_step(i, micro_per_epoch, K) for i in range(micro_per_epoch)]  # K batches, or the flush
+    weights = [loss_weight(i, sizes, K) for i in range(micro_per_epoch)]   # each batch's share of its window
     model.train()
     for epoch in range(state["epoch"], config.epochs):
         if stopping and stopper.should_stop:
+            stop_reason = f"early stopping after epoch {epoch}: {stopper.reason}"
             break
         first = state["position"] if epoch == state["epoch"] else 0
         data_order.start_epoch(loader, epoch, first, config.seed)
         log.start_epoch(epoch, config.epochs, micro_per_epoch, first)
         if first == 0:
             state["running"] = [0.0, 0.0]                   # this epoch's (loss x examples, examples)
-        window_loss = torch.zeros((), dtype=torch.float64, device=device)
-        window_examples = 0
-        for i, (inputs, targets) in enumerate(loader, start=first):
-            inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
-            update = is_update_step(i, micro_per_epoch, K)              # K micro-batches, or the epoch's flush
+        window: list[torch.Tensor] = []                     # this window's micro-batch losses (no sync yet)
+        for i, batch in enumerate(loader, start=first):
+            inputs, targets = task.split(to_device(batch, device))
+            update = updates_at[i]                                     # K micro-batches, or the epoch's flush
             # forward and backward; the loss weighted by this batch's share of its window's examples
             with distributed.sync_gradients(net, update):            # DDP all-reduces on an update only
                 with precision.autocast():
-                    loss = loss_fn(net(inputs), targets)
+                    loss = loss_fn(task.forward(net, inputs), targets)
                 if epoch * micro_per_epoch + i in config.inject_nan_at:
                     loss = loss * float("nan")                        # demo: a poisoned batch
-                precision.backward(loss * loss_weight(i, sizes, K))
-            window_loss += loss.detach().double() * len(targets)
-            window_examples += len(targets)
+                precision.backward(loss if weights[i] == 1.0 else loss * weights[i])
+            window.append(loss.detach())
             log.micro_step()
             if not update:
                 continue
             # the update: unscale (fp16), measure and clip the norm, guard against NaN/Inf, step
             precision.unscale(optimizer)
-            params = [p for p in model.parameters() if p.grad is not None]
-            grad_norm = (nn.utils.clip_grad_norm_(params, config.clip_norm) if config.clip_norm
-                         else nn.utils.get_total_norm([p.grad for p in params]))
-            grad_norm, window_mean = grad_norm.item(), window_loss.item() / window_examples
+            grad_norm = global_norm([p.grad for p in params if p.grad is not None])
+            if config.clip_norm:
+                nn.utils.clip_grads_with_norm_(params, config.clip_norm, grad_norm)
+            grad_norm = grad_norm.item()                              # the one sync of an update
+            in_window = sizes[i + 1 - len(window):i + 1]
+            window_examples = sum(in_window)
+            losses = [window[0].item()] if len(window) == 1 else torch.stack(window).tolist()
+            window_mean = sum(value * n for value, n in zip(losses, in_window)) / window_examples
+            window.clear()
             stepped = math.isfinite(grad_norm) and math.isfinite(window_mean)
             if stepped:
                 precision.step(optimizer)
@@ -220,8 +228,6 @@ def fit(config: FitConfig) -> FitResult:
                 say(f"skipped update at epoch {epoch + 1}, batch {i + 1}: loss {window_mean:.4g}, "
                     f"gradient norm {grad_norm:.4g} ({state['bad_in_a_row']} in a row)")
             optimizer.zero_grad(set_to_none=True)
-            window_loss.zero_()
-            window_examples = 0
             if state["bad_in_a_row"] >= config.max_bad_steps:
                 stop_reason = (f"diverged: {state['bad_in_a_row']} updates in a row had a non-finite loss or "
                                f"gradient (epoch {epoch + 1}, batch {i + 1}); nothing was saved after the last "
@@ -239,14 +245,13 @@ def fit(config: FitConfig) -> FitResult:
         # -- end of epoch: schedule, validate, early stopping, log, checkpoint ------------------
         if cadence == "epoch":
             scheduler.step()
-        val_loss, val_acc = evaluate(model, val_loader, precision, device)
+        validation = evaluate(task, model, val_loader, precision, device, class_dim)
         loss_sum, seen = distributed.all_sum(torch.tensor(state["running"], dtype=torch.float64), ranks).tolist()
-        improved = stopper.update(val_loss if config.monitor == "val_loss" else val_acc)
+        improved = stopper.update(validation[config.monitor])
         if improved:
             state["best"] = {"metric": config.monitor, "value": stopper.best_score, "epoch": epoch + 1}
         record = {"epoch": epoch + 1, "updates": state["updates"], "train_loss": loss_sum / max(seen, 1),
-                  "val_loss": val_loss, "val_acc": val_acc, "lr": optimizer.param_groups[0]["lr"],
-                  "skipped_updates": state["skipped"],
+                  **validation, "lr": optimizer.param_groups[0]["lr"], "skipped_updates": state["skipped"],
                   "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - started, 3)}
         state["history"].append(record)
         log.epoch(record)
@@ -256,27 +261,88 @@ def fit(config: FitConfig) -> FitResult:
             stop_reason = f"early stopping after epoch {epoch + 1}: {stopper.reason}"
             break
 
-    # -- 9. the end: final weights, a summary every rank agrees with -----------------------------
+    # -- 9. the end: every checkpoint on disk; the weights delivered (the best ones with early stopping)
     log.close()
-    digests = distributed.gather(weights_digest(model), ranks)
+    if main:
+        writer.wait()
+    digests = distributed.gather(weights_digest(model), ranks)     # also waits for rank 0's last write
     paths = {"out": str(out), "metrics": str(out / "metrics.jsonl"), "checkpoints": str(folder),
              "tb": str(out / "tb"), "model": str(out / "model.pt")}
-    if main and stop_reason.startswith("diverged"):
+    diverged = stop_reason.startswith("diverged")
+    delivered = "best" if stopping and not diverged and state["best"]["epoch"] is not None else "last"
+    last_weights = ckpt.serialize(model.state_dict()) if main and not diverged else None
+    if delivered == "best":                          # Keras's restore_best_weights: the model object too
+        try:
+            model.load_state_dict(_best_weights(folder, state["best"]["epoch"]))
+            paths["model_last"] = str(out / "model-last.pt")
+        except ckpt.CheckpointError as exc:
+            warnings.warn(f"delivering the last weights, not the best: {exc}", RuntimeWarning, stacklevel=2)
+            delivered = "last"
+    if main and diverged:
         say(stop_reason)                                   # the newest checkpoint is the last good state
     elif main:
-        atomic_write_bytes(out / "model.pt", ckpt.serialize(model.state_dict()))
+        if delivered == "best":
+            atomic_write_bytes(out / "model-last.pt", last_weights)
+        atomic_write_bytes(out / "model.pt", last_weights if delivered == "last" else
+                           ckpt.serialize(model.state_dict()))
     if main:
         summary = {"stop_reason": stop_reason, "updates": state["updates"], "skipped_updates": state["skipped"],
                    "world_size": ranks.world_size, "backend": ranks.backend or None, "device": str(device),
-                   "weights_sha256_per_rank": digests,
-                   "resumed_from": str(resumed_from) if resumed_from else None}
+                   "task": identity["name"], "weights_sha256_per_rank": digests, "delivered": delivered,
+                   "best": state["best"], "resumed_from": str(resumed_from) if resumed_from else None}
         atomic_write_bytes(out / "summary.json", json.dumps(summary, indent=1).encode())
     distributed.teardown(ranks)
     return FitResult(stop_reason, state["updates"], state["skipped"], len(state["history"]), state["history"],
-                     state["best"], str(resumed_from) if resumed_from else None, paths)
+                     state["best"], str(resumed_from) if resumed_from else None, paths, delivered)
 
 
-def _find_resume(config: FitConfig, folder: Path, ranks, say) -> tuple[Path, dict[str, Any]] | None:
+def _the_task(config: FitConfig, task: Task | None) -> Task:
+    """The Task to train: the one given, else the one config.task names (built in, or MODULE:FUNCTION)."""
+    if task is None:
+        return build_task(config.task, config)
+    if not isinstance(task, Task):
+        raise TaskError(f"fit's task must be a course_utils.production.Task, got {type(task).__name__}")
+    if not config.is_spiral:
+        raise TaskError(f"the task is given twice: as fit's task argument and as config.task={config.task!r}")
+    changed = config.spiral_changes()
+    if changed:
+        raise TaskError(f"{changed[0]} describes only the spiral task; the task given to fit brings its own model "
+                        "and data (leave the spiral fields at their defaults)")
+    return task
+
+
+def training_seed(seed: int) -> int:
+    """The seed of training's own random stream (dropout...): derived from the one that built the task, not equal."""
+    return (seed + 0x9E3779B9) % 2**32
+
+
+def _seeded(task: Task, dataset) -> bool:
+    """Seed each batch's random draws (auto: unless the dataset draws nothing, like a TensorDataset)."""
+    return task.seed_batches if task.seed_batches is not None else not data_order.draws_nothing(dataset)
+
+
+def _monitor_mode(monitor: str, task: Task, names: list[str]) -> str:
+    """'min' or 'max' for the monitored metric; TaskError when this task does not log it."""
+    if monitor not in names:
+        raise TaskError(f"monitor {monitor} is not logged by task {task.name!r}, which logs {', '.join(names)}"
+                        + (" (val_acc needs class logits for integer targets)" if monitor == "val_acc" else ""))
+    return MONITORS.get(monitor, task.metric_mode)
+
+
+def _identity(task: Task, model: nn.Module) -> dict[str, Any]:
+    """What a checkpoint records of the task: a resume must train the same model on the same data sizes."""
+    shapes = [f"{name}:{tuple(p.shape)}" for name, p in model.state_dict().items()]
+    return {"name": task.name, "train_examples": len(task.train_data), "val_examples": len(task.val_data),
+            "model": hashlib.sha256("\n".join(shapes).encode()).hexdigest()[:16]}
+
+
+def _best_weights(folder: Path, epoch: int) -> dict[str, torch.Tensor]:
+    """The model weights of the best checkpoint (written at the end of `epoch`), checksum verified."""
+    return ckpt.load_checkpoint(folder / ckpt.checkpoint_name("best", epoch, 0))["model"]
+
+
+def _find_resume(config: FitConfig, identity: dict[str, Any], folder: Path, ranks,
+                 say) -> tuple[Path, dict[str, Any]] | None:
     """Rank 0 picks the checkpoint (or the error); every rank then loads the same file."""
     choice: tuple[str, str] | None = None   # ("path", p) | ("error", message) | None
     if ranks.is_main:
@@ -297,15 +363,18 @@ def _find_resume(config: FitConfig, folder: Path, ranks, say) -> tuple[Path, dic
     if choice is None:
         return None
     if choice[0] == "error":
-        distributed.abandon(ranks)
         raise (ckpt.UnsafeCheckpointError if "refusing" in choice[1] else ckpt.CheckpointError)(choice[1])
     path = Path(choice[1])
     saved = ckpt.load_checkpoint(path)
     changed = config.differences(saved["config"])
+    theirs = saved.get("task", {"name": "spiral"})
+    changed += [f"task {key} {theirs.get(key)!r} (now {value!r})" for key, value in identity.items()
+                if key in theirs and theirs[key] != value]
     if saved["world_size"] != ranks.world_size:
         changed.insert(0, f"world size {saved['world_size']} (now {ranks.world_size})")
     if changed:
-        distributed.abandon(ranks)
         raise ckpt.CheckpointError(f"checkpoint {path} belongs to a different run: {', '.join(changed[:3])}; "
                                    "resume with the same settings or choose another output folder")
+    if saved["epoch"] > config.epochs:
+        raise ckpt.CheckpointError(f"checkpoint {path} is at epoch {saved['epoch']}, past epochs={config.epochs}")
     return path, saved

@@ -11,11 +11,12 @@ import torch
 def capture() -> dict[str, Any]:
     """Every global generator's state, as tensors and plain Python values (loadable with weights_only=True)."""
     kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": [str(kind), [int(k) for k in keys], int(position), int(has_gauss), float(cached)],
-        "random": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+        "numpy": [str(kind), keys.tolist(), int(position), int(has_gauss), float(cached)],
+        "random": [version, list(internal), gauss],
     }
 
 

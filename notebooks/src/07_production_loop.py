@@ -160,7 +160,9 @@ for name, generator in [("no generator", None), ("its own generator", torch.Gene
 # **Problem:** a crash or a time limit throws away hours of work. A checkpoint must hold *everything*
 # the next update depends on, or the resumed run quietly differs from the one that was not
 # interrupted. The trainer writes each checkpoint durably (temporary file in the same folder, fsync,
-# `os.replace`, fsync of the folder, then a checksum) and keeps the last few plus the best.
+# `os.replace`; then its checksum the same way; then an fsync of the folder) and keeps the last few plus
+# the best. Training does not wait for the disk: it copies the state in memory, and a second thread
+# serialises and writes it.
 #
 # The experiment: the same configuration twice. Once uninterrupted. Once as a separate process
 # (`python -m course_utils.train`), killed with `SIGKILL` as soon as a checkpoint is on disk (mid-epoch),
@@ -199,7 +201,8 @@ print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt.sha256"
 print("it had not finished:", not (RUNS / "cut" / "model.pt").exists())
 
 resumed, said = quiet_fit(out=str(RUNS / "cut"), resume=True, **CONFIG)
-resumed_at = said.splitlines()[0]
+# the resume's own line (a kill that lands mid-save also gets a line about the half-written file it removed)
+resumed_at = next((line for line in said.splitlines() if line.startswith("resumed from")), "")
 print("resumed from a checkpoint:", resumed_at.startswith("resumed from"))
 print("in the middle of an epoch:", " after 0 batches" not in resumed_at and " batches" in resumed_at)
 
@@ -319,6 +322,31 @@ for row in stopped.history:
 print("a counted loop stops at the same epoch:", expected == stopped.epochs_completed)
 print("best val loss", sig(best), "at epoch", stopped.best["epoch"],
       "| last val loss", sig(stopped.history[-1]["val_loss"]))
+
+# %% [markdown]
+# Stopping is half the job: the last weights are the over-fitted ones, three checks past the best. So the
+# trainer **delivers the best**: with early stopping on, `model.pt` holds the weights of the best
+# validation checkpoint (whether or not the run stopped early), `model-last.pt` the last weights, and
+# `fit()` says which one it delivered (Keras calls this `restore_best_weights`; Lightning leaves it to a
+# `ModelCheckpoint` callback and `ckpt_path="best"`). Evaluated afresh on the validation set:
+
+# %%
+def val_loss_of(path, n_val=200):
+    """Validation loss of saved MLP weights on the run's validation set (chapter 4's evaluation)."""
+    model = MLP()
+    model.load_state_dict(final_weights(path))
+    model.eval()
+    x, y = spiral_splits(40, n_val, seed=0).val.tensors
+    with torch.no_grad():
+        return torch.nn.functional.cross_entropy(model(x), y).item()
+
+
+delivered, last = val_loss_of(RUNS / "early" / "model.pt"), val_loss_of(RUNS / "early" / "model-last.pt")
+print("fit delivered:", stopped.delivered, "| model.pt's val loss is the best one:", math.isclose(delivered, best,
+                                                                                               rel_tol=1e-5))
+print("model-last.pt's val loss is the last epoch's:", math.isclose(last, stopped.history[-1]["val_loss"],
+                                                                     rel_tol=1e-5))
+print("the delivered weights are better than the last:", delivered < last)
 
 # %% [markdown]
 # ## 7. Gradient accumulation
@@ -862,6 +890,116 @@ def clip_gradients(parameters, max_norm):
 
 # %%
 check("clip_gradients")
+
+# %% [markdown]
+# ## 18. Your own model: a `Task`
+#
+# Everything above trained the spiral MLP, but nothing in the trainer depends on it. A **task** is your
+# model and your data:
+#
+# ```python
+# from course_utils.production import FitConfig, Task, fit
+# task = Task(model, train_data, val_data)           # loss_fn=nn.CrossEntropyLoss() unless you pass one
+# fit(FitConfig(out="runs/mine", epochs=10, checkpoint_every=50), task)
+# ```
+#
+# or, from a terminal, a function that takes the `FitConfig` and returns the `Task`:
+# `python -m course_utils.train --task mytasks:make_task --out runs/mine` (also under `torchrun`).
+# A batch may be `(inputs, targets)` or a dict with a `labels` entry; the model may return a tuple;
+# `metric=`, `collate_fn=` and `unpack=` cover the rest. Every guarantee of this chapter holds for it:
+# exact resume, durable checkpoints, `weights_only` loading, early stopping with the best weights,
+# accumulation weighted by examples, bf16, the NaN guard, DDP.
+#
+# Random augmentation needs one more idea. A DataLoader worker draws from its own random streams, which
+# depend on which batches it loaded before; after a mid-epoch resume the workers start over, and every
+# draw would change. So the trainer seeds each batch's draws from (seed, epoch, the batch's indices)
+# before loading it: the same batch gets the same augmentation, whichever worker loads it and whether or
+# not the run was interrupted. Nothing is replayed at resume, and the seeding itself is cheap
+# (`benchmarks/bench_production.py` measures it).
+#
+# Two tasks come built in: `--task chars`, a tiny GPT-style character model trained on this course's own
+# prose, and `--task shapes`, a small CNN telling discs, squares, triangles and crosses apart in images
+# drawn on the fly and augmented at random (shifted, flipped, rescaled, noised). The shapes run, killed
+# mid-epoch as a separate process with two DataLoader workers, then resumed:
+
+# %%
+from course_utils.train import main as train_main
+
+SHAPES = ["--task", "shapes", "--epochs", "2", "--checkpoint-every", "40", "--workers", "2", "--threads", "1",
+          "--no-progress", "--no-tensorboard"]
+with contextlib.redirect_stdout(io.StringIO()):
+    shapes_whole = fit(FitConfig(out=str(RUNS / "shapes-whole"), task="shapes", epochs=2, checkpoint_every=40,
+                                 workers=2, threads=1, progress=False))
+process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "shapes-cut"), *SHAPES],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+shapes_checkpoints = RUNS / "shapes-cut" / "checkpoints"
+while process.poll() is None and not list(shapes_checkpoints.glob("last-*.pt.sha256")):
+    time.sleep(0.01)
+process.kill()
+process.wait()
+print("killed before the end:", process.returncode == -9 and not (RUNS / "shapes-cut" / "model.pt").exists())
+with contextlib.redirect_stdout(io.StringIO()) as said:        # the same command, run in this process
+    code = train_main(["--out", str(RUNS / "shapes-cut"), *SHAPES, "--resume"])
+print("resumed from a checkpoint:", code == 0 and said.getvalue().startswith("resumed from"))
+a, b = final_weights(RUNS / "shapes-whole" / "model.pt"), final_weights(RUNS / "shapes-cut" / "model.pt")
+print("final weights bitwise identical:", all(torch.equal(a[k], b[k]) for k in a))
+print("metrics.jsonl identical, line for line:", metrics("shapes-whole") == metrics("shapes-cut"))
+
+# %% [markdown]
+# The character model, three epochs, and both tasks' loss curves: the loss of every update, read back from
+# TensorBoard, and the validation loss at each epoch's end. The character model's accuracy is the share of
+# next characters it guesses right; its validation text is the last tenth of the prose, never trained on.
+
+# %%
+from collections import Counter
+
+from course_utils.production.builtin import course_text
+
+with contextlib.redirect_stdout(io.StringIO()):
+    chars = fit(FitConfig(out=str(RUNS / "chars"), task="chars", epochs=3, batch_size=16, threads=1, progress=False))
+fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.2))
+for ax, (name, run) in zip(axes, [("chars", "chars: transformer LM, loss per character"),
+                                  ("shapes-whole", "shapes: CNN, augmented images")]):
+    events = EventAccumulator(str(RUNS / name / "tb"))
+    events.Reload()
+    steps = events.Scalars("train/loss_step")
+    ax.plot([e.step for e in steps], [e.value for e in steps], lw=0.8, alpha=0.7, label="train (each update)")
+    val = events.Scalars("val/loss")
+    ax.plot([e.step for e in val], [e.value for e in val], "s--", label="validation (each epoch)")
+    ax.set(title=run, xlabel="update", ylabel="cross-entropy")
+    ax.legend()
+fig.tight_layout()
+display(fig)
+plt.close(fig)
+
+text = course_text()
+counts, seen = Counter(text[:len(text) * 9 // 10]), len(text) * 9 // 10
+frequency_guess = -sum(math.log(counts.get(c, 0.5) / seen) for c in text[seen:]) / (len(text) - seen)
+losses = [row["val_loss"] for row in chars.history]
+print("chars: validation loss fell every epoch:", all(b < a for a, b in zip(losses, losses[1:])))
+print(f"chars: below the best guess that ignores context (each character's frequency: {frequency_guess:.2f}):",
+      losses[-1] < frequency_guess)
+print("chars: validation accuracy above 25%:", chars.final["val_acc"] > 0.25)
+print("shapes: validation accuracy above 90%:", shapes_whole.final["val_acc"] > 0.9)
+
+# %% [markdown]
+# A task of your own is a few lines. A regression task, with its own metric (mean absolute error, lower
+# is better), watched by early stopping: `val_acc` would mean nothing here, so the trainer does not log it.
+
+# %%
+from torch import nn
+from course_utils.production import Task
+
+xs = torch.linspace(-2, 2, 200).unsqueeze(1)
+wave = TensorDataset(xs, torch.sin(2 * xs))
+torch.manual_seed(0)
+regression = Task(nn.Sequential(nn.Linear(1, 32), nn.Tanh(), nn.Linear(32, 1)), wave, wave, loss_fn=nn.MSELoss(),
+                  metric=lambda out, y: (out - y).abs().mean(), metric_name="mae", metric_mode="min", name="wave")
+with contextlib.redirect_stdout(io.StringIO()):
+    waved = fit(FitConfig(out=str(RUNS / "wave"), epochs=30, lr=0.02, patience=5, monitor="val_mae", threads=1,
+                          progress=False, tensorboard=False), regression)
+print("logged per epoch:", sorted(waved.history[0]))
+print("early stopping watched val_mae; model.pt holds the best:", waved.delivered == "best")
 
 # %% [markdown]
 # ## Quiz
