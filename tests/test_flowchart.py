@@ -296,7 +296,7 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
         json.dump({{"seen": seen, "updates": history[-1]["updates"]}}, open({str(tmp_path)!r} + f"/rank{{rank}}.json", "w"))
     """))
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
-                                                             "LOCAL_RANK")}
+                                                             "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE")}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(tmp_path / "main.py")], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

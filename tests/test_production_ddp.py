@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,12 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 N, B, K, E = 50, 8, 2, 2          # 25 examples per rank: batches 8, 8, 8, 1 -> windows of 2 and 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def train_args(out: Path, device: str) -> list[str]:
     """The course_utils.train command line every run here shares."""
     return ["-m", "course_utils.train", "--out", str(out), "--epochs", str(E), "--n-train", str(N), "--n-val", "30",
@@ -39,7 +32,7 @@ def train_args(out: Path, device: str) -> list[str]:
 
 
 def torchrun(out: Path, *extra: str, backend_device: str = "cpu", ranks: int = 2) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", f"--master_port={free_port()}",
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--standalone",
                *train_args(out, backend_device), *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
@@ -131,7 +124,7 @@ def test_a_task_of_a_test_file_under_torchrun_all_reduces_once_per_update_and_re
 
 
 def task_run(out: Path, flags: list[str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
                "-m", "course_utils.train", "--out", str(out), "--device", "cpu", *flags]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
