@@ -5,11 +5,10 @@ import base64
 import functools
 import html
 import io
-import math
-import re
-from decimal import Decimal
 
 import ipywidgets as w
+
+from course_utils.numbers import parse_decimal, parse_whole_number  # noqa: F401 (the views' one input rule)
 
 
 class View:
@@ -55,50 +54,16 @@ def table_html(rows, header=None) -> str:
     return f"<table style='border-collapse:collapse;font-family:monospace'>{head}{body}</table>"
 
 
-# ----------------------------------------------------------------------------- shared view helpers (chapters 0-2)
+# ----------------------------------------------------------------------------- shared view helpers (chapters 0-9)
 
-_NUMBER = re.compile(r"^[+-]?(\d[\d,_]*)?(\.\d*)?(e[+-]?\d+)?$", re.IGNORECASE)
+def number_box(value: float, description: str, width: str = "260px", label_width: str = "150px") -> w.Text:
+    """A text box for a number: it keeps exactly what was typed or pasted; the view parses it on Enter.
 
-
-def parse_whole_number(text: object, label: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    """A whole number from what a learner typed or pasted ("1,000", "1e3", "2.0", " 40 "); ValueError in their words.
-
-    The message names the box by its on-screen `label` and never silently changes the value:
-    "2.5" is rejected (not truncated to 2, not read as 25).
+    Every number box of the course is this box read by `course_utils.numbers` (parse_whole_number,
+    parse_decimal): what the box shows is what is computed, or refused in words.
     """
-    raw = str(text).strip().replace(" ", "")
-    if not raw or not _NUMBER.match(raw) or not any(ch.isdigit() for ch in raw):
-        raise ValueError(f"{label}: {str(text).strip()[:30]!r} is not a number; type a whole number such as 12")
-    if len(raw) > 40:
-        raise ValueError(f"{label}: that number is far too long")
-    integer_part = re.split(r"[.eE]", raw.lstrip("+-"))[0]
-    if "," in integer_part and not re.fullmatch(r"\d{1,3}(,\d{3})+", integer_part):
-        raise ValueError(f"{label}: {raw!r} is ambiguous; write 2.5 as 2.5 and thousands as 1,000 or 1000")
-    cleaned = raw.replace(",", "").replace("_", "")
-    try:
-        number = int(cleaned)
-    except ValueError:
-        exponent = cleaned.lower().partition("e")[2]
-        if exponent and abs(int(exponent)) > 30:
-            raise ValueError(f"{label}: {raw} is out of range") from None
-        value = float(cleaned)
-        if not math.isfinite(value) or value != int(value):
-            raise ValueError(f"{label} must be a whole number, got {raw}") from None
-        exact = Decimal(cleaned)
-        if exact != exact.to_integral_value():
-            raise ValueError(f"{label} must be a whole number, got {raw}") from None
-        number = int(exact)
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{label} must be at least {minimum:,}, got {number:,}")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{label} must be at most {maximum:,} in this view, got {number:,}")
-    return number
-
-
-def number_box(value: int, description: str, width: str = "260px", label_width: str = "150px") -> w.Text:
-    """A text box for a whole number: it keeps exactly what was typed or pasted; the view parses it on Enter."""
-    return w.Text(str(value), description=description, continuous_update=False,
-                  style={"description_width": label_width}, layout=w.Layout(width=width))
+    return w.Text(f"{value:g}" if isinstance(value, float) else str(value), description=description,
+                  continuous_update=False, style={"description_width": label_width}, layout=w.Layout(width=width))
 
 
 def figure_html(png: bytes, width: int | None = None, alt: str = "figure") -> str:

@@ -21,10 +21,11 @@ from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.loop import EpochEvent, StepEvent
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent
-from course_utils.widgets.base import View, error_html
+from course_utils.widgets.base import View, error_html, number_box, parse_decimal, parse_whole_number
 from course_utils.widgets.live_plot import LivePlot
-from course_utils.widgets.simulator_layout import (DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, NEEDS, OPTIMIZER_LABELS,
-                                                    SCHEDULE_LABELS, panels)
+from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, MESSAGE_HEIGHT,
+                                                    NEEDS, OPTIMIZER_LABELS, SCHEDULE_LABELS, WHOLE, axis_end,
+                                                    panels)
 from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
 
 class SimulatorView(View):
@@ -39,20 +40,16 @@ class SimulatorView(View):
         self._reverting = False
         self._task: asyncio.Task | None = None
         self._seen = self._ghost_seen = 0
-        self.boxes = {
-            "n_train": w.IntText(config.n_train, description="dataset size"),
-            "classes": w.IntText(config.classes, description="classes"),
-            "noise": w.FloatText(config.noise, description="noise", step=0.05),
-            "batch_size": w.IntText(config.batch_size, description="batch size"),
-            "epochs": w.IntText(config.epochs, description="epochs"),
-            "accum_steps": w.IntText(config.accum_steps, description="accumulation steps"),
-            "dropout": w.FloatText(config.dropout, description="dropout", step=0.1),
-            "clip_norm": w.FloatText(config.clip_norm or 0.0, description="clip norm (0 = off)", step=0.5),
+        # the number boxes keep exactly what was typed; course_utils.numbers reads them (one rule, every chapter)
+        self.boxes = {name: number_box(getattr(config, name) or 0.0 if name == "clip_norm" else getattr(config, name),
+                                       LIMITS[name][0]) for name in BOX_ORDER[:8]}
+        self.boxes.update({
             "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
                                     description="optimizer"),
             "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
                                    description="schedule"),
-        }
+        })
+        self.boxes = {name: self.boxes[name] for name in BOX_ORDER}
         style, layout = {"description_width": "140px"}, w.Layout(width="270px")
         for box in self.boxes.values():
             box.style, box.layout = style, layout
@@ -78,7 +75,8 @@ class SimulatorView(View):
         self.buttons["end"].on_click(lambda _: self._safely(self._start, "end"))
         self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
         self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
-        self.message = w.HTML(layout=w.Layout(min_height="44px", width="100%"))
+        # room for the longest note or error (three lines at 848 px): the panels below never move
+        self.message = w.HTML(layout=w.Layout(height=MESSAGE_HEIGHT, width="100%", overflow="hidden"))
         # the readouts are the plot's text: a Step's new points and numbers reach the page in one message
         self.plot = LivePlot(boundary=True, text_lines=5, layout=w.Layout(min_height="530px"))
         self.widget = w.VBox([
@@ -99,9 +97,8 @@ class SimulatorView(View):
         """The settings on screen as a TrainConfig; ValueError in the learner's words if one is out of range."""
         values = {name: box.value for name, box in self.boxes.items()}
         for name, (label, low, high) in LIMITS.items():
-            value = values[name]
-            if value is None or not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
-                raise ValueError(f"{label} must be between {low:g} and {high:g}; you entered {value}")
+            parse = parse_whole_number if name in WHOLE else parse_decimal
+            values[name] = parse(values[name], label, low, high)
         bugs = tuple(name for name, box in self.bug_boxes.items() if box.value)
         chosen = [BUGS[name] for name in bugs]
         for i, first in enumerate(chosen):
@@ -132,11 +129,22 @@ class SimulatorView(View):
             self._revert(change)
             self._show_error(f"{exc}. The run and its settings are kept as they were.")
             return
-        label = getattr(change["owner"], "description", "a setting")
+        owner = change["owner"]
+        label = getattr(owner, "description", "a setting")
+        name = next((n for n, box in self.boxes.items() if box is owner), None)
+        value = getattr(config, name) if name in LIMITS else None
+        said = f" to {fmt(value) if isinstance(value, float) else f'{value:,}'}" if value is not None else ""
+        if name == "clip_norm" and value is None:
+            said = " to 0 (off)"
+        if config == self.good and name in LIMITS:      # "1e1" where 10 stood: the same run, nothing to restart
+            self.error = None
+            self.note = f"“{label}” is already{said[3:]}: nothing changed; the run goes on from here."
+            self._refresh()
+            return
         self.good = config
         self.session.reset(config)
         self.error = None
-        self.note = f"You changed “{label}”: a new run started from step 0 (same seed)."
+        self.note = f"You changed “{label}”{said}: a new run started from step 0 (same seed)."
         hidden = [(BUGS[b].title, NEEDS[b][1]) for b in config.bugs if b in NEEDS and not NEEDS[b][0](config)]
         if hidden:
             self.note += " With these settings " + "; ".join(
@@ -312,7 +320,8 @@ class SimulatorView(View):
         train = self.session.state.splits.train.tensors
         self.extent = data_extent(train[0])
         self.plot.extent = list(self.extent)
-        self.plot.xmax = max(1, self.session.config.epochs * self.session.config.arithmetic().iters_per_epoch)
+        self.planned = max(1, self.session.config.epochs * self.session.config.arithmetic().iters_per_epoch)
+        self.plot.xmax = axis_end(0, self.planned)
         self.plot.set_points(train[0].float().numpy().tobytes(), train[1].to(torch.uint8).numpy().tobytes())
         self._set_running(False)
         self._refresh(boundary=True)
@@ -348,6 +357,7 @@ class SimulatorView(View):
         self.lr_label.value = f"lr = {fmt(self.session.lr)}"
         self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
         self.plot.set_text(self._readout_lines())
+        self.plot.xmax = axis_end(self.session.state.step, self.planned)
         self.plot.flush()
         if not self.running:
             self._set_running(False)
