@@ -6,6 +6,7 @@ import pytest
 from course_utils.arena import Challenge, Knobs
 from course_utils.scoreboard import Scoreboard
 from course_utils.widgets.arena_view import ArenaView, arena
+from course_utils.widgets.base import RUN_HINT
 
 QUICK = Knobs(batch_size=64, optimizer="adam", lr=0.1, schedule="constant", epochs=3)
 
@@ -24,7 +25,7 @@ def test_opens_on_a_result_and_the_run_is_on_the_scoreboard(board):
     assert text.startswith("Arena: spiral N=600") and "baseline  sgd lr=0.01 B=32" in text
     assert "your run  adam lr=0.1 B=64" in text and "<- your latest" in text
     assert view.plot.value[:4] == b"\x89PNG" and "★ 1" in view.table.children[11].value
-    assert view._repr_mimebundle_()["text/plain"] == text
+    assert view._repr_mimebundle_()["text/plain"] == text + "\n" + RUN_HINT
 
 
 def test_run_in_the_background_with_live_progress_then_stop(board):

@@ -1,5 +1,6 @@
 """Chapter 7's flowchart view, driven headless: each switch changes the flowchart and the code together."""
 from course_utils.flowchart import BY_KEY, KEYS, NODES, assemble, code_lines
+from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.flowchart_view import FlowchartView, flowchart_svg, flowchart_view
 
 
@@ -17,7 +18,7 @@ def test_opens_minimal_and_every_switch_adds_its_code_and_boxes():
         view.toggle(key)
         assert view.enabled == frozenset() and "removed" in view.message.value
         assert view.board.value == minimal_board  # back to the minimal loop, box for box
-    assert view._repr_mimebundle_()["text/plain"] == view.text()
+    assert view._repr_mimebundle_()["text/plain"] == view.text() + "\n" + RUN_HINT
 
 
 def test_code_shown_is_the_assembled_code():

@@ -8,6 +8,7 @@ import torch
 from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent, updates_to_reach
+from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.simulator import LIMITS, SimulatorView, simulator
 
 SMALL = TrainConfig(n_train=120, n_val=60, epochs=2, batch_size=16)
@@ -20,7 +21,7 @@ SHOWS_ALL = TrainConfig(n_train=120, n_val=60, epochs=2, batch_size=16, dropout=
 def test_opens_with_a_deterministic_text_form():
     a, b = simulator(SMALL), simulator(SMALL)
     assert a.text() == b.text() and "step 0 of 16" in a.text() and "bugs: none" in a.text()
-    assert a._repr_mimebundle_()["text/plain"] == a.text()
+    assert a._repr_mimebundle_()["text/plain"] == a.text() + "\n" + RUN_HINT
     assert a.buttons["stop"].disabled and not a.buttons["step"].disabled
 
 

@@ -6,13 +6,59 @@ import functools
 import html
 import io
 
+import anywidget
 import ipywidgets as w
+import traitlets
 
 from course_utils.numbers import parse_decimal, parse_whole_number  # noqa: F401 (the views' one input rule)
 
+RUN_HINT = "(Run this notebook, Run > Run All Cells, to get the interactive view.)"
+REOPEN_HINT = ("▶ This view was saved with the notebook and is not connected to Python: run this cell "
+               "(Shift+Enter), or Run > Run All Cells, to bring it back.")
+
+
+class ReopenHint(anywidget.AnyWidget):
+    """One line above every view, shown only when the view has no live kernel behind it (every chapter).
+
+    A notebook reopened later shows its views from the widget state saved with it (make lab turns
+    saving on), or after a kernel restart keeps their last picture: the controls look alive but
+    nothing answers. The line says so and how to bring the view back; while Python is connected it
+    takes no room at all.
+    """
+
+    _esm = """
+    async function render({ model, el }) {
+      const line = document.createElement("div");
+      line.className = "cu-reopen-hint";
+      line.textContent = model.get("message");
+      line.style.cssText = "display:none;padding:4px 8px;margin:2px 0;background:#fff8e1;color:#5d4037;" +
+                           "border-left:4px solid #ffb300;font-size:13px";
+      el.appendChild(line);
+      try {
+        const self = await model.widget_manager.get_model(model.get("own_id"));
+        const update = () => { line.style.display = self.comm_live === false ? "block" : "none"; };
+        update();
+        self.on("comm_live_update", update);
+      } catch (error) {
+        line.style.display = "block";
+      }
+    }
+    export default { render };
+    """
+    message = traitlets.Unicode(REOPEN_HINT).tag(sync=True)
+    own_id = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.own_id = self.model_id
+
 
 class View:
-    """A thin ipywidgets view. JupyterLab renders ``widget``; nbval, GitHub and a headless run read ``text()``."""
+    """A thin ipywidgets view. JupyterLab renders ``widget``; nbval, GitHub and a headless run read ``text()``.
+
+    What a notebook displays is the view under a ReopenHint (invisible while the kernel is connected);
+    its text form, shown where the view cannot be (an untrusted notebook, GitHub), ends with RUN_HINT.
+    """
 
     widget: w.Widget
 
@@ -20,8 +66,11 @@ class View:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs):
-        data = dict(self.widget._repr_mimebundle_(**kwargs))
-        data["text/plain"] = self.text()
+        shown = getattr(self, "_shown", None)
+        if shown is None:
+            shown = self._shown = w.VBox([ReopenHint(), self.widget], layout=w.Layout(width="100%"))
+        data = dict(shown._repr_mimebundle_(**kwargs))
+        data["text/plain"] = self.text() + "\n" + RUN_HINT
         return data
 
 
