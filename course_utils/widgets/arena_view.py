@@ -95,6 +95,7 @@ class ArenaView(View):
                    "★ = your best; updates = updates to the target; memory = peak bytes saved for backward)</small>"),
             self.table, self.rerun_status,
         ], layout=w.Layout(max_width="900px"))
+        self.batch.observe(lambda _: self._check_batch(), "value")
         self.size.observe(lambda _: self._challenge_changed(), "value")
         self.target.observe(lambda _: self._challenge_changed(), "value")
         self._challenge_changed()
@@ -114,6 +115,16 @@ class ArenaView(View):
             self.lr.options = [(f"{r:g}", r) for r in self._rates]
         self.batch.value, self.optimizer.value, self.lr.value = str(knobs.batch_size), knobs.optimizer, knobs.lr
         self.schedule.value, self.epochs.value = knobs.schedule, knobs.epochs
+
+    def _check_batch(self) -> None:
+        """Enter in the batch box: a number the arena cannot run is refused at once, in words."""
+        try:
+            self.knobs().check(self.challenge())
+        except ValueError as exc:
+            self._show_error(str(exc))
+            return
+        if self.error and self.error.startswith("batch size B"):
+            self.error, self.message.value = None, ""
 
     # --- actions ------------------------------------------------------------------------------------
     def run(self) -> None:

@@ -105,14 +105,20 @@ def table_html(rows, header=None) -> str:
 
 # ----------------------------------------------------------------------------- shared view helpers (chapters 0-9)
 
-def number_box(value: float, description: str, width: str = "260px", label_width: str = "150px") -> w.Text:
+def number_box(value: float, description: str, width: str = "260px", label_width: str = "150px",
+               kind: str = "whole") -> w.Text:
     """A text box for a number: it keeps exactly what was typed or pasted; the view parses it on Enter.
 
-    Every number box of the course is this box read by `course_utils.numbers` (parse_whole_number,
-    parse_decimal): what the box shows is what is computed, or refused in words.
+    Every number box of the course is this box read by `course_utils.numbers` (parse_whole_number for
+    kind "whole", parse_decimal for "decimal"): what the box shows is what is computed, or refused in
+    words. The view fuzz finds the boxes by `number_kind` and holds every one to that rule.
     """
-    return w.Text(f"{value:g}" if isinstance(value, float) else str(value), description=description,
-                  continuous_update=False, style={"description_width": label_width}, layout=w.Layout(width=width))
+    if kind not in ("whole", "decimal"):
+        raise ValueError(f"kind must be 'whole' or 'decimal', got {kind!r}")
+    box = w.Text(f"{value:g}" if isinstance(value, float) else str(value), description=description,
+                 continuous_update=False, style={"description_width": label_width}, layout=w.Layout(width=width))
+    box.number_kind = kind
+    return box
 
 
 def figure_html(png: bytes, width: int | None = None, alt: str = "figure") -> str:

@@ -42,7 +42,8 @@ class SimulatorView(View):
         self._seen = self._ghost_seen = 0
         # the number boxes keep exactly what was typed; course_utils.numbers reads them (one rule, every chapter)
         self.boxes = {name: number_box(getattr(config, name) or 0.0 if name == "clip_norm" else getattr(config, name),
-                                       LIMITS[name][0]) for name in BOX_ORDER[:8]}
+                                       LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")
+                      for name in BOX_ORDER[:8]}
         self.boxes.update({
             "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
                                     description="optimizer"),
