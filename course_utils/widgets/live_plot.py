@@ -216,6 +216,7 @@ function render({ model, el }) {
     const start = performance.now();
     for (const p of panels) (p.kind === "line" ? drawLine : drawBoundary)(p);
     root.dataset.drawMs = (performance.now() - start).toFixed(1);   // what the browser spent drawing
+    root.dataset.drawn = String(Object.values(data).reduce((n, list) => n + list.length, 0));   // buckets held
     root.dataset.version = String(++version);
   }
   function ack(seq) {          // after the next frame is painted: the page has caught up to message `seq`

@@ -28,6 +28,11 @@ from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, 
                                                     panels)
 from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
 
+def _last_epoch(session: Session) -> EpochEvent | None:
+    """The latest EpochEvent, found from the end (O(1) in a long history)."""
+    return next((e for e in reversed(session.history) if isinstance(e, EpochEvent)), None)
+
+
 class SimulatorView(View):
     """Settings, bug toggles, Step / Train epoch / Train to end / Stop / Reset, readouts and live panels."""
 
@@ -206,8 +211,24 @@ class SimulatorView(View):
         """Train every remaining epoch (synchronously)."""
         return self._train_sync("end")
 
+    def skip(self, steps: int) -> int:
+        """Train `steps` micro-batches at once, drawing only the end: a long run's history in seconds (chapter 6).
+
+        What a live run would have drawn, minus the frames in between; returns the micro-batches trained.
+        """
+        done = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            while done < steps and self.session.step() is not None:
+                done += 1
+        self._record()
+        self.error = None
+        self.note = f"Skipped ahead {done:,} micro-batches: step {self.session.state.step:,} of the run."
+        self._refresh(boundary=True)
+        return done
+
     def _train_sync(self, mode: str) -> EpochEvent | None:
-        start = len(self.session.epochs)
+        start = self.session.epochs_done
         self.session.clear_stop()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -220,7 +241,7 @@ class SimulatorView(View):
         self.error = None
         self._finish_note(stopped=False, start=start)
         self._refresh(boundary=True)
-        return self.session.epochs[-1] if len(self.session.epochs) > start else None
+        return _last_epoch(self.session) if self.session.epochs_done > start else None
 
     def _start(self, mode: str) -> None:
         """A button press: in a kernel, train as a task that yields between micro-batches; else synchronously."""
@@ -236,19 +257,19 @@ class SimulatorView(View):
             self._task = loop.create_task(self._train_async(mode))
 
     async def _train_async(self, mode: str) -> None:
-        start, stopped, last = len(self.session.epochs), False, time.monotonic()
+        start, stopped, last = self.session.epochs_done, False, time.monotonic()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 while not self.session.done and not stopped:
-                    epoch = len(self.session.epochs)
+                    epoch = self.session.epochs_done
                     for _ in self.session.epoch_steps():
                         if time.monotonic() - last > FLUSH_S:
                             self._record()
                             self._refresh(boundary=True)
                             last = time.monotonic()
                         await asyncio.sleep(0)
-                    stopped = len(self.session.epochs) == epoch and not self.session.done
+                    stopped = self.session.epochs_done == epoch and not self.session.done
                     if mode == "epoch":
                         break
             self._record()
@@ -261,11 +282,11 @@ class SimulatorView(View):
             self._refresh(boundary=True)
 
     def _finish_note(self, stopped: bool, start: int) -> None:
-        epochs = len(self.session.epochs) - start
+        epochs = self.session.epochs_done - start
         if stopped:
             self.note = f"Stopped at step {self.session.state.step}; Step or Train epoch goes on from here."
         elif self.session.done:
-            self.note = f"The run is complete ({len(self.session.epochs)} epochs): press Reset or change a setting."
+            self.note = f"The run is complete ({self.session.epochs_done} epochs): press Reset or change a setting."
         else:
             self.note = f"Trained {epochs} epoch{'s' if epochs != 1 else ''}."
 

@@ -1,6 +1,6 @@
 """Response time of a view's control in the browser: from the learner's input event to the last DOM change inside an output area.
 
-Used by tests/browser/test_timing.py. A chapter registers its timed controls in its own
+Used by every chapter's pass in tests/browser/test_lab.py. A chapter registers its timed controls in its own
 tests/browser/interactions_chNN.py by exporting
 
     TIMINGS = {"NN_name.ipynb": [("view: what the learner does", function(page)), ...]}
@@ -10,10 +10,17 @@ key on a slider). The harness arms a MutationObserver on the notebook's output a
 class changes on cells are not the view answering), stamps the first input event
 (keydown, mousedown, input or change), runs the action, waits until nothing has changed for SETTLE_MS, and
 returns (last change - input event) in milliseconds. Helpers below locate the usual widgets.
+`timed` drives a chapter's list, writes tests/artifacts/timing-NN.json and screenshots, and fails on a control
+slower than LIMIT_MS.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 SETTLE_MS = 1200
 LIMIT_MS = 1000
@@ -59,6 +66,26 @@ def measure(page, action, timeout_ms: int = 30_000) -> float:
     except Exception as exc:  # noqa: BLE001 - say what the learner would see: nothing
         raise AssertionError(f"no visible change within {timeout_ms} ms after the action") from exc
     return page.evaluate("() => window.__last - window.__t0")
+
+
+def timed(page, name: str, entries, extra: list | None = None) -> list[dict]:
+    """Drive (label, action, screenshot name or None) entries in order, timing each; fail on any over LIMIT_MS."""
+    stem, results = name[:2], list(extra or [])
+    if entries:
+        wait_for_idle_kernel(page)
+        page.wait_for_timeout(1000)   # let JupyterLab finish rendering the last outputs before the first action
+    for label, action, shot in entries:
+        ms = measure(page, action)
+        results.append({"control": label, "ms": round(ms), "load": round(os.getloadavg()[0], 2)})
+        if shot:
+            shoot_changed_cell(page, ARTIFACTS / f"timing-{stem}-{shot}.png")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"timing-{stem}.json").write_text(json.dumps(results, indent=1))
+    for r in results:
+        print(f"[timing] {name}: {r['control']}: {r['ms']} ms (load {r.get('load', '-')})")
+    slow = [r for r in results if r["ms"] > LIMIT_MS]
+    assert not slow, f"controls slower than {LIMIT_MS} ms: {slow}"
+    return results
 
 
 def shoot_changed_cell(page, path) -> None:
