@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: install lab test nbval nbval-perturbed notebooks cheatsheet clean
 
 # JupyterLab settings for this course's environment only: widget state saved with the notebook (a reopened
-# notebook shows its views and says how to bring them back), no news pop-up.
+# notebook shows its views and says how to bring them back), the kernel started without a dialog, no news pop-up.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/training-loop-course.json
 
 $(STAMP): requirements.lock pyproject.toml

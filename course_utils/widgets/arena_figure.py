@@ -37,8 +37,9 @@ def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: fl
     if hit is not None:
         ax.plot([hit], [dict(curve)[hit]], "o", color="#0d47a1", ms=6, mec="white", zorder=4)
         ax.annotate(f"{hit} updates", (hit, target), textcoords="offset points", xytext=(0, -26), ha="center",
-                    fontsize=9, color="#0d47a1", zorder=5, arrowprops={"arrowstyle": "-", "color": "#0d47a1", "lw": 0.8},
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#0d47a1", "lw": 0.6})
+                    fontsize=9, color="#0d47a1", zorder=5,
+                    arrowprops={"arrowstyle": "-", "color": "#0d47a1", "lw": 0.8},   # a label on a white box, off
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "#0d47a1", "lw": 0.6})   # the curve
     ax.axhline(target, color="#c62828", lw=1, label=f"target {target:.0%}")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)

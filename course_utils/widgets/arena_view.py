@@ -11,7 +11,7 @@ from course_utils.arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress,
 from course_utils.models import OPTIMIZERS
 from course_utils.schedules import SCHEDULES
 from course_utils.scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
-from course_utils.widgets.base import View, error_html, number_box, parse_whole_number
+from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_whole_number
 from course_utils.widgets.arena_figure import figure_bytes, knobs_words, race_figure, seconds  # noqa: F401
 from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS, SCHEDULE_LABELS
 
@@ -31,6 +31,12 @@ def baseline_for(challenge: Challenge) -> RaceResult:
     if challenge.key not in _BASELINES:
         _BASELINES[challenge.key] = race(challenge, BASELINE)
     return _BASELINES[challenge.key]
+
+
+def _note(text: str, style: str = "") -> w.HTML:
+    """A line across the whole table that takes no width of its own: the columns keep their widths."""
+    return w.HTML(f"<div style='width:0;overflow:visible;white-space:nowrap;padding:1px 4px;line-height:24px;"
+                  f"color:#666;{style}'>{html.escape(text)}</div>", layout=w.Layout(grid_column="1 / -1"))
 
 
 def _cell(text: str, style: str = "") -> w.HTML:
@@ -75,9 +81,9 @@ class ArenaView(View):
         self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="200px"))
         # one line each, whatever they say: the view's height never changes while it runs
         self.status = w.HTML(layout=w.Layout(height="28px", width="340px", overflow="hidden"))
-        self.message = w.HTML(layout=w.Layout(height="56px", overflow="hidden"))
+        self.message = line_spaced(w.HTML(layout=w.Layout(height="58px", overflow="hidden")))   # a ⚠ box, 2 lines
         self.plot = w.Image(format="png", layout=w.Layout(width="660px", height="266px"))
-        self.summary = w.HTML(layout=w.Layout(height="44px", overflow="hidden"))
+        self.summary = line_spaced(w.HTML(layout=w.Layout(height="46px", overflow="hidden")))   # two lines
         self.table = w.GridBox(layout=w.Layout(grid_template_columns="repeat(11, max-content)", width="100%",
                                                grid_auto_rows=f"{ROW_PX}px", height=f"{(TOP + 2) * ROW_PX}px",
                                                align_content="flex-start", justify_content="flex-start"))
@@ -305,7 +311,8 @@ class ArenaView(View):
     def _refresh_table(self) -> None:
         rows = self.board.rows(self.challenge())
         self._show_store_warnings()
-        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999") for c in _COLUMNS]
+        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999" + (
+            ";min-width:134px" if not c else "")) for c in _COLUMNS]     # the Re-run column keeps its width
         for rank, row in self._shown_rows(rows):
             k = row["knobs"]
             latest = self.last_row is not None and same_run(row, self.last_row)
@@ -325,14 +332,10 @@ class ArenaView(View):
             button.on_click(lambda _, index=rank - 1, saved=row: self.rerun_row(index, saved))
             cells.append(button)
         if not rows:
-            cells.append(w.HTML("<div style='padding:1px 4px;line-height:24px;color:#666;font-style:italic'>"
-                                "no runs yet on this challenge: press Run</div>",
-                                layout=w.Layout(grid_column="1 / -1")))
+            cells.append(_note("no runs yet on this challenge: press Run", "font-style:italic"))
         elif len(rows) > TOP or any(rank > TOP for rank, _ in self._shown_rows(rows)):
             shown = "the top 7 and your latest" if self._shown_rows(rows)[-1][0] > TOP else f"the top {TOP}"
-            cells.append(w.HTML(f"<div style='padding:1px 4px;line-height:24px;color:#666;font-size:12px'>"
-                                f"{shown} of {len(rows)} runs on this challenge</div>",
-                                layout=w.Layout(grid_column="1 / -1")))
+            cells.append(_note(f"{shown} of {len(rows)} runs on this challenge", "font-size:12px"))
         self.table.children = cells
 
     def text(self) -> str:

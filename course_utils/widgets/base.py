@@ -17,6 +17,20 @@ REOPEN_HINT = ("▶ This view was saved with the notebook and is not connected t
                "(Shift+Enter), or Run > Run All Cells, to bring it back.")
 
 
+# What every view's page needs, loaded once with its ReopenHint: the hint says it once for the whole view, so
+# JupyterLab's broken-link mark on each control goes; text lines marked "cu-lines" (a message, a summary)
+# get a reading line height, so the lines a view reserves for them are enough.
+VIEW_CSS = (".cu-view.jupyter-widgets-disconnected::before, "
+            ".cu-view .jupyter-widgets-disconnected::before { display: none; } "
+            ".cu-lines .widget-html-content { line-height: 1.4; padding-top: 3px; }")
+
+
+def line_spaced(widget: w.HTML) -> w.HTML:
+    """Mark an HTML widget as lines of text (line height 1.4): a message or summary of known height."""
+    widget.add_class("cu-lines")
+    return widget
+
+
 class ReopenHint(anywidget.AnyWidget):
     """One line above every view, shown only when the view has no live kernel behind it (every chapter).
 
@@ -45,6 +59,7 @@ class ReopenHint(anywidget.AnyWidget):
     }
     export default { render };
     """
+    _css = VIEW_CSS
     message = traitlets.Unicode(REOPEN_HINT).tag(sync=True)
     own_id = traitlets.Unicode("").tag(sync=True)
 
@@ -69,6 +84,7 @@ class View:
         shown = getattr(self, "_shown", None)
         if shown is None:
             shown = self._shown = w.VBox([ReopenHint(), self.widget], layout=w.Layout(width="100%"))
+            shown.add_class("cu-view")
         data = dict(shown._repr_mimebundle_(**kwargs))
         data["text/plain"] = self.text() + "\n" + RUN_HINT
         return data

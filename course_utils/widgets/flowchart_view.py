@@ -31,8 +31,9 @@ class CodeBox(anywidget.AnyWidget):
       function show() {
         box.innerHTML = model.get("html");
         const scroller = box.firstElementChild, first = box.querySelector("[data-tinted]");
-        if (scroller && first) scroller.scrollTop = Math.max(0, first.offsetTop - scroller.offsetTop - 3 * first.offsetHeight);
-        else if (scroller) scroller.scrollTop = 0;
+        if (!scroller) return;
+        const margin = first ? 3 * first.offsetHeight : 0;          // three lines of context above the first
+        scroller.scrollTop = first ? Math.max(0, first.offsetTop - scroller.offsetTop - margin) : 0;
       }
       model.on("change:html", show);
       show();

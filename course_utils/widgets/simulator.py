@@ -21,16 +21,28 @@ from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.loop import EpochEvent, StepEvent
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent
-from course_utils.widgets.base import View, error_html, number_box, parse_decimal, parse_whole_number
+from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_decimal, parse_whole_number
 from course_utils.widgets.live_plot import LivePlot
 from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, MESSAGE_HEIGHT,
                                                     NEEDS, OPTIMIZER_LABELS, SCHEDULE_LABELS, WHOLE, axis_end,
-                                                    panels)
+                                                    event_points, panels)
 from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
 
 def _last_epoch(session: Session) -> EpochEvent | None:
     """The latest EpochEvent, found from the end (O(1) in a long history)."""
     return next((e for e in reversed(session.history) if isinstance(e, EpochEvent)), None)
+
+
+def _setting_box(name: str, config: TrainConfig) -> w.Widget:
+    """One setting's control: a menu, or a number box read by the course's one input rule (what it shows is used)."""
+    if name == "optimizer":
+        return w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
+                          description="optimizer")
+    if name == "schedule":
+        return w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
+                          description="schedule")
+    value = (config.clip_norm or 0.0) if name == "clip_norm" else getattr(config, name)
+    return number_box(value, LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")
 
 
 class SimulatorView(View):
@@ -45,17 +57,7 @@ class SimulatorView(View):
         self._reverting = False
         self._task: asyncio.Task | None = None
         self._seen = self._ghost_seen = 0
-        # the number boxes keep exactly what was typed; course_utils.numbers reads them (one rule, every chapter)
-        self.boxes = {name: number_box(getattr(config, name) or 0.0 if name == "clip_norm" else getattr(config, name),
-                                       LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")
-                      for name in BOX_ORDER[:8]}
-        self.boxes.update({
-            "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
-                                    description="optimizer"),
-            "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
-                                   description="schedule"),
-        })
-        self.boxes = {name: self.boxes[name] for name in BOX_ORDER}
+        self.boxes = {name: _setting_box(name, config) for name in BOX_ORDER}
         style, layout = {"description_width": "140px"}, w.Layout(width="270px")
         for box in self.boxes.values():
             box.style, box.layout = style, layout
@@ -82,7 +84,7 @@ class SimulatorView(View):
         self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
         self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
         # room for the longest note or error (three lines at 848 px): the panels below never move
-        self.message = w.HTML(layout=w.Layout(height=MESSAGE_HEIGHT, width="100%", overflow="hidden"))
+        self.message = line_spaced(w.HTML(layout=w.Layout(height=MESSAGE_HEIGHT, width="100%", overflow="hidden")))
         # the readouts are the plot's text: a Step's new points and numbers reach the page in one message
         self.plot = LivePlot(boundary=True, text_lines=5, layout=w.Layout(min_height="530px"))
         self.widget = w.VBox([
@@ -361,17 +363,8 @@ class SimulatorView(View):
             self._ghost_seen = len(ghost)
 
     def _add(self, event, prefix: str) -> None:
-        add = self.plot.add
-        if isinstance(event, StepEvent):
-            add(prefix + "loss", event.step, event.loss)
-            add(prefix + "grad", event.step, event.grad_norm)
-            add(prefix + "lr", event.step, event.lr)
-            add(prefix + "mem", event.step, event.memory / 1024)
-        else:
-            add(prefix + "val_loss", event.steps, event.val_loss)
-            add(prefix + "val_acc", event.steps, event.val_acc)
-            if not prefix:
-                add("eval_mem", event.steps, event.eval_memory / 1024)
+        for series, x, y in event_points(event, prefix):
+            self.plot.add(series, x, y)
 
     def _refresh(self, boundary: bool = False) -> None:
         if boundary:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from course_utils.loop import StepEvent
 from course_utils.session import TrainConfig
 from course_utils.widgets.live_plot import CLASS_COLOURS, Panel, Series
 
@@ -20,7 +21,7 @@ WHOLE = ("n_train", "classes", "batch_size", "epochs", "accum_steps")       # wh
 # the settings in their on-screen order: two columns of five
 BOX_ORDER = ("n_train", "classes", "noise", "batch_size", "epochs", "accum_steps", "dropout", "clip_norm",
              "optimizer", "schedule")
-MESSAGE_HEIGHT = "64px"  # the note / error line: three lines of text at 848 px, in every state
+MESSAGE_HEIGHT = "76px"  # the note / error line: three lines of text at 848 px (line height 1.4), in every state
 # bugs that leave no trace unless a setting lets them act: (does it act?, what it needs, in screen words)
 NEEDS = {
     "eval_in_train_mode": (lambda c: c.dropout > 0, "dropout above 0"),
@@ -76,3 +77,14 @@ def panels(ghost: bool) -> list[Panel]:
               with_ghost(Series("mem", "step", COLOURS["mem"]), Series("eval_mem", "eval", COLOURS["val"], "dots"),
                          ghost_ids=(("ghost_mem", "line"),))),
     ]
+
+
+def event_points(event, prefix: str = "") -> list[tuple[str, float, float]]:
+    """The live panels' new points for one event of the run (prefix "ghost_" for the healthy twin's)."""
+    if isinstance(event, StepEvent):
+        return [(prefix + "loss", event.step, event.loss), (prefix + "grad", event.step, event.grad_norm),
+                (prefix + "lr", event.step, event.lr), (prefix + "mem", event.step, event.memory / 1024)]
+    points = [(prefix + "val_loss", event.steps, event.val_loss), (prefix + "val_acc", event.steps, event.val_acc)]
+    if not prefix:
+        points.append(("eval_mem", event.steps, event.eval_memory / 1024))
+    return points

@@ -31,7 +31,8 @@ def click_and_see_change(page, label: str) -> None:
 def use_pipeline(page) -> None:
     """Chapter 1: Next epoch reshuffles the same loader: epoch 2, a different set of skipped examples."""
     click_and_see_change(page, "Next epoch")
-    assert page.locator(".widget-html", has_text="Epoch 2").count() >= 1
+    page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
+                           ".some(e => e.innerText.includes('Epoch 2'))", timeout=30_000)   # after its busy line
 
 
 def use_sampling(page) -> None:

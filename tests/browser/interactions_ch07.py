@@ -28,7 +28,8 @@ _TINTED = """() => {
   const rows = [...document.querySelectorAll('[data-tinted]')];
   if (!rows.length) return {count: 0, visible: 0};
   const box = rows[0].parentElement, view = box.getBoundingClientRect();
-  const visible = rows.filter(r => { const b = r.getBoundingClientRect(); return b.top >= view.top && b.bottom <= view.bottom; });
+  const visible = rows.filter(r => {
+    const b = r.getBoundingClientRect(); return b.top >= view.top && b.bottom <= view.bottom; });
   return {count: rows.length, visible: visible.length};
 }"""
 
@@ -53,14 +54,17 @@ def use_flowchart(page) -> None:
     _tick(page, "gradient accumulation")
     _tick(page, "mixed precision")
     _board_says(page, "4 of 11 components on")
-    text = board.inner_text()
+    view = page.locator(".jp-OutputArea-output", has=page.locator(".widget-html", has_text="lines of code")).first
+    page.wait_for_function("() => document.body.innerText.includes('autocast')", timeout=30_000)   # the code box
+    text = view.inner_text()
     assert "4 of 11 components on" in text and "loss_weight" in text and "autocast" in text
     assert page.locator(".widget-html", has_text="mixed precision added").count() >= 1
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "07_production_loop-four-components.png"))
     click_and_see_change(page, "all components")
     _board_says(page, "11 of 11 components on")
-    assert "11 of 11 components on" in board.inner_text() and "DDP(model)" in board.inner_text()
+    page.wait_for_function("() => document.body.innerText.includes('DDP(model)')", timeout=30_000)
+    assert "11 of 11 components on" in board.inner_text() and "DDP(model)" in view.inner_text()
     page.screenshot(path=str(ARTIFACTS / "07_production_loop-all-components.png"))
     click_and_see_change(page, "minimal loop")
     _board_says(page, "0 of 11 components on")

@@ -40,7 +40,8 @@ def use_arena(page) -> None:
                            ".some(e => e.innerText.includes('reproduced it exactly'))", timeout=120_000)
     page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
                            ".some(e => e.innerText.includes('Re-run of row 1'))", timeout=30_000)
-    assert page.locator(".widget-gridbox .widget-html", has_text="← re-run").count() == 1
+    page.wait_for_function("() => [...document.querySelectorAll('.widget-gridbox .widget-html')]"
+                           ".filter(e => e.innerText.includes('← re-run')).length === 1", timeout=30_000)
     table = page.locator(".widget-gridbox").first
     table.scroll_into_view_if_needed()
     page.wait_for_timeout(500)
@@ -68,16 +69,17 @@ def use_final_quiz(page) -> None:
 
 def _arena_height(page) -> float:
     return page.evaluate("() => { const v = [...document.querySelectorAll('.widget-vbox')]"
-                         ".filter(x => x.innerText.includes('The arena')).pop(); return v.getBoundingClientRect().height; }")
+                         ".filter(x => x.innerText.includes('The arena')).pop();"
+                         " return v.getBoundingClientRect().height; }")
 
 
 def menus_and_batch_box(page) -> list[dict]:
     """Menus show the same words as chapter 6; "2.5" in the batch box is refused at Enter, quoting it."""
     select = page.locator(".widget-dropdown", has_text="schedule").locator("select").first
-    labels = select.locator("option").all_inner_texts()
+    labels = [t.replace("\xa0", " ") for t in select.locator("option").all_inner_texts()]
     assert "warmup + cosine" in labels and "OneCycle" in labels and "warmup_cosine" not in labels, labels
     optimizers = page.locator(".widget-dropdown", has_text="optimizer").locator("select").first
-    assert "SGD + momentum" in optimizers.locator("option").all_inner_texts()
+    assert "SGD + momentum" in [t.replace("\xa0", " ") for t in optimizers.locator("option").all_inner_texts()]
     ms = measure(page, type_into("batch size B", "2.5"))
     page.wait_for_function("() => document.body.innerText.includes('batch size B must be a whole number, got 2.5')",
                            timeout=30_000)

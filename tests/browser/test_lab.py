@@ -6,7 +6,7 @@ The server is started the way `make lab` starts it: chapter 0 as the default URL
 `make lab` installs (tools/jupyterlab_overrides.json: widget state saved with the notebook, no news pop-up).
 Each chapter's pass lives in tests/browser/interactions_chNN.py (see interactions.py: a module's PASSES, or its
 INTERACTIONS followed by its TIMINGS). Chapter 0's pass is the newcomer's first ten minutes (land on chapter 0,
-Run All, change a box), a quiz answer surviving a kernel restart, and the notebook reopened later. Each test's
+Run All, change a box) and the notebook reopened later in a new kernel (a quiz answer survives). Each test's
 duration is printed at the end of the run (tests/browser/conftest.py). Screenshots: tests/artifacts/.
 """
 from __future__ import annotations
@@ -94,11 +94,17 @@ def browser():
 
 
 def wait_for_kernel(page) -> None:
-    """Wait for the notebook's kernel: pick it in JupyterLab's dialog if one asks, then until it is idle."""
-    page.wait_for_selector(".jp-Dialog button:has-text('Select'), "
-                           ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-    dialog = page.locator(".jp-Dialog button", has_text="Select")
-    if dialog.count():
+    """Wait for the notebook's kernel to be idle; should JupyterLab ask which kernel to start, pick the default.
+
+    `make lab`'s settings start the course's one kernel without asking (autoStartDefaultKernel).
+    """
+    for _ in range(2):
+        page.wait_for_selector(".jp-Dialog button:has-text('Select'), "
+                               ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        page.wait_for_timeout(300)                     # a kernel dialog can follow the first idle status
+        dialog = page.locator(".jp-Dialog button", has_text="Select")
+        if not dialog.count():
+            break
         dialog.first.click()
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
 

@@ -73,7 +73,7 @@ def timed(page, name: str, entries, extra: list | None = None) -> list[dict]:
     stem, results = name[:2], list(extra or [])
     if entries:
         wait_for_idle_kernel(page)
-        page.wait_for_timeout(1000)   # let JupyterLab finish rendering the last outputs before the first action
+        page.wait_for_timeout(500)    # let JupyterLab finish rendering the last outputs before the first action
     for label, action, shot in entries:
         ms = measure(page, action)
         results.append({"control": label, "ms": round(ms), "load": round(os.getloadavg()[0], 2)})
