@@ -6,24 +6,33 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install lab test nbval nbval-perturbed notebooks cheatsheet clean
 
+# JupyterLab settings for this course's environment only: widget state saved with the notebook (a reopened
+# notebook shows its views and says how to bring them back), the kernel started without a dialog, no news pop-up.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/training-loop-course.json
+
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or run make PYTHON=/path/to/python3.11 ...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
 	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)
+$(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
 
-## Open the course in JupyterLab (on a headless machine it prints the URL it serves).
-lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+install: $(STAMP) $(LAB_OVERRIDES)
+
+## Open the course in JupyterLab on chapter 0 (on a headless machine it prints the URL to open).
+lab: $(STAMP) $(LAB_OVERRIDES)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --LabApp.default_url=/lab/tree/00_vocabulary.ipynb \
+		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly
 
 ## Install, then run every test: unit, widget, nbval, nbval under perturbed numerics, browser (a summary per part at the end).
-test: $(STAMP)
+test: $(STAMP) $(LAB_OVERRIDES)
 	bash tools/ensure_chromium.sh
 	$(PY) -m pytest $(NBVAL)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from course_utils.numbers import read_number
 from course_utils.storage import JsonStore
 
 BANK_DIR = Path(__file__).with_name("quizzes")
@@ -138,7 +139,11 @@ def option_order(chapter: str, question: Question) -> list[int]:
 
 
 def parse_number(question: Question, answer: Any) -> float | str:
-    """The number in a typed answer ("1,600", "1600 MB", "1.33"), or a message saying why it is not one."""
+    """The number in a typed answer ("1,600", "1600 MB", "1.33"), or a message saying why it is not one.
+
+    The number is read by the course's one input rule (``course_utils.numbers``): "2,30" is ambiguous,
+    never 230; "1e400" is out of range; a unit, if the question has one, may follow the number.
+    """
     text = str("" if answer is None else answer).strip()
     if not text:
         return "Type a number first."
@@ -150,10 +155,11 @@ def parse_number(question: Question, answer: Any) -> float | str:
         return (f"{text[:40]!r} is not a number: type just the number{where}, with digits "
                 "(a decimal point and thousands commas are fine).")
     try:
-        value = float(digits.replace(",", "").replace("_", ""))
-    except ValueError:
-        return f"{text[:40]!r} is not a number: type just the number, with digits."
-    if not math.isfinite(value):
+        value = float(read_number(digits, "your answer"))
+    except ValueError as exc:
+        message = str(exc).removeprefix("your answer: ")
+        return message[0].upper() + message[1:] + "."
+    if not math.isfinite(value):  # pragma: no cover - read_number bounds the exponent
         return "Enter a finite number."
     return value
 
@@ -207,13 +213,19 @@ def correct_answer_text(question: Question) -> str:
     return "; ".join(o.text for o in question.options if o.correct)
 
 
+def kind_words(question: Question) -> str:
+    """How a question is answered ("one answer", "select all that apply", "a number"); empty if its prompt says so."""
+    words = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[question.kind]
+    return "" if words in question.prompt.lower() else words
+
+
 def text_form(bank: Bank) -> str:
     """A readable plain-text quiz (what a headless run, GitHub and nbval see)."""
     lines = [f"Quiz — chapter {bank.chapter}: {bank.title} ({len(bank.questions)} questions)"]
     labels = "abcdefghij"
     for n, q in enumerate(bank.questions, 1):
-        how = {"single": "one answer", "multi": "select all that apply", "numeric": "a number"}[q.kind]
-        lines.append(f"Q{n}. [{how}] {q.prompt}")
+        how = kind_words(q)
+        lines.append(f"Q{n}. " + (f"[{how}] " if how else "") + q.prompt)
         lines += [f"    {labels[k]}) {q.options[i].text}" for k, i in enumerate(option_order(bank.chapter, q))]
     lines.append("Answer in JupyterLab: each question checks your answer and keeps your progress.")
     return "\n".join(lines)
@@ -235,7 +247,8 @@ def _valid_answer(answer: Any) -> bool:
 def _valid_record(record: Any) -> bool:
     return (isinstance(record, dict) and isinstance(record.get("correct"), bool)
             and isinstance(record.get("attempts"), int) and not isinstance(record.get("attempts"), bool)
-            and record["attempts"] >= 1 and _valid_answer(record.get("answer")))
+            and record["attempts"] >= 1 and _valid_answer(record.get("answer"))
+            and _valid_answer(record.get("right_answer")))
 
 
 def _valid_progress(data: dict) -> bool:
@@ -260,7 +273,17 @@ def _repair_progress(data: Any) -> dict:
                 answer = record.get("answer") if _valid_answer(record.get("answer")) else None
                 kept.setdefault(chapter, {})[qid] = {"attempts": attempts, "correct": record["correct"],
                                                      "answer": answer}
+                if record.get("right_answer") is not None and _valid_answer(record.get("right_answer")):
+                    kept[chapter][qid]["right_answer"] = record["right_answer"]
     return {"version": 1, "chapters": kept}
+
+
+def _count_records(data: Any) -> int:
+    """How many saved answers a (possibly damaged) progress object holds, valid or not."""
+    chapters = data.get("chapters") if isinstance(data, dict) else None
+    if not isinstance(chapters, dict):
+        return 0
+    return sum(len(records) for records in chapters.values() if isinstance(records, dict))
 
 
 def default_progress_path() -> Path:
@@ -275,12 +298,14 @@ class ProgressStore:
 
     path: Path = field(default_factory=default_progress_path)
     warnings_seen: list[str] = field(default_factory=list)
+    quiet: bool = False          # a view shows warnings_seen itself: no RuntimeWarning in the learner's cell
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
 
     def _store(self) -> JsonStore:
-        return JsonStore(self.path, valid=_valid_progress, what="quiz progress file", repair=_repair_progress)
+        return JsonStore(self.path, valid=_valid_progress, what="quiz progress file", repair=_repair_progress,
+                         count=_count_records, unit="saved answers", quiet=self.quiet)
 
     def _read(self) -> dict:
         store = self._store()
@@ -297,10 +322,13 @@ class ProgressStore:
         def change(data: dict) -> dict:
             data.setdefault("version", 1)
             chapter_records = data.setdefault("chapters", {}).setdefault(chapter, {})
-            entry = chapter_records.get(qid, {"attempts": 0, "correct": False})
-            entry = {"attempts": int(entry.get("attempts", 0)) + 1,
-                     "correct": bool(entry.get("correct")) or bool(correct),
+            old = chapter_records.get(qid, {"attempts": 0, "correct": False})
+            entry = {"attempts": int(old.get("attempts", 0)) + 1,
+                     "correct": bool(old.get("correct")) or bool(correct),
                      "answer": answer}
+            right = old.get("right_answer") if old.get("correct") else (answer if correct else None)
+            if right is not None:          # the answer that earned the credit: what a restored card shows
+                entry["right_answer"] = right
             chapter_records[qid] = entry
             return entry
 

@@ -3,7 +3,8 @@
 It lives beside the quiz progress (``scoreboard.json`` in the folder of
 ``quiz.default_progress_path()``) and is read and written only through ``storage.JsonStore``: every
 record re-reads the file under a lock and writes it atomically, so two kernels never lose a run; a
-damaged file is set aside (never deleted) with a warning and a fresh one is started.
+damaged file is repaired row by row (``repair_scoreboard``: every valid row is kept, even of a file
+cut off in the middle), its bytes are set aside (never deleted), and one line says so.
 
 A row keeps the run's full ``TrainConfig`` and target, so ``rerun(row)`` repeats it exactly.
 """
@@ -70,6 +71,29 @@ def valid_scoreboard(data: dict) -> bool:
     return True
 
 
+def count_runs(data: object) -> int:
+    """How many rows a (possibly damaged) scoreboard object holds, valid or not."""
+    challenges = data.get("challenges") if isinstance(data, dict) else None
+    if not isinstance(challenges, dict):
+        return 0
+    return sum(len(entry["runs"]) for entry in challenges.values()
+               if isinstance(entry, dict) and isinstance(entry.get("runs"), list))
+
+
+def repair_scoreboard(data: object) -> dict:
+    """The valid part of a damaged scoreboard: every valid row under its challenge, the rest dropped (chapter 8)."""
+    challenges = data.get("challenges") if isinstance(data, dict) else None
+    kept: dict[str, dict] = {}
+    for key, entry in (challenges.items() if isinstance(challenges, dict) else ()):
+        if not isinstance(entry, dict) or not isinstance(entry.get("runs"), list):
+            continue
+        runs = [row for row in entry["runs"] if valid_row(row)]
+        if runs:
+            challenge = entry.get("challenge") if isinstance(entry.get("challenge"), dict) else {}
+            kept[key] = {"challenge": challenge, "runs": sorted(runs, key=rank_key)[:KEEP]}
+    return {"version": VERSION, "challenges": kept}
+
+
 def row_from(result: RaceResult) -> dict:
     """A scoreboard row: the knobs, the full config, and what the race measured."""
     config = asdict(result.config)
@@ -89,12 +113,14 @@ def same_run(a: dict, b: dict) -> bool:
 class Scoreboard:
     """Best runs per challenge, persisted with the quiz progress (chapter 8)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, quiet: bool = False):
         self.path = Path(path) if path is not None else default_scoreboard_path()
+        self.quiet = quiet                  # the arena view says what happened itself: no RuntimeWarning
         self.warnings_seen: list[str] = []
 
     def _store(self) -> JsonStore:
-        return JsonStore(self.path, valid=valid_scoreboard, what="arena scoreboard")
+        return JsonStore(self.path, valid=valid_scoreboard, what="arena scoreboard file", repair=repair_scoreboard,
+                         count=count_runs, unit="saved runs", quiet=self.quiet)
 
     def _read(self) -> dict:
         store = self._store()

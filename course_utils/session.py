@@ -196,8 +196,8 @@ class Session:
         A stop requested before it starts (say, while the previous epoch was ending) ends it at once: a
         caller that begins a new run of epochs clears old requests first (``clear_stop``).
         """
-        start = len(self.epochs)
-        while not self.done and len(self.epochs) == start:
+        start = self.epochs_done                           # a counter: each micro-batch costs O(1), not O(history)
+        while not self.done and self.epochs_done == start:
             if self.stop_requested:
                 self.stop_requested = False
                 return
@@ -208,10 +208,12 @@ class Session:
 
     def run_epoch(self) -> EpochEvent | None:
         """Train to the end of the current epoch and evaluate; returns that epoch's event (None if stopped)."""
-        start = len(self.epochs)
+        start = self.epochs_done
         for _ in self.epoch_steps():
             pass
-        return self.epochs[-1] if len(self.epochs) > start else None
+        if self.epochs_done == start:
+            return None
+        return next(e for e in reversed(self.history) if isinstance(e, EpochEvent))
 
     def run_to_end(self) -> EpochEvent | None:
         """Train every remaining epoch; returns the last epoch's event."""

@@ -7,15 +7,19 @@ at any moment leaves either the old file or the new one, never half of one.
 
 ``JsonStore`` reads and updates one JSON object under an exclusive lock (two kernels never lose
 each other's writes). A file that is not valid JSON, or not of the expected shape, is set aside
-as ``NAME.corrupt-<time>`` (never deleted) with a warning, and a fresh one is started; given a
-``repair`` function, a store keeps what is still valid of a damaged file (a copy of the damaged
-bytes is set aside first), so one bad record never costs the learner the others.
+as ``NAME.corrupt-<time>`` (never deleted) and a fresh one is started; given a ``repair``
+function, a store keeps what is still valid of a damaged file, record by record, even of a file
+cut off in the middle (a copy of the damaged bytes, byte for byte, is set aside first), so one bad
+record never costs the learner the others. Each problem is said once, in one line in the
+learner's words (no folder path, no parser message): as a RuntimeWarning, or, for a ``quiet``
+store whose view shows it, only in ``warnings_seen``.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import tempfile
 import time
 import warnings
@@ -136,27 +140,82 @@ def set_aside(path: Path, reason: str = "", copy_of: bytes | None = None) -> Pat
     return backup
 
 
+MAX_DEPTH = 64
+_CUT = re.compile(r'[\\"{}\[\],]')
+
+
+def parse_cut_json(text: str, tries: int = 400) -> Any:
+    """The longest prefix of a damaged JSON text (cut off, or broken part-way) that parses once its open brackets
+    are closed; None if there is none. What a crash or a bad edit left is read up to the damage.
+    """
+    stack, in_string, escaped_at, cuts = [], False, -1, []
+    for match in _CUT.finditer(text):
+        ch, at = match.group(), match.start()
+        if in_string:
+            if at == escaped_at:               # the character right after a backslash
+                continue
+            if ch == "\\":
+                escaped_at = at + 1
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            if len(stack) >= MAX_DEPTH:        # no file of the course nests this deep: not worth reading
+                return None
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack:
+                break
+            stack.pop()
+            cuts.append((at + 1, "".join(reversed(stack))))
+        elif ch == "," and stack:
+            cuts.append((at, "".join(reversed(stack))))
+    for end, closers in reversed(cuts[-tries:]):
+        try:
+            return json.loads(text[:end] + closers)
+        except (ValueError, RecursionError):
+            continue
+    return None
+
+
 class JsonStore:
     """One JSON object in one file, read and updated safely by many kernels (chapters 0-9).
 
     `valid(data)` says whether a parsed object has the shape the caller expects; anything else
-    (bytes that are not UTF-8, invalid JSON, a list, a dict of the wrong shape) is set aside with
-    a warning and treated as empty. Reads and writes never raise for file problems: they warn and
-    keep going, so a learner's work is never interrupted.
+    (bytes that are not UTF-8, invalid JSON, a list, a dict of the wrong shape) is repaired record
+    by record when the store has a `repair`, else set aside and treated as empty. `count(data)`
+    counts a file's records (for "17 of 18 saved runs were kept"), `unit` names them. Reads and
+    writes never raise for file problems: they say so and keep going, so a learner's work is never
+    interrupted.
     """
 
     def __init__(self, path: str | os.PathLike, valid: Callable[[Any], bool] = lambda data: isinstance(data, dict),
-                 what: str = "file", repair: Callable[[Any], dict] | None = None):
+                 what: str = "file", repair: Callable[[Any], dict] | None = None,
+                 count: Callable[[Any], int] | None = None, unit: str = "entries", quiet: bool = False):
         self.path = Path(path)
         self.valid = valid
         self.what = what
         self.repair = repair      # parsed JSON of any shape -> the valid part of it (a dict that passes `valid`)
+        self.count = count
+        self.unit = unit
+        self.quiet = quiet        # a view shows warnings_seen itself: no RuntimeWarning in the learner's cell
         self.warnings_seen: list[str] = []
         self._holding_lock = False
 
     def _warn(self, message: str) -> None:
         self.warnings_seen.append(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        if not self.quiet:
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _counted(self, data: Any) -> int | None:
+        if self.count is None:
+            return None
+        try:
+            return int(self.count(data))
+        except Exception:  # noqa: BLE001 - a strange shape has no count
+            return None
 
     def read(self) -> dict:
         """The stored object, or {} when there is none or it was unreadable (then set aside)."""
@@ -165,31 +224,37 @@ class JsonStore:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            self._warn(f"could not read the {self.what} at {self.path} ({exc}); changes are kept in memory only")
+            self._warn(f"your {self.what} could not be read ({exc.strerror or 'no access'}); changes are kept in "
+                       "memory only")
             return {}
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            ok, problem = False, str(exc)[:80]
+        except (ValueError, RecursionError):   # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            parsed, total = False, None
         else:
-            problem = "unexpected layout"
+            parsed, total = True, self._counted(data)
             try:
-                ok = isinstance(data, dict) and bool(self.valid(data))
+                if isinstance(data, dict) and self.valid(data):
+                    return data
             except Exception:  # noqa: BLE001 - a validator tripping over a strange shape means "not valid"
-                ok = False
-        if ok:
-            return data
-        if problem == "unexpected layout" and self.repair is not None:
-            saved = self._salvage(raw, data)
-            if saved is not None:
-                return saved
-        backup = set_aside(self.path, problem)
-        where = f"it was moved to {backup.name}" if backup else "it could not be moved aside"
-        self._warn(f"the {self.what} {self.path} was unreadable ({problem}); {where} and a fresh one was started")
+                pass
+        if self.repair is not None:
+            if not parsed:                     # cut off or broken part-way: keep what precedes the damage
+                try:
+                    data = parse_cut_json(raw.decode("utf-8", errors="replace"))
+                except RecursionError:
+                    data = None
+            if data is not None:
+                saved = self._salvage(raw, data, total)
+                if saved is not None:
+                    return saved
+        backup = set_aside(self.path, "unreadable")
+        where = f"the damaged file was kept as {backup.name} beside it" if backup else "it could not be moved aside"
+        self._warn(f"your {self.what} could not be read, so a fresh one was started; {where}")
         return {}
 
-    def _salvage(self, raw: bytes, data: Any) -> dict | None:
-        """Keep the valid part of a parsed but damaged file: back up its bytes, write the repaired object."""
+    def _salvage(self, raw: bytes, data: Any, total: int | None) -> dict | None:
+        """Keep the valid part of a damaged file: back up its bytes, write the repaired object (None: nothing kept)."""
         try:
             repaired = self.repair(data)
             if not isinstance(repaired, dict) or not self.valid(repaired):
@@ -197,6 +262,7 @@ class JsonStore:
             text = json.dumps(repaired, indent=1, sort_keys=True)
         except (ValueError, TypeError, RecursionError):
             return None
+        kept = self._counted(repaired)
         context = contextlib.nullcontext() if self._holding_lock else locked(self.path)
         was_holding = self._holding_lock
         try:
@@ -206,17 +272,28 @@ class JsonStore:
                     return self.read()
                 backup = set_aside(self.path, "damaged entries", copy_of=raw)
                 if backup is None:
-                    self._warn(f"the {self.what} {self.path} has damaged entries and no copy could be kept; "
-                               "using the valid entries in memory only")
+                    self._warn(f"your {self.what} has damaged entries and no copy of it could be kept; the valid "
+                               "ones are used in memory only")
                     return repaired
                 atomic_write_text(self.path, text)
         except OSError as exc:
-            self._warn(f"the {self.what} {self.path} has damaged entries ({exc}); using the valid ones in memory")
+            self._warn(f"your {self.what} has damaged entries ({exc.strerror or 'no access'}); the valid ones are "
+                       "used in memory only")
             return repaired
         finally:
             self._holding_lock = was_holding
-        self._warn(f"the {self.what} {self.path} had damaged entries; the valid ones were kept and the damaged "
-                   f"file was copied to {backup.name}")
+        if kept == 0:
+            self._warn(f"your {self.what} could not be read, so a fresh one was started; the damaged file was kept "
+                       f"as {backup.name} beside it")
+            return repaired
+        if kept is None:
+            said = f"the valid {self.unit} were kept"
+        elif total is None or total < kept:
+            said = f"the {kept} {self.unit} that could still be read were kept"
+        else:
+            said = f"{kept} of {total} {self.unit} were kept"
+        self._warn(f"your {self.what} was damaged: {said}; a copy of the damaged file was kept as {backup.name} "
+                   "beside it")
         return repaired
 
     def update(self, change: Callable[[dict], Any]) -> Any:
@@ -232,9 +309,11 @@ class JsonStore:
                 try:
                     atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
                 except OSError as exc:
-                    self._warn(f"could not save the {self.what} to {self.path} ({exc})")
+                    self._warn(f"your {self.what} could not be saved ({exc.strerror or 'no access'}); this change "
+                               "is kept in memory only")
                 return result
         except OSError as exc:  # the folder cannot be created or locked: work in memory
-            self._warn(f"could not lock the {self.what} at {self.path} ({exc}); this change is not saved")
+            self._warn(f"your {self.what} could not be saved ({exc.strerror or 'no access'}); this change is kept "
+                       "in memory only")
             data = self.read()
             return change(data)

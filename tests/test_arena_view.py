@@ -1,9 +1,12 @@
 """Chapter 8's arena view, driven headless: Run records a row, Stop stops, bad knobs say so, rows re-run."""
+import warnings
+
 import pytest
 
 from course_utils.arena import Challenge, Knobs
 from course_utils.scoreboard import Scoreboard
 from course_utils.widgets.arena_view import ArenaView, arena
+from course_utils.widgets.base import RUN_HINT
 
 QUICK = Knobs(batch_size=64, optimizer="adam", lr=0.1, schedule="constant", epochs=3)
 
@@ -22,7 +25,7 @@ def test_opens_on_a_result_and_the_run_is_on_the_scoreboard(board):
     assert text.startswith("Arena: spiral N=600") and "baseline  sgd lr=0.01 B=32" in text
     assert "your run  adam lr=0.1 B=64" in text and "<- your latest" in text
     assert view.plot.value[:4] == b"\x89PNG" and "★ 1" in view.table.children[11].value
-    assert view._repr_mimebundle_()["text/plain"] == text
+    assert view._repr_mimebundle_()["text/plain"] == text + "\n" + RUN_HINT
 
 
 def test_run_in_the_background_with_live_progress_then_stop(board):
@@ -43,7 +46,7 @@ def test_a_finished_background_run_is_recorded_and_highlighted(board):
     view.run_button.click()
     view.wait()
     assert not view.result.stopped and view.progress.value == view.progress.max == view.result.total_updates
-    assert "#1 on your scoreboard" in view.summary.value
+    assert "#1 of 1 on your scoreboard" in view.summary.value
     view.set_knobs(Knobs(batch_size=128, optimizer="sgd", lr=0.01, epochs=2))
     view.run_button.click()
     view.wait()
@@ -56,7 +59,7 @@ def test_a_finished_background_run_is_recorded_and_highlighted(board):
 @pytest.mark.parametrize("value, words", [(0, "batch size B must be"), (5000, "batch size B must be")])
 def test_bad_batch_size_shows_a_message_not_a_traceback(board, value, words):
     view = ArenaView(QUICK, board=board)
-    view.batch.value = value
+    view.batch.value = str(value)
     view.run_button.click()
     assert words in view.message.value and "Traceback" not in view.message.value
     assert not view.running and not view.run_button.disabled and words in view.text()
@@ -69,8 +72,10 @@ def test_rerun_this_row_reproduces_its_count(board):
     assert len(buttons) == 1
     buttons[0].click()
     assert "reproduced it exactly" in view.rerun_status.value and "reproduced it exactly" in view.text()
+    assert "Re-run of row 1" in view.summary.value and "reproduced it exactly" in view.summary.value
+    assert any("← re-run" in getattr(c, "value", "") for c in view.table.children)
     view.rerun_row(5)
-    assert "no row 6" in view.message.value
+    assert "no longer on your scoreboard" in view.message.value
 
 
 def test_changing_the_challenge_shows_its_own_scoreboard(board):
@@ -81,13 +86,15 @@ def test_changing_the_challenge_shows_its_own_scoreboard(board):
     assert "<- your latest" in view.text()
 
 
-def test_a_damaged_scoreboard_is_reported_in_the_view(tmp_path):
+def test_a_damaged_scoreboard_is_reported_in_the_view_in_one_line_without_a_warning(tmp_path):
     path = tmp_path / "scoreboard.json"
     path.write_text("{ not json")
-    with pytest.warns(RuntimeWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # no RuntimeWarning reaches the learner's cell
         view = arena(QUICK, board=Scoreboard(path))
-    assert "moved to" in view.message.value and list(tmp_path.glob("scoreboard.json.corrupt-*"))
-    assert len(Scoreboard(path).rows(Challenge())) == 1
+    assert "could not be read, so a fresh one was started" in view.message.value
+    assert str(tmp_path) not in view.message.value and "char" not in view.message.value
+    assert list(tmp_path.glob("scoreboard.json.corrupt-*")) and len(Scoreboard(path).rows(Challenge())) == 1
 
 
 def test_learning_rates_are_exact_values_and_a_new_one_is_added(board):

@@ -8,9 +8,10 @@ from dataclasses import replace
 import pytest
 
 from course_utils.loop import train_epoch
-from course_utils.lr_find import ITERATIONS, LR_FIND, lr_find
+from course_utils.lr_find import ITERATIONS, LR_FIND, lr_find, sweep_figure
 from course_utils.notebook import one_thread
 from course_utils.session import TrainConfig, build
+from course_utils.simulator import lr_outcome
 from course_utils.widgets.lr_find_view import LrFindView, lr_range_test
 
 FAST = replace(LR_FIND, n_train=480)          # 15 micro-batches an epoch
@@ -74,10 +75,10 @@ def test_too_few_micro_batches_is_refused():
 
 def test_view_sweeps_per_optimizer_and_shows_errors_as_messages():
     view = lr_range_test("adam")
-    assert view.text().startswith("LR range test (adam)") and view.figure.value[:4] == b"\x89PNG"
+    assert view.text().startswith("LR range test (Adam)") and "data:image/png;base64" in view.figure.value
     view.optimizer.value = "sgd"
     view.button.click()
-    assert view.text().startswith("LR range test (sgd)") and not view.button.disabled
+    assert view.text().startswith("LR range test (SGD)") and not view.button.disabled
     empty = LrFindView()
     assert "press Sweep" in empty.text()
     import course_utils.widgets.lr_find_view as module
@@ -88,3 +89,31 @@ def test_view_sweeps_per_optimizer_and_shows_errors_as_messages():
     finally:
         module.lr_find = original
     assert "The sweep failed: boom" in empty.text() and "⚠" in empty.summary.value
+
+
+def test_a_changed_menu_dims_the_old_sweep_and_sweep_never_repeats_the_same_one(monkeypatch):
+    """Issue 27: the figure never shows one optimizer under a menu naming another; clicks on the shown one are free."""
+    import course_utils.widgets.lr_find_view as module
+    calls = []
+    original = module.lr_find
+    monkeypatch.setattr(module, "lr_find", lambda config: calls.append(config.optimizer) or original(config))
+    view = lr_range_test("adam")
+    view.optimizer.value = "momentum"
+    assert "This figure is the sweep for Adam: press Sweep to test SGD + momentum" in view.figure.value
+    assert "opacity" in view.figure.value and "opacity" in view.summary.value
+    for _ in range(3):                                   # three quick clicks: one sweep
+        view.button.click()
+    assert calls == ["adam", "momentum"] and "opacity" not in view.figure.value
+    assert "SGD + momentum" in view.summary.value and "(momentum)" not in view.summary.value
+    view.optimizer.value = "adam"                        # back to a swept one? it is not kept: dimmed again
+    assert "press Sweep to test Adam" in view.figure.value
+
+
+def test_the_figure_is_shown_at_its_own_size_with_legible_legends():
+    from course_utils.widgets.base import figure_png, png_size
+    from course_utils.widgets.lr_find_view import FIGURE_PX
+    sweep = lr_find(FAST)
+    fig = sweep_figure(sweep, "Adam")
+    assert min(t.get_fontsize() for t in fig.axes[0].get_legend().get_texts()) * fig.dpi / 72 >= 9
+    assert "Adam" in fig.axes[0].get_title()
+    assert png_size(figure_png(fig, tight=False)) == FIGURE_PX

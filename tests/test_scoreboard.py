@@ -118,11 +118,12 @@ def test_every_kind_of_damaged_file_is_set_aside_with_a_warning(tmp_path, kind):
     path = tmp_path / "scoreboard.json"
     path.write_bytes(CORRUPT[kind])
     board = Scoreboard(path)
-    with pytest.warns(RuntimeWarning, match="unreadable"):
+    with pytest.warns(RuntimeWarning, match="could not be read|was damaged"):
         assert board.rows(CHALLENGE) == []
     backups = list(tmp_path.glob("scoreboard.json.corrupt-*"))
     assert len(backups) == 1 and backups[0].read_bytes() == CORRUPT[kind]     # kept, byte for byte
-    assert board.warnings_seen and "moved to" in board.warnings_seen[0]
+    assert board.warnings_seen and "kept as scoreboard.json.corrupt-" in board.warnings_seen[0]
+    assert str(tmp_path) not in board.warnings_seen[0]                        # no folder path, no parser text
     with warnings.catch_warnings():
         warnings.simplefilter("error")                                          # a fresh file: no more warnings
         assert board.record(CHALLENGE, fake_result(0.1, 12))["rank"] == 1

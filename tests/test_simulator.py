@@ -8,6 +8,7 @@ import torch
 from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent, updates_to_reach
+from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.simulator import LIMITS, SimulatorView, simulator
 
 SMALL = TrainConfig(n_train=120, n_val=60, epochs=2, batch_size=16)
@@ -20,7 +21,7 @@ SHOWS_ALL = TrainConfig(n_train=120, n_val=60, epochs=2, batch_size=16, dropout=
 def test_opens_with_a_deterministic_text_form():
     a, b = simulator(SMALL), simulator(SMALL)
     assert a.text() == b.text() and "step 0 of 16" in a.text() and "bugs: none" in a.text()
-    assert a._repr_mimebundle_()["text/plain"] == a.text()
+    assert a._repr_mimebundle_()["text/plain"] == a.text() + "\n" + RUN_HINT
     assert a.buttons["stop"].disabled and not a.buttons["step"].disabled
 
 
@@ -53,20 +54,35 @@ def test_view_telemetry_is_the_sessions_own():
     assert view.plot.xmax == SMALL.arithmetic().total_micro_steps
 
 
+def _shown(plot, sent):
+    """A browser view appears (it asks for a snapshot) and acknowledges every message it draws."""
+    original = plot.send
+
+    def send(content, buffers=None):
+        original(content, buffers)
+        sent.append(content)
+        if "seq" in content:
+            plot._on_message(plot, {"type": "ack", "seq": content["seq"]}, [])
+    plot.send = send
+    plot._on_message(plot, {"type": "ready"}, [])
+
+
 def test_live_plot_sends_only_new_points():
     view = SimulatorView(SMALL)
     sent = []
-    view.plot.send = lambda content, buffers=None: sent.append(content)
+    _shown(view.plot, sent)
+    assert sent[0]["type"] == "reset"
     view.step()
     appended = [m for m in sent if m["type"] == "append"]
-    assert len(appended) == 1 and {len(v) for v in appended[0]["series"].values()} == {1}
+    assert len(appended) == 1 and {len(buckets) for _, buckets in appended[0]["series"].values()} == {1}
     view.step()
     appended = [m for m in sent if m["type"] == "append"]
-    assert appended[-1]["series"]["loss"] == [[2.0, view.session.steps[-1].loss]]
+    assert appended[-1]["series"]["loss"] == [1, [[2.0, view.session.steps[-1].loss]]]
     assert len(view.plot.data["loss"]) == 2
     sent.clear()
     view.plot._on_message(view.plot, {"type": "ready"}, [])     # a new browser view asks for everything once
-    assert sent[0]["type"] == "reset" and len(sent[0]["series"]["loss"]) == 2 and "grid" in sent[0]
+    assert sent[0]["type"] == "reset" and sent[0]["series"]["loss"][0] == 0 and "grid" in sent[0]
+    assert len(sent[0]["series"]["loss"][1]) == 2
 
 
 def test_a_step_reaches_the_browser_as_one_message_with_the_readouts(monkeypatch):
@@ -74,6 +90,7 @@ def test_a_step_reaches_the_browser_as_one_message_with_the_readouts(monkeypatch
     and it carries the new points, the boundary and the readouts the text form shows."""
     from ipywidgets import Widget
     view = SimulatorView(SMALL)
+    _shown(view.plot, [])
     view.step()                                     # the first Step also changes the note above the plot
     sent = []
     original = Widget._send
@@ -89,10 +106,10 @@ def test_a_step_reaches_the_browser_as_one_message_with_the_readouts(monkeypatch
 
 
 @pytest.mark.parametrize("name, value, attribute, expected", [
-    ("n_train", 150, "n_train", 150), ("classes", 4, "classes", 4), ("noise", 0.5, "noise", 0.5),
-    ("batch_size", 20, "batch_size", 20), ("epochs", 3, "epochs", 3), ("accum_steps", 2, "accum_steps", 2),
-    ("dropout", 0.25, "dropout", 0.25), ("optimizer", "momentum", "optimizer", "momentum"),
-    ("schedule", "onecycle", "schedule", "onecycle"), ("clip_norm", 0.5, "clip_norm", 0.5),
+    ("n_train", "150", "n_train", 150), ("classes", "4", "classes", 4), ("noise", "0.5", "noise", 0.5),
+    ("batch_size", "20", "batch_size", 20), ("epochs", "3", "epochs", 3), ("accum_steps", "2", "accum_steps", 2),
+    ("dropout", "0.25", "dropout", 0.25), ("optimizer", "momentum", "optimizer", "momentum"),
+    ("schedule", "onecycle", "schedule", "onecycle"), ("clip_norm", "0.5", "clip_norm", 0.5),
 ])
 def test_every_setting_restarts_the_run_with_that_setting(name, value, attribute, expected):
     view = SimulatorView(SMALL)
@@ -108,7 +125,7 @@ def test_every_setting_restarts_the_run_with_that_setting(name, value, attribute
 
 def test_classes_setting_reaches_the_model_and_the_boundary():
     view = SimulatorView(SMALL)
-    view.boxes["classes"].value = 5
+    view.boxes["classes"].value = "5"
     assert view.session.model.head.out_features == 5
     assert set(view.plot._points[1]) == set(range(5))
 
@@ -161,9 +178,9 @@ def test_two_bugs_on_one_operation_show_a_message_and_keep_the_run():
     assert view.session.state.step == 2 and view.error is None
 
 
-@pytest.mark.parametrize("name, bad", [("n_train", 0), ("n_train", 10 ** 6), ("batch_size", 0), ("classes", 1),
-                                       ("noise", -0.1), ("noise", math.nan), ("dropout", 0.95), ("epochs", 0),
-                                       ("accum_steps", 0), ("clip_norm", -1.0)])
+@pytest.mark.parametrize("name, bad", [("n_train", "0"), ("n_train", "1000000"), ("batch_size", "0"),
+                                       ("classes", "1"), ("noise", "-0.1"), ("dropout", "0.95"), ("epochs", "0"),
+                                       ("accum_steps", "0"), ("clip_norm", "-1")])
 def test_out_of_range_input_shows_a_message_in_screen_words_and_keeps_the_last_good_state(name, bad):
     view = SimulatorView(SMALL)
     view.step()

@@ -6,11 +6,16 @@ HOW TO ADD YOUR VIEW: append ONE line to VIEW_FACTORIES below,
 and `.text()`). Nothing else is needed: the harness finds every control inside `view.widget`.
 
 What it does, per view: walks the widget tree and, for every enabled control, sets edge values (text boxes:
-zero, negative, huge, malformed, "2.5", "1e3", empty; sliders: min, max; checkboxes and toggles: both ways;
-choices: every option) and clicks every button twice, restoring each control afterwards. It fails on any
+zero, negative, huge, malformed, "2.5", "1e3", "2,5", empty; sliders: min, max; checkboxes and toggles: both
+ways; choices: every option) and clicks every button twice, restoring each control afterwards. It fails on any
 exception that escapes a handler: those raised by an observer come back from the assignment, and those raised
 by a button's on_click (which ipywidgets would swallow and log, invisible in JupyterLab) are captured by
 patching ipywidgets' CallbackDispatcher. After every action the view's text form must still render.
+
+Every number box is held to the course's one input rule (issue 27): it is a course number box (no ipywidgets
+IntText / FloatText, which turn "2.5" into 25), it shows either exactly what was typed or what it showed before
+(reverted), never a third value, and text the shared parser refuses ("2.5" in a whole-number box, "1e400",
+"2,5", "abc") makes the view say so ("⚠") rather than compute something.
 Run `pytest tests/test_view_fuzz.py -s` to see how many controls and actions each view got.
 """
 from __future__ import annotations
@@ -45,9 +50,17 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch06 LR range test", "course_utils.widgets.lr_find_view:lr_range_test", {}),
     ("ch07 flowchart", "course_utils.widgets.flowchart_view:FlowchartView", {"enabled": ("seed", "checkpoint")}),
     ("ch08 arena", "course_utils.widgets.arena_view:arena", {"batch_size": 64, "optimizer": "adam", "lr": 0.1, "epochs": 2, "background": False}),
+    ("ch06 simulator, a bug ticked", "course_utils.widgets.simulator:simulator", {"n_train": 120, "n_val": 60, "epochs": 2, "batch_size": 16, "bugs": ("missing_zero_grad",), "clip_norm": 1.0, "dropout": 0.2}),
+    ("ch06 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 6}),
+    ("ch07 flowchart, all components", "course_utils.widgets.flowchart_view:FlowchartView", {"enabled": ("seed", "checkpoint", "early_stop", "accumulation", "amp", "clip", "nan_guard", "schedule", "logging", "compile", "scale_out")}),
+    ("ch07 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 7}),
+    ("ch08 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 8}),
+    ("ch09 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 9}),
+    ("ch09 course progress", "course_utils.widgets.quiz_view:course_progress", {}),
 ]
 
-TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0"]
+TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0",
+              "2,5", "2,30", "1e-400", "0.5", "1.6e1"]
 NUMBER_EDGES = [0, -5, 10**20, 1, 2**63]
 MAX_CHOICES = 8
 
@@ -108,6 +121,23 @@ def edge_values(widget: w.Widget) -> list:
     return []
 
 
+def shown_words(view) -> str:
+    """Everything the view shows in words: its HTML widgets and its text form."""
+    return " ".join(getattr(c, "value", "") for c in controls(view.widget) if isinstance(c, w.HTML)) + view.text()
+
+
+def check_number_box(view, name: str, box: w.Text, typed: str, before: str) -> None:
+    """The one input rule for one typed value: shown as typed or reverted, and refused in words if unreadable."""
+    from course_utils.numbers import parse_decimal, parse_whole_number
+    assert box.value in (typed, before), f"{name}: {box.description!r} shows {box.value!r} after {typed!r}"
+    parse = parse_whole_number if box.number_kind == "whole" else parse_decimal
+    try:
+        parse(typed, box.description)
+    except ValueError:
+        assert "⚠" in shown_words(view) or "invalid input" in view.text(), (
+            f"{name}: {box.description!r} = {typed!r} is refused by the rule but the view says nothing")
+
+
 def _act(view, name: str, what: str, action) -> float:
     start = time.perf_counter()
     try:
@@ -128,7 +158,9 @@ def test_every_control_survives_edge_values(name, target, kwargs):
     assert not ESCAPED, f"{name}: building the view let an exception escape: {ESCAPED[0]!r}"
     assert view.text()
     widgets = controls(view.widget)
-    driven, actions, worst = 0, 0, (0.0, "")
+    mangling = [c for c in widgets if isinstance(c, (w.IntText, w.FloatText, w.BoundedIntText, w.BoundedFloatText))]
+    assert not mangling, f"{name}: {[c.description for c in mangling]} are not course number boxes"
+    driven, actions, worst, boxes = 0, 0, (0.0, ""), set()
     for widget in widgets:
         label = f"{type(widget).__name__} {getattr(widget, 'description', '')!r}"
         if isinstance(widget, w.Button):
@@ -148,9 +180,14 @@ def test_every_control_survives_edge_values(name, target, kwargs):
         for value in list(values) + [original]:
             if getattr(widget, "disabled", False):
                 break
+            before = widget.value
             seconds = _act(view, name, f"setting {label} to {value!r}",
                            lambda: setattr(widget, "value", value))
+            if hasattr(widget, "number_kind"):
+                check_number_box(view, name, widget, value, before)
+                boxes.add(id(widget))
             actions += 1
             worst = max(worst, (seconds, f"{label} = {value!r}"))
     assert driven, f"{name}: no control found to drive"
-    print(f"\n[view fuzz] {name}: {driven} controls, {actions} actions, slowest {worst[0] * 1000:.0f} ms ({worst[1]})")
+    print(f"\n[view fuzz] {name}: {driven} controls ({len(boxes)} number boxes held to the input rule), {actions} "
+          f"actions, slowest {worst[0] * 1000:.0f} ms ({worst[1]})")

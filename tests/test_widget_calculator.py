@@ -44,7 +44,7 @@ def test_invalid_input_keeps_the_layout_and_speaks_the_labels():
     view.batch_size.value = "32"
     assert view.message.value == "" and view.error is None and "opacity" not in view.numbers.value
     view.dataset_size.value = str(10**9)
-    assert "at most" in view.message.value and "dataset size N" in view.message.value
+    assert "between 1 and 10,000,000" in view.message.value and "dataset size N" in view.message.value
 
 
 def test_animate_one_step_walks_every_stage_and_knows_accumulation():

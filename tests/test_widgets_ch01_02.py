@@ -22,7 +22,7 @@ def test_pipeline_view_controls():
     assert "batch 1: [0, 1, 2" in v.text()
     v.seed.value = "5"
     v.n.value = "10000"
-    assert "invalid input" in v.text() and "examples N must be at most 400" in v.message.value
+    assert "invalid input" in v.text() and "examples N must be between 1 and 400" in v.message.value
     assert v.next_epoch.disabled and "opacity" in v.output.value
     v.n.value = "0"
     assert "invalid input" in v.text()
@@ -46,7 +46,7 @@ def test_pipeline_next_epoch_does_not_retrace_history():
 def test_pipeline_huge_seed_is_a_message():
     v = pipeline_view()
     v.seed.value = HUGE_SEED
-    assert "seed must be at most" in v.message.value and "Overflow" not in v.message.value
+    assert "seed must be between" in v.message.value and "Overflow" not in v.message.value
 
 
 def test_sampling_view_controls():
@@ -91,7 +91,7 @@ def test_padding_view_huge_seed_never_freezes_the_view():
     """UX review problem 1: a huge seed raised inside the callback; the slider then went dead."""
     v = padding(batch_size=16)
     v.seed.value = HUGE_SEED
-    assert "seed must be at most" in v.message.value and "invalid input" in v.text()
+    assert "seed must be between" in v.message.value and "invalid input" in v.text()
     v.batch_size.value = 17          # still says why nothing is drawn
     assert "seed" in v.message.value
     v.seed.value = "3"

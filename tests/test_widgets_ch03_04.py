@@ -1,5 +1,6 @@
 """The chapter 3 and 4 views, driven headless: every button, state after each, reset."""
 from course_utils.anatomy import tiny_step
+from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.step_view import StepView, step_through
 from course_utils.widgets.train_eval_view import TrainEvalView, train_vs_eval
 
@@ -33,7 +34,7 @@ def test_step_view_wrong_order_shows_message_and_reset_works():
     assert v.engine.history == [] and "y       = None" in v.text()
     assert "W       = [[0.5, -0.3], [0.2, 0.8]]" in v.text()
     bundle = v._repr_mimebundle_()
-    assert bundle["text/plain"] == v.text()
+    assert bundle["text/plain"] == v.text() + "\n" + RUN_HINT
 
 
 def test_train_eval_view_forward_in_both_modes():
@@ -58,4 +59,4 @@ def test_train_eval_view_reset_replays_the_same_masks():
     v.reset_button.click()
     assert v.history == [] and v.last_mask is None
     assert v.forward() == first                      # same private RNG stream after reset
-    assert v._repr_mimebundle_()["text/plain"] == v.text()
+    assert v._repr_mimebundle_()["text/plain"] == v.text() + "\n" + RUN_HINT

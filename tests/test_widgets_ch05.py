@@ -1,6 +1,7 @@
 """Chapter 5's views, driven headless: every toggle changes the run; the game is fair and grades once."""
 from course_utils.bugs import LOOP_BUGS
 from course_utils.quiz import ProgressStore
+from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.bug_detector import BugDetectorView, bug_detector
 from course_utils.widgets.mystery_view import PLACEHOLDER, mystery
 
@@ -15,7 +16,7 @@ def test_each_toggle_changes_the_run():
         assert view.plot.value[:4] == b"\x89PNG" and bug in view.summary.value
         assert view.text().startswith("Bug detector\n" + bug)
         assert not view.run_button.disabled and view.run_button.description == "Run"
-    assert view._repr_mimebundle_()["text/plain"] == view.text()
+    assert view._repr_mimebundle_()["text/plain"] == view.text() + "\n" + RUN_HINT
 
 
 def test_stale_ticks_are_marked_and_same_ticks_say_so():

@@ -11,12 +11,15 @@ from course_utils.arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress,
 from course_utils.models import OPTIMIZERS
 from course_utils.schedules import SCHEDULES
 from course_utils.scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
-from course_utils.widgets.base import View, error_html
+from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_whole_number
+from course_utils.widgets.arena_figure import figure_bytes, knobs_words, race_figure, seconds  # noqa: F401
+from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS, SCHEDULE_LABELS
 
 DATASET_SIZES = (300, 600, 1200)
 TARGETS = (0.8, 0.85, 0.9, 0.95)
 LEARNING_RATES = (0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)   # exact values, as the search used
-TOP = 8                      # scoreboard rows shown
+TOP = 8                      # scoreboard rows shown (the top 7 and your latest, if it ranks lower)
+ROW_PX = 30                  # one scoreboard row (a Re-run button is 24 px): the table's height never changes
 PROGRESS_EVERY_S = 0.1       # progress bar refresh
 PLOT_EVERY_S = 0.5           # live race-curve refresh
 _COLUMNS = ("#", "updates", "final acc", "optimizer", "lr", "B", "schedule", "epochs", "memory", "time", "")
@@ -30,54 +33,25 @@ def baseline_for(challenge: Challenge) -> RaceResult:
     return _BASELINES[challenge.key]
 
 
-def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: float, live: list | None = None):
-    """Validation accuracy after each update: the learner's run against the baseline's, with the target.
-
-    A bare matplotlib Figure, not pyplot's: the view draws it from its training thread.
-    """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7.2, 2.9), dpi=90)
-    ax = fig.subplots()
-    if baseline is not None:
-        ax.plot(*zip(*baseline.curve), color="#888", ls="--", lw=1.2, label="baseline (SGD, lr 0.01, B 32)")
-    curve = list(mine.curve) if mine is not None else (live or [])
-    if curve:
-        label = "your run" + (f" ({mine.knobs.label()})" if mine is not None else " (running)")
-        ax.plot(*zip(*curve), color="#1565c0", lw=1.6, label=label)
-    hit = mine.updates_to_target if mine is not None else None
-    if hit is not None:
-        ax.plot([hit], [dict(curve)[hit]], "o", color="#1565c0")
-        ax.annotate(f"{hit} updates", (hit, dict(curve)[hit]), textcoords="offset points", xytext=(6, -14),
-                    fontsize=9, color="#1565c0")
-    ax.axhline(target, color="#c62828", lw=1, label=f"target {target:.0%}")
-    ax.set_xscale("log")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("updates (optimizer.step() calls, log scale)")
-    ax.set_ylabel("validation accuracy")
-    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.95, bottom=0.17)   # fixed margins: fast, no jumps
-    return fig
-
-
-def figure_bytes(fig) -> bytes:
-    """PNG bytes of a figure with fixed margins (cheaper than a tight bounding box)."""
-    import io
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+def _note(text: str, style: str = "") -> w.HTML:
+    """A line across the whole table that takes no width of its own: the columns keep their widths."""
+    return w.HTML(f"<div style='width:0;overflow:visible;white-space:nowrap;padding:1px 4px;line-height:24px;"
+                  f"color:#666;{style}'>{html.escape(text)}</div>", layout=w.Layout(grid_column="1 / -1"))
 
 
 def _cell(text: str, style: str = "") -> w.HTML:
-    return w.HTML(f"<div style='padding:1px 4px;white-space:nowrap;font-size:12px;{style}'>{html.escape(text)}</div>")
+    return w.HTML(f"<div style='padding:1px 4px;white-space:nowrap;font-size:12px;line-height:24px;{style}'>"
+                  f"{html.escape(text)}</div>")
 
 
 class ArenaView(View):
     """Controls, Run / Stop with live progress, the race curve, the result and the scoreboard (chapter 8)."""
 
     def __init__(self, knobs: Knobs = BASELINE, challenge: Challenge = Challenge(), board: Scoreboard | None = None):
-        self.board = board or Scoreboard()
+        self.board = board or Scoreboard(quiet=True)
+        self.board.quiet = True            # what happened to the file is said in the view, not as a RuntimeWarning
+        self._warnings_shown = len(self.board.warnings_seen)
+        self.rerun_row_of: dict | None = None      # the row the last re-run repeated (marked in the table)
         self.background = True            # Run trains in a thread (the kernel stays free for Stop)
         self.result: RaceResult | None = None
         self.last_row: dict | None = None
@@ -90,29 +64,30 @@ class ArenaView(View):
                                style=style, layout=wide)
         self.target = w.Dropdown(options=[(f"{t:.0%}", t) for t in TARGETS], value=challenge.target,
                                  description="target accuracy", style=style, layout=wide)
-        self.batch = w.IntText(value=knobs.batch_size, description="batch size B", style=style, layout=wide)
-        self.optimizer = w.Dropdown(options=OPTIMIZERS, value=knobs.optimizer, description="optimizer", style=style,
-                                    layout=wide)
+        self.batch = number_box(knobs.batch_size, "batch size B", width="190px", label_width="initial")
+        self.optimizer = w.Dropdown(options=[(OPTIMIZER_LABELS[o], o) for o in OPTIMIZERS], value=knobs.optimizer,
+                                    description="optimizer", style=style, layout=w.Layout(width="230px"))
         self._rates = sorted(set(LEARNING_RATES) | {knobs.lr})
         self.lr = w.SelectionSlider(options=[(f"{r:g}", r) for r in self._rates], value=knobs.lr,
                                     description="learning rate", style=style, layout=w.Layout(width="330px"))
-        self.schedule = w.Dropdown(options=SCHEDULES, value=knobs.schedule, description="schedule", style=style,
-                                   layout=wide)
+        self.schedule = w.Dropdown(options=[(SCHEDULE_LABELS[k], k) for k in SCHEDULES], value=knobs.schedule,
+                                   description="schedule", style=style, layout=w.Layout(width="230px"))
         self.epochs = w.IntSlider(value=knobs.epochs, min=1, max=MAX_EPOCHS, description="epochs", style=style,
                                   layout=w.Layout(width="260px"))
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", icon="stop", disabled=True)
         self.run_button.on_click(lambda _: self.run())
         self.stop_button.on_click(lambda _: self.stop())
-        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="260px"))
-        self.status = w.HTML(layout=w.Layout(min_height="24px"))
-        self.message = w.HTML(layout=w.Layout(min_height="30px"))
+        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="200px"))
+        # one line each, whatever they say: the view's height never changes while it runs
+        self.status = w.HTML(layout=w.Layout(height="28px", width="340px", overflow="hidden"))
+        self.message = line_spaced(w.HTML(layout=w.Layout(height="58px", overflow="hidden")))   # a ⚠ box, 2 lines
         self.plot = w.Image(format="png", layout=w.Layout(width="660px", height="266px"))
-        self.summary = w.HTML(layout=w.Layout(min_height="44px"))
+        self.summary = line_spaced(w.HTML(layout=w.Layout(height="46px", overflow="hidden")))   # two lines
         self.table = w.GridBox(layout=w.Layout(grid_template_columns="repeat(11, max-content)", width="100%",
-                                               min_height=f"{(TOP + 1) * 26}px",
+                                               grid_auto_rows=f"{ROW_PX}px", height=f"{(TOP + 2) * ROW_PX}px",
                                                align_content="flex-start", justify_content="flex-start"))
-        self.rerun_status = w.HTML(layout=w.Layout(min_height="24px"))
+        self.rerun_status = w.HTML(layout=w.Layout(height="24px", overflow="hidden"))
         self.controls = [self.size, self.target, self.batch, self.optimizer, self.lr, self.schedule, self.epochs]
         self.widget = w.VBox([
             w.HTML("<b>The arena</b>: reach the target validation accuracy in the fewest updates. "
@@ -126,6 +101,7 @@ class ArenaView(View):
                    "★ = your best; updates = updates to the target; memory = peak bytes saved for backward)</small>"),
             self.table, self.rerun_status,
         ], layout=w.Layout(max_width="900px"))
+        self.batch.observe(lambda _: self._check_batch(), "value")
         self.size.observe(lambda _: self._challenge_changed(), "value")
         self.target.observe(lambda _: self._challenge_changed(), "value")
         self._challenge_changed()
@@ -135,15 +111,26 @@ class ArenaView(View):
         return Challenge(n_train=self.size.value, target=self.target.value)
 
     def knobs(self) -> Knobs:
-        return Knobs(batch_size=self.batch.value, optimizer=self.optimizer.value, lr=self.lr.value,
-                     schedule=self.schedule.value, epochs=self.epochs.value)
+        """The knobs on screen; the batch box is read by the course's one number rule (ValueError in words)."""
+        return Knobs(batch_size=parse_whole_number(self.batch.value, "batch size B"), optimizer=self.optimizer.value,
+                     lr=self.lr.value, schedule=self.schedule.value, epochs=self.epochs.value)
 
     def set_knobs(self, knobs: Knobs) -> None:
         if knobs.lr not in self._rates:
             self._rates = sorted(set(self._rates) | {knobs.lr})
             self.lr.options = [(f"{r:g}", r) for r in self._rates]
-        self.batch.value, self.optimizer.value, self.lr.value = knobs.batch_size, knobs.optimizer, knobs.lr
+        self.batch.value, self.optimizer.value, self.lr.value = str(knobs.batch_size), knobs.optimizer, knobs.lr
         self.schedule.value, self.epochs.value = knobs.schedule, knobs.epochs
+
+    def _check_batch(self) -> None:
+        """Enter in the batch box: a number the arena cannot run is refused at once, in words."""
+        try:
+            self.knobs().check(self.challenge())
+        except ValueError as exc:
+            self._show_error(str(exc))
+            return
+        if self.error and self.error.startswith("batch size B"):
+            self.error, self.message.value = None, ""
 
     # --- actions ------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -159,13 +146,22 @@ class ArenaView(View):
             return
         self._start(lambda: self._race(challenge, knobs))
 
-    def rerun_row(self, index: int) -> None:
-        """Re-run scoreboard row `index` (0 = best) with its saved configuration and compare the counts."""
+    def rerun_row(self, index: int, row: dict | None = None) -> None:
+        """Re-run scoreboard row `index` (0 = best) with its saved configuration and compare the counts.
+
+        A button passes the row it was drawn for: if the file no longer holds it (damaged and repaired,
+        or changed by another kernel), the table is redrawn from the file and the view says so.
+        """
         if self.running:
             return
         rows = self.board.rows(self.challenge())
+        if row is not None:
+            index = next((i for i, r in enumerate(rows) if same_run(r, row)), -1)
         if not 0 <= index < len(rows):
-            self._show_error(f"the scoreboard has no row {index + 1}")
+            self._refresh_table()
+            self._show_store_warnings()
+            if not self.error:
+                self._show_error("that row is no longer on your scoreboard file; the table now shows what it holds")
             return
         self._start(lambda: self._rerun(rows[index], index))
 
@@ -188,6 +184,7 @@ class ArenaView(View):
         self._stop.clear()
         self.error = None
         self.message.value = ""
+        self.rerun_status.value = ""
         self._busy(True)
         if self.background:
             self._thread = threading.Thread(target=self._guarded, args=(job,), daemon=True)
@@ -207,10 +204,11 @@ class ArenaView(View):
         self.status.value = "<i>racing the baseline once for this challenge…</i>"
         baseline = baseline_for(challenge)
         result = race(challenge, knobs, progress=self._progress(challenge, baseline), stop=self._stop.is_set)
-        self.result = result
+        self.result, self.rerun_row_of, self.rerun_note = result, None, ""
         if result.stopped:
-            self.summary.value = (f"<b>Stopped</b> after {result.total_updates} updates: "
-                                  f"{html.escape(result.summary())}. A stopped run is not put on the scoreboard.")
+            self.summary.value = (f"<b>Stopped</b> after {result.total_updates} updates ({html.escape(_hits(result))}"
+                                  f" so far, final val acc {result.final_acc:.1%}). A stopped run is not put on the "
+                                  "scoreboard.")
             self.status.value = "stopped"
         else:
             self.last_row = self.board.record(challenge, result)
@@ -225,17 +223,22 @@ class ArenaView(View):
         self.status.value = f"<i>re-running row {index + 1}…</i>"
         baseline = baseline_for(challenge)
         result = rerun(row, progress=self._progress(challenge, baseline), stop=self._stop.is_set)
+        self.result, self.rerun_row_of = result, row           # figure, summary and table: this re-run
         self.plot.value = figure_bytes(race_figure(result, baseline, challenge.target))
         if result.stopped:
-            self.rerun_note = f"re-run of row {index + 1} stopped after {result.total_updates} updates"
+            said = f"stopped after {result.total_updates} updates"
         elif reproduces(row, result):
-            self.rerun_note = (f"re-run of row {index + 1} reproduced it exactly: {_hits(result)}, final val acc "
-                               f"{result.final_acc:.1%}, {result.total_updates} updates")
+            said = (f"reproduced it exactly: {_hits(result)}, final val acc {result.final_acc:.1%}, "
+                    f"{result.total_updates} updates")
         else:
-            self.rerun_note = (f"re-run of row {index + 1} differs: saved {row['updates_to_target']}, "
-                               f"now {result.updates_to_target} (was the file edited, or torch changed?)")
+            said = (f"differs: saved {row['updates_to_target']}, now {result.updates_to_target} (was the file "
+                    "edited, or torch changed?)")
+        self.rerun_note = f"re-run of row {index + 1} {said}"
+        self.summary.value = (f"<b>Re-run of row {index + 1}</b> ({html.escape(knobs_words(result.knobs))}): "
+                              f"{html.escape(said)} · {seconds(result.wall_s)}")
         self.rerun_status.value = html.escape(self.rerun_note)
-        self.status.value = "done"
+        self.status.value = "stopped" if result.stopped else "done"
+        self._refresh_table()
 
     def _progress(self, challenge: Challenge, baseline: RaceResult):
         last = {"bar": 0.0, "plot": time.perf_counter(), "wait": PLOT_EVERY_S}
@@ -251,7 +254,7 @@ class ArenaView(View):
                 hit = f"; target reached at {p.updates_to_target}" if p.updates_to_target else ""
                 self.status.value = (f"epoch {p.epoch}, update {p.updates}/{p.planned_updates}: "
                                      f"val acc {p.val_acc:.1%}{hit}")
-            if draw and now - last["plot"] >= last["wait"]:
+            if draw and now - last["plot"] >= last["wait"]:       # the curve drawn decimated: a bounded cost
                 self.plot.value = figure_bytes(race_figure(None, baseline, challenge.target, live))
                 last["plot"] = time.perf_counter()          # drawing takes time too: never more than 1/4 of it
                 last["wait"] = max(PLOT_EVERY_S, 3 * (last["plot"] - now))
@@ -273,44 +276,66 @@ class ArenaView(View):
         self.message.value = error_html(message)
 
     def _show_store_warnings(self) -> None:
-        if self.board.warnings_seen:
-            self.message.value = error_html(self.board.warnings_seen[-1])
+        """A damaged or unwritable scoreboard file: one line in the view (the newest), once."""
+        seen = self.board.warnings_seen
+        if len(seen) > self._warnings_shown:
+            self._warnings_shown = len(seen)
+            self.error = seen[-1][0].upper() + seen[-1][1:]
+            self.message.value = error_html(self.error)
 
     def _result_html(self, r: RaceResult, rank: int | None) -> str:
-        place = f"#{rank} on your scoreboard" if rank else "not in your top runs"
+        runs = len(self.board.rows(self.challenge()))
+        place = (f"#{rank} of {runs} on your scoreboard" if rank else f"not in your top runs ({runs} kept)")
         return (f"<b>{html.escape(_hits(r))}</b> · final val acc {r.final_acc:.1%} · peak memory "
-                f"{r.peak_memory:,} B (saved for backward, CPU) · {r.total_updates} updates · {r.wall_s:.1f} s · "
+                f"{r.peak_memory:,} B (saved for backward, CPU) · {r.total_updates} updates · {seconds(r.wall_s)} · "
                 f"<b>{place}</b>")
 
     def _challenge_changed(self) -> None:
         challenge = self.challenge()
-        self.result = None
+        self.result, self.rerun_row_of, self.rerun_note = None, None, ""
+        self.rerun_status.value = ""
         self.summary.value = f"<i>Challenge: {html.escape(challenge.key)}. Pick your knobs and press Run.</i>"
         base = _BASELINES.get(challenge.key)
         self.plot.value = figure_bytes(race_figure(None, base, challenge.target))
         self._refresh_table()
 
+    def _shown_rows(self, rows: list[dict]) -> list[tuple[int, dict]]:
+        """(rank, row) pairs the table shows: the top TOP, or the top TOP-1 and your latest run below them."""
+        shown = list(enumerate(rows[:TOP], 1))
+        if self.last_row is not None and not any(same_run(r, self.last_row) for _, r in shown):
+            latest = next(((i, r) for i, r in enumerate(rows, 1) if same_run(r, self.last_row)), None)
+            if latest is not None:
+                shown = shown[:TOP - 1] + [latest]
+        return shown
+
     def _refresh_table(self) -> None:
         rows = self.board.rows(self.challenge())
-        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999") for c in _COLUMNS]
-        for i, row in enumerate(rows[:TOP]):
+        self._show_store_warnings()
+        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999" + (
+            ";min-width:134px" if not c else "")) for c in _COLUMNS]     # the Re-run column keeps its width
+        for rank, row in self._shown_rows(rows):
             k = row["knobs"]
             latest = self.last_row is not None and same_run(row, self.last_row)
-            style = "background:#fff3c4;font-weight:bold;" if i == 0 else ""
-            style += "color:#1565c0;" if latest else ""
+            rerun_of = self.rerun_row_of is not None and same_run(row, self.rerun_row_of)
+            style = "background:#fff3c4;font-weight:bold;" if rank == 1 else ""
+            style += "color:#1565c0;" if latest or rerun_of else ""
             hit = str(row["updates_to_target"]) if row["updates_to_target"] is not None else "not reached"
-            mark = ("★ " if i == 0 else "") + str(i + 1)
-            values = (mark, hit, f"{row['final_acc']:.1%}", k["optimizer"], f"{k['lr']:g}", str(k["batch_size"]),
-                      k["schedule"], str(k["epochs"]), f"{row['peak_memory']:,} B",
-                      f"{row['wall_s']:.1f} s" + (" ← latest" if latest else ""))
+            mark = ("★ " if rank == 1 else "") + str(rank)
+            tag = " ← re-run" if rerun_of else " ← latest" if latest else ""
+            values = (mark, hit, f"{row['final_acc']:.1%}", OPTIMIZER_LABELS.get(k["optimizer"], k["optimizer"]),
+                      f"{k['lr']:g}", str(k["batch_size"]), SCHEDULE_LABELS.get(k["schedule"], k["schedule"]),
+                      str(k["epochs"]), f"{row['peak_memory']:,} B", seconds(row["wall_s"]) + tag)
             cells += [_cell(v, style) for v in values]
             button = w.Button(description="Re-run this row", layout=w.Layout(width="134px", height="24px"),
-                              tooltip=f"train row {i + 1}'s configuration again and compare its count",
+                              tooltip=f"train row {rank}'s configuration again and compare its count",
                               disabled=self.running)
-            button.on_click(lambda _, index=i: self.rerun_row(index))
+            button.on_click(lambda _, index=rank - 1, saved=row: self.rerun_row(index, saved))
             cells.append(button)
         if not rows:
-            cells.append(_cell("no runs yet on this challenge: press Run", "color:#666;font-style:italic"))
+            cells.append(_note("no runs yet on this challenge: press Run", "font-style:italic"))
+        elif len(rows) > TOP or any(rank > TOP for rank, _ in self._shown_rows(rows)):
+            shown = "the top 7 and your latest" if self._shown_rows(rows)[-1][0] > TOP else f"the top {TOP}"
+            cells.append(_note(f"{shown} of {len(rows)} runs on this challenge", "font-size:12px"))
         self.table.children = cells
 
     def text(self) -> str:
@@ -344,6 +369,9 @@ def arena(knobs: Knobs | None = None, challenge: Challenge | None = None, board:
     view = ArenaView(knobs, challenge or Challenge(), board)
     view.background = False
     if run:
+        said = view.error                       # what the scoreboard file needed (repaired?) stays in view
         view.run()
+        if said and not view.error:
+            view.error, view.message.value = said, error_html(said)
     view.background = background
     return view

@@ -5,15 +5,75 @@ import base64
 import functools
 import html
 import io
-import math
-import re
-from decimal import Decimal
 
+import anywidget
 import ipywidgets as w
+import traitlets
+
+from course_utils.numbers import parse_decimal, parse_whole_number  # noqa: F401 (the views' one input rule)
+
+RUN_HINT = "(Run this notebook, Run > Run All Cells, to get the interactive view.)"
+REOPEN_HINT = ("▶ This view was saved with the notebook and is not connected to Python: run this cell "
+               "(Shift+Enter), or Run > Run All Cells, to bring it back.")
+
+
+# What every view's page needs, loaded once with its ReopenHint: the hint says it once for the whole view, so
+# JupyterLab's broken-link mark on each control goes; text lines marked "cu-lines" (a message, a summary)
+# get a reading line height, so the lines a view reserves for them are enough.
+VIEW_CSS = (".cu-view.jupyter-widgets-disconnected::before, "
+            ".cu-view .jupyter-widgets-disconnected::before { display: none; } "
+            ".cu-lines .widget-html-content { line-height: 1.4; padding-top: 3px; }")
+
+
+def line_spaced(widget: w.HTML) -> w.HTML:
+    """Mark an HTML widget as lines of text (line height 1.4): a message or summary of known height."""
+    widget.add_class("cu-lines")
+    return widget
+
+
+class ReopenHint(anywidget.AnyWidget):
+    """One line above every view, shown only when the view has no live kernel behind it (every chapter).
+
+    A notebook reopened later shows its views from the widget state saved with it (make lab turns
+    saving on), or after a kernel restart keeps their last picture: the controls look alive but
+    nothing answers. The line says so and how to bring the view back; while Python is connected it
+    takes no room at all.
+    """
+
+    _esm = """
+    async function render({ model, el }) {
+      const line = document.createElement("div");
+      line.className = "cu-reopen-hint";
+      line.textContent = model.get("message");
+      line.style.cssText = "display:none;padding:4px 8px;margin:2px 0;background:#fff8e1;color:#5d4037;" +
+                           "border-left:4px solid #ffb300;font-size:13px";
+      el.appendChild(line);
+      try {
+        const self = await model.widget_manager.get_model(model.get("own_id"));
+        const update = () => { line.style.display = self.comm_live === false ? "block" : "none"; };
+        update();
+        self.on("comm_live_update", update);
+      } catch (error) {
+        line.style.display = "block";
+      }
+    }
+    export default { render };
+    """
+    _css = VIEW_CSS
+    message = traitlets.Unicode(REOPEN_HINT).tag(sync=True)
+    own_id = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.own_id = self.model_id
 
 
 class View:
-    """A thin ipywidgets view. JupyterLab renders ``widget``; nbval, GitHub and a headless run read ``text()``."""
+    """A thin ipywidgets view. JupyterLab renders ``widget``; nbval, GitHub and a headless run read ``text()``.
+
+    What a notebook displays is the view under a ReopenHint (invisible while the kernel is connected);
+    its text form, shown where the view cannot be (an untrusted notebook, GitHub), ends with RUN_HINT.
+    """
 
     widget: w.Widget
 
@@ -21,8 +81,12 @@ class View:
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs):
-        data = dict(self.widget._repr_mimebundle_(**kwargs))
-        data["text/plain"] = self.text()
+        shown = getattr(self, "_shown", None)
+        if shown is None:
+            shown = self._shown = w.VBox([ReopenHint(), self.widget], layout=w.Layout(width="100%"))
+            shown.add_class("cu-view")
+        data = dict(shown._repr_mimebundle_(**kwargs))
+        data["text/plain"] = self.text() + "\n" + RUN_HINT
         return data
 
 
@@ -55,50 +119,22 @@ def table_html(rows, header=None) -> str:
     return f"<table style='border-collapse:collapse;font-family:monospace'>{head}{body}</table>"
 
 
-# ----------------------------------------------------------------------------- shared view helpers (chapters 0-2)
+# ----------------------------------------------------------------------------- shared view helpers (chapters 0-9)
 
-_NUMBER = re.compile(r"^[+-]?(\d[\d,_]*)?(\.\d*)?(e[+-]?\d+)?$", re.IGNORECASE)
+def number_box(value: float, description: str, width: str = "260px", label_width: str = "150px",
+               kind: str = "whole") -> w.Text:
+    """A text box for a number: it keeps exactly what was typed or pasted; the view parses it on Enter.
 
-
-def parse_whole_number(text: object, label: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    """A whole number from what a learner typed or pasted ("1,000", "1e3", "2.0", " 40 "); ValueError in their words.
-
-    The message names the box by its on-screen `label` and never silently changes the value:
-    "2.5" is rejected (not truncated to 2, not read as 25).
+    Every number box of the course is this box read by `course_utils.numbers` (parse_whole_number for
+    kind "whole", parse_decimal for "decimal"): what the box shows is what is computed, or refused in
+    words. The view fuzz finds the boxes by `number_kind` and holds every one to that rule.
     """
-    raw = str(text).strip().replace(" ", "")
-    if not raw or not _NUMBER.match(raw) or not any(ch.isdigit() for ch in raw):
-        raise ValueError(f"{label}: {str(text).strip()[:30]!r} is not a number; type a whole number such as 12")
-    if len(raw) > 40:
-        raise ValueError(f"{label}: that number is far too long")
-    integer_part = re.split(r"[.eE]", raw.lstrip("+-"))[0]
-    if "," in integer_part and not re.fullmatch(r"\d{1,3}(,\d{3})+", integer_part):
-        raise ValueError(f"{label}: {raw!r} is ambiguous; write 2.5 as 2.5 and thousands as 1,000 or 1000")
-    cleaned = raw.replace(",", "").replace("_", "")
-    try:
-        number = int(cleaned)
-    except ValueError:
-        exponent = cleaned.lower().partition("e")[2]
-        if exponent and abs(int(exponent)) > 30:
-            raise ValueError(f"{label}: {raw} is out of range") from None
-        value = float(cleaned)
-        if not math.isfinite(value) or value != int(value):
-            raise ValueError(f"{label} must be a whole number, got {raw}") from None
-        exact = Decimal(cleaned)
-        if exact != exact.to_integral_value():
-            raise ValueError(f"{label} must be a whole number, got {raw}") from None
-        number = int(exact)
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{label} must be at least {minimum:,}, got {number:,}")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{label} must be at most {maximum:,} in this view, got {number:,}")
-    return number
-
-
-def number_box(value: int, description: str, width: str = "260px", label_width: str = "150px") -> w.Text:
-    """A text box for a whole number: it keeps exactly what was typed or pasted; the view parses it on Enter."""
-    return w.Text(str(value), description=description, continuous_update=False,
-                  style={"description_width": label_width}, layout=w.Layout(width=width))
+    if kind not in ("whole", "decimal"):
+        raise ValueError(f"kind must be 'whole' or 'decimal', got {kind!r}")
+    box = w.Text(f"{value:g}" if isinstance(value, float) else str(value), description=description,
+                 continuous_update=False, style={"description_width": label_width}, layout=w.Layout(width=width))
+    box.number_kind = kind
+    return box
 
 
 def figure_html(png: bytes, width: int | None = None, alt: str = "figure") -> str:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import html
 
+import anywidget
 import ipywidgets as w
+import traitlets
 
 from course_utils.flowchart import (BY_KEY, COMPONENTS, KEYS, NODES, STAGES, active_nodes, assembled_lines,
                                     code_lines, flow_text)
@@ -12,6 +14,33 @@ from course_utils.widgets.base import View, error_html, guarded
 BOX_W, BOX_H, GAP, COL_W, TOP = 236, 24, 7, 292, 34
 CODE_HEIGHT_PX = 440
 BASE_COLOUR = "#34495e"
+# one colour per component, eleven hues far apart (Tableau 10 and yellow): the legend beside each checkbox
+# ties a colour to its component, in the flowchart's boxes and in the code's margin alike
+COLOURS = {"seed": "#9467bd", "checkpoint": "#1f77b4", "early_stop": "#17becf", "accumulation": "#bcbd22",
+           "amp": "#ff7f0e", "clip": "#d62728", "nan_guard": "#8c564b", "schedule": "#2ca02c",
+           "logging": "#7f7f7f", "compile": "#e377c2", "scale_out": "#ffd92f"}
+
+
+class CodeBox(anywidget.AnyWidget):
+    """The assembled code in a scrolling box that brings the first tinted line into view (chapter 7)."""
+
+    _esm = """
+    function render({ model, el }) {
+      const box = document.createElement("div");
+      el.appendChild(box);
+      function show() {
+        box.innerHTML = model.get("html");
+        const scroller = box.firstElementChild, first = box.querySelector("[data-tinted]");
+        if (!scroller) return;
+        const margin = first ? 3 * first.offsetHeight : 0;          // three lines of context above the first
+        scroller.scrollTop = first ? Math.max(0, first.offsetTop - scroller.offsetTop - margin) : 0;
+      }
+      model.on("change:html", show);
+      show();
+    }
+    export default { render };
+    """
+    html = traitlets.Unicode("").tag(sync=True)
 
 
 def _tint(colour: str, alpha: str = "22") -> str:
@@ -41,8 +70,8 @@ def flowchart_svg(enabled: frozenset[str]) -> str:
             if node.component is None:
                 fill, stroke, ink, dash = "#f4f6f7", BASE_COLOUR, "#1b2631", ""
             elif on:
-                colour = BY_KEY[node.component].colour
-                fill, stroke, ink, dash = _tint(colour, "26"), colour, "#1b2631", ""
+                colour = COLOURS[node.component]
+                fill, stroke, ink, dash = _tint(colour, "33"), colour, "#1b2631", ""
             else:
                 fill, stroke, ink, dash = "#ffffff", "#c8ced3", "#aab2b8", ' stroke-dasharray="4 3"'
             parts.append(f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
@@ -77,14 +106,21 @@ def _side_label(x: float, y: float, text: str) -> str:
             f'text-anchor="middle">{text}</text>')
 
 
+def tinted_lines(enabled: frozenset[str], key: str) -> list[int]:
+    """Numbers (from 1) of the code lines a component adds or changes: the lines the view tints for it."""
+    return [n for n, (_, owners) in enumerate(assembled_lines(enabled), start=1) if key in owners]
+
+
 def code_html(enabled: frozenset[str], highlight: str | None = None) -> str:
     """The assembled code, each component's lines marked in its colour; `highlight`'s lines tinted."""
     rows = []
     for number, (code, owners) in enumerate(assembled_lines(enabled), start=1):
         owner = next((k for k in KEYS if k in owners), None)
-        colour = BY_KEY[owner].colour if owner else "transparent"
-        background = _tint(BY_KEY[highlight].colour, "30") if highlight and highlight in owners else "transparent"
-        rows.append(f'<div style="border-left:4px solid {colour};background:{background};padding-left:6px;'
+        colour = COLOURS[owner] if owner else "transparent"
+        tinted = bool(highlight and highlight in owners)
+        background = _tint(COLOURS[highlight], "38") if tinted else "transparent"
+        rows.append(f'<div{" data-tinted" if tinted else ""} style="border-left:4px solid {colour};'
+                    f'background:{background};padding-left:6px;'
                     f'white-space:pre"><span style="color:#99a3a4;display:inline-block;width:2.6em">{number}</span>'
                     f'{html.escape(code) or " "}</div>')
     return (f'<div style="height:{CODE_HEIGHT_PX}px;overflow:auto;border:1px solid #d5dbdb;border-radius:4px;'
@@ -96,11 +132,12 @@ class FlowchartView(View):
 
     def __init__(self, enabled: tuple[str, ...] | list[str] = ()):
         self.boxes = {c.key: w.Checkbox(False, description=c.label, indent=False,
-                                        layout=w.Layout(width="210px")) for c in COMPONENTS}
+                                        layout=w.Layout(width="180px")) for c in COMPONENTS}
         self.minimal_button = w.Button(description="minimal loop", icon="minus")
         self.all_button = w.Button(description="all components", icon="plus")
         self.message = w.HTML(layout=w.Layout(height="52px", overflow="hidden"))  # two lines, in every state
         self.board = w.HTML()
+        self.code = CodeBox()
         self.enabled: frozenset[str] = frozenset()
         self.last_change: str | None = None
         self._quiet = False
@@ -108,10 +145,14 @@ class FlowchartView(View):
             box.observe(guarded(self, lambda change, key=key: self._toggled(key, change["new"])), names="value")
         self.minimal_button.on_click(guarded(self, lambda _: self.set_components(())))
         self.all_button.on_click(guarded(self, lambda _: self.set_components(KEYS)))
-        grid = w.GridBox(list(self.boxes.values()),
-                         layout=w.Layout(grid_template_columns="repeat(4, 215px)", grid_gap="0px 6px"))
-        self.widget = w.VBox([grid, w.HBox([self.minimal_button, self.all_button]), self.message, self.board],
-                             layout=w.Layout(max_width="900px"))
+        legend = [w.HBox([w.HTML(f'<span title="the colour of {html.escape(c.label)} in the flowchart and the '
+                                 f'code" style="display:inline-block;width:12px;height:12px;margin-top:9px;'
+                                 f'background:{COLOURS[c.key]};border-radius:2px"></span>',
+                                 layout=w.Layout(width="16px")), self.boxes[c.key]],
+                          layout=w.Layout(width="202px")) for c in COMPONENTS]
+        grid = w.GridBox(legend, layout=w.Layout(grid_template_columns="repeat(4, 202px)", grid_gap="0px 6px"))
+        self.widget = w.VBox([grid, w.HBox([self.minimal_button, self.all_button]), self.message, self.board,
+                              self.code], layout=w.Layout(max_width="848px"))
         self.set_components(enabled)
 
     def set_components(self, enabled) -> None:
@@ -150,17 +191,21 @@ class FlowchartView(View):
         if self.last_change:
             c = BY_KEY[self.last_change]
             delta = total - code_lines(self.enabled ^ {c.key})
-            verb = "added" if c.key in self.enabled else "removed"
-            self.message.value = (f"<b>{html.escape(c.label)}</b> {verb}: {abs(delta)} lines "
-                                  f"{'tinted below' if c.key in self.enabled else 'gone'}. "
+            if c.key in self.enabled:
+                tinted = tinted_lines(self.enabled, c.key)
+                said = (f"added: {delta} more lines; the {len(tinted)} lines it adds or changes are tinted below "
+                        f"(from line {tinted[0]})" if tinted else f"added: {delta} more lines")
+            else:
+                said = f"removed: {abs(delta)} lines gone"
+            self.message.value = (f"<b>{html.escape(c.label)}</b> {said}. "
                                   f"<i>Problem:</i> {html.escape(c.problem)}. <i>Prevents:</i> {html.escape(c.prevents)}.")
         else:
             self.message.value = (f"Tick a component to add it to the loop. The code below is exactly what runs "
                                   f"for this combination: {total} lines (blank lines not counted).")
         self.board.value = (flowchart_svg(self.enabled)
                             + f"<div style='margin:4px 0;color:#566573'>{len(self.enabled)} of {len(KEYS)} components on "
-                              f"· {total} lines of code (the minimal loop has {code_lines(())})</div>"
-                            + code_html(self.enabled, self.last_change))
+                              f"· {total} lines of code (the minimal loop has {code_lines(())})</div>")
+        self.code.html = code_html(self.enabled, self.last_change if self.last_change in self.enabled else None)
 
     def show_error(self, message: str) -> None:
         self.message.value = error_html(message)

@@ -1,202 +1,34 @@
-"""A live plot for the training simulator (chapter 6): canvas panels that receive only the new points.
+"""A live plot for the training simulator (chapter 6): canvas panels that cost what they show, not the run's history.
 
-``LivePlot`` is an anywidget: the browser keeps every point it has been sent and redraws its
-canvases when a message arrives (a change of size or axis waits for the next animation frame);
-Python sends only what is new (``add`` then ``flush``). A view that appears later (the notebook reopened, a second view of the widget) asks for a
-snapshot and gets everything once. One panel may be a decision boundary: a small grid of predicted
-classes and confidences, drawn under the data points. Lines of text (a view's readouts) travel in the
-same message as the points (``set_text``), so one update of the view is one message and one change of
-the page. The Python side keeps the same data, so tests read exactly what the browser was sent.
+``LivePlot`` is an anywidget. Python keeps each curve as at most a few hundred buckets
+(``decimate.Buckets``: every point while the run is short, then a mean with its min-max band per
+bucket) and sends only the buckets that changed (``add`` then ``flush``), so a message and a redraw
+cost the same at step 100 and at step 1,000,000. The browser acknowledges each message after it has
+drawn it; while ``WINDOW`` messages wait for their acknowledgement Python holds the next update (it
+merges into the buckets), so messages never outrun the page and a Stop click is never stuck behind
+a queue of drawings. A view that appears later (the notebook reopened, a second view of the widget)
+asks for a snapshot and gets everything once. One panel may be a decision boundary: a small grid of
+predicted classes and confidences, drawn under the data points. Lines of text (a view's readouts)
+and the x axis's end travel in the same message as the points, so one update of the view is one
+message and one change of the page. The Python side keeps the same data, so tests read exactly what
+the browser was sent.
 """
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anywidget
 import traitlets
 
+from course_utils.widgets.decimate import LIMIT, Buckets
+
 CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
-_ESM = r"""
-const COLOURS = %COLOURS%;
-function fmt(v) {
-  if (!isFinite(v)) return String(v);
-  const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(1);
-  return String(Number(v.toPrecision(3)));
-}
-function hexRgb(h) { return [1, 3, 5].map(i => parseInt(h.slice(i, i + 2), 16)); }
-const RGB = COLOURS.map(hexRgb);
-function bytesOf(b) {
-  if (!b) return null;
-  if (b instanceof DataView) return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
-  if (b instanceof ArrayBuffer) return new Uint8Array(b);
-  return new Uint8Array(b.buffer || b);
-}
-function floatsOf(b) {
-  const u = bytesOf(b); const copy = new Uint8Array(u); return new Float32Array(copy.buffer);
-}
-function canvas(w, h) {
-  const c = document.createElement("canvas");
-  const r = window.devicePixelRatio || 1;
-  c.width = Math.round(w * r); c.height = Math.round(h * r);
-  c.style.width = w + "px"; c.style.height = h + "px";
-  c.getContext("2d").setTransform(r, 0, 0, r, 0, 0);
-  return c;
-}
-function render({ model, el }) {
-  const root = document.createElement("div");
-  root.className = "lp-root";
-  el.appendChild(root);
-  let data = {}, points = null, grid = null, text = [], frame = 0, version = 0;
-  let panels = [], textBox = null;
-  let layer = null, layerOf = null, layerKey = "";   // the data points, drawn once per points message
-  const cells = document.createElement("canvas");     // the boundary grid, one pixel per cell
-  function build() {
-    root.innerHTML = "";
-    panels = [];
-    const W = model.get("panel_width"), H = model.get("panel_height");
-    textBox = document.createElement("div"); textBox.className = "lp-text";
-    textBox.style.minHeight = (1.45 * model.get("text_lines")) + "em";   // room for every line: no jump
-    const row = document.createElement("div"); row.className = "lp-row";
-    const left = document.createElement("div"); left.className = "lp-left";
-    const right = document.createElement("div"); right.className = "lp-grid";
-    row.append(left, right);
-    root.append(textBox, row);
-    showText();
-    if (model.get("boundary")) {
-      const box = document.createElement("div"); box.className = "lp-panel";
-      const title = document.createElement("div"); title.className = "lp-title";
-      title.textContent = model.get("boundary_title");
-      const c = canvas(model.get("boundary_size"), model.get("boundary_size"));
-      box.append(title, c); left.appendChild(box);
-      panels.push({ kind: "boundary", canvas: c });
-    }
-    for (const spec of model.get("panels")) {
-      const box = document.createElement("div"); box.className = "lp-panel";
-      const title = document.createElement("div"); title.className = "lp-title";
-      const b = document.createElement("b"); b.textContent = spec.title; title.appendChild(b);
-      for (const s of spec.series) {
-        if (!s.label) continue;
-        const key = document.createElement("span"); key.className = "lp-key";
-        const sw = document.createElement("span"); sw.className = "lp-swatch";
-        sw.style.borderTop = (s.style === "dots" ? "3px dotted " : s.faint ? "2px dashed " : "2px solid ") + s.color;
-        if (s.faint) sw.style.opacity = "0.55";
-        key.append(sw, document.createTextNode(s.label));
-        title.appendChild(key);
-      }
-      const c = canvas(W, H);
-      box.style.width = W + "px";           // the legend never widens a panel: no jump when a ghost appears
-      box.append(title, c); right.appendChild(box);
-      panels.push({ kind: "line", spec, canvas: c, W, H });
-    }
-    schedule();
-  }
-  function drawLine(p) {
-    const ctx = p.canvas.getContext("2d"), W = p.W, H = p.H, spec = p.spec;
-    const L = 44, R = 6, T = 4, B = 14;
-    ctx.clearRect(0, 0, W, H);
-    const tf = spec.log ? (v => Math.log10(Math.max(v, spec.floor || 1e-8))) : (v => v);
-    let lo = Infinity, hi = -Infinity;
-    for (const s of spec.series) for (const [, y] of (data[s.id] || [])) {
-      if (!Number.isFinite(y)) continue; const t = tf(y); if (t < lo) lo = t; if (t > hi) hi = t;
-    }
-    const xmax = Math.max(1, model.get("xmax"));
-    ctx.strokeStyle = "#bbb"; ctx.lineWidth = 1;
-    ctx.beginPath(); ctx.moveTo(L, T); ctx.lineTo(L, H - B); ctx.lineTo(W - R, H - B); ctx.stroke();
-    ctx.fillStyle = "#444"; ctx.font = "10px sans-serif";
-    ctx.textAlign = "left"; ctx.fillText("0", L, H - 3);
-    ctx.textAlign = "right"; ctx.fillText(model.get("xlabel") + " " + xmax, W - R, H - 3);
-    if (lo === Infinity) { ctx.textAlign = "center"; ctx.fillStyle = "#999";
-      ctx.fillText("no data yet", (L + W) / 2, H / 2); return; }
-    if (hi - lo < 1e-12) { const d = Math.abs(hi) * 0.05 || (spec.log ? 0.5 : 1); lo -= d; hi += d; }
-    const pad = (hi - lo) * 0.05, floorAt0 = !spec.log && lo >= 0; lo -= pad; hi += pad;
-    if (floorAt0) lo = Math.max(lo, 0);
-    const X = x => L + (W - L - R) * x / xmax, Y = y => T + (H - T - B) * (1 - (tf(y) - lo) / (hi - lo));
-    const label = t => fmt(spec.log ? Math.pow(10, t) : t);
-    ctx.textAlign = "right"; ctx.fillText(label(hi), L - 3, T + 9); ctx.fillText(label(lo), L - 3, H - B);
-    ctx.save(); ctx.beginPath(); ctx.rect(L, T, W - L - R, H - T - B); ctx.clip();
-    for (const s of spec.series) {
-      const pts = data[s.id] || []; if (!pts.length) continue;
-      ctx.globalAlpha = s.faint ? 0.45 : 1; ctx.strokeStyle = s.color; ctx.fillStyle = s.color;
-      ctx.setLineDash(s.faint ? [4, 3] : []); ctx.lineWidth = s.faint ? 1.2 : 1.4;
-      if (s.style === "dots") {
-        for (const [x, y] of pts) if (Number.isFinite(y)) { ctx.beginPath(); ctx.arc(X(x), Y(y), 2.6, 0, 2 * Math.PI); ctx.fill(); }
-        if (pts.length > 1) { ctx.beginPath(); pts.forEach(([x, y], i) => i ? ctx.lineTo(X(x), Y(y)) : ctx.moveTo(X(x), Y(y))); ctx.stroke(); }
-      } else {
-        ctx.beginPath(); let pen = false;
-        for (const [x, y] of pts) { if (!Number.isFinite(y)) { pen = false; continue; }
-          if (pen) ctx.lineTo(X(x), Y(y)); else { ctx.moveTo(X(x), Y(y)); pen = true; } }
-        ctx.stroke();
-      }
-    }
-    ctx.restore(); ctx.globalAlpha = 1; ctx.setLineDash([]);
-  }
-  function drawBoundary(p) {
-    const c = p.canvas, S = model.get("boundary_size"), ctx = c.getContext("2d");
-    ctx.clearRect(0, 0, S, S);
-    const ext = model.get("extent");
-    if (grid) {
-      const n = grid.n, img = new ImageData(n, n);
-      for (let i = 0; i < n * n; i++) {
-        const [r, g, b] = RGB[grid.cls[i] % RGB.length];
-        const a = 0.15 + 0.45 * grid.conf[i] / 255;
-        const row = n - 1 - Math.floor(i / n), col = i % n, j = 4 * (row * n + col);
-        img.data[j] = 255 + (r - 255) * a; img.data[j + 1] = 255 + (g - 255) * a; img.data[j + 2] = 255 + (b - 255) * a;
-        img.data[j + 3] = 255;
-      }
-      if (cells.width !== n) { cells.width = n; cells.height = n; }
-      cells.getContext("2d").putImageData(img, 0, 0);
-      ctx.imageSmoothingEnabled = true; ctx.drawImage(cells, 0, 0, S, S);
-    }
-    if (points) {
-      const key = ext.join() + "/" + S;
-      if (layerOf !== points || layerKey !== key) {    // new points, extent or size: draw the layer again
-        layer = canvas(S, S); layerOf = points; layerKey = key;
-        const lc = layer.getContext("2d");
-        const X = x => S * (x - ext[0]) / (ext[1] - ext[0]), Y = y => S * (1 - (y - ext[2]) / (ext[3] - ext[2]));
-        lc.lineWidth = 0.6; lc.strokeStyle = "#222";
-        for (let i = 0; i < points.cls.length; i++) {
-          lc.fillStyle = COLOURS[points.cls[i] % COLOURS.length];
-          lc.beginPath(); lc.arc(X(points.xy[2 * i]), Y(points.xy[2 * i + 1]), 2.2, 0, 2 * Math.PI); lc.fill(); lc.stroke();
-        }
-      }
-      ctx.drawImage(layer, 0, 0, S, S);
-    }
-    ctx.strokeStyle = "#999"; ctx.lineWidth = 1; ctx.strokeRect(0.5, 0.5, S - 1, S - 1);
-  }
-  function showText() {
-    if (!textBox) return;
-    textBox.replaceChildren(...text.map(line => {
-      const d = document.createElement("div"); d.textContent = line; return d;
-    }));
-  }
-  function draw() {
-    frame = 0;
-    const start = performance.now();
-    for (const p of panels) (p.kind === "line" ? drawLine : drawBoundary)(p);
-    root.dataset.drawMs = (performance.now() - start).toFixed(1);   // what the browser spent drawing
-    root.dataset.version = String(++version);
-  }
-  function schedule() { if (!frame) frame = requestAnimationFrame(draw); }
-  model.on("msg:custom", (msg, buffers) => {
-    if (msg.type === "reset") { data = {}; points = null; grid = null; }
-    if (msg.series) for (const [id, pts] of Object.entries(msg.series)) (data[id] = data[id] || []).push(...pts);
-    if (msg.points) points = { xy: floatsOf(buffers[msg.points.xy]), cls: bytesOf(buffers[msg.points.cls]) };
-    if (msg.grid) grid = { n: msg.grid.n, cls: bytesOf(buffers[msg.grid.cls]), conf: bytesOf(buffers[msg.grid.conf]) };
-    if (msg.text) { text = msg.text; showText(); }
-    if (frame) { cancelAnimationFrame(frame); frame = 0; }
-    draw();                     // at once: one message per update, no wait for the next animation frame
-  });
-  for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size", "text_lines"]) model.on("change:" + name, build);
-  for (const name of ["xmax", "extent", "xlabel"]) model.on("change:" + name, schedule);
-  build();
-  model.send({ type: "ready" });
-  return () => { if (frame) cancelAnimationFrame(frame); };
-}
-export default { render };
-""".replace("%COLOURS%", str(list(CLASS_COLOURS)))
+_ESM = (Path(__file__).with_name("live_plot.js").read_text(encoding="utf-8")
+        .replace("%COLOURS%", str(list(CLASS_COLOURS))))
 
 _CSS = """
 .lp-root { display: flex; flex-direction: column; gap: 6px; font-family: sans-serif; font-size: 11px; }
@@ -223,21 +55,29 @@ class Series:
 
 @dataclass(frozen=True)
 class Panel:
-    """One line panel: a title, its series, a log y axis (values below `floor` drawn at it) or a linear one."""
+    """One line panel: a title, its series, a log y axis (values below `floor` drawn at it) or a linear one.
+
+    `top` caps a linear axis (accuracy: 1, never "1.03").
+    """
 
     title: str
     series: tuple[Series, ...]
     log: bool = False
     floor: float = 1e-8
+    top: float | None = None
     extra: dict = field(default_factory=dict)
 
     def spec(self) -> dict:
-        return {"title": self.title, "log": self.log, "floor": self.floor,
+        return {"title": self.title, "log": self.log, "floor": self.floor, "top": self.top,
                 "series": [vars(s) for s in self.series]}
 
 
+WINDOW = 2              # data messages the page may have unacknowledged before Python holds the next one
+ACK_TIMEOUT_S = 3.0     # an acknowledgement this late is taken as lost (a closed tab): send again
+
+
 class LivePlot(anywidget.AnyWidget):
-    """Canvas panels (and an optional decision-boundary panel) fed with new points only (chapter 6)."""
+    """Canvas panels (and an optional decision-boundary panel) fed with changed buckets only (chapter 6)."""
 
     _esm = _ESM
     _css = _CSS
@@ -247,23 +87,44 @@ class LivePlot(anywidget.AnyWidget):
     boundary_size = traitlets.Int(230).tag(sync=True)
     panel_width = traitlets.Int(272).tag(sync=True)
     panel_height = traitlets.Int(104).tag(sync=True)
-    xmax = traitlets.Int(1).tag(sync=True)
     xlabel = traitlets.Unicode("step").tag(sync=True)
     extent = traitlets.List([-1.0, 1.0, -1.0, 1.0]).tag(sync=True)
     text_lines = traitlets.Int(0).tag(sync=True)        # lines of text the view keeps room for above the panels
 
-    def __init__(self, panels: list[Panel] = (), **kwargs):
+    def __init__(self, panels: list[Panel] = (), limit: int = LIMIT, **kwargs):
         super().__init__(**kwargs)
-        self.data: dict[str, list[list[float]]] = {}
-        self._pending: dict[str, list[list[float]]] = {}
+        self.limit = limit
+        self.curves: dict[str, Buckets] = {}
         self._points: tuple[bytes, bytes] | None = None
         self._grid: tuple[int, bytes, bytes] | None = None
         self._grid_pending = False
         self.text: list[str] = []
         self._text_pending = False
+        self._xmax, self._xmax_pending = 1, False
         self.messages_sent = 0
+        self.viewed = False                 # has a page shown this plot? (until then nothing is sent)
+        self._seq = self._acked = 0
+        self._last_send = 0.0
+        self.held = 0                       # updates held back because the page had not caught up
         self.set_panels(panels)
         self.on_msg(self._on_message)
+
+    @property
+    def data(self) -> dict[str, list[list]]:
+        """Every curve as the browser has it: buckets [x, y] (one point each, while the run is short) or
+        [x, mean, min, max]."""
+        return {name: curve.all() for name, curve in self.curves.items()}
+
+    @property
+    def xmax(self) -> int:
+        """The x axis's end (sent with the next flush)."""
+        return self._xmax
+
+    @xmax.setter
+    def xmax(self, value: int) -> None:
+        value = max(1, int(value))
+        if value != self._xmax:
+            self._xmax, self._xmax_pending = value, True
 
     def set_panels(self, panels: list[Panel]) -> None:
         """Choose the panels (the browser rebuilds them; the data is kept)."""
@@ -271,14 +132,13 @@ class LivePlot(anywidget.AnyWidget):
 
     def clear(self) -> None:
         """Forget every point, the data points and the boundary, here and in the browser."""
-        self.data, self._pending, self._points, self._grid, self._grid_pending = {}, {}, None, None, False
-        self._custom({"type": "reset"})             # the text stays: it changes only by set_text
+        self.curves, self._points, self._grid, self._grid_pending = {}, None, None, False
+        if self.viewed:
+            self._custom({"type": "reset"})          # the text stays: it changes only by set_text
 
     def add(self, series: str, x: float, y: float) -> None:
-        """Queue one new point of `series` (sent at the next flush)."""
-        point = [float(x), float(y) if math.isfinite(y) else None]
-        self.data.setdefault(series, []).append(point)
-        self._pending.setdefault(series, []).append(point)
+        """Queue one new point of `series` (sent, merged into its bucket, at the next flush)."""
+        self.curves.setdefault(series, Buckets(self.limit)).add(float(x), float(y) if math.isfinite(y) else None)
 
     def set_text(self, lines: list[str]) -> None:
         """Lines of plain text shown above the panels, sent at the next flush (only if they changed)."""
@@ -286,38 +146,74 @@ class LivePlot(anywidget.AnyWidget):
         if lines != self.text:
             self.text, self._text_pending = lines, True
 
-    def flush(self) -> None:
-        """Send the points, boundary and text queued since the last flush, and nothing else, in one message."""
+    def flush(self) -> bool:
+        """Send what changed since the last flush (buckets, boundary, text, axis) in one message; False if held.
+
+        Nothing is sent before a page has shown the plot, nor while WINDOW messages wait for the page's
+        acknowledgement: the update stays queued (merged into its buckets) and goes with the next flush.
+        """
+        if not self.viewed:
+            self._mark_sent()
+            return False
+        if self._seq - self._acked >= WINDOW and time.monotonic() - self._last_send < ACK_TIMEOUT_S:
+            self.held += 1
+            return False
         message: dict = {"type": "append"}
         buffers: list[bytes] = []
-        if self._pending:
-            message["series"] = self._pending
+        series = {name: list(changed) for name, curve in self.curves.items()
+                  if (changed := curve.changed()) is not None}
+        if series:
+            message["series"] = series
         if self._text_pending:
             message["text"] = self.text
+        if self._xmax_pending:
+            message["xmax"] = self._xmax
         if self._grid_pending and self._grid is not None:
             message["grid"] = {"n": self._grid[0], "cls": 0, "conf": 1}
             buffers = list(self._grid[1:])
+        self._grid_pending = self._text_pending = self._xmax_pending = False
         if len(message) > 1:
-            self._custom(message, buffers)
-        self._pending, self._grid_pending, self._text_pending = {}, False, False
+            self._send_data(message, buffers)
+        return True
 
     def set_points(self, xy: bytes, classes: bytes) -> None:
         """The data points of the boundary panel: float32 (x, y) pairs and one uint8 class per point."""
         self._points = (xy, classes)
-        self._custom({"type": "points", "points": {"xy": 0, "cls": 1}}, [xy, classes])
+        if self.viewed:
+            self._custom({"type": "points", "points": {"xy": 0, "cls": 1}}, [xy, classes])
 
     def set_grid(self, n: int, classes: bytes, confidence: bytes) -> None:
         """The boundary: n x n predicted classes and confidences (uint8, rows from the bottom), sent at the next flush."""
         self._grid = (n, classes, confidence)
         self._grid_pending = True
 
+    def _mark_sent(self) -> None:
+        for curve in self.curves.values():
+            curve.changed()
+        self._grid_pending = self._text_pending = self._xmax_pending = False
+
+    def _send_data(self, content: dict, buffers: list[bytes]) -> None:
+        self._seq += 1
+        self._last_send = time.monotonic()
+        self._custom({**content, "seq": self._seq}, buffers)
+
     def _custom(self, content: dict, buffers: list[bytes] | None = None) -> None:
         self.messages_sent += 1
         self.send(content, buffers)
 
     def _on_message(self, _widget, content, _buffers) -> None:
-        if isinstance(content, dict) and content.get("type") == "ready":   # a new view: send everything once
-            message: dict = {"type": "reset", "series": self.data, "text": self.text}
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "ack" and isinstance(content.get("seq"), int):
+            self._acked = max(self._acked, min(content["seq"], self._seq))
+            if self.held:                       # the page caught up: send what waited, merged, at once
+                self.held = 0
+                self.flush()
+        elif content.get("type") == "ready":      # a new view: send everything once
+            self.viewed = True
+            self._mark_sent()
+            message: dict = {"type": "reset", "series": {name: [0, c.all()] for name, c in self.curves.items()},
+                             "text": self.text, "xmax": self._xmax}
             buffers: list[bytes] = []
             if self._points is not None:
                 message["points"] = {"xy": 0, "cls": 1}
@@ -325,4 +221,5 @@ class LivePlot(anywidget.AnyWidget):
             if self._grid is not None:
                 message["grid"] = {"n": self._grid[0], "cls": len(buffers), "conf": len(buffers) + 1}
                 buffers += list(self._grid[1:])
-            self._custom(message, buffers)
+            self._acked = self._seq              # a fresh page: nothing earlier is in flight any more
+            self._send_data(message, buffers)

@@ -88,9 +88,10 @@ class MysteryView(View):
         self.choice.disabled, self.check_button.disabled = True, True
         try:
             if self.store is None:
-                self.store = ProgressStore()
+                self.store = ProgressStore(quiet=True)            # a damaged file is said here, not as a warning
+            seen = len(self.store.warnings_seen)
             self.store.record("05", f"mystery-{self.grade.answer}", guess, self.grade.correct)
-            saved = ""
+            saved = f" ({self.store.warnings_seen[-1]})" if len(self.store.warnings_seen) > seen else ""
         except Exception as exc:                                  # a full disk must not cost the reveal
             saved = f" (your answer could not be saved: {exc})"
         colour = "#2e7d32" if self.grade.correct else "#c62828"

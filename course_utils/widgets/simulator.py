@@ -21,11 +21,29 @@ from course_utils.bugs import BUGS, LOOP_BUGS
 from course_utils.loop import EpochEvent, StepEvent
 from course_utils.session import Session, TrainConfig
 from course_utils.simulator import boundary_grid, data_extent
-from course_utils.widgets.base import View, error_html
+from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_decimal, parse_whole_number
 from course_utils.widgets.live_plot import LivePlot
-from course_utils.widgets.simulator_layout import (DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, NEEDS, OPTIMIZER_LABELS,
-                                                    SCHEDULE_LABELS, panels)
+from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, MESSAGE_HEIGHT,
+                                                    NEEDS, OPTIMIZER_LABELS, SCHEDULE_LABELS, WHOLE, axis_end,
+                                                    event_points, panels)
 from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
+
+def _last_epoch(session: Session) -> EpochEvent | None:
+    """The latest EpochEvent, found from the end (O(1) in a long history)."""
+    return next((e for e in reversed(session.history) if isinstance(e, EpochEvent)), None)
+
+
+def _setting_box(name: str, config: TrainConfig) -> w.Widget:
+    """One setting's control: a menu, or a number box read by the course's one input rule (what it shows is used)."""
+    if name == "optimizer":
+        return w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
+                          description="optimizer")
+    if name == "schedule":
+        return w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
+                          description="schedule")
+    value = (config.clip_norm or 0.0) if name == "clip_norm" else getattr(config, name)
+    return number_box(value, LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")
+
 
 class SimulatorView(View):
     """Settings, bug toggles, Step / Train epoch / Train to end / Stop / Reset, readouts and live panels."""
@@ -39,20 +57,7 @@ class SimulatorView(View):
         self._reverting = False
         self._task: asyncio.Task | None = None
         self._seen = self._ghost_seen = 0
-        self.boxes = {
-            "n_train": w.IntText(config.n_train, description="dataset size"),
-            "classes": w.IntText(config.classes, description="classes"),
-            "noise": w.FloatText(config.noise, description="noise", step=0.05),
-            "batch_size": w.IntText(config.batch_size, description="batch size"),
-            "epochs": w.IntText(config.epochs, description="epochs"),
-            "accum_steps": w.IntText(config.accum_steps, description="accumulation steps"),
-            "dropout": w.FloatText(config.dropout, description="dropout", step=0.1),
-            "clip_norm": w.FloatText(config.clip_norm or 0.0, description="clip norm (0 = off)", step=0.5),
-            "optimizer": w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
-                                    description="optimizer"),
-            "schedule": w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
-                                   description="schedule"),
-        }
+        self.boxes = {name: _setting_box(name, config) for name in BOX_ORDER}
         style, layout = {"description_width": "140px"}, w.Layout(width="270px")
         for box in self.boxes.values():
             box.style, box.layout = style, layout
@@ -78,7 +83,8 @@ class SimulatorView(View):
         self.buttons["end"].on_click(lambda _: self._safely(self._start, "end"))
         self.buttons["stop"].on_click(lambda _: self._safely(self.stop))
         self.buttons["reset"].on_click(lambda _: self._safely(self.reset))
-        self.message = w.HTML(layout=w.Layout(min_height="44px", width="100%"))
+        # room for the longest note or error (three lines at 848 px): the panels below never move
+        self.message = line_spaced(w.HTML(layout=w.Layout(height=MESSAGE_HEIGHT, width="100%", overflow="hidden")))
         # the readouts are the plot's text: a Step's new points and numbers reach the page in one message
         self.plot = LivePlot(boundary=True, text_lines=5, layout=w.Layout(min_height="530px"))
         self.widget = w.VBox([
@@ -99,9 +105,8 @@ class SimulatorView(View):
         """The settings on screen as a TrainConfig; ValueError in the learner's words if one is out of range."""
         values = {name: box.value for name, box in self.boxes.items()}
         for name, (label, low, high) in LIMITS.items():
-            value = values[name]
-            if value is None or not (low <= value <= high) or (isinstance(value, float) and math.isnan(value)):
-                raise ValueError(f"{label} must be between {low:g} and {high:g}; you entered {value}")
+            parse = parse_whole_number if name in WHOLE else parse_decimal
+            values[name] = parse(values[name], label, low, high)
         bugs = tuple(name for name, box in self.bug_boxes.items() if box.value)
         chosen = [BUGS[name] for name in bugs]
         for i, first in enumerate(chosen):
@@ -132,11 +137,22 @@ class SimulatorView(View):
             self._revert(change)
             self._show_error(f"{exc}. The run and its settings are kept as they were.")
             return
-        label = getattr(change["owner"], "description", "a setting")
+        owner = change["owner"]
+        label = getattr(owner, "description", "a setting")
+        name = next((n for n, box in self.boxes.items() if box is owner), None)
+        value = getattr(config, name) if name in LIMITS else None
+        said = f" to {fmt(value) if isinstance(value, float) else f'{value:,}'}" if value is not None else ""
+        if name == "clip_norm" and value is None:
+            said = " to 0 (off)"
+        if config == self.good and name in LIMITS:      # "1e1" where 10 stood: the same run, nothing to restart
+            self.error = None
+            self.note = f"“{label}” is already{said[3:]}: nothing changed; the run goes on from here."
+            self._refresh()
+            return
         self.good = config
         self.session.reset(config)
         self.error = None
-        self.note = f"You changed “{label}”: a new run started from step 0 (same seed)."
+        self.note = f"You changed “{label}”{said}: a new run started from step 0 (same seed)."
         hidden = [(BUGS[b].title, NEEDS[b][1]) for b in config.bugs if b in NEEDS and not NEEDS[b][0](config)]
         if hidden:
             self.note += " With these settings " + "; ".join(
@@ -197,8 +213,24 @@ class SimulatorView(View):
         """Train every remaining epoch (synchronously)."""
         return self._train_sync("end")
 
+    def skip(self, steps: int) -> int:
+        """Train `steps` micro-batches at once, drawing only the end: a long run's history in seconds (chapter 6).
+
+        What a live run would have drawn, minus the frames in between; returns the micro-batches trained.
+        """
+        done = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            while done < steps and self.session.step() is not None:
+                done += 1
+        self._record()
+        self.error = None
+        self.note = f"Skipped ahead {done:,} micro-batches: step {self.session.state.step:,} of the run."
+        self._refresh(boundary=True)
+        return done
+
     def _train_sync(self, mode: str) -> EpochEvent | None:
-        start = len(self.session.epochs)
+        start = self.session.epochs_done
         self.session.clear_stop()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -211,7 +243,7 @@ class SimulatorView(View):
         self.error = None
         self._finish_note(stopped=False, start=start)
         self._refresh(boundary=True)
-        return self.session.epochs[-1] if len(self.session.epochs) > start else None
+        return _last_epoch(self.session) if self.session.epochs_done > start else None
 
     def _start(self, mode: str) -> None:
         """A button press: in a kernel, train as a task that yields between micro-batches; else synchronously."""
@@ -227,19 +259,19 @@ class SimulatorView(View):
             self._task = loop.create_task(self._train_async(mode))
 
     async def _train_async(self, mode: str) -> None:
-        start, stopped, last = len(self.session.epochs), False, time.monotonic()
+        start, stopped, last = self.session.epochs_done, False, time.monotonic()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 while not self.session.done and not stopped:
-                    epoch = len(self.session.epochs)
+                    epoch = self.session.epochs_done
                     for _ in self.session.epoch_steps():
                         if time.monotonic() - last > FLUSH_S:
                             self._record()
                             self._refresh(boundary=True)
                             last = time.monotonic()
                         await asyncio.sleep(0)
-                    stopped = len(self.session.epochs) == epoch and not self.session.done
+                    stopped = self.session.epochs_done == epoch and not self.session.done
                     if mode == "epoch":
                         break
             self._record()
@@ -252,11 +284,11 @@ class SimulatorView(View):
             self._refresh(boundary=True)
 
     def _finish_note(self, stopped: bool, start: int) -> None:
-        epochs = len(self.session.epochs) - start
+        epochs = self.session.epochs_done - start
         if stopped:
             self.note = f"Stopped at step {self.session.state.step}; Step or Train epoch goes on from here."
         elif self.session.done:
-            self.note = f"The run is complete ({len(self.session.epochs)} epochs): press Reset or change a setting."
+            self.note = f"The run is complete ({self.session.epochs_done} epochs): press Reset or change a setting."
         else:
             self.note = f"Trained {epochs} epoch{'s' if epochs != 1 else ''}."
 
@@ -312,7 +344,8 @@ class SimulatorView(View):
         train = self.session.state.splits.train.tensors
         self.extent = data_extent(train[0])
         self.plot.extent = list(self.extent)
-        self.plot.xmax = max(1, self.session.config.epochs * self.session.config.arithmetic().iters_per_epoch)
+        self.planned = max(1, self.session.config.epochs * self.session.config.arithmetic().iters_per_epoch)
+        self.plot.xmax = axis_end(0, self.planned)
         self.plot.set_points(train[0].float().numpy().tobytes(), train[1].to(torch.uint8).numpy().tobytes())
         self._set_running(False)
         self._refresh(boundary=True)
@@ -330,17 +363,8 @@ class SimulatorView(View):
             self._ghost_seen = len(ghost)
 
     def _add(self, event, prefix: str) -> None:
-        add = self.plot.add
-        if isinstance(event, StepEvent):
-            add(prefix + "loss", event.step, event.loss)
-            add(prefix + "grad", event.step, event.grad_norm)
-            add(prefix + "lr", event.step, event.lr)
-            add(prefix + "mem", event.step, event.memory / 1024)
-        else:
-            add(prefix + "val_loss", event.steps, event.val_loss)
-            add(prefix + "val_acc", event.steps, event.val_acc)
-            if not prefix:
-                add("eval_mem", event.steps, event.eval_memory / 1024)
+        for series, x, y in event_points(event, prefix):
+            self.plot.add(series, x, y)
 
     def _refresh(self, boundary: bool = False) -> None:
         if boundary:
@@ -348,6 +372,7 @@ class SimulatorView(View):
         self.lr_label.value = f"lr = {fmt(self.session.lr)}"
         self.message.value = error_html(self.error) if self.error else f"<i>{html.escape(self.note)}</i>"
         self.plot.set_text(self._readout_lines())
+        self.plot.xmax = axis_end(self.session.state.step, self.planned)
         self.plot.flush()
         if not self.running:
             self._set_running(False)

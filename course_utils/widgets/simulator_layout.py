@@ -1,6 +1,9 @@
 """Chapter 6: what the simulator's controls accept, what each bug needs to show, and its live panels."""
 from __future__ import annotations
 
+import math
+
+from course_utils.loop import StepEvent
 from course_utils.session import TrainConfig
 from course_utils.widgets.live_plot import CLASS_COLOURS, Panel, Series
 
@@ -14,6 +17,11 @@ LIMITS = {"n_train": ("dataset size", 30, 5000), "classes": ("classes", 2, len(C
           "noise": ("noise", 0.0, 2.0), "batch_size": ("batch size", 1, 1024), "epochs": ("epochs", 1, 200),
           "accum_steps": ("accumulation steps", 1, 64), "dropout": ("dropout", 0.0, 0.9),
           "clip_norm": ("clip norm (0 = off)", 0.0, 1000.0)}
+WHOLE = ("n_train", "classes", "batch_size", "epochs", "accum_steps")       # whole-number boxes; the rest decimal
+# the settings in their on-screen order: two columns of five
+BOX_ORDER = ("n_train", "classes", "noise", "batch_size", "epochs", "accum_steps", "dropout", "clip_norm",
+             "optimizer", "schedule")
+MESSAGE_HEIGHT = "76px"  # the note / error line: three lines of text at 848 px (line height 1.4), in every state
 # bugs that leave no trace unless a setting lets them act: (does it act?, what it needs, in screen words)
 NEEDS = {
     "eval_in_train_mode": (lambda c: c.dropout > 0, "dropout above 0"),
@@ -23,10 +31,27 @@ NEEDS = {
     "accumulation_without_flush": (lambda c: c.arithmetic().iters_per_epoch % c.accum_steps != 0,
                                    "accumulation steps that do not divide the micro-batches per epoch"),
     "clip_after_step": (lambda c: c.clip_norm is not None, "a clip norm above 0"),
+    "clip_before_backward": (lambda c: c.clip_norm is not None,
+                             "a clip norm above 0 (its gradient norm reads 0: it is measured where the clip runs, "
+                             "before backward fills .grad)"),
     "mean_of_batch_means": (lambda c: c.n_val % c.batch_size != 0,
                             "a batch size that does not divide the 300 validation examples"),
 }
 LOG_LR = (-4.0, 0.5)
+AXIS_MIN = 5000         # a run of up to this many steps gets its whole length as the x axis from the start
+
+
+def axis_end(step: int, planned: int) -> int:
+    """The x axis's end: the planned run if short; else it grows with the run (1-2-5 steps), capped at the plan.
+
+    A million-step run does not start as a sliver at the left of its axis.
+    """
+    if planned <= AXIS_MIN:
+        return max(planned, 1)
+    want = max(AXIS_MIN, step * 1.25)
+    magnitude = 10 ** math.floor(math.log10(want))
+    nice = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= want)
+    return int(min(planned, nice))
 FLUSH_S = 0.05          # while training runs: send new points at most every 50 ms
 GRID = 48               # decision-boundary grid, GRID x GRID predictions
 COLOURS = {"train": "#1565c0", "val": "#e65100", "ghost": "#757575", "lr": "#2e7d32", "mem": "#6a1b9a"}
@@ -44,7 +69,7 @@ def panels(ghost: bool) -> list[Panel]:
                                  Series("val_loss", "val", COLOURS["val"], "dots"),
                                  ghost_ids=(("ghost_loss", "line"), ("ghost_val_loss", "dots"))), log=True),
         Panel("validation accuracy", with_ghost(Series("val_acc", "val", COLOURS["val"], "dots"),
-                                                ghost_ids=(("ghost_val_acc", "dots"),))),
+                                                ghost_ids=(("ghost_val_acc", "dots"),)), top=1.0),
         Panel("gradient norm (pre-clip)", with_ghost(Series("grad", "", COLOURS["train"]),
                                                      ghost_ids=(("ghost_grad", "line"),)), log=True, floor=1e-4),
         Panel("learning rate", with_ghost(Series("lr", "", COLOURS["lr"]), ghost_ids=(("ghost_lr", "line"),))),
@@ -52,3 +77,14 @@ def panels(ghost: bool) -> list[Panel]:
               with_ghost(Series("mem", "step", COLOURS["mem"]), Series("eval_mem", "eval", COLOURS["val"], "dots"),
                          ghost_ids=(("ghost_mem", "line"),))),
     ]
+
+
+def event_points(event, prefix: str = "") -> list[tuple[str, float, float]]:
+    """The live panels' new points for one event of the run (prefix "ghost_" for the healthy twin's)."""
+    if isinstance(event, StepEvent):
+        return [(prefix + "loss", event.step, event.loss), (prefix + "grad", event.step, event.grad_norm),
+                (prefix + "lr", event.step, event.lr), (prefix + "mem", event.step, event.memory / 1024)]
+    points = [(prefix + "val_loss", event.steps, event.val_loss), (prefix + "val_acc", event.steps, event.val_acc)]
+    if not prefix:
+        points.append(("eval_mem", event.steps, event.eval_memory / 1024))
+    return points

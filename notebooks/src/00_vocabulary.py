@@ -1,6 +1,13 @@
 # %% [markdown]
 # # Chapter 0: The vocabulary of training
 #
+# **How to run this notebook.** In the menu, choose **Run > Run All Cells** (or click into the first cell and
+# press Shift+Enter, cell after cell). It takes about 10 seconds. Every code cell then shows what it prints, and
+# the views near the end come alive: the calculator recomputes when you change a number and press Enter, and
+# the quiz checks your answers and keeps them. Before the run, and whenever you reopen the notebook later, the
+# views show only text or a line asking you to run the cells: run all cells again. The same holds for every
+# chapter.
+#
 # **After this chapter you can** turn "N examples, batch B, E epochs, accumulation K" into exact
 # counts of iterations, forward passes, weight updates and examples seen, and say why the word
 # "step" is ambiguous.

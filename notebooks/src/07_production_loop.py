@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -47,10 +48,15 @@ SPLITS = spiral_splits(384, 128, seed=0)
 
 
 def quiet_fit(**config):
-    """The production trainer, its progress notices kept out of the way (we print what matters)."""
-    with contextlib.redirect_stdout(io.StringIO()) as said:
+    """The production trainer, its notices kept out of the way (we print what matters).
+
+    Returns (result, what it said): its printed lines, then its warnings (a resume after a kill that landed
+    mid-save warns that it set the half-written checkpoint aside; whether a kill lands there is chance).
+    """
+    with contextlib.redirect_stdout(io.StringIO()) as said, warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         result = fit(FitConfig(threads=1, progress=False, tensorboard=False, **config))
-    return result, said.getvalue()
+    return result, "\n".join([said.getvalue().rstrip("\n"), *(f"warning: {w.message}" for w in warned)])
 
 
 def flow_run(components, train=SPLITS.train, **options):
@@ -932,15 +938,14 @@ with contextlib.redirect_stdout(io.StringIO()):
                                  workers=2, threads=1, progress=False))
 process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "shapes-cut"), *SHAPES],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-shapes_checkpoints = RUNS / "shapes-cut" / "checkpoints"
-while process.poll() is None and not list(shapes_checkpoints.glob("last-*.pt.sha256")):
-    time.sleep(0.01)
-process.kill()
-process.wait()
-print("killed before the end:", process.returncode == -9 and not (RUNS / "shapes-cut" / "model.pt").exists())
-with contextlib.redirect_stdout(io.StringIO()) as said:        # the same command, run in this process
+killed = kill_once_checkpointed(process, RUNS / "shapes-cut" / "checkpoints") == -signal.SIGKILL
+print("killed before the end:", killed and not (RUNS / "shapes-cut" / "model.pt").exists())
+# the same command, run in this process (a warning, if the kill landed mid-save, is kept with what it said)
+with contextlib.redirect_stdout(io.StringIO()) as said, warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")
     code = train_main(["--out", str(RUNS / "shapes-cut"), *SHAPES, "--resume"])
-print("resumed from a checkpoint:", code == 0 and said.getvalue().startswith("resumed from"))
+print("resumed from a checkpoint:", code == 0 and any(line.startswith("resumed from")
+                                                      for line in said.getvalue().splitlines()))
 a, b = final_weights(RUNS / "shapes-whole" / "model.pt"), final_weights(RUNS / "shapes-cut" / "model.pt")
 print("final weights bitwise identical:", all(torch.equal(a[k], b[k]) for k in a))
 print("metrics.jsonl identical, line for line:", metrics("shapes-whole") == metrics("shapes-cut"))

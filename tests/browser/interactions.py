@@ -31,7 +31,8 @@ def click_and_see_change(page, label: str) -> None:
 def use_pipeline(page) -> None:
     """Chapter 1: Next epoch reshuffles the same loader: epoch 2, a different set of skipped examples."""
     click_and_see_change(page, "Next epoch")
-    assert page.locator(".widget-html", has_text="Epoch 2").count() >= 1
+    page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
+                           ".some(e => e.innerText.includes('Epoch 2'))", timeout=30_000)   # after its busy line
 
 
 def use_sampling(page) -> None:
@@ -62,7 +63,29 @@ INTERACTIONS = {
     "03_anatomy_of_a_step.ipynb": use_step_through,
     "04_evaluation_loop.ipynb": use_train_eval,
 }
+TIMINGS: dict = {}
+PASSES: dict = {}
 # Each later chapter keeps its interactions in tests/browser/interactions_chNN.py, a module with its own
-# INTERACTIONS dict {notebook file name: function(page)}; they are collected here.
+# INTERACTIONS dict {notebook file name: function(page)}, TIMINGS (see timing.py) and, for a chapter whose pass
+# is more than "interactions, then timed controls", PASSES {notebook file name: function(page, url)}.
 for _module in sorted(pathlib.Path(__file__).parent.glob("interactions_ch*.py")):
-    INTERACTIONS.update(importlib.import_module(f"tests.browser.{_module.stem}").INTERACTIONS)
+    _loaded = importlib.import_module(f"tests.browser.{_module.stem}")
+    INTERACTIONS.update(getattr(_loaded, "INTERACTIONS", {}))
+    TIMINGS.update(getattr(_loaded, "TIMINGS", {}))
+    PASSES.update(getattr(_loaded, "PASSES", {}))
+
+
+def standard_pass(name: str):
+    """One notebook, one run: Run All, then its interaction, then its timed controls (each within 1 s)."""
+    def run(page, url: str) -> None:
+        from tests.browser.test_lab import run_all
+        from tests.browser.timing import timed
+        run_all(page, url, name)
+        if name in INTERACTIONS:
+            INTERACTIONS[name](page)
+        timed(page, name, TIMINGS.get(name, []))
+    return run
+
+
+for _name in sorted(set(INTERACTIONS) | set(TIMINGS)):
+    PASSES.setdefault(_name, standard_pass(_name))

@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 
 from tests.browser.interactions import button
+from tests.browser.timing import LIMIT_MS, measure, text_box, tick, timed, type_into
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 QUIET_MS = 400
@@ -42,7 +43,8 @@ def _message(page) -> str:
                          " return r ? r.innerText : ''; }")
 
 
-STEPS_TIMED = 25   # Step clicks timed: enough for a median that one slow round trip does not move
+STEPS_TIMED = 10   # Step clicks timed: enough for a median that one slow round trip does not move
+LONG = 50_000      # the long run's history: micro-batches trained in the kernel before Step and Stop are timed
 
 # The bare button (typed into a new last cell; one line, so the editor's auto-indent cannot change it).
 BARE_CODE = ('import ipywidgets as _w; _bare_label = _w.HTML("bare clicks: 0"); _bare = _w.Button(description="Bare"); '
@@ -55,17 +57,22 @@ def observe(page, selector: str) -> None:
     page.evaluate(_OBSERVE, page.locator(selector).first.element_handle())
 
 
-def add_bare_button(page) -> None:
-    """Insert a code cell after the last one, type BARE_CODE into it and run it (the notebook is a copy)."""
+def add_cell(page, code: str, until: str, timeout: int = 120_000) -> None:
+    """Insert a code cell after the last one, type `code` (one line) into it, run it, wait for `until` on the page."""
     last = page.locator(".jp-Notebook .jp-Cell").last
     last.scroll_into_view_if_needed()
     last.locator(".jp-InputPrompt").first.click()
     page.keyboard.press("Escape")                  # command mode
     page.keyboard.press("b")                       # a new code cell below, selected
     page.keyboard.press("Enter")                   # edit it
-    page.keyboard.type(BARE_CODE)
+    page.keyboard.insert_text(code)                # as typed, without the editor's auto-indent or brackets
     page.keyboard.press("Shift+Enter")
-    page.wait_for_function("() => document.body.innerText.includes('bare clicks: 0')", timeout=30_000)
+    page.wait_for_function("(u) => document.body.innerText.includes(u)", arg=until, timeout=timeout)
+
+
+def add_bare_button(page) -> None:
+    """A bare button in a new last cell (the notebook is a copy): the kernel round trip, timed beside each Step."""
+    add_cell(page, BARE_CODE, "bare clicks: 0", timeout=30_000)
 
 
 def timed_click(page, label: str, until: str = "", timeout: int = 60_000) -> float:
@@ -128,6 +135,9 @@ def use_simulator(page) -> None:
     stopped = "Stopped at step" in _message(page)
     timed_click(page, "Reset")
     assert "step 0 of 190" in _readouts(page) and "Reset: a new run" in _message(page)
+    page.locator(".widget-checkbox", has_text="Missing zero_grad").first.locator("input").click()   # healthy again
+    page.wait_for_function("() => !document.querySelector('.lp-text').innerText.includes('healthy ghost')",
+                           timeout=30_000)
     figures = {"step_ms": steps, "epoch_ms": epochs, "stop_honoured": stopped, "draw_ms": draws,
                "draw_median_ms": statistics.median(draws),
                "step_median_ms": statistics.median(steps), "step_min_ms": min(steps),
@@ -142,6 +152,130 @@ def use_simulator(page) -> None:
           f"n={len(epochs)}); canvas drawing per Step median {figures['draw_median_ms']:.1f} ms; "
           f"Stop honoured mid-run: {stopped}")
     assert stopped, "Stop did not end the running Train to end"
+    assert max(steps) < LIMIT_MS, f"a Step took {max(steps):.0f} ms"
+    return figures
 
 
-INTERACTIONS = {"06_training_simulator.ipynb": use_simulator}
+def _message_line(page) -> str:
+    return page.evaluate("() => { const r = document.querySelector('.lp-root').closest('.widget-vbox');"
+                         " const m = [...r.querySelectorAll('.widget-html')].filter(e => e.innerText.trim());"
+                         " return m.map(e => e.innerText).join(' | '); }")
+
+
+def number_boxes(page) -> list[dict]:
+    """Chapter 6's boxes follow the course's one input rule in the browser: refused in words, or computed as typed."""
+    cases = [("batch size", "2.5", "batch size must be a whole number, got 2.5", "32"),
+             ("noise", "1e400", "noise: 1e400 is out of range", "0.2"),
+             ("epochs", "2,5", "'2,5' is ambiguous", "10"),
+             ("dataset size", "1e3", "You changed “dataset size” to 1,000", "1e3"),
+             ("dataset size", "600", "You changed “dataset size” to 600", "600")]
+    results = []
+    for label, typed, words, shown in cases:
+        ms = measure(page, type_into(label, typed))
+        assert words in _message_line(page), (typed, _message_line(page))
+        assert text_box(page, label).input_value() == shown, (label, typed)     # reverted, or kept as typed
+        results.append({"control": f"simulator: {label} '{typed}', Enter", "ms": round(ms)})
+        if typed == "2.5":
+            page.locator(".lp-root").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "06-sim-batch-2.5-refused.png"))
+    assert "step 0 of 190" in _readouts(page)
+    return results
+
+
+_PANELS_TOP = ("() => { const lp = document.querySelector('.lp-root'); const out = lp.closest('.jp-OutputArea-output');"
+               " return lp.getBoundingClientRect().top - out.getBoundingClientRect().top; }")
+
+
+def message_keeps_its_height(page) -> dict:
+    """The longest note (a bug that needs a setting, and why its gradient norm reads 0) fits the message line:
+    the panels below do not move."""
+    top = page.evaluate(_PANELS_TOP)
+    ms = measure(page, tick("Clipping before backward"))
+    page.wait_for_function("() => document.body.innerText.includes('changes nothing: it needs a clip norm above 0')",
+                           timeout=30_000)
+    moved = page.evaluate(_PANELS_TOP) - top
+    clipped = page.evaluate("() => [...document.querySelectorAll('.widget-html')].filter(e => e.innerText.includes("
+                            "'changes nothing')).some(e => e.scrollHeight > e.clientHeight + 1)")
+    page.locator(".lp-root").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "06-sim-clip-before-backward-note.png"))
+    measure(page, tick("Clipping before backward"))
+    assert abs(moved) <= 1 and not clipped, (moved, clipped)
+    return {"control": "simulator: tick Clipping before backward (clip off: a note)", "ms": round(ms)}
+
+
+def long_run(page) -> dict:
+    """At 5,000 examples, batch 1, 200 epochs (1,000,000 micro-batches) with 50,000 already trained: Step and Stop
+    answer as fast as on a fresh run, the page draws a bounded number of points, and it is never behind the kernel."""
+    add_cell(page, 'sim.boxes["n_train"].value = "5000"; sim.boxes["batch_size"].value = "1"; '
+                   f'sim.boxes["epochs"].value = "200"; print("skipped", sim.skip({LONG}))',
+             f"skipped {LONG}", timeout=240_000)
+    page.locator(".lp-root").first.scroll_into_view_if_needed()
+    page.wait_for_function(f"() => document.querySelector('.lp-text').innerText.includes('step {LONG} of 1000000')",
+                           timeout=60_000)
+    drawn = int(page.evaluate("() => document.querySelector('.lp-root').dataset.drawn"))
+    steps = []
+    for n in range(10):
+        observe(page, ".lp-root")
+        steps.append(timed_click(page, "Step", until=f"step {LONG + n + 1} of 1000000"))
+    page.screenshot(path=str(ARTIFACTS / "06-sim-after-50000-steps.png"))
+    observe(page, ".lp-root")
+    page.evaluate(_CLICK, button(page, "Train to end").element_handle())
+    page.wait_for_timeout(3000)                          # a live run at batch 1: about 20 updates a second
+    moving = _readouts(page)
+    handle = button(page, "Stop").element_handle()
+    page.evaluate("(el) => { window.__stopT0 = performance.now(); el.click(); }", handle)
+    page.wait_for_function("() => document.body.innerText.includes('Stopped at step')", timeout=30_000, polling=20)
+    stop_ms = page.evaluate("() => performance.now() - window.__stopT0")
+    page.wait_for_timeout(QUIET_MS)
+    message, readouts = _message(page), _readouts(page)
+    stopped_at = int(message.split("Stopped at step ")[1].split(";")[0])
+    assert f"step {stopped_at} of 1000000" in readouts, (message, readouts)     # the page is not behind the kernel
+    assert stopped_at > LONG + 10 and f"step {LONG + 10} of" not in moving, moving
+    page.screenshot(path=str(ARTIFACTS / "06-sim-long-run-stopped.png"))
+    figures = {"history": LONG, "buckets_drawn": drawn, "step_after_history_ms": steps,
+               "step_after_history_median_ms": statistics.median(steps), "stop_ms": round(stop_ms),
+               "stopped_at": stopped_at}
+    print(f"\nchapter 6 long run ({LONG:,} micro-batches of history, batch 1): Step median "
+          f"{figures['step_after_history_median_ms']:.0f} ms (max {max(steps):.0f}), Stop answered in "
+          f"{stop_ms:.0f} ms at step {stopped_at:,}, the page holds {drawn} buckets")
+    assert drawn <= 7 * 256, drawn
+    assert stop_ms < LIMIT_MS and max(steps) < LIMIT_MS, figures
+    return figures
+
+
+def lr_range_test(page) -> list[dict]:
+    """Another optimizer in the menu dims the old sweep under a note; three quick Sweep clicks run one sweep."""
+    row = page.locator(".widget-hbox", has=page.locator("button", has_text="Sweep")).first
+    row.scroll_into_view_if_needed()
+    ms = measure(page, lambda p: row.locator("select").select_option(label="SGD + momentum"))
+    page.wait_for_function("() => document.body.innerText.includes('This figure is the sweep for Adam: press Sweep "
+                           "to test SGD + momentum')", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "06-lr-stale.png"))
+
+    def three_clicks(p) -> None:
+        sweep = row.locator("button", has_text="Sweep")
+        for _ in range(3):
+            sweep.click()
+    sweep_ms = measure(page, three_clicks)
+    page.wait_for_function("() => document.body.innerText.includes('LR range test (SGD + momentum)')", timeout=30_000)
+    assert "This figure is the sweep for" not in page.locator(".jp-Notebook").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "06-lr-momentum.png"))
+    return [{"control": "LR range test: optimizer menu to SGD + momentum", "ms": round(ms)},
+            {"control": "LR range test: Sweep clicked 3 times quickly (one sweep)", "ms": round(sweep_ms)}]
+
+
+def chapter6_pass(page, url: str) -> None:
+    """Run chapter 6 once: the simulator's clicks and long run, its number boxes, the LR range test."""
+    from tests.browser.test_lab import run_all
+    run_all(page, url, "06_training_simulator.ipynb")
+    fresh = use_simulator(page)
+    results = number_boxes(page) + [message_keeps_its_height(page)] + lr_range_test(page)
+    long = long_run(page)
+    fresh_median = fresh["step_median_ms"]
+    assert long["step_after_history_median_ms"] <= max(150, 3 * fresh_median), (fresh_median, long)
+    (ARTIFACTS / "ch06_long_run.json").write_text(json.dumps(long, indent=1))
+    timed(page, "06_training_simulator.ipynb", [], extra=results)
+
+
+INTERACTIONS: dict = {}
+PASSES = {"06_training_simulator.ipynb": chapter6_pass}

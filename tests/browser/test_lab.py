@@ -1,4 +1,14 @@
-"""Real-browser test: JupyterLab in headless Chromium opens each notebook, runs all cells, uses its main widget."""
+"""Real-browser test: JupyterLab in headless Chromium runs every notebook ONCE; in that one pass its views are used
+as a learner would, every registered control is timed (input event to last change, within 1 s), and the view is
+photographed.
+
+The server is started the way `make lab` starts it: chapter 0 as the default URL, and the JupyterLab settings
+`make lab` installs (tools/jupyterlab_overrides.json: widget state saved with the notebook, no news pop-up).
+Each chapter's pass lives in tests/browser/interactions_chNN.py (see interactions.py: a module's PASSES, or its
+INTERACTIONS followed by its TIMINGS). Chapter 0's pass is the newcomer's first ten minutes (land on chapter 0,
+Run All, change a box) and the notebook reopened later in a new kernel (a quiz answer survives). Each test's
+duration is printed at the end of the run (tests/browser/conftest.py). Screenshots: tests/artifacts/.
+"""
 from __future__ import annotations
 
 import json
@@ -13,14 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.interactions import INTERACTIONS  # every chapter's, collected there
-
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+OVERRIDES = ROOT / "tools" / "jupyterlab_overrides.json"
+FIRST = "00_vocabulary.ipynb"
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
+
+from tests.browser.interactions import PASSES  # noqa: E402 (every chapter's pass, collected there)
 
 
 def _free_port() -> int:
@@ -31,7 +43,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on loopback over a copy of the notebooks (token off, windowing off)."""
+    """A JupyterLab server on loopback over a copy of the notebooks (token off, windowing off), as `make lab` runs it."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium (tools/ensure_chromium.sh)")
     root = tmp_path_factory.mktemp("lab-root")
@@ -41,6 +53,9 @@ def lab(tmp_path_factory):
     tracker = settings / "@jupyterlab" / "notebook-extension"
     tracker.mkdir(parents=True)
     (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    app_settings = tmp_path_factory.mktemp("lab-app-settings")          # what `make lab` installs in the venv
+    (app_settings / "overrides.d").mkdir()
+    shutil.copy(OVERRIDES, app_settings / "overrides.d" / "training-loop-course.json")
     port = _free_port()
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path_factory.mktemp("lab-ws")),
@@ -49,7 +64,8 @@ def lab(tmp_path_factory):
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-         f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+         f"--ServerApp.root_dir={root}", f"--LabApp.app_settings_dir={app_settings}",
+         f"--LabApp.default_url=/lab/tree/{FIRST}"]
         + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
         env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -77,20 +93,32 @@ def browser():
         chromium.close()
 
 
-def run_all(page, url: str, name: str) -> None:
-    """Open a notebook, Run All Cells from the menu, wait until every cell has run, fail on error outputs."""
-    workspace = name.split("_")[0]  # a fresh workspace per notebook: no tabs restored from earlier tests
+def wait_for_kernel(page) -> None:
+    """Wait for the notebook's kernel to be idle; should JupyterLab ask which kernel to start, pick the default.
+
+    `make lab`'s settings start the course's one kernel without asking (autoStartDefaultKernel).
+    """
+    for _ in range(2):
+        page.wait_for_selector(".jp-Dialog button:has-text('Select'), "
+                               ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        page.wait_for_timeout(300)                     # a kernel dialog can follow the first idle status
+        dialog = page.locator(".jp-Dialog button", has_text="Select")
+        if not dialog.count():
+            break
+        dialog.first.click()
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+
+
+def open_notebook(page, url: str, name: str) -> None:
+    """Open a notebook in a fresh workspace of its own (no tabs restored from earlier tests) and wait for its kernel."""
+    workspace = name.split("_")[0]
     page.goto(f"{url}/lab/workspaces/nb{workspace}/tree/{name}?reset", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    dialog = page.locator(".jp-Dialog button", has_text="Select")
-    try:  # JupyterLab may ask which kernel to start
-        dialog.first.click(timeout=15_000)
-    except playwright_sync.TimeoutError:
-        pass
-    news = page.locator(".jp-toast-button", has_text="No")
-    if news.count():
-        news.first.click()
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    wait_for_kernel(page)
+
+
+def run_all_cells(page) -> None:
+    """Clear the committed outputs, Run All Cells from the menu, wait until every cell has run, fail on errors."""
     menu(page, "Edit", "Clear Outputs of All Cells")  # committed outputs must not count as this run's
     page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".every(p => !/\\d/.test(p.textContent))", timeout=30_000)
@@ -100,6 +128,16 @@ def run_all(page, url: str, name: str) -> None:
             const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
             return prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
         }""", timeout=240_000)
+    assert_no_traceback(page)
+
+
+def run_all(page, url: str, name: str) -> None:
+    """Open a notebook, Run All Cells from the menu, wait until every cell has run, fail on error outputs."""
+    open_notebook(page, url, name)
+    run_all_cells(page)
+
+
+def assert_no_traceback(page) -> None:
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback")
     assert errors.count() == 0, errors.first.inner_text()[:2000]
 
@@ -116,26 +154,29 @@ def shot(page, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
-def test_notebook_runs_and_its_widget_responds(lab, browser, name):
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        run_all(page, lab, name)
-        interact = INTERACTIONS.get(name)
-        assert interact is not None, f"{name} has no browser interaction for its main widget"
-        try:
-            interact(page)
-        except Exception:
-            shot(page, name.removesuffix(".ipynb") + "-FAILED")
-            raise
-        assert shot(page, name.removesuffix(".ipynb")).stat().st_size > 10_000
-    finally:
-        page.close()
-        shutdown_kernels(lab)
-
-
 def shutdown_kernels(url: str) -> None:
     """Stop every kernel the test started, so the next notebook gets the machine's two cores."""
     for kernel in json.load(urllib.request.urlopen(f"{url}/api/kernels", timeout=10)):
         request = urllib.request.Request(f"{url}/api/kernels/{kernel['id']}", method="DELETE")
         urllib.request.urlopen(request, timeout=30)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_notebook_in_one_pass(lab, browser, name):
+    """Run the notebook once; use, time and photograph its views in that same pass."""
+    assert name in PASSES, f"{name} has no browser pass for its views"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    console: list[str] = []
+    page.on("pageerror", lambda error: console.append(f"page error: {error}"))
+    try:
+        PASSES[name](page, lab)
+        assert_no_traceback(page)
+        assert "model not found" not in page.locator(".jp-Notebook").inner_text()
+        assert shot(page, name.removesuffix(".ipynb")).stat().st_size > 10_000
+        assert not console, console[:3]
+    except Exception:
+        shot(page, name.removesuffix(".ipynb") + "-FAILED")
+        raise
+    finally:
+        page.close()
+        shutdown_kernels(lab)

@@ -1,6 +1,6 @@
 """Response time of a view's control in the browser: from the learner's input event to the last DOM change inside an output area.
 
-Used by tests/browser/test_timing.py. A chapter registers its timed controls in its own
+Used by every chapter's pass in tests/browser/test_lab.py. A chapter registers its timed controls in its own
 tests/browser/interactions_chNN.py by exporting
 
     TIMINGS = {"NN_name.ipynb": [("view: what the learner does", function(page)), ...]}
@@ -8,14 +8,22 @@ tests/browser/interactions_chNN.py by exporting
 where each function performs ONE learner action (fill a box and press Enter, click a button, press an arrow
 key on a slider). The harness arms a MutationObserver on the notebook's output areas (JupyterLab's own
 class changes on cells are not the view answering), stamps the first input event
-(keydown, mousedown, input or change), runs the action, waits until nothing has changed for SETTLE_MS, and
-returns (last change - input event) in milliseconds. Helpers below locate the usual widgets.
+(keydown, mousedown, input or change), runs the action, waits until the kernel is idle and nothing has changed
+for SETTLE_MS (a slow answer keeps the kernel busy, so its last change is not missed), and returns (last change -
+input event) in milliseconds. Helpers below locate the usual widgets.
+`timed` drives a chapter's list, writes tests/artifacts/timing-NN.json and screenshots, and fails on a control
+slower than LIMIT_MS.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+from pathlib import Path
 
-SETTLE_MS = 1200
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+SETTLE_MS = 600      # quiet this long, with the kernel idle: nothing of the answer is still being computed
 LIMIT_MS = 1000
 
 _ARM = """() => {
@@ -40,8 +48,11 @@ _ARM = """() => {
   window.__observer.observe(nb, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
 
-_SETTLED = f"""() => window.__t0 !== null && window.__last !== null
-  && performance.now() - window.__last > {SETTLE_MS}"""
+_SETTLED = f"""() => {{
+  const kernel = document.querySelector('.jp-Notebook-ExecutionIndicator');
+  return window.__t0 !== null && window.__last !== null && performance.now() - window.__last > {SETTLE_MS}
+    && (!kernel || kernel.dataset.status === 'idle');
+}}"""
 
 
 def wait_for_idle_kernel(page, timeout_ms: int = 60_000) -> None:
@@ -59,6 +70,26 @@ def measure(page, action, timeout_ms: int = 30_000) -> float:
     except Exception as exc:  # noqa: BLE001 - say what the learner would see: nothing
         raise AssertionError(f"no visible change within {timeout_ms} ms after the action") from exc
     return page.evaluate("() => window.__last - window.__t0")
+
+
+def timed(page, name: str, entries, extra: list | None = None) -> list[dict]:
+    """Drive (label, action, screenshot name or None) entries in order, timing each; fail on any over LIMIT_MS."""
+    stem, results = name[:2], list(extra or [])
+    if entries:
+        wait_for_idle_kernel(page)
+        page.wait_for_timeout(500)    # let JupyterLab finish rendering the last outputs before the first action
+    for label, action, shot in entries:
+        ms = measure(page, action)
+        results.append({"control": label, "ms": round(ms), "load": round(os.getloadavg()[0], 2)})
+        if shot:
+            shoot_changed_cell(page, ARTIFACTS / f"timing-{stem}-{shot}.png")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"timing-{stem}.json").write_text(json.dumps(results, indent=1))
+    for r in results:
+        print(f"[timing] {name}: {r['control']}: {r['ms']} ms (load {r.get('load', '-')})")
+    slow = [r for r in results if r["ms"] > LIMIT_MS]
+    assert not slow, f"controls slower than {LIMIT_MS} ms: {slow}"
+    return results
 
 
 def shoot_changed_cell(page, path) -> None:
