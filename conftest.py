@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(session, config, items):
         import nbval_perturbed
 
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturbed-nbval")
-        config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, list(nbval_perturbed.CONFIGS),
+        config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, nbval_perturbed.SUITE,
                                                nbval_perturbed.notebooks([]), 2)
         pool.shutdown(wait=False)
 
