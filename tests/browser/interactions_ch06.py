@@ -151,7 +151,9 @@ def use_simulator(page) -> None:
           f"Train epoch median {figures['epoch_median_ms']:.0f} ms (min {figures['epoch_min_ms']:.0f}, "
           f"n={len(epochs)}); canvas drawing per Step median {figures['draw_median_ms']:.1f} ms; "
           f"Stop honoured mid-run: {stopped}")
-    assert stopped, "Stop did not end the running Train to end"
+    # A 190-step run may end before the Stop click reaches the kernel on a fast host: here Stop and the run's end race,
+    # and either ending must be said. That Stop is honoured is checked where it cannot lose the race: long_run().
+    assert stopped or "run is complete" in _message(page), _message(page)
     assert max(steps) < LIMIT_MS, f"a Step took {max(steps):.0f} ms"
     return figures
 
