@@ -51,7 +51,7 @@ notebooks: $(STAMP)
 ## Print the cheat sheet (chapter 9): build/cheatsheet.html (standalone) and build/cheatsheet.pdf (2 A4 pages, headless Chromium).
 cheatsheet: $(STAMP)
 	bash tools/ensure_chromium.sh
-	$(PY) -m course_utils.cheatsheet_page build/cheatsheet.html --pdf build/cheatsheet.pdf
+	$(PY) -m course_utils.chapters.ch09_cheatsheet_page build/cheatsheet.html --pdf build/cheatsheet.pdf
 
 clean:
 	rm -rf $(VENV)

@@ -5,7 +5,7 @@ Each run is a fresh Python process with an empty inductor cache, 5 epochs, one t
 whole code generation), the later epochs' mean, and the final validation loss. Too slow for a notebook
 (the compiled first epoch alone takes longer than the whole chapter), so chapter 7 prints this record.
 
-Run: python benchmarks/bench_compile_cpu.py  (rewrites course_utils/results/compile_cpu.json)
+Run: python benchmarks/bench_compile_cpu.py  (rewrites course_utils/chapters/results/compile_cpu.json)
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "course_utils" / "results" / "compile_cpu.json"
+RECORD = ROOT / "course_utils" / "chapters" / "results" / "compile_cpu.json"
 EPOCHS = 5
 CHILD = """
 import contextlib, io, sys

@@ -1,7 +1,7 @@
 """The course's CUDA claims, measured on a real GPU: precision, GradScaler, pinned memory, syncs, compile.
 
 Needs a CUDA GPU (CI has none). Writes one JSON file of figures; chapters 1, 5 and 7 print them
-(`course_utils.gpu_figures`) with the GPU, torch version and date they were measured on.
+(`course_utils.chapters.gpu_figures`) with the GPU, torch version and date they were measured on.
 
 1. precision: one training step of a wide MLP (batch 4096 with 4 x 4096 hidden, and batch 32768 with
    4 x 1024 hidden) in float32, bf16 autocast and fp16 autocast + GradScaler, through the trainer's own
@@ -18,7 +18,7 @@ Needs a CUDA GPU (CI has none). Writes one JSON file of figures; chapters 1, 5 a
    epoch and final validation loss (a tiny model: launch-bound, where the GPU does not help). Each compiled
    run starts with an empty compile cache, so its first epoch holds the whole code generation.
 
-Run on a CUDA machine: python benchmarks/bench_cuda.py  (rewrites course_utils/results/cuda_h100.json)
+Run on a CUDA machine: python benchmarks/bench_cuda.py  (rewrites course_utils/chapters/results/cuda_h100.json)
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.gpu_figures import RECORDED
-from course_utils.memory import GraphMemoryMeter
+from course_utils.chapters.gpu_figures import RECORDED
+from course_utils.engine.memory import GraphMemoryMeter
 from course_utils.production import FitConfig, fit
 from course_utils.production.amp import Precision
 

@@ -27,8 +27,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from course_utils.doctor import LoopDoctor
-from course_utils.loop import stream
-from course_utils.session import TrainConfig, build
+from course_utils.engine.loop import stream
+from course_utils.engine.session import TrainConfig, build
 
 STEPS = TrainConfig().arithmetic().total_micro_steps   # training steps of the default run (190)
 

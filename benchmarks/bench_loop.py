@@ -24,10 +24,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils.data import spiral_splits
-from course_utils.session import TrainConfig, run
-from course_utils.memory import GraphMemoryMeter
-from course_utils.models import MLP
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.session import TrainConfig, run
+from course_utils.engine.memory import GraphMemoryMeter
+from course_utils.engine.models import MLP
 
 
 def plain_loop(config: TrainConfig) -> tuple[float, float]:

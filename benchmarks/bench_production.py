@@ -36,10 +36,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.loop import global_norm
-from course_utils.models import MLP
-from course_utils.notebook import seed_everything
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.loop import global_norm
+from course_utils.engine.models import MLP
+from course_utils.infra.notebook import seed_everything
 from course_utils.production import FitConfig, fit, weights_digest
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import rng
@@ -176,7 +176,7 @@ def components(folder: Path, repeats: int) -> None:
     from tensorboard.compat.proto.summary_pb2 import Summary
     from torch.utils.tensorboard import SummaryWriter
 
-    from course_utils.arithmetic import batch_sizes, loss_weight
+    from course_utils.engine.arithmetic import batch_sizes, loss_weight
     seed_everything(0)
     task = spiral_task(FitConfig(out="-"))
     model, optimizer = task.model, torch.optim.Adam(task.model.parameters(), lr=0.01)

@@ -37,7 +37,7 @@ def main() -> None:
     torch.set_num_threads(1)
     import matplotlib
     matplotlib.use("Agg")
-    from course_utils.simulator import run_figure
+    from course_utils.chapters.ch06_simulator import run_figure
     from course_utils.widgets.base import figure_png
     from course_utils.widgets.simulator import simulator
 

@@ -21,8 +21,8 @@ import timeit
 
 import torch
 
-from course_utils import loop
-from course_utils.session import TrainConfig, build
+from course_utils.engine import loop
+from course_utils.engine.session import TrainConfig, build
 
 
 def _wrap(tensor: torch.Tensor) -> tuple:

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from course_utils.anatomy import (OPERATIONS, StepThrough, fmt, max_difference, scheduler_before_optimizer_warning,
-                                  tiny_step, tiny_step_autograd)
+from course_utils.chapters.ch03_anatomy import (OPERATIONS, StepThrough, fmt, max_difference,
+                                                scheduler_before_optimizer_warning, tiny_step, tiny_step_autograd)
 
 
 def test_hand_numbers_are_the_course_figures():
@@ -74,7 +74,7 @@ def test_scheduler_warning_is_torchs():
 
 
 def test_adam_first_step_by_hand_matches_torch_and_is_lr_times_sign():
-    from course_utils.anatomy import adam_step_by_hand
+    from course_utils.chapters.ch03_anatomy import adam_step_by_hand
     step = adam_step_by_hand(lr=0.01)
     for hand_row, torch_row, grad_row, update_row in zip(step.W_new, step.torch_W_new, step.grad, step.update):
         for hand, ref, g, u in zip(hand_row, torch_row, grad_row, update_row):
@@ -84,7 +84,7 @@ def test_adam_first_step_by_hand_matches_torch_and_is_lr_times_sign():
 
 def test_onecycle_stepped_per_micro_batch_runs_k_times_too_fast_and_torch_refuses():
     import torch
-    from course_utils.schedules import onecycle_cadence_demo
+    from course_utils.engine.schedules import onecycle_cadence_demo
     right, wrong, error = onecycle_cadence_demo(updates=8, accum_steps=4, lr=0.1)
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     oracle = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=8)

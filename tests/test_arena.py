@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from course_utils.arena import (BASELINE, Challenge, Knobs, Progress, race, race_config, rank_key)
-from course_utils.loop import StepEvent
-from course_utils.session import Session
+from course_utils.chapters.ch08_arena import (BASELINE, Challenge, Knobs, Progress, race, race_config, rank_key)
+from course_utils.engine.loop import StepEvent
+from course_utils.engine.session import Session
 
 SHORT = Challenge(n_train=240, n_val=120, max_epochs=6)
 FAST = Knobs(batch_size=32, optimizer="adam", lr=0.03, schedule="onecycle", epochs=6)

@@ -1,12 +1,12 @@
 """Chapter 8's quiz: every key is what real races measure, on all five seeds where the question says so."""
 from dataclasses import replace
 
-from course_utils import arena_seeds
-from course_utils.arena import Challenge, Knobs
-from course_utils.arena_search import probe, saved_search, seeds_check
-from course_utils.arithmetic import examples_after
-from course_utils.over_seeds import SEEDS
-from course_utils.quiz import check, load_bank
+from course_utils.chapters import ch08_arena_seeds as arena_seeds
+from course_utils.chapters.ch08_arena import Challenge, Knobs
+from course_utils.chapters.ch08_arena_search import probe, saved_search, seeds_check
+from course_utils.engine.arithmetic import examples_after
+from course_utils.chapters.over_seeds import SEEDS
+from course_utils.infra.quiz import check, load_bank
 
 CHALLENGE = Challenge()
 

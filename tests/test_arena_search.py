@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from course_utils.arena import Challenge, Knobs, race
-from course_utils.arena_search import (FULL_GRID, SMALL_GRID, Grid, Probe, SearchResult, horizon_epochs, probe,
-                                       saved_search, search_under)
+from course_utils.chapters.ch08_arena import Challenge, Knobs, race
+from course_utils.chapters.ch08_arena_search import (FULL_GRID, SMALL_GRID, Grid, Probe, SearchResult, horizon_epochs,
+                                                     probe, saved_search, search_under)
 
 TINY = Challenge(n_train=240, n_val=120, max_epochs=6)
 TINY_GRID = Grid(batch_sizes=(32, 240), optimizers=("sgd", "adam"), lrs=(0.01, 0.1), schedules=("constant", "onecycle"))

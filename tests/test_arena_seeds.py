@@ -2,12 +2,12 @@
 
 Real races of the arena (one torch thread, cached between tests): about 8 s in all on one core.
 """
-from course_utils import arena_seeds
-from course_utils.arena import BASELINE, Challenge, Knobs
-from course_utils.arena_search import saved_search, seeds_check
-from course_utils.arithmetic import batch_sizes, examples_after
-from course_utils.notebook import one_thread
-from course_utils.over_seeds import SEEDS
+from course_utils.chapters import ch08_arena_seeds as arena_seeds
+from course_utils.chapters.ch08_arena import BASELINE, Challenge, Knobs
+from course_utils.chapters.ch08_arena_search import saved_search, seeds_check
+from course_utils.engine.arithmetic import batch_sizes, examples_after
+from course_utils.infra.notebook import one_thread
+from course_utils.chapters.over_seeds import SEEDS
 
 CHALLENGE = Challenge()
 
@@ -57,7 +57,7 @@ def test_the_winner_is_near_the_target_on_fresh_data_at_its_hit_and_above_it_by_
 
 
 def test_at_hit_sees_the_model_once_and_leaves_the_race_unchanged():
-    from course_utils.arena import race
+    from course_utils.chapters.ch08_arena import race
     knobs = Knobs(64, "adam", 0.03, "constant", 5)
     seen = []
     with one_thread():

@@ -3,8 +3,8 @@ import warnings
 
 import pytest
 
-from course_utils.arena import Challenge, Knobs
-from course_utils.scoreboard import Scoreboard
+from course_utils.chapters.ch08_arena import Challenge, Knobs
+from course_utils.chapters.ch08_scoreboard import Scoreboard
 from course_utils.widgets.arena_view import ArenaView, arena
 from course_utils.widgets.base import RUN_HINT
 

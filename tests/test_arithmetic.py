@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from course_utils.arithmetic import epoch_timeline, training_arithmetic
+from course_utils.engine.arithmetic import epoch_timeline, training_arithmetic
 
 
 def real_batches(n, b, drop_last, world_size, rank=0):
@@ -105,7 +105,7 @@ def test_table_lists_every_count():
 def test_accumulated_windows_equal_one_big_batch_each(n, b, k, drop_last):
     """Oracle: every window (the short last one and a partial last batch included), weighted by
     loss_weight, gives the gradient of one batch holding the same examples."""
-    from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
+    from course_utils.engine.arithmetic import accumulation_window, batch_sizes, loss_weight
     torch.manual_seed(0)
     x, y = torch.randn(n, 3), torch.randint(0, 2, (n,))
     model = torch.nn.Linear(3, 2, dtype=torch.float64)

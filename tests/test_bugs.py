@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils.bugs import (
+from course_utils.engine.bugs import (
     BUGS,
     LOOP_BUGS,
     STEP,
@@ -17,7 +17,7 @@ from course_utils.bugs import (
     head_after_optimizer,
     make_plan,
 )
-from course_utils.session import Session, TrainConfig
+from course_utils.engine.session import Session, TrainConfig
 
 BASE = dict(n_train=300, n_val=150, epochs=3)
 

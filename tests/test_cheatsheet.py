@@ -13,14 +13,15 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from course_utils import cheatsheet, cheatsheet_page
-from course_utils.arithmetic import training_arithmetic
-from course_utils.bugs import BUGS, STEP
-from course_utils.cheatsheet_code import SAVE_RESUME, TEMPLATE, run_save_resume, run_template, template_namespace
-from course_utils.data import spiral_splits
-from course_utils.models import MLP
-from course_utils.quiz import load_bank
-from course_utils.session import TrainConfig
+from course_utils.chapters import ch09_cheatsheet as cheatsheet, ch09_cheatsheet_page as cheatsheet_page
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.bugs import BUGS, STEP
+from course_utils.chapters.ch09_cheatsheet_code import (SAVE_RESUME, TEMPLATE, run_save_resume, run_template,
+                                                        template_namespace)
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.models import MLP
+from course_utils.infra.quiz import load_bank
+from course_utils.engine.session import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def test_the_shown_code_is_the_executed_code():
 
 
 def test_bug_table_is_the_registry_with_chapter_5s_signatures():
-    from course_utils.museum import ONE_LINE
+    from course_utils.chapters.ch05_museum import ONE_LINE
     rows = repr(cheatsheet.bug_section()).splitlines()[2:]
     assert len(rows) == len(BUGS)
     assert [r.split(" | ")[0] for r in rows] == [b.title for b in BUGS.values()]
@@ -260,7 +261,7 @@ def test_workers_seed_random_and_numpy_themselves():
 
 
 def test_the_scheduler_table_is_the_gallery():
-    from course_utils.scheduler_gallery import GALLERY
+    from course_utils.chapters.ch07_scheduler_gallery import GALLERY
     rows = repr(cheatsheet.scheduler_section()).splitlines()[2:]
     assert [r.split(" | ")[0].rsplit(" (per ", 1)[0] for r in rows] == [e.name for e in GALLERY]
     assert "scheduler.step(val_loss)" in rows[[e.name for e in GALLERY].index("ReduceLROnPlateau")]
@@ -293,8 +294,8 @@ def test_command_line_bad_use_exits_2(tmp_path):
 @pytest.mark.skipif(cheatsheet_page.find_chromium() is None, reason="needs Chromium (tools/ensure_chromium.sh)")
 def test_make_cheatsheet_writes_html_and_a_pdf_of_at_most_two_pages_with_whole_code_lines(tmp_path):
     html, pdf = tmp_path / "cheatsheet.html", tmp_path / "cheatsheet.pdf"
-    subprocess.run([sys.executable, "-m", "course_utils.cheatsheet_page", str(html), "--pdf", str(pdf)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "course_utils.chapters.ch09_cheatsheet_page", str(html), "--pdf", str(pdf)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)
     assert html.read_text(encoding="utf-8") == cheatsheet_page.document()
     data = pdf.read_bytes()
     assert data.startswith(b"%PDF") and 1 <= cheatsheet_page.pdf_pages(data) <= 2

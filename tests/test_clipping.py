@@ -1,7 +1,8 @@
 """Chapter 7's clipping claims, checked over the same five seeds the chapter prints: each must hold on every seed."""
 import pytest
 
-from course_utils.clipping import MAX_NORM, OPTIMIZERS, SPIKE_AT, VARIANTS, claims, claims_text, spike_run, spike_study
+from course_utils.chapters.ch07_clipping import (MAX_NORM, OPTIMIZERS, SPIKE_AT, VARIANTS, claims, claims_text,
+                                                 spike_run, spike_study)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from course_utils.data import PAD_ID, make_imbalanced, make_sequences, make_spiral, spiral_splits
+from course_utils.engine.data import PAD_ID, make_imbalanced, make_sequences, make_spiral, spiral_splits
 
 
 def test_spiral_shapes_dtypes_and_balanced_grouped_classes():

@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from course_utils.bugs import BUGS
+from course_utils.engine.bugs import BUGS
 from course_utils.doctor import LoopDoctor
 from tests.doctor_corpus import BUGGY, CASES, CORRECT, run_case, scorecard
 
@@ -172,8 +172,8 @@ COURSE_LOOP_BUGS = {
 
 @pytest.mark.parametrize("bug", [None, *COURSE_LOOP_BUGS])
 def test_doctor_names_the_bug_injected_into_the_course_loop(bug):
-    from course_utils.loop import stream
-    from course_utils.session import TrainConfig, build
+    from course_utils.engine.loop import stream
+    from course_utils.engine.session import TrainConfig, build
     options = COURSE_LOOP_BUGS.get(bug, {"accum_steps": 4, "schedule": "onecycle", "batchnorm": True})
     state = build(TrainConfig(n_train=150, n_val=60, epochs=2, measure_memory=False,
                               bugs=(bug,) if bug else (), **options))

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from course_utils.evaluation import (average_losses, batchnorm_demo, dropout_demo, eval_graph_bytes,
+from course_utils.chapters.ch04_evaluation import (average_losses, batchnorm_demo, dropout_demo, eval_graph_bytes,
                                      inference_mode_errors, memory_budget, memory_budget_mb, time_evaluation,
                                      tiny_batch_outputs)
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 
 
 def test_dropout_scales_survivors_by_two_and_eval_is_identity():
@@ -71,8 +71,8 @@ def test_averaging():
 
 def test_eval_graph_bytes_restores_the_callers_mode():
     import torch
-    from course_utils.evaluation import eval_graph_bytes
-    from course_utils.models import MLP
+    from course_utils.chapters.ch04_evaluation import eval_graph_bytes
+    from course_utils.engine.models import MLP
     model = MLP(dropout=0.5).train()
     x, y = torch.randn(8, 2), torch.randint(0, 3, (8,))
     eval_graph_bytes(model, x, y, no_grad=False)
@@ -83,7 +83,7 @@ def test_eval_graph_bytes_restores_the_callers_mode():
 
 
 def test_modules_reading_training_include_the_families_and_exclude_linear():
-    from course_utils.evaluation import modules_reading_training
+    from course_utils.chapters.ch04_evaluation import modules_reading_training
     found = set(modules_reading_training())
     assert {"Dropout", "BatchNorm1d", "SyncBatchNorm", "LSTM", "MultiheadAttention", "RReLU",
             "TransformerEncoderLayer"} <= found
@@ -91,7 +91,7 @@ def test_modules_reading_training_include_the_families_and_exclude_linear():
 
 
 def test_batchnorm_running_statistics_move_in_train_mode_only():
-    from course_utils.evaluation import batchnorm_running_update
+    from course_utils.chapters.ch04_evaluation import batchnorm_running_update
     rs = batchnorm_running_update((2.0, 4.0, 6.0, 8.0))
     assert rs.after_train == (round(0.9 * 0 + 0.1 * 5.0, 6), round(0.9 * 1 + 0.1 * rs.batch_var_unbiased, 6))
     assert rs.after_eval == rs.after_train

@@ -13,7 +13,7 @@ import torch
 
 from course_utils.exercises import EXERCISES, chapter_exercises, exercise_progress
 from course_utils.exercises.solutions import SOLUTIONS
-from course_utils.quiz import ProgressStore
+from course_utils.infra.quiz import ProgressStore
 from tests.exercise_rights import RIGHT
 from tests.exercise_wrongs import WRONG
 

@@ -14,13 +14,13 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Dataset, TensorDataset
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.data import spiral_splits
-from course_utils.flowchart_costs import one_process_group_env
-from course_utils.flowchart import (COMPONENTS, KEYS, NODES, TEMPLATE_LINES, active_nodes, assemble, code_lines,
-                                    flow_text, holds, lines_added, load_fit)
-from course_utils.models import MLP
-from course_utils.schedules import lr_curve
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.data import spiral_splits
+from course_utils.chapters.ch07_flowchart_costs import one_process_group_env
+from course_utils.chapters.ch07_flowchart import (COMPONENTS, KEYS, NODES, TEMPLATE_LINES, active_nodes, assemble,
+                                                  code_lines, flow_text, holds, lines_added, load_fit)
+from course_utils.engine.models import MLP
+from course_utils.engine.schedules import lr_curve
 
 SPLITS = spiral_splits(384, 128, seed=0)
 EPOCHS = 4
@@ -279,8 +279,8 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
         import json, os, sys, torch
         sys.path.insert(0, {str(tmp_path)!r})
         from loop import fit
-        from course_utils.data import spiral_splits
-        from course_utils.models import MLP
+        from course_utils.engine.data import spiral_splits
+        from course_utils.engine.models import MLP
         torch.set_num_threads(1)
         splits = spiral_splits(384, 128, seed=0)
         seen = []
@@ -313,7 +313,7 @@ def test_full_set_under_torchrun_two_ranks_end_equal(tmp_path):
 
 
 def test_cost_table_measures_what_each_component_changes():
-    from course_utils.flowchart_costs import cost_text, measure_costs
+    from course_utils.chapters.ch07_flowchart_costs import cost_text, measure_costs
     rows = {r.component: r for r in measure_costs(epochs=1, timed=False)}
     minimal = rows["minimal loop"]
     assert minimal.lines_alone == 0 and minimal.disk_bytes == 0 and minimal.graph_bytes > 0
@@ -330,7 +330,7 @@ def test_cost_table_measures_what_each_component_changes():
 # ----------------------------------------------------------------------------- what review issue 22 asked for
 def test_ddp_with_accumulation_all_reduces_once_per_update():
     """A communication hook counts DDP's gradient all-reduces: one per update, not one per micro-batch."""
-    from course_utils.flowchart_costs import count_allreduces
+    from course_utils.chapters.ch07_flowchart_costs import count_allreduces
     traffic = count_allreduces(("accumulation", "scale_out"))
     assert (traffic.allreduces, traffic.updates, traffic.micro_batches) == (12, 12, 48)
     assert count_allreduces(KEYS).allreduces == 12  # with every other component too (amp, compile, ...)

@@ -1,4 +1,4 @@
-"""The recorded GPU figures (course_utils/results/cuda_h100.json) and the chapters' words about them.
+"""The recorded GPU figures (course_utils/chapters/results/cuda_h100.json) and the chapters' words about them.
 
 The chapters print the record and then explain it; these tests check that every sentence of that
 explanation holds in the record, so re-recording on another GPU either keeps the text true or fails here.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import gpu_figures
+from course_utils.chapters import gpu_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 

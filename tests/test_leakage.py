@@ -3,10 +3,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.evaluation import eval_bytes_per_batch
-from course_utils.leakage import LeakEffect, LeakRun, leak_effect, normalisation_leak, selection_leak
-from course_utils.memory import GraphMemoryMeter
-from course_utils.models import MLP
+from course_utils.chapters.ch04_evaluation import eval_bytes_per_batch
+from course_utils.chapters.ch05_leakage import LeakEffect, LeakRun, leak_effect, normalisation_leak, selection_leak
+from course_utils.engine.memory import GraphMemoryMeter
+from course_utils.engine.models import MLP
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.bugs import STEP
-from course_utils.data import spiral_splits
-from course_utils.loop import EpochEvent, StepEvent, clip, evaluate, global_norm, schedule_due
-from course_utils.session import Session, TrainConfig, run
-from course_utils.models import MLP
-from course_utils.schedules import SCHEDULES, lr_curve
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.bugs import STEP
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.loop import EpochEvent, StepEvent, clip, evaluate, global_norm, schedule_due
+from course_utils.engine.session import Session, TrainConfig, run
+from course_utils.engine.models import MLP
+from course_utils.engine.schedules import SCHEDULES, lr_curve
 
 SMALL = dict(n_train=120, n_val=40, hidden=16, epochs=2)
 

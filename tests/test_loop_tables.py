@@ -4,7 +4,8 @@ import math
 import torch
 from torch import nn
 
-from course_utils.loop_tables import DEBUG_TABLE, debug_view, double_softmax_floor, initial_loss_check, loss_table, loss_view
+from course_utils.chapters.ch07_loop_tables import (DEBUG_TABLE, debug_view, double_softmax_floor, initial_loss_check,
+                                                    loss_table, loss_view)
 
 
 def test_loss_values_are_the_losses_own():

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from course_utils.loop import train_epoch
-from course_utils.lr_find import ITERATIONS, LR_FIND, lr_find, sweep_figure
-from course_utils.notebook import one_thread
-from course_utils.session import TrainConfig, build
-from course_utils.simulator import lr_outcome
+from course_utils.engine.loop import train_epoch
+from course_utils.chapters.ch06_lr_find import ITERATIONS, LR_FIND, lr_find, sweep_figure
+from course_utils.infra.notebook import one_thread
+from course_utils.engine.session import TrainConfig, build
+from course_utils.chapters.ch06_simulator import lr_outcome
 from course_utils.widgets.lr_find_view import LrFindView, lr_range_test
 
 FAST = replace(LR_FIND, n_train=480)          # 15 micro-batches an epoch

@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.memory import CPU_KIND, CUDA_KIND, GraphMemoryMeter, count_new_nodes
-from course_utils.models import MLP
+from course_utils.engine.memory import CPU_KIND, CUDA_KIND, GraphMemoryMeter, count_new_nodes
+from course_utils.engine.models import MLP
 
 F32, I64 = 4, 8  # bytes per float32 / int64 element
 

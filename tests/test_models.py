@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.models import MLP, OPTIMIZERS, TinyLinear, make_optimizer
+from course_utils.engine.models import MLP, OPTIMIZERS, TinyLinear, make_optimizer
 
 
 def test_mlp_shapes_and_layers():
@@ -62,7 +62,7 @@ def test_make_optimizer_kinds():
 def test_adamw_keeps_torch_default_weight_decay_and_differs_from_adam():
     """Review ch.5 item 4: "adamw" must not be a second name for "adam"."""
     import torch
-    from course_utils.models import make_optimizer
+    from course_utils.engine.models import make_optimizer
     w = [torch.zeros(2, requires_grad=True)]
     reference = torch.optim.AdamW(w, lr=0.1).defaults["weight_decay"]
     assert make_optimizer("adamw", w, lr=0.1).defaults["weight_decay"] == reference > 0

@@ -1,10 +1,10 @@
 """Chapter 5's engine: exhibits where each bug hurts, a fair mystery game, panels that show every bug."""
 import pytest
 
-from course_utils.bugs import LOOP_BUGS
-from course_utils.museum import (EXHIBITS, HARMS, MYSTERY, PANELS, SIGNATURE_PANEL, VARIATIONS, Harm, compare,
-                                 comparison_figure, exhibit, visible_panels)
-from course_utils.mystery import MysteryGame
+from course_utils.engine.bugs import LOOP_BUGS
+from course_utils.chapters.ch05_museum import (EXHIBITS, HARMS, MYSTERY, PANELS, SIGNATURE_PANEL, VARIATIONS, Harm,
+                                               compare, comparison_figure, exhibit, visible_panels)
+from course_utils.chapters.ch05_mystery import MysteryGame
 
 # bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)
 HARMFUL = ("missing_zero_grad", "zero_grad_after_backward", "clip_before_backward", "clip_after_step",

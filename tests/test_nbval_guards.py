@@ -39,7 +39,7 @@ def mutated_nbval(tmp_path: Path, notebook: str, code_cells: int, module: str, m
 
 
 def test_mutated_calculator_fails_nbval_on_chapter_0(tmp_path):
-    outcome = mutated_nbval(tmp_path, "00_vocabulary.ipynb", 99, "arithmetic.py",
+    outcome = mutated_nbval(tmp_path, "00_vocabulary.ipynb", 99, "engine/arithmetic.py",
                             ("        iters, last = full + 1, remainder", "        iters, last = full, remainder"))
     assert outcome.returncode == 1, outcome.log[-3000:]
     assert len(outcome.failed) >= 3, outcome.log[-3000:]   # the table, the K=4 comparison, the calculator widget...
@@ -48,7 +48,7 @@ def test_mutated_calculator_fails_nbval_on_chapter_0(tmp_path):
 
 def test_an_exhibit_whose_bug_stops_hurting_fails_nbval_on_chapter_5(tmp_path):
     """At SGD lr 0.01 a missing zero_grad looks like an improvement: exhibit 1's claims print NO."""
-    outcome = mutated_nbval(tmp_path, "05_bug_museum.ipynb", 3, "museum.py",
+    outcome = mutated_nbval(tmp_path, "05_bug_museum.ipynb", 3, "chapters/ch05_museum.py",
                             ('"missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.5)',
                              '"missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.01)'))
     assert outcome.failed == ["05_bug_museum.ipynb::Cell 2"], outcome.log[-3000:]

@@ -40,7 +40,7 @@ def test_committed_outputs_hold_under_perturbed_numerics(outcomes, config):
 def test_the_configurations_really_perturb():
     """Each configuration changes what it claims to: ATen's path, or NumPy's dispatch and libm's variants."""
     import subprocess
-    probe = ("import os, torch; from course_utils.notebook import pin_numerics; pin_numerics(); "
+    probe = ("import os, torch; from course_utils.infra.notebook import pin_numerics; pin_numerics(); "
              "from numpy._core._multiarray_umath import __cpu_features__ as f; "
              "print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'], f['X86_V3'])")
     seen = {}

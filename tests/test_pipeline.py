@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils.pipeline import (IndexDataset, NumberStream, OnDiskDataset, dataloader_defaults, time_one_epoch, trace_pipeline,
-                                   write_on_disk_dataset)
+from course_utils.chapters.ch01_pipeline import (IndexDataset, NumberStream, OnDiskDataset, dataloader_defaults,
+                                                 time_one_epoch, trace_pipeline, write_on_disk_dataset)
 
 
 def _oracle(n, b, shuffle, drop_last, seed, epochs):
@@ -59,7 +59,7 @@ def test_on_disk_dataset_roundtrip(tmp_path):
     folder = write_on_disk_dataset(tmp_path / "data", n=12, seed=0)
     ds = OnDiskDataset(folder)
     assert len(ds) == 12 and len(list(folder.glob("*.pt"))) == 12
-    from course_utils.data import make_spiral
+    from course_utils.engine.data import make_spiral
     x, y = make_spiral(12, seed=0).tensors
     for i in (0, 5, 11):
         xi, yi = ds[i]

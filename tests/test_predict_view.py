@@ -1,8 +1,8 @@
 """Chapter 6's prediction cards: one question before each experiment, its answer kept with the quiz progress."""
 import pytest
 
-from course_utils.predictions import PREFIX, prediction, prediction_bank, predictions_made
-from course_utils.quiz import ProgressStore, load_bank, option_order
+from course_utils.chapters.ch06_predictions import PREFIX, prediction, prediction_bank, predictions_made
+from course_utils.infra.quiz import ProgressStore, load_bank, option_order
 from course_utils.widgets.predict_view import HEADING, PredictView, predict
 
 EXPERIMENTS = ("adam-lr-one", "lr-plateau", "same-lr", "fair-race", "zero-grad", "no-grad", "schedules")

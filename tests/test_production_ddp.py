@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.models import MLP
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.models import MLP
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import weights_digest
 

@@ -20,14 +20,14 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.data import spiral_splits
-from course_utils.models import MLP
-from course_utils.notebook import seed_everything
-from course_utils.session import TrainConfig
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.models import MLP
+from course_utils.infra.notebook import seed_everything
+from course_utils.engine.session import TrainConfig
 from course_utils.production import CheckpointError, EarlyStopping, FitConfig, fit, load_checkpoint
 from course_utils.production import checkpoint as ckpt
-from course_utils.train import build_parser, main
+from course_utils.production.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(n_val=30, hidden=8, threads=1, progress=False, tensorboard=False)

@@ -27,11 +27,11 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, DistributedSampler
 
-from course_utils.arithmetic import training_arithmetic
+from course_utils.engine.arithmetic import training_arithmetic
 from course_utils.production import FitConfig, Task, fit, load_checkpoint
 from course_utils.production import checkpoint as ckpt
 from course_utils.production.task import TaskError
-from course_utils.train import main
+from course_utils.production.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 FORK = multiprocessing.get_context("fork")

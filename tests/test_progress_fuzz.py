@@ -4,8 +4,8 @@ import warnings
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from course_utils.quiz import ProgressStore, _repair_progress, _valid_progress
-from course_utils.storage import JsonStore
+from course_utils.infra.quiz import ProgressStore, _repair_progress, _valid_progress
+from course_utils.infra.storage import JsonStore
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.quiz import ProgressStore, all_banks, check, load_bank, resolve_key
+from course_utils.infra.quiz import ProgressStore, all_banks, check, load_bank, resolve_key
 from course_utils.widgets.quiz_view import QuizView, course_progress
 
 
@@ -131,7 +131,7 @@ def test_text_form_is_readable():
 
 
 def test_option_order_is_shuffled_per_question_and_stable():
-    from course_utils.quiz import option_order
+    from course_utils.infra.quiz import option_order
     firsts = []
     for bank in all_banks():
         for q in bank.questions:

@@ -1,8 +1,8 @@
 """Chapters 6 and 8: the right option of a single-choice question cannot be spotted by its length."""
 import pytest
 
-from course_utils.predictions import prediction_bank
-from course_utils.quiz import load_bank
+from course_utils.chapters.ch06_predictions import prediction_bank
+from course_utils.infra.quiz import load_bank
 
 BANKS = {"quiz 06": lambda: load_bank(6), "predictions 06": lambda: prediction_bank(6), "quiz 08": lambda: load_bank(8)}
 

@@ -6,7 +6,7 @@ options) in fewer than half of them. Also here: a prompt never says "select all 
 """
 import pytest
 
-from course_utils.quiz import all_banks, kind_words, load_bank, text_form
+from course_utils.infra.quiz import all_banks, kind_words, load_bank, text_form
 
 BANKS = {bank.chapter: bank for bank in all_banks()}
 # Chapters whose questions other helpers were rewriting when this test was written (ch68: 06, 08; ch79: 07, 09).

@@ -1,7 +1,7 @@
 """Chapter 1-2 quiz keys agree with the engines and the hand calculations."""
 import pytest
 
-from course_utils.quiz import check, load_bank
+from course_utils.infra.quiz import check, load_bank
 from course_utils.widgets.quiz_view import quiz
 
 
@@ -44,7 +44,7 @@ def test_chapter2_keys_agree_with_real_samplers():
 
 def test_chapter0_new_keys_agree_with_loss_weight_and_a_sampler():
     from torch.utils.data import DistributedSampler
-    from course_utils.arithmetic import batch_sizes, loss_weight
+    from course_utils.engine.arithmetic import batch_sizes, loss_weight
     sizes = batch_sizes(1000, 100)
     assert loss_weight(len(sizes) - 1, sizes, 3) == 1.0            # the lone micro-batch weighs 1, not 1/3
     q = load_bank(0).question("flush-weight")

@@ -1,7 +1,7 @@
 """The chapter 3 and 4 quiz banks load, and their numeric keys are the figures the chapters compute."""
 import pytest
 
-from course_utils.quiz import check, load_bank
+from course_utils.infra.quiz import check, load_bank
 
 
 @pytest.mark.parametrize("chapter", [3, 4])

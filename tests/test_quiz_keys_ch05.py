@@ -1,9 +1,9 @@
 """The chapter 5 quiz keys that describe runs are checked against runs of the course's loop."""
 from statistics import median
 
-from course_utils.bugs import half_after_optimizer
-from course_utils.quiz import load_bank
-from course_utils.session import Session, TrainConfig
+from course_utils.engine.bugs import half_after_optimizer
+from course_utils.infra.quiz import load_bank
+from course_utils.engine.session import Session, TrainConfig
 
 SGD = dict(n_train=320, n_val=100, epochs=3, optimizer="sgd", lr=0.05, momentum=0.0, seed=0)
 

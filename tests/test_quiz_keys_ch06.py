@@ -9,14 +9,14 @@ from itertools import cycle, islice
 import pytest
 import torch
 
-from course_utils import lr_races, simulator_seeds as seeds
-from course_utils.arithmetic import batch_sizes
-from course_utils.lr_find import LrSweep
-from course_utils.notebook import one_thread, sig
-from course_utils.over_seeds import SEEDS
-from course_utils.predictions import prediction_bank
-from course_utils.quiz import check, load_bank
-from course_utils.session import Session, TrainConfig
+from course_utils.chapters import ch06_lr_races as lr_races, ch06_simulator_seeds as seeds
+from course_utils.engine.arithmetic import batch_sizes
+from course_utils.chapters.ch06_lr_find import LrSweep
+from course_utils.infra.notebook import one_thread, sig
+from course_utils.chapters.over_seeds import SEEDS
+from course_utils.chapters.ch06_predictions import prediction_bank
+from course_utils.infra.quiz import check, load_bank
+from course_utils.engine.session import Session, TrainConfig
 
 
 def key(bank, qid: str) -> str:
@@ -72,7 +72,7 @@ def test_no_grad_with_batch_64_doubles_the_memory_and_changes_no_number():
     right = {i for i, o in enumerate(q.options) if o.correct}
     assert [q.options[i].text for i in sorted(right)] == ["Evaluation memory is about twice what it is at batch 32",
                                                           "Evaluation memory is the same at every epoch"]
-    from course_utils.simulator import compare_runs
+    from course_utils.chapters.ch06_simulator import compare_runs
     with one_thread():
         runs = {b: compare_runs(r=dict(epochs=3, batch_size=b, bugs=("missing_no_grad",)))["r"] for b in (32, 64)}
         healthy = compare_runs(r=dict(epochs=3, batch_size=64))["r"]

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from course_utils.arithmetic import batch_sizes, loss_weight, training_arithmetic
-from course_utils.quiz import check, load_bank
-from course_utils.scheduler_gallery import curve
+from course_utils.engine.arithmetic import batch_sizes, loss_weight, training_arithmetic
+from course_utils.infra.quiz import check, load_bank
+from course_utils.chapters.ch07_scheduler_gallery import curve
 
 
 def question(qid):
@@ -26,8 +26,8 @@ def key(qid):
 
 
 def test_initial_loss_diagnosis_confident_logits_not_a_double_softmax():
-    from course_utils.data import make_spiral
-    from course_utils.models import MLP
+    from course_utils.engine.data import make_spiral
+    from course_utils.engine.models import MLP
     torch.manual_seed(0)
     x, y = make_spiral(600, classes=10, seed=0).tensors
     model = MLP(out_features=10)
@@ -58,7 +58,7 @@ def test_bf16_has_float32s_range_and_fp16_does_not():
 
 
 def test_ddp_allreduce_key_is_one_per_update_and_the_flowchart_counts_it():
-    from course_utils.flowchart_costs import count_allreduces
+    from course_utils.chapters.ch07_flowchart_costs import count_allreduces
     assert question("ddp-allreduces").answer == 25 == training_arithmetic(25600, 32, 1, 8, world_size=4).updates_per_epoch
     counted = count_allreduces(("accumulation", "scale_out"), batch_size=32, accum_steps=8)
     arithmetic = training_arithmetic(384, 32, 1, 8)
@@ -93,7 +93,7 @@ def test_early_stopping_key_matches_the_trainer(tmp_path):
 
 
 def test_clip_too_low_slows_sgd_and_barely_touches_adamw():
-    from course_utils.clipping import spike_run
+    from course_utils.chapters.ch07_clipping import spike_run
     for seed in range(5):
         sgd, sgd_clipped = spike_run(seed, "SGD", False, None), spike_run(seed, "SGD", False, 0.1)
         adam, adam_clipped = spike_run(seed, "AdamW", False, None), spike_run(seed, "AdamW", False, 0.1)

@@ -1,9 +1,9 @@
 """Chapter 9's quiz keys: computed by the course's calculator, or checked here by running what a question predicts."""
 import torch
 
-from course_utils.arithmetic import training_arithmetic
-from course_utils.models import MLP
-from course_utils.quiz import load_bank
+from course_utils.engine.arithmetic import training_arithmetic
+from course_utils.engine.models import MLP
+from course_utils.infra.quiz import load_bank
 
 
 def question(qid):

@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from course_utils.quiz import ProgressStore, check, load_bank
+from course_utils.infra.quiz import ProgressStore, check, load_bank
 from course_utils.widgets.quiz_view import QuizView
 
 

@@ -8,9 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from course_utils.notebook import one_thread  # noqa: E402
-from course_utils.session import Session, TrainConfig  # noqa: E402
-from course_utils.simulator import run_figure  # noqa: E402
+from course_utils.infra.notebook import one_thread  # noqa: E402
+from course_utils.engine.session import Session, TrainConfig  # noqa: E402
+from course_utils.chapters.ch06_simulator import run_figure  # noqa: E402
 
 NOTEBOOK_DPI, OUTPUT_PX, MIN_PX = 90, 848, 9     # setup_notebook's dpi; JupyterLab's output width at 900 px
 

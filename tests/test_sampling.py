@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch.utils.data import DistributedSampler, WeightedRandomSampler
 
-from course_utils.data import PAD_ID, make_imbalanced, make_sequences
-from course_utils.sampling import (BucketBatchSampler, batch_composition, class_counts, class_weights,
+from course_utils.engine.data import PAD_ID, make_imbalanced, make_sequences
+from course_utils.chapters.ch02_sampling import (BucketBatchSampler, batch_composition, class_counts, class_weights,
                                    expected_batch_counts, expected_minority, minority_odds, order_experiment,
                                    pad_collate, padding_stats, rank_orders, sample_weights, shard_view)
 

@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from course_utils.scheduler_gallery import GALLERY, NAMES, curve, gallery_figure, gallery_table
-from course_utils.schedules import lr_curve
+from course_utils.chapters.ch07_scheduler_gallery import GALLERY, NAMES, curve, gallery_figure, gallery_table
+from course_utils.engine.schedules import lr_curve
 
 LR, EPOCHS, STEPS = 0.1, 12, 10
 METRIC = [1.0, 0.8, 0.7, 0.69, 0.7, 0.71, 0.65, 0.66, 0.66, 0.67, 0.67, 0.68]
@@ -74,7 +74,7 @@ def test_a_metric_sizes_the_run_and_is_never_cut():
 
 def test_plateau_uses_non_default_factor_and_patience_and_torchs_defaults_would_not_show_it():
     import torch
-    from course_utils.scheduler_gallery import BY_NAME, PLATEAU
+    from course_utils.chapters.ch07_scheduler_gallery import BY_NAME, PLATEAU
     defaults = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD([torch.zeros(1, requires_grad=True)]))
     assert (defaults.factor, defaults.patience) == (0.1, 10) and PLATEAU != {"factor": 0.1, "patience": 10}
     assert "factor=0.5, patience=2" in BY_NAME["ReduceLROnPlateau"].built

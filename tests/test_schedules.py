@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.optim import lr_scheduler
 
-from course_utils.schedules import CADENCE, SCHEDULES, lr_curve, make_scheduler, warmup_cosine_factor
+from course_utils.engine.schedules import CADENCE, SCHEDULES, lr_curve, make_scheduler, warmup_cosine_factor
 
 LR, EPOCHS, PER_EPOCH = 0.1, 6, 5
 

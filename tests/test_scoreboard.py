@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.arena import Challenge, Knobs, RaceResult, race
-from course_utils.quiz import default_progress_path
-from course_utils.scoreboard import (KEEP, Scoreboard, default_scoreboard_path, reproduces, rerun, row_from,
-                                     scoreboard_text)
+from course_utils.chapters.ch08_arena import Challenge, Knobs, RaceResult, race
+from course_utils.infra.quiz import default_progress_path
+from course_utils.chapters.ch08_scoreboard import (KEEP, Scoreboard, default_scoreboard_path, reproduces, rerun,
+                                                   row_from, scoreboard_text)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHALLENGE = Challenge(n_train=240, n_val=120, max_epochs=4)
@@ -155,8 +155,8 @@ def test_a_saved_row_re_runs_in_a_fresh_process_and_reproduces_its_count_exactly
     Scoreboard(path).record(CHALLENGE, result)
     row = Scoreboard(path).rows(CHALLENGE)[0]
     assert reproduces(row, rerun(row))                     # same process
-    script = ("import json, sys; from course_utils.scoreboard import Scoreboard, rerun; "
-              "from course_utils.arena import Challenge; "
+    script = ("import json, sys; from course_utils.chapters.ch08_scoreboard import Scoreboard, rerun; "
+              "from course_utils.chapters.ch08_arena import Challenge; "
               f"row = Scoreboard(sys.argv[1]).rows(Challenge(**{CHALLENGE.__dict__!r}))[0]; r = rerun(row); "
               "print(json.dumps([r.updates_to_target, r.total_updates, r.final_acc, r.peak_memory]))")
     out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, cwd=ROOT,

@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from course_utils.arena import Challenge, Knobs
-from course_utils.scoreboard import Scoreboard, repair_scoreboard, valid_scoreboard
+from course_utils.chapters.ch08_arena import Challenge, Knobs
+from course_utils.chapters.ch08_scoreboard import Scoreboard, repair_scoreboard, valid_scoreboard
 from course_utils.widgets.arena_view import arena
 from tests.test_scoreboard import fake_result
 

@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from course_utils.bugs import LOOP_BUGS
-from course_utils.schedules import SCHEDULES
-from course_utils.session import Session, TrainConfig
+from course_utils.engine.bugs import LOOP_BUGS
+from course_utils.engine.schedules import SCHEDULES
+from course_utils.engine.session import Session, TrainConfig
 
 SMALL = dict(n_train=200, n_val=64, epochs=3, measure_memory=False)
 

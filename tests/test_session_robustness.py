@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_utils.session import Session, TrainConfig
+from course_utils.engine.session import Session, TrainConfig
 
 FIELDS = [f.name for f in dataclasses.fields(TrainConfig)]
 ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True),

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.session import Session, TrainConfig
-from course_utils.simulator import boundary_grid, data_extent, updates_to_reach
+from course_utils.engine.bugs import BUGS, LOOP_BUGS
+from course_utils.engine.session import Session, TrainConfig
+from course_utils.chapters.ch06_simulator import boundary_grid, data_extent, updates_to_reach
 from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.simulator import LIMITS, SimulatorView, simulator
 

@@ -2,7 +2,7 @@
 anything else is refused in words that quote what was typed, and the run is kept."""
 import pytest
 
-from course_utils.session import TrainConfig
+from course_utils.engine.session import TrainConfig
 from course_utils.widgets.simulator import SimulatorView
 from course_utils.widgets.simulator_layout import axis_end
 

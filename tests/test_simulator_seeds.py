@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from course_utils import lr_races, simulator_seeds as seeds
-from course_utils.over_seeds import SEEDS, Spread, ratios, tally
-from course_utils.session import TrainConfig
+from course_utils.chapters import ch06_lr_races as lr_races, ch06_simulator_seeds as seeds
+from course_utils.chapters.over_seeds import SEEDS, Spread, ratios, tally
+from course_utils.engine.session import TrainConfig
 
 
 def test_spread_and_tally_say_what_they_measured():
@@ -30,7 +30,7 @@ def test_adam_at_lr_one_fails_without_a_nan_on_every_seed():
 
 def test_dead_fraction_counts_units_that_never_fire():
     import torch
-    from course_utils.models import MLP
+    from course_utils.engine.models import MLP
     model = MLP(2, 4, 3, depth=1)
     with torch.no_grad():
         model.body[0].weight.zero_()

@@ -128,7 +128,7 @@ def shown_words(view) -> str:
 
 def check_number_box(view, name: str, box: w.Text, typed: str, before: str) -> None:
     """The one input rule for one typed value: shown as typed or reverted, and refused in words if unreadable."""
-    from course_utils.numbers import parse_decimal, parse_whole_number
+    from course_utils.infra.numbers import parse_decimal, parse_whole_number
     assert box.value in (typed, before), f"{name}: {box.description!r} shows {box.value!r} after {typed!r}"
     parse = parse_whole_number if box.number_kind == "whole" else parse_decimal
     try:

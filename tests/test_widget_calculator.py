@@ -1,7 +1,7 @@
 """The chapter-0 calculator view, headless: inputs change numbers and timeline; bad input shows a message."""
 import pytest
 
-from course_utils.arithmetic import training_arithmetic
+from course_utils.engine.arithmetic import training_arithmetic
 from course_utils.widgets.calculator import STAGES, calculator
 
 

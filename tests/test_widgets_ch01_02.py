@@ -1,6 +1,6 @@
 """Chapter 1-2 views, headless: set every control, click every button, check what the view shows."""
 
-from course_utils.pipeline import trace_pipeline
+from course_utils.chapters.ch01_pipeline import trace_pipeline
 from course_utils.widgets.pipeline_view import pipeline_view
 from course_utils.widgets.sampling_view import distributed, padding, padding_positions, sampling_strategies
 

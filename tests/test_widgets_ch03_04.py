@@ -1,5 +1,5 @@
 """The chapter 3 and 4 views, driven headless: every button, state after each, reset."""
-from course_utils.anatomy import tiny_step
+from course_utils.chapters.ch03_anatomy import tiny_step
 from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.step_view import StepView, step_through
 from course_utils.widgets.train_eval_view import TrainEvalView, train_vs_eval

@@ -1,6 +1,6 @@
 """Chapter 5's views, driven headless: every toggle changes the run; the game is fair and grades once."""
-from course_utils.bugs import LOOP_BUGS
-from course_utils.quiz import ProgressStore
+from course_utils.engine.bugs import LOOP_BUGS
+from course_utils.infra.quiz import ProgressStore
 from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.bug_detector import BugDetectorView, bug_detector
 from course_utils.widgets.mystery_view import PLACEHOLDER, mystery
@@ -87,7 +87,7 @@ def test_mystery_trains_the_next_round_ahead_in_a_kernel_and_gets_the_same_runs(
     interrupted half-way, the round shows exactly the runs a synchronous compare() trains."""
     import asyncio
 
-    from course_utils import museum
+    from course_utils.chapters import ch05_museum as museum
 
     config = dict(n_train=60, n_val=30, n_test=30, epochs=2, batch_size=16, accum_steps=2, clip_norm=1.0)
 
@@ -117,7 +117,7 @@ def test_detector_trains_the_ticked_bugs_ahead_in_a_kernel_and_shows_the_same_re
     """Ticking starts the run ahead (in an event loop); Run, early or late, shows exactly compare()'s runs."""
     import asyncio
 
-    from course_utils import museum
+    from course_utils.chapters import ch05_museum as museum
 
     config = dict(n_train=60, n_val=30, n_test=30, epochs=2, batch_size=16, accum_steps=2, clip_norm=1.0)
 

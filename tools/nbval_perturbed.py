@@ -2,7 +2,7 @@
 
 A host with another CPU computes float32 on another code path: ATen's AVX-512, AVX2 or generic kernels, MKL's
 per-CPU branches, oneDNN's ISA, NumPy's SIMD dispatch, glibc's libm variants (with or without FMA). The
-chapters pin ATen and MKL (``course_utils.notebook.NUMERIC_PIN``); each configuration below moves what a
+chapters pin ATen and MKL (``course_utils.infra.notebook.NUMERIC_PIN``); each configuration below moves what a
 different host would move:
 
 - ``avx2-unpinned``: the pin overridden by an AVX2 path for ATen, MKL and oneDNN: an AVX2 host where the pin

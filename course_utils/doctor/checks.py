@@ -7,7 +7,7 @@ live in ``verdict.py``.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -15,12 +15,31 @@ from torch import nn
 from course_utils.doctor.forwards import describe
 from course_utils.doctor.gradients import Track
 
-if TYPE_CHECKING:
-    from course_utils.doctor.core import Observations
-
 SCALE_NODES = ("MulBackward0", "DivBackward0")
 SHAPE_NODES = ("View", "Reshape", "Transpose", "Permute", "Expand", "Squeeze", "Unsqueeze", "Slice", "Select",
                "Clone", "ToCopy", "Contiguous", "AsStrided", "Flatten", "Unflatten", "Index", "Alias")
+
+
+@dataclass(eq=False)
+class Observations:
+    """What the doctor counted (core.py keeps one per doctor); the checks below read it."""
+
+    forwards: int = 0
+    training_forwards: int = 0
+    evaluation_forwards: int = 0
+    backward_passes: int = 0
+    epochs: int = 0                      # training epochs that ended (the training DataLoader ran out)
+    clips: int = 0
+    events: dict[str, list] = field(default_factory=dict)   # finding name -> [first evidence, times seen]
+    notes: dict[tuple, int] = field(default_factory=dict)   # (what, model class) not counted as a bug -> times
+    graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
+    averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
+    evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
+
+    def note(self, name: str, evidence: str) -> None:
+        """Record one observation of bug `name` (the first evidence is the one reported)."""
+        entry = self.events.setdefault(name, [evidence, 0])
+        entry[1] += 1
 
 
 def _passes(n: int) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import traceback
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -24,6 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from course_utils.doctor import checks, verdict
+from course_utils.doctor.checks import Observations
 from course_utils.doctor.forwards import Forward, Graphs, first_input, mode_layers, outputs
 from course_utils.doctor.forwards import mode as forward_mode
 from course_utils.doctor.gradients import Pass, Track
@@ -34,28 +34,6 @@ from course_utils.doctor.updates import UpdateWatch
 
 SOFTMAX_CHECKS = 5     # backward passes whose loss graph is searched for softmax -> cross_entropy
 _ACTIVE: list = []     # the one doctor watching now (wrappers are process-wide)
-
-
-@dataclass(eq=False)
-class Observations:
-    """What the doctor counted; checks.py reads it."""
-
-    forwards: int = 0
-    training_forwards: int = 0
-    evaluation_forwards: int = 0
-    backward_passes: int = 0
-    epochs: int = 0                      # training epochs that ended (the training DataLoader ran out)
-    clips: int = 0
-    events: dict[str, list] = field(default_factory=dict)   # finding name -> [first evidence, times seen]
-    notes: dict[tuple, int] = field(default_factory=dict)   # (what, model class) not counted as a bug -> times
-    graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
-    averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
-    evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
-
-    def note(self, name: str, evidence: str) -> None:
-        """Record one observation of bug `name` (the first evidence is the one reported)."""
-        entry = self.events.setdefault(name, [evidence, 0])
-        entry[1] += 1
 
 
 def _as_list(value, kind, name: str) -> list:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_utils.bugs import BUGS
+from course_utils.engine.bugs import BUGS
 
 
 @dataclass(frozen=True)

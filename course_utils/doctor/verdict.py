@@ -8,23 +8,37 @@ not observe. Both run when the report is asked for.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch.optim import lr_scheduler
 
 from course_utils.doctor import keys
-from course_utils.doctor.checks import _passes, _who
-from course_utils.doctor.forwards import KEEP_ROUNDS, describe
+from course_utils.doctor.checks import Observations, _passes, _who
+from course_utils.doctor.forwards import KEEP_ROUNDS, Graphs, describe
 from course_utils.doctor.gradients import Track, Window
 from course_utils.doctor.report import Finding, finding
-
-if TYPE_CHECKING:
-    from course_utils.doctor.core import LoopDoctor
+from course_utils.doctor.sources import Source
 
 STREAM_LEAK = 0.05   # share of a validation token stream's windows found in training that counts as leakage
 PER_UPDATE = (lr_scheduler.OneCycleLR, lr_scheduler.CyclicLR)   # documented as stepped after every batch
+
+
+class Doctor(Protocol):
+    """What the verdict reads of a ``core.LoopDoctor`` (named here so this module imports nothing above it)."""
+
+    train_data: object
+    val_data: object
+    obs: Observations
+    tracks: list[Track]
+    schedulers: dict[int, list]       # id -> [scheduler, steps, track]
+    sources: dict[int, Source]
+    graphs: Graphs
+    layers: list
+    failure: str | None
+    _last_batch: tuple | None
+    _split_keys: dict
 
 
 # --- whole-run checks ----------------------------------------------------------------------------------
@@ -92,7 +106,7 @@ def _unscaled(track: Track, many: bool) -> list[Finding]:
                     f"the update used {sum(factors):.3g} times the window's mean gradient", len(bad))]
 
 
-def _schedule_cadence(doctor: LoopDoctor) -> list[Finding]:
+def _schedule_cadence(doctor: Doctor) -> list[Finding]:
     epochs, found = doctor.obs.epochs, []
     for scheduler, steps, track in doctor.schedulers.values():
         per_epoch = steps / epochs if epochs else None
@@ -147,7 +161,7 @@ def _horizon(scheduler: object) -> int | None:
     return None
 
 
-def _leakage(doctor: LoopDoctor) -> list[Finding]:
+def _leakage(doctor: Doctor) -> list[Finding]:
     train, val = split_keys(doctor, "train"), split_keys(doctor, "val")
     if train is None or val is None or train.kind != val.kind:
         return []
@@ -162,7 +176,7 @@ def _leakage(doctor: LoopDoctor) -> list[Finding]:
     return []
 
 
-def split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
+def split_keys(doctor: Doctor, split: str) -> keys.Keys | None:
     """The keys of a split: what was given (read from storage, or as its batches flowed), else the datasets
     that fed training forwards ("train") or only evaluation forwards ("val"). Computed once per report."""
     cache = doctor._split_keys
@@ -171,7 +185,7 @@ def split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
     return cache[split]
 
 
-def _split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
+def _split_keys(doctor: Doctor, split: str) -> keys.Keys | None:
     given = doctor.train_data if split == "train" else doctor.val_data
     if given is not None:
         dataset = given.dataset if isinstance(given, torch.utils.data.DataLoader) else given
@@ -188,7 +202,7 @@ def _split_keys(doctor: LoopDoctor, split: str) -> keys.Keys | None:
     return keys.merge(parts) if parts else None
 
 
-def val_sources(doctor: LoopDoctor) -> set[int]:
+def val_sources(doctor: Doctor) -> set[int]:
     """Datasets holding validation data: the one given, or those that fed only evaluation forwards."""
     if doctor.val_data is not None:
         given = doctor.val_data
@@ -196,7 +210,7 @@ def val_sources(doctor: LoopDoctor) -> set[int]:
     return {sid for sid, s in doctor.sources.items() if s.evaluated and not s.trained}
 
 
-def findings(doctor: LoopDoctor) -> tuple[Finding, ...]:
+def findings(doctor: Doctor) -> tuple[Finding, ...]:
     """All findings: leakage first, then what was seen as it happened, then the whole-run checks."""
     obs, tracks = doctor.obs, doctor.tracks
     many = len(tracks) > 1
@@ -254,7 +268,7 @@ def _merge_same(found: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
-def notes(doctor: LoopDoctor) -> list[str]:
+def notes(doctor: Doctor) -> list[str]:
     """What the doctor saw and does not count as a bug, and what it could not observe."""
     obs, found = doctor.obs, []
     if doctor.failure:

@@ -9,6 +9,8 @@ In a notebook, after the cell that defines your function::
 call). Every check is saved in the learner's progress beside the quizzes and counted in
 ``course_progress()``. The course's own solutions, for instructors and for the tests, are in
 ``course_utils/exercises/solutions.py``.
+A tool like the trainer and the doctor: the checkers use the engine, infra (the quiz progress) and the
+other tools, never a chapter or a view.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 from course_utils.exercises import ch00_01, ch02, ch03, ch04, ch05_06, ch07, ch08
 from course_utils.exercises.core import RECORD_PREFIX, Exercise, Verdict
-from course_utils.quiz import ProgressStore
+from course_utils.infra.quiz import ProgressStore
 
 EXERCISES: dict[str, Exercise] = {ex.name: ex for module in (ch00_01, ch02, ch03, ch04, ch05_06, ch07, ch08)
                                   for ex in module.exercises()}

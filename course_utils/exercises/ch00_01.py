@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.arithmetic import accumulation_window, loss_weight
+from course_utils.engine.arithmetic import accumulation_window, loss_weight
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
 from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
@@ -256,7 +256,7 @@ def exercises() -> list[Exercise]:
                  oracle="a real DataLoader's batch count and a counted loop that flushes"),
         Exercise("loss_weights", "00", "the loss weight of each micro-batch in its window",
                  "loss_weights(sizes, K) -> list[float]", check_loss_weights, arity=(2,),
-                 oracle="course_utils.arithmetic.loss_weight"),
+                 oracle="course_utils.engine.arithmetic.loss_weight"),
         Exercise("SlidingWindows", "01", "a Dataset of sliding windows over a series",
                  "SlidingWindows(series, window): len(ds), ds[i] -> (inputs, target)", check_sliding_windows,
                  arity=(2,), oracle="a TensorDataset of the windows through real DataLoaders"),

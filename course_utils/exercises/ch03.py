@@ -8,7 +8,7 @@ from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, values
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 
 
 # --- train_step ---------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
-from course_utils.memory import GraphMemoryMeter
-from course_utils.models import MLP
+from course_utils.engine.memory import GraphMemoryMeter
+from course_utils.engine.models import MLP
 
 
 # --- evaluate -----------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.arithmetic import accumulation_window, batch_sizes
-from course_utils.data import spiral_splits
+from course_utils.engine.arithmetic import accumulation_window, batch_sizes
+from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 
 
 def _weights(model: nn.Module) -> list[torch.Tensor]:

@@ -10,11 +10,11 @@ from torch import nn
 from torch.optim import lr_scheduler
 from torch.utils.data import DataLoader
 
-from course_utils.data import spiral_splits
+from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
 from course_utils.exercises.words import Fail, need_float, need_int, number, show
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 from course_utils.production import EarlyStopping
 
 

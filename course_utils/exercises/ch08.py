@@ -8,12 +8,12 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils.arithmetic import batch_sizes
-from course_utils.data import spiral_splits
+from course_utils.engine.arithmetic import batch_sizes
+from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
 from course_utils.exercises.words import Fail, need_int, number
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 
 
 # --- race_to_target -----------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def check_race_to_target(attempt: Attempt) -> str:
 # --- examples_processed -------------------------------------------------------------------------------------
 
 def examples_after(updates: int, N: int, B: int, drop_last: bool) -> int:
-    """The oracle: the batch sizes a DataLoader yields each epoch (course_utils.arithmetic), epoch after epoch."""
+    """The oracle: the batch sizes a DataLoader yields each epoch (engine.arithmetic), epoch after epoch."""
     sizes = batch_sizes(N, B, drop_last)
     epochs, rest = divmod(updates, len(sizes))
     return epochs * sum(sizes) + sum(sizes[:rest])
@@ -197,5 +197,5 @@ def exercises() -> list[Exercise]:
                  oracle="the same race on a copy; a step hook counts the updates"),
         Exercise("examples_processed", "08", "examples processed after some updates",
                  "examples_processed(updates, N, B, drop_last=False) -> int", check_examples_processed, arity=(4,),
-                 oracle="a DataLoader's batch sizes (course_utils.arithmetic.batch_sizes), epoch after epoch"),
+                 oracle="a DataLoader's batch sizes (course_utils.engine.arithmetic.batch_sizes), epoch after epoch"),
     ]

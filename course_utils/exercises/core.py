@@ -21,7 +21,7 @@ import torch
 
 from course_utils.exercises.limits import TimeUp, time_limit
 from course_utils.exercises.words import Fail, explain
-from course_utils.quiz import ProgressStore
+from course_utils.infra.quiz import ProgressStore
 
 RECORD_PREFIX = "exercise-"   # progress ids: "exercise-<name>", in the chapter's records beside its quiz
 

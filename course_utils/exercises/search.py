@@ -28,7 +28,7 @@ def _keep_cache_out_of_the_notebooks() -> None:
     if "ipykernel" in sys.modules and not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         from hypothesis.configuration import set_hypothesis_home_dir
 
-        from course_utils.quiz import default_progress_path
+        from course_utils.infra.quiz import default_progress_path
         set_hypothesis_home_dir(Path(default_progress_path()).parent / "hypothesis")
 
 

@@ -4,8 +4,10 @@
     result = fit(FitConfig(out="runs/demo", epochs=5, checkpoint_every=10, resume=True))      # the spiral MLP
     result = fit(FitConfig(out="runs/mine", epochs=5), Task(model, train_data, val_data))     # your own
 
-The command line over it is ``python -m course_utils.train`` (also under ``torchrun``); ``--task``
-names a built-in task (spiral, chars, shapes) or your own ``MODULE:FUNCTION``.
+The command line over it is ``python -m course_utils.train`` (``cli.py``; also ``python -m
+course_utils.production``, and under ``torchrun``); ``--task`` names a built-in task (spiral, chars, shapes,
+in ``builtin.py``) or your own ``MODULE:FUNCTION``. It uses the engine (models, schedules, the loop's
+arithmetic) and infra (storage, checks), never a chapter or a view.
 """
 from course_utils.production.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint
 from course_utils.production.config import FitConfig

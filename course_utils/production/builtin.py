@@ -2,7 +2,7 @@
 
 - spiral: the course's spiral and MLP, sized by FitConfig's spiral fields (n_train, hidden, ...).
 - chars: a tiny character-level transformer language model on the course's own prose (the markdown of
-  chapters 0-9 as of this trainer's writing, shipped in ``course_utils/texts/course_prose.txt``). Each
+  chapters 0-9 as of this trainer's writing, shipped in ``course_utils/production/texts/course_prose.txt``). Each
   training window starts at a random offset drawn in ``__getitem__``: a random crop, every epoch.
 - shapes: a small CNN telling discs, squares, triangles and crosses apart in 20 x 20 images drawn
   procedurally (nothing is downloaded); training images are shifted, flipped, rescaled in brightness
@@ -10,10 +10,17 @@
 
 Each is a function of the FitConfig returning a Task, exactly like a learner's own ``--task
 MODULE:FUNCTION``; keyword arguments size them from Python (the command line uses the defaults).
+``build_task`` turns a ``--task`` name (one of these, or the learner's MODULE:FUNCTION) into a Task.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,9 +28,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
-from course_utils.data import spiral_splits
-from course_utils.models import MLP
-from course_utils.production.task import Task
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.models import MLP
+from course_utils.production.task import Task, TaskError, _describe, one_line
 
 SHAPES = ("disc", "square", "triangle", "cross")
 
@@ -40,7 +47,7 @@ def spiral_task(config) -> Task:
 
 def course_text() -> str:
     """The course's prose the chars task trains on (about 77,000 characters)."""
-    return resources.files("course_utils").joinpath("texts/course_prose.txt").read_text(encoding="utf-8")
+    return resources.files("course_utils.production").joinpath("texts/course_prose.txt").read_text(encoding="utf-8")
 
 
 class CharWindows(Dataset):
@@ -186,3 +193,57 @@ def shapes_task(config, *, n_train: int = 2048, n_val: int = 512, size: int = 20
 
 
 BUILTIN = {"spiral": spiral_task, "chars": chars_task, "shapes": shapes_task}
+
+
+# --- a --task name: a built-in task or the learner's MODULE:FUNCTION -------------------------------------
+
+def _import(module_name: str):
+    """The module named `module_name`, or the file `module_name` when it ends in .py."""
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise TaskError(f"--task {module_name}: no such file")
+        name = "course_task_" + path.stem
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module           # pickling by reference (DataLoader workers) finds it
+        spec.loader.exec_module(module)
+        return module
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # like `python -m`: modules in the current folder import
+    return importlib.import_module(module_name)
+
+
+def resolve(spec: str) -> Callable[[Any], Task]:
+    """The function a task name or MODULE:FUNCTION names (chapter 7); TaskError (one line) when there is none."""
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise TaskError(f"--task must be one of {', '.join(BUILTIN)} or MODULE:FUNCTION (a function that takes the "
+                        f"FitConfig and returns a Task), got {spec!r}")
+    module_name, function_name = spec.split(":")
+    try:
+        module = _import(module_name)
+    except TaskError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - ImportError, or whatever the module raised while importing
+        raise TaskError(f"--task {spec}: cannot import {module_name} ({one_line(exc)})") from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise TaskError(f"--task {spec}: {module_name} has no function {function_name}")
+    return function
+
+
+def build_task(spec: str, config: Any) -> Task:
+    """Call the task function `spec` names with the FitConfig; TaskError unless it returns a Task (chapter 7)."""
+    function = resolve(spec)
+    try:
+        task = function(config)
+    except TaskError as exc:
+        raise TaskError(f"--task {spec}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the learner's function: one line naming what it raised, and where
+        raise TaskError(f"--task {spec}: the task function raised {one_line(exc)}") from None
+    if not isinstance(task, Task):
+        raise TaskError(f"--task {spec}: the function must return a course_utils.production.Task, it returned "
+                        f"{_describe(task)}")
+    return task

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from course_utils.storage import atomic_link, atomic_write_bytes, atomic_write_text, set_aside
+from course_utils.infra.storage import atomic_link, atomic_write_bytes, atomic_write_text, set_aside
 
 NAME = re.compile(r"^(last|best)-e(\d{4,})-s(\d{6,})\.pt$")
 

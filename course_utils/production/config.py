@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from course_utils.checks import is_int as _is_int, is_real as _is_real, require as _require
-from course_utils.models import OPTIMIZERS
-from course_utils.schedules import SCHEDULES
+from course_utils.infra.checks import is_int as _is_int, is_real as _is_real, require as _require
+from course_utils.engine.models import OPTIMIZERS
+from course_utils.engine.schedules import SCHEDULES
 
 AMP_MODES = ("none", "bf16", "fp16")
 MONITORS = {"val_loss": "min", "val_acc": "max"}   # which way is better; a task's own val_NAME says its own way

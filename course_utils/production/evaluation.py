@@ -6,7 +6,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_utils.arithmetic import batch_sizes
+from course_utils.engine.arithmetic import batch_sizes
 from course_utils.production.amp import Precision
 from course_utils.production.task import Task, TaskError, check_batch, logits_of, one_line
 

@@ -19,20 +19,21 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_utils.arithmetic import batch_sizes, is_update_step, loss_weight, training_arithmetic
-from course_utils.loop import global_norm
-from course_utils.models import make_optimizer
-from course_utils.notebook import seed_everything
+from course_utils.engine.arithmetic import batch_sizes, is_update_step, loss_weight, training_arithmetic
+from course_utils.engine.loop import global_norm
+from course_utils.engine.models import make_optimizer
+from course_utils.infra.notebook import seed_everything
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import data_order, distributed, rng
 from course_utils.production.amp import Precision
+from course_utils.production.builtin import build_task
 from course_utils.production.config import MONITORS, FitConfig
 from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
 from course_utils.production.logs import RunLog
-from course_utils.production.task import Task, TaskError, build_task
-from course_utils.schedules import make_scheduler
-from course_utils.storage import atomic_write_bytes
+from course_utils.production.task import Task, TaskError
+from course_utils.engine.schedules import make_scheduler
+from course_utils.infra.storage import atomic_write_bytes
 
 
 @dataclass

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from course_utils.storage import atomic_write_text
+from course_utils.infra.storage import atomic_write_text
 
 STEP_TAGS = {"loss": "train/loss_step", "lr": "train/lr", "grad_norm": "train/grad_norm"}
 EPOCH_TAGS = {"train_loss": "train/loss", "val_loss": "val/loss", "val_acc": "val/acc"}   # and val_NAME: val/NAME

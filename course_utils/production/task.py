@@ -26,9 +26,6 @@ attribute (``self.rng = np.random.default_rng()``) is not reseeded, and its draw
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 import traceback
 import warnings
 from collections.abc import Callable
@@ -210,56 +207,3 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
 
 
 # --- naming a task on the command line -------------------------------------------------------------
-
-def _import(module_name: str):
-    """The module named `module_name`, or the file `module_name` when it ends in .py."""
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise TaskError(f"--task {module_name}: no such file")
-        name = "course_task_" + path.stem
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module           # pickling by reference (DataLoader workers) finds it
-        spec.loader.exec_module(module)
-        return module
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # like `python -m`: modules in the current folder import
-    return importlib.import_module(module_name)
-
-
-def resolve(spec: str) -> Callable[[Any], Task]:
-    """The function a task name or MODULE:FUNCTION names (chapter 7); TaskError (one line) when there is none."""
-    from course_utils.production.builtin import BUILTIN
-
-    if spec in BUILTIN:
-        return BUILTIN[spec]
-    if spec.count(":") != 1 or not all(spec.split(":")):
-        raise TaskError(f"--task must be one of {', '.join(BUILTIN)} or MODULE:FUNCTION (a function that takes the "
-                        f"FitConfig and returns a Task), got {spec!r}")
-    module_name, function_name = spec.split(":")
-    try:
-        module = _import(module_name)
-    except TaskError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - ImportError, or whatever the module raised while importing
-        raise TaskError(f"--task {spec}: cannot import {module_name} ({one_line(exc)})") from None
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise TaskError(f"--task {spec}: {module_name} has no function {function_name}")
-    return function
-
-
-def build_task(spec: str, config: Any) -> Task:
-    """Call the task function `spec` names with the FitConfig; TaskError unless it returns a Task (chapter 7)."""
-    function = resolve(spec)
-    try:
-        task = function(config)
-    except TaskError as exc:
-        raise TaskError(f"--task {spec}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - the learner's function: one line naming what it raised, and where
-        raise TaskError(f"--task {spec}: the task function raised {one_line(exc)}") from None
-    if not isinstance(task, Task):
-        raise TaskError(f"--task {spec}: the function must return a course_utils.production.Task, it returned "
-                        f"{_describe(task)}")
-    return task

@@ -1,6 +1,6 @@
 """Chapter 5: train a comparison (and draw its figure) ahead, while the learner is still choosing or reading.
 
-In a kernel, ``RunAhead.start`` trains what ``museum.compare`` will need one micro-batch per turn of the
+In a kernel, ``RunAhead.start`` trains what ``ch05_museum.compare`` will need one micro-batch per turn of the
 kernel's event loop (so every click is still answered at once), then draws the figure. When the learner
 asks for that result, ``finish`` completes whatever is left synchronously and hands over the figure. The
 runs are the very runs ``compare`` trains (same config, same seed, same cache); headless, with no running

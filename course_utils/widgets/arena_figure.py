@@ -1,7 +1,7 @@
 """Chapter 8: the arena's figure (a race against the baseline) and the words its view writes knobs and times in."""
 from __future__ import annotations
 
-from course_utils.arena import Knobs, RaceResult
+from course_utils.chapters.ch08_arena import Knobs, RaceResult
 from course_utils.widgets.decimate import log_decimate
 from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS, SCHEDULE_LABELS
 

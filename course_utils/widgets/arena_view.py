@@ -7,10 +7,10 @@ import time
 
 import ipywidgets as w
 
-from course_utils.arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress, RaceResult, race
-from course_utils.models import OPTIMIZERS
-from course_utils.schedules import SCHEDULES
-from course_utils.scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
+from course_utils.chapters.ch08_arena import BASELINE, MAX_EPOCHS, Challenge, Knobs, Progress, RaceResult, race
+from course_utils.engine.models import OPTIMIZERS
+from course_utils.engine.schedules import SCHEDULES
+from course_utils.chapters.ch08_scoreboard import Scoreboard, reproduces, rerun, same_run, scoreboard_text
 from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_whole_number
 from course_utils.widgets.arena_figure import figure_bytes, knobs_words, race_figure, seconds  # noqa: F401
 from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS, SCHEDULE_LABELS

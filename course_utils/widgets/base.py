@@ -10,7 +10,7 @@ import anywidget
 import ipywidgets as w
 import traitlets
 
-from course_utils.numbers import parse_decimal, parse_whole_number  # noqa: F401 (the views' one input rule)
+from course_utils.infra.numbers import parse_decimal, parse_whole_number  # noqa: F401 (the views' one input rule)
 
 RUN_HINT = "(Run this notebook, Run > Run All Cells, to get the interactive view.)"
 REOPEN_HINT = ("▶ This view was saved with the notebook and is not connected to Python: run this cell "
@@ -125,7 +125,7 @@ def number_box(value: float, description: str, width: str = "260px", label_width
                kind: str = "whole") -> w.Text:
     """A text box for a number: it keeps exactly what was typed or pasted; the view parses it on Enter.
 
-    Every number box of the course is this box read by `course_utils.numbers` (parse_whole_number for
+    Every number box of the course is this box read by `course_utils.infra.numbers` (parse_whole_number for
     kind "whole", parse_decimal for "decimal"): what the box shows is what is computed, or refused in
     words. The view fuzz finds the boxes by `number_kind` and holds every one to that rule.
     """

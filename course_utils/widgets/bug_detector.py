@@ -5,8 +5,8 @@ import html
 
 import ipywidgets as w
 
-from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.museum import DETECTOR, Comparison, _fmt, compare, compare_steps, comparison_figure
+from course_utils.engine.bugs import BUGS, LOOP_BUGS
+from course_utils.chapters.ch05_museum import DETECTOR, Comparison, _fmt, compare, compare_steps, comparison_figure
 from course_utils.widgets.ahead import RunAhead
 from course_utils.widgets.base import View, error_html, figure_png, table_html
 

@@ -7,7 +7,7 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from course_utils.arithmetic import (TrainingArithmetic, accumulation_window, epoch_timeline, is_update_step,
+from course_utils.engine.arithmetic import (TrainingArithmetic, accumulation_window, epoch_timeline, is_update_step,
                                      training_arithmetic)
 from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box,
                                        parse_whole_number, stale_html, table_html)

@@ -23,9 +23,8 @@ from pathlib import Path
 import anywidget
 import traitlets
 
+from course_utils.chapters.ch06_simulator import CLASS_COLOURS
 from course_utils.widgets.decimate import LIMIT, Buckets
-
-CLASS_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
 _ESM = (Path(__file__).with_name("live_plot.js").read_text(encoding="utf-8")
         .replace("%COLOURS%", str(list(CLASS_COLOURS))))

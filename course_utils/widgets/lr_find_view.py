@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import ipywidgets as w
 
-from course_utils.lr_find import ITERATIONS, LR_FIND, LrSweep, lr_find, sweep_figure
+from course_utils.chapters.ch06_lr_find import ITERATIONS, LR_FIND, LrSweep, lr_find, sweep_figure
 from course_utils.widgets.base import View, error_html, figure_html, figure_png, stale_html
 from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS
 

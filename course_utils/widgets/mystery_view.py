@@ -5,10 +5,10 @@ import html
 
 import ipywidgets as w
 
-from course_utils.bugs import BUGS
-from course_utils.museum import compare, compare_steps, comparison_figure
-from course_utils.mystery import MysteryGame
-from course_utils.quiz import ProgressStore
+from course_utils.engine.bugs import BUGS
+from course_utils.chapters.ch05_museum import compare, compare_steps, comparison_figure
+from course_utils.chapters.ch05_mystery import MysteryGame
+from course_utils.infra.quiz import ProgressStore
 from course_utils.widgets.ahead import RunAhead
 from course_utils.widgets.base import View, error_html, figure_png
 

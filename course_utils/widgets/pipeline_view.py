@@ -5,8 +5,8 @@ import html
 
 import ipywidgets as w
 
-from course_utils.notebook import MAX_SEED
-from course_utils.pipeline import EpochTrace, PipelineRecorder
+from course_utils.infra.notebook import MAX_SEED
+from course_utils.chapters.ch01_pipeline import EpochTrace, PipelineRecorder
 from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box, parse_whole_number,
                                        stale_html, table_html)
 

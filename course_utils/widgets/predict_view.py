@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import html
 
-from course_utils.predictions import prediction
-from course_utils.quiz import ProgressStore, option_order
+from course_utils.chapters.ch06_predictions import prediction
+from course_utils.infra.quiz import ProgressStore, option_order
 from course_utils.widgets.base import View
 from course_utils.widgets.quiz_view import QuestionCard
 

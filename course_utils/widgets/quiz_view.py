@@ -7,7 +7,7 @@ import re
 import ipywidgets as w
 
 from course_utils.exercises import exercise_progress
-from course_utils.quiz import (Bank, ProgressStore, Question, all_banks, check, correct_answer_text, kind_words,
+from course_utils.infra.quiz import (Bank, ProgressStore, Question, all_banks, check, correct_answer_text, kind_words,
                                load_bank, option_order, parse_number, progress_text, text_form)
 from course_utils.widgets.base import View, error_html, guarded, table_html
 

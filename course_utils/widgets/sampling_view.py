@@ -5,11 +5,11 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 import numpy as np
 
-from course_utils.data import make_imbalanced, make_sequences
+from course_utils.engine.data import make_imbalanced, make_sequences
 from matplotlib.ticker import MaxNLocator
 
-from course_utils.notebook import MAX_SEED, sig
-from course_utils.sampling import (STRATEGIES, Composition, PaddingStats, ShardView, batch_composition,
+from course_utils.infra.notebook import MAX_SEED, sig
+from course_utils.chapters.ch02_sampling import (STRATEGIES, Composition, PaddingStats, ShardView, batch_composition,
                                    padding_stats, shard_view)
 from course_utils.widgets.base import (View, busy_html, error_html, guarded, number_box,
                                        parse_whole_number, stale_html, table_html)

@@ -1,6 +1,6 @@
 """Chapter 6: the training simulator: a real run of the course's loop to configure, step, break and watch.
 
-The view drives a ``Session`` (``course_utils/session.py``): Step pulls one micro-batch, Train epoch and
+The view drives a ``Session`` (``course_utils/engine/session.py``): Step pulls one micro-batch, Train epoch and
 Train to end pull more (in a kernel as a task that yields between micro-batches, so Stop and the
 learning-rate slider still work while it runs). The live panels are a ``LivePlot`` fed only with new
 points. With a bug ticked, a healthy twin with the same seed runs in lockstep and is drawn faintly.
@@ -17,10 +17,10 @@ from dataclasses import replace
 import ipywidgets as w
 import torch
 
-from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.loop import EpochEvent, StepEvent
-from course_utils.session import Session, TrainConfig
-from course_utils.simulator import boundary_grid, data_extent
+from course_utils.engine.bugs import BUGS, LOOP_BUGS
+from course_utils.engine.loop import EpochEvent, StepEvent
+from course_utils.engine.session import Session, TrainConfig
+from course_utils.chapters.ch06_simulator import boundary_grid, data_extent
 from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_decimal, parse_whole_number
 from course_utils.widgets.live_plot import LivePlot
 from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, MESSAGE_HEIGHT,

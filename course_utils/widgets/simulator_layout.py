@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from course_utils.loop import StepEvent
-from course_utils.session import TrainConfig
+from course_utils.engine.loop import StepEvent
+from course_utils.engine.session import TrainConfig
 from course_utils.widgets.live_plot import CLASS_COLOURS, Panel, Series
 
 # the simulator's default run: the course's spiral, Adam at lr 0.01, ten epochs of 19 micro-batches

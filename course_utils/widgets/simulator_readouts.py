@@ -1,10 +1,10 @@
 """Chapter 6: what the simulator reports in words: its readouts and settings line (also its nbval text)."""
 from __future__ import annotations
 
-from course_utils.loop import EpochEvent, StepEvent
-from course_utils.memory import CPU_KIND
-from course_utils.notebook import sig
-from course_utils.session import Session, TrainConfig
+from course_utils.engine.loop import EpochEvent, StepEvent
+from course_utils.engine.memory import CPU_KIND
+from course_utils.infra.notebook import sig
+from course_utils.engine.session import Session, TrainConfig
 from course_utils.widgets.simulator_layout import OPTIMIZER_LABELS, SCHEDULE_LABELS
 
 

@@ -5,7 +5,7 @@ import html
 
 import ipywidgets as w
 
-from course_utils.anatomy import OPERATIONS, StepThrough, fmt
+from course_utils.chapters.ch03_anatomy import OPERATIONS, StepThrough, fmt
 from course_utils.widgets.base import View
 
 FORWARD, GRADIENT, UPDATE = "#1565c0", "#e65100", "#2e7d32"   # blue: values, orange: gradients, green: updates
@@ -16,7 +16,7 @@ LABELS = {"zero_grad": "zero_grad()", "forward": "forward", "loss": "loss", "bac
 
 
 class StepView(View):
-    """Buttons zero_grad / forward / loss / backward / clip / step / reset over ``anatomy.StepThrough``."""
+    """Buttons zero_grad / forward / loss / backward / clip / step / reset over ``ch03_anatomy.StepThrough``."""
 
     def __init__(self, lr: float = 0.01, max_norm: float = 10.0):
         self.engine = StepThrough(lr=lr, max_norm=max_norm)

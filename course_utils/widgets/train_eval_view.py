@@ -6,9 +6,9 @@ import html
 import ipywidgets as w
 import torch
 
-from course_utils.data import make_spiral
-from course_utils.evaluation import eval_graph_bytes
-from course_utils.models import MLP
+from course_utils.engine.data import make_spiral
+from course_utils.chapters.ch04_evaluation import eval_graph_bytes
+from course_utils.engine.models import MLP
 from course_utils.widgets.base import View
 
 HIDDEN = 8

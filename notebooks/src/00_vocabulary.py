@@ -199,13 +199,13 @@ print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.
 #
 # Accumulating a window of micro-batches should give the same gradient as one big batch of the
 # same examples. Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
-# window's **examples**: `course_utils.arithmetic.loss_weight` is that rule, used by the course's
+# window's **examples**: `course_utils.engine.arithmetic.loss_weight` is that rule, used by the course's
 # loop. The hard case is the end of an epoch: 600 examples, batch 32, K = 4 gives 19 batches, and
 # the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that
 # update too small; dividing by the number of micro-batches (3) over-weights the 24 examples by 4/3.
 
 # %%
-from course_utils.arithmetic import accumulation_window, batch_sizes, loss_weight
+from course_utils.engine.arithmetic import accumulation_window, batch_sizes, loss_weight
 
 sizes = batch_sizes(600, 32)
 last = accumulation_window(len(sizes) - 1, len(sizes), 4)
@@ -239,13 +239,13 @@ for name, weight in [("loss_weight (examples)", lambda i: loss_weight(i, sizes, 
 # weighted by tokens), which is why the HF Trainer divides by the number of items in the window
 # when it knows it.
 #
-# The course's own training loop (`course_utils.session.run`, built in chapters 3 and 5: it
+# The course's own training loop (`course_utils.engine.session.run`, built in chapters 3 and 5: it
 # yields one `StepEvent` per micro-batch) flushes and weights windows this way. Here is its count
 # from a real training run on the spiral: 600 examples, batch 32, K = 4.
 
 # %%
-from course_utils.session import TrainConfig, run
-from course_utils.loop import StepEvent
+from course_utils.engine.session import TrainConfig, run
+from course_utils.engine.loop import StepEvent
 
 config = TrainConfig(n_train=600, batch_size=32, accum_steps=4, epochs=2, measure_memory=False)
 updates = [ev.updates for ev in run(config) if isinstance(ev, StepEvent)]

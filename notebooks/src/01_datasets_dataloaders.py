@@ -50,7 +50,7 @@ print("squares[7]   =", squares[7])
 # each batch into tensors. Its settings, with the defaults read from torch's own signature:
 
 # %%
-from course_utils.pipeline import dataloader_defaults
+from course_utils.chapters.ch01_pipeline import dataloader_defaults
 
 for name, default in dataloader_defaults().items():
     print(f"{name:<24} {default!r}")
@@ -125,7 +125,7 @@ for shuffle in (False, True):
 # %%
 import math
 
-from course_utils.pipeline import trace_pipeline
+from course_utils.chapters.ch01_pipeline import trace_pipeline
 
 N, B = 100, 16
 print("by hand: full batches =", N // B, "| left over =", N % B, "| batches =", math.ceil(N / B))
@@ -199,7 +199,7 @@ pipeline_view(n=100, batch_size=16, shuffle=True, drop_last=True)
 import tempfile
 from pathlib import Path
 
-from course_utils.pipeline import OnDiskDataset, write_on_disk_dataset
+from course_utils.chapters.ch01_pipeline import OnDiskDataset, write_on_disk_dataset
 
 tmp = tempfile.TemporaryDirectory()
 folder = write_on_disk_dataset(Path(tmp.name) / "spiral", n=200, seed=0)
@@ -221,7 +221,7 @@ print("first batch shapes:", tuple(first[0].shape), tuple(first[1].shape))
 # Your timings will differ from run to run and machine to machine.
 
 # %% tags=["nbval-ignore-output"]
-from course_utils.pipeline import time_one_epoch
+from course_utils.chapters.ch01_pipeline import time_one_epoch
 
 for decode_ms in (0.0, 2.0):
     dataset = OnDiskDataset(folder, decode_ms=decode_ms)
@@ -277,7 +277,7 @@ class NotebookSquares(Dataset):   # defined in the notebook, i.e. in __main__
         return torch.tensor([float(i)])
 
 
-from course_utils.pipeline import try_spawned_workers
+from course_utils.chapters.ch01_pipeline import try_spawned_workers
 
 cell_sees, worker_says = try_spawned_workers(NotebookSquares())
 print("the cell sees:   ", cell_sees)
@@ -288,7 +288,7 @@ print("the worker said: ", worker_says)
 # traceback, printed to the error stream (`try_spawned_workers` caught it to show its last line;
 # in your own notebook it appears as a long red traceback): the worker could not find
 # `NotebookSquares` in its `__main__`. The fix: put datasets in a module (as `OnDiskDataset` lives
-# in `course_utils.pipeline`).
+# in `course_utils.chapters.ch01_pipeline`).
 
 # %% [markdown]
 # ## 9. pin_memory matters only for CPU → GPU copies
@@ -314,7 +314,7 @@ for w in caught:
 # with `benchmarks/bench_cuda.py` on a GPU machine (the course itself runs on a CPU); the record:
 
 # %%
-from course_utils import gpu_figures
+from course_utils.chapters import gpu_figures
 
 print(gpu_figures.provenance())
 print("\n".join(gpu_figures.pinned_lines()))
@@ -336,7 +336,7 @@ print("\n".join(gpu_figures.pinned_lines()))
 # %%
 from collections import Counter
 
-from course_utils.pipeline import NumberStream
+from course_utils.chapters.ch01_pipeline import NumberStream
 
 for sharded in (False, True):
     batches = [b.tolist() for b in DataLoader(NumberStream(12, sharded=sharded), batch_size=4, num_workers=2)]

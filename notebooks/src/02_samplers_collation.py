@@ -22,7 +22,7 @@ setup_notebook()
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils.data import make_spiral
+from course_utils.engine.data import make_spiral
 
 spiral = make_spiral(600, seed=0)
 for shuffle in (False, True):
@@ -42,7 +42,7 @@ import math
 
 import matplotlib.pyplot as plt
 
-from course_utils.sampling import order_experiment
+from course_utils.chapters.ch02_sampling import order_experiment
 
 runs = {shuffle: order_experiment(shuffle, n=600, epochs=5, batch_size=32, seed=0) for shuffle in (False, True)}
 for shuffle, r in runs.items():
@@ -118,8 +118,8 @@ print("with drop_last: ", list(BatchSampler(SequentialSampler(range(10)), batch_
 # 32 × 0.1 = 3.2 cats and 28.8 dogs on average. The model hears about cats only now and then.
 
 # %%
-from course_utils.data import make_imbalanced
-from course_utils.sampling import class_counts, class_weights, expected_batch_counts, minority_odds
+from course_utils.engine.data import make_imbalanced
+from course_utils.chapters.ch02_sampling import class_counts, class_weights, expected_batch_counts, minority_odds
 
 labels = make_imbalanced(n_major=900, n_minor=100, seed=0).tensors[1]
 counts = class_counts(labels)
@@ -150,7 +150,7 @@ print("expected per batch of 32, weighted:", [sig(v) for v in expected_batch_cou
 # %%
 from torch.utils.data import WeightedRandomSampler
 
-from course_utils.sampling import sample_weights
+from course_utils.chapters.ch02_sampling import sample_weights
 
 class_w = torch.tensor([1 / c for c in counts], dtype=torch.double)   # [1/900, 1/100]
 example_w = class_w[labels]                                           # one weight per example: 1,000 of them
@@ -187,7 +187,7 @@ print("indices drawn with class weights:", sorted(set(wrong)))
 # one shuffled epoch (32 batches) and 500 weighted batches.
 
 # %%
-from course_utils.sampling import batch_composition
+from course_utils.chapters.ch02_sampling import batch_composition
 
 shuffled = batch_composition(labels, "shuffled", batch_size=32, seed=0)
 weighted = batch_composition(labels, "weighted", batch_size=32, n_batches=500, seed=0)
@@ -246,10 +246,10 @@ for rank in range(4):
     print(f"rank {rank}: batches {[b.tolist() for b in rank_loader]}")
 
 # %% [markdown]
-# `course_utils.sampling.shard_view` asks the same sampler for every rank and counts the padding:
+# `course_utils.chapters.ch02_sampling.shard_view` asks the same sampler for every rank and counts the padding:
 
 # %%
-from course_utils.sampling import shard_view
+from course_utils.chapters.ch02_sampling import shard_view
 
 ordered = shard_view(10, 4, shuffle=False)
 for r, shard in enumerate(ordered.shards):
@@ -273,7 +273,7 @@ print("drop_last=True:", dropping.shards, "| dropped:", dropping.dropped, "| pad
 # the first epoch's order. Rank 0 of 2, 12 examples, 3 epochs:
 
 # %%
-from course_utils.sampling import rank_orders
+from course_utils.chapters.ch02_sampling import rank_orders
 
 for call in (False, True):
     print(f"set_epoch called={call!s:<5}:", rank_orders(12, 2, rank=0, epochs=3, call_set_epoch=call))
@@ -316,7 +316,7 @@ except RuntimeError as err:
 # Here it is, written out: the function you pass as `collate_fn`.
 
 # %%
-from course_utils.data import PAD_ID, make_sequences
+from course_utils.engine.data import PAD_ID, make_sequences
 
 
 def my_pad_collate(examples):
@@ -342,10 +342,11 @@ for key, value in batch.items():
 # The package's `pad_collate`, which the rest of the chapter uses, is the same function:
 
 # %%
-from course_utils.sampling import pad_collate
+from course_utils.chapters.ch02_sampling import pad_collate
 
 theirs = pad_collate([small[i] for i in range(3)])
-print("identical to course_utils.sampling.pad_collate:", all(torch.equal(batch[k], theirs[k]) for k in batch))
+print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
+      all(torch.equal(batch[k], theirs[k]) for k in batch))
 
 # %% [markdown]
 # ### Padding waste, and bucketing
@@ -358,7 +359,7 @@ print("identical to course_utils.sampling.pad_collate:", all(torch.equal(batch[k
 # 8 batches' worth, sort the pool by length, cut it into batches, then shuffle the batches.
 
 # %%
-from course_utils.sampling import padding_stats
+from course_utils.chapters.ch02_sampling import padding_stats
 
 for bucketing in (False, True):
     s = padding_stats(sequences, batch_size=16, bucketing=bucketing, seed=0)

@@ -17,9 +17,10 @@ from course_utils import setup_notebook; setup_notebook()
 import torch
 from torch import nn
 
-from course_utils.anatomy import fmt, max_difference, scheduler_before_optimizer_warning, tiny_step, tiny_step_autograd
-from course_utils.models import TinyLinear
-from course_utils.notebook import sig
+from course_utils.chapters.ch03_anatomy import (fmt, max_difference, scheduler_before_optimizer_warning, tiny_step,
+                                                tiny_step_autograd)
+from course_utils.engine.models import TinyLinear
+from course_utils.infra.notebook import sig
 
 # %% [markdown]
 # ## The operations, in order
@@ -80,8 +81,8 @@ walk(loss.grad_fn)
 # batch, the more it keeps. Measured with the course's meter on the spiral MLP (bytes autograd saved):
 
 # %%
-from course_utils.memory import GraphMemoryMeter
-from course_utils.models import MLP
+from course_utils.engine.memory import GraphMemoryMeter
+from course_utils.engine.models import MLP
 
 torch.manual_seed(0)
 mlp = MLP()
@@ -238,7 +239,7 @@ print("new loss below the old one,", sig(hand.loss), ":", hand.loss_new < hand.l
 # changes Adam (chapter 5). One step on TinyLinear, same gradient as above, lr = 0.01:
 
 # %%
-from course_utils.anatomy import adam_step_by_hand
+from course_utils.chapters.ch03_anatomy import adam_step_by_hand
 
 adam = adam_step_by_hand(lr=0.01)
 for name in ("grad", "m", "v", "m_hat", "v_hat", "update", "W_new"):
@@ -363,7 +364,7 @@ print("per batch (wrong):", lrs(per_batch=True))
 # and torch refuses to go past `total_steps`.
 
 # %%
-from course_utils.schedules import onecycle_cadence_demo
+from course_utils.engine.schedules import onecycle_cadence_demo
 
 right, wrong, error = onecycle_cadence_demo(updates=8, accum_steps=4)
 print("per update (right), lr at each update:  ", [sig(v, 3) for v in right])
@@ -395,7 +396,7 @@ view
 
 # %%
 from torch.utils.data import DataLoader
-from course_utils.data import spiral_splits
+from course_utils.engine.data import spiral_splits
 
 splits = spiral_splits(600, 300, seed=0)
 train_loader = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))

@@ -15,14 +15,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils.data import spiral_splits
-from course_utils.evaluation import (average_losses, batchnorm_demo, batchnorm_running_update, dropout_demo,
-                                     eval_graph_bytes, inference_mode_errors, memory_budget,
-                                     modules_reading_training, time_evaluation, tiny_batch_outputs,
-                                     train_eval_differ)
-from course_utils.loop import evaluate
-from course_utils.models import MLP
-from course_utils.notebook import sig
+from course_utils.engine.data import spiral_splits
+from course_utils.chapters.ch04_evaluation import (average_losses, batchnorm_demo, batchnorm_running_update,
+                                                   dropout_demo, eval_graph_bytes, inference_mode_errors, memory_budget,
+                                                   modules_reading_training, time_evaluation, tiny_batch_outputs,
+                                                   train_eval_differ)
+from course_utils.engine.loop import evaluate
+from course_utils.engine.models import MLP
+from course_utils.infra.notebook import sig
 
 # %% [markdown]
 # ## Switch 1: `model.eval()` changes the layers that read `training`
@@ -247,7 +247,7 @@ print("per example (weighted):", sig(avg.per_example), "| mean of batch means:",
 # grouped by class, so the small last batch is all class 2 — and the untrained model's loss on it differs.
 
 # %%
-from course_utils.data import make_spiral
+from course_utils.engine.data import make_spiral
 
 torch.manual_seed(0)
 model = MLP()

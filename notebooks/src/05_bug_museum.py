@@ -4,7 +4,7 @@
 # **After this chapter you can** recognise each silent training bug by what it does to the loss,
 # gradient-norm, learning-rate, memory and metric curves, and fix it.
 #
-# Every exhibit below is a real bug injected into the course's real loop (`course_utils.loop`). The
+# Every exhibit below is a real bug injected into the course's real loop (`course_utils.engine.loop`). The
 # same configuration runs twice with the same seed, once healthy and once with the bug. The eight panels
 # show both runs' curves; the printed lines state what the bug did as claims checked on this run
 # ("final val accuracy: bugged lower by more than 0.3 ... yes"). Why claims and not the raw numbers: a
@@ -28,10 +28,11 @@ setup_notebook()
 import math
 import torch
 from torch import nn
-from course_utils.bugs import BUGS, LOOP_BUGS
-from course_utils.session import Session, TrainConfig
-from course_utils.museum import BASE, EXHIBITS, VARIATIONS, compare, comparison_figure, exhibit, reference_markdown
-from course_utils.notebook import sig
+from course_utils.engine.bugs import BUGS, LOOP_BUGS
+from course_utils.engine.session import Session, TrainConfig
+from course_utils.chapters.ch05_museum import (BASE, EXHIBITS, VARIATIONS, compare, comparison_figure, exhibit,
+                                               reference_markdown)
+from course_utils.infra.notebook import sig
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
@@ -64,7 +65,7 @@ base = Session(TrainConfig(**BASE))
 first = base.step()
 print(f"loss at the first step {sig(first.loss)}   ln 3 = {sig(math.log(3))}")
 torch.manual_seed(0)
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 model, batch = MLP(), next(iter(base.state.train_loader))
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 for step in range(300):
@@ -137,11 +138,11 @@ for bugs in [(), ("eval_in_train_mode",)]:
 # `logits` still holds batch k's output, and with it batch k's whole graph.
 
 # %%
-from course_utils.evaluation import eval_graph_bytes
+from course_utils.chapters.ch04_evaluation import eval_graph_bytes
 c = show("missing_no_grad", figure=False)
 print("eval memory per epoch (bytes), healthy:", sorted(set(c.healthy.eval_memory)),
       " bugged:", sorted(set(c.bugged.eval_memory)))
-from course_utils.memory import GraphMemoryMeter
+from course_utils.engine.memory import GraphMemoryMeter
 model = c.bugged_session.model
 xb, yb = next(iter(c.bugged_session.state.val_loader))
 meter = GraphMemoryMeter()
@@ -176,7 +177,7 @@ print("peak eval memory, only no_grad missing (exhibit 3):         ",
 # while that batch ran (`peak`).
 
 # %%
-from course_utils.evaluation import eval_bytes_per_batch
+from course_utils.chapters.ch04_evaluation import eval_bytes_per_batch
 model, val_loader = c.bugged_session.model, c.bugged_session.state.val_loader
 print("validation batch sizes:", [len(targets) for _, targets in val_loader], "| KiB held for backward, per batch:")
 for label, no_grad, keep in [("no_grad, log loss.item()", True, False),
@@ -247,7 +248,7 @@ print("the leaky run's validation accuracy is above its own test accuracy:",
 # %% [markdown]
 # Leakage also comes through preprocessing: a step fitted on all the data, validation included, has
 # seen the rows the validation score judges. How much that flatters the score depends on what the step
-# learns. Three cases (`course_utils/leakage.py`), each trained twice per seed, with the step fitted on
+# learns. Three cases (`course_utils/chapters/ch05_leakage.py`), each trained twice per seed, with the step fitted on
 # train only and on train + val, and each scored on validation and on a clean test set:
 #
 # - normalising the spiral with mean and standard deviation, with 150 training points;
@@ -256,8 +257,8 @@ print("the leaky run's validation accuracy is above its own test accuracy:",
 #   pure noise (chance is 0.5).
 
 # %%
-from course_utils.data import spiral_splits
-from course_utils.leakage import leak_effect, normalisation_leak, selection_leak
+from course_utils.engine.data import spiral_splits
+from course_utils.chapters.ch05_leakage import leak_effect, normalisation_leak, selection_leak
 print("statistics of the 2 features, fitted on train only -> on train + val (150 validation points, seed 0):")
 for n in (150, 20):
     sp = spiral_splits(n, 150, seed=0)
@@ -302,7 +303,7 @@ for case, leak in [("normalise, 150 train", normalisation_leak),
 # overlap with compute.
 
 # %%
-from course_utils import gpu_figures
+from course_utils.chapters import gpu_figures
 
 print("GPU present here:", torch.cuda.is_available(), "| the figures below were", gpu_figures.provenance())
 print("\n".join(gpu_figures.device_lines()))
@@ -386,14 +387,14 @@ c = show("mean_of_batch_means", figure=False)
 #
 # Accumulation is "missing zero_grad" done on purpose: each micro-batch's loss weighted, one step per
 # window. The weight is the micro-batch's share of its window's *examples*
-# (`course_utils.arithmetic.loss_weight`), so a window, even the short last one with a partial batch,
+# (`course_utils.engine.arithmetic.loss_weight`), so a window, even the short last one with a partial batch,
 # gives exactly the gradient of one big batch of the same examples. Dividing by K instead is right only
 # when every micro-batch is full. Here: 120 examples in batches of 32, K = 4, so the one window holds
 # 32 + 32 + 32 + 24 examples.
 
 # %%
-from course_utils.arithmetic import batch_sizes, loss_weight
-from course_utils.data import make_spiral
+from course_utils.engine.arithmetic import batch_sizes, loss_weight
+from course_utils.engine.data import make_spiral
 
 x, y = make_spiral(120, seed=0).tensors
 torch.manual_seed(0)
@@ -469,9 +470,9 @@ display(Markdown(reference_markdown()))
 
 # %%
 from torch.utils.data import DataLoader
-from course_utils.data import spiral_splits
+from course_utils.engine.data import spiral_splits
 from course_utils.doctor import LoopDoctor
-from course_utils.models import MLP
+from course_utils.engine.models import MLP
 
 
 def fresh(leak=0.0):

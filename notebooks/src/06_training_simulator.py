@@ -5,7 +5,7 @@
 # optimizer, schedule, batch size, accumulation, dropout, a bug) and then check your prediction on a
 # real run that you step through, break and repair while you watch.
 #
-# Everything below runs the course's own loop (`course_utils.loop`) on the 3-class spiral: the same
+# Everything below runs the course's own loop (`course_utils.engine.loop`) on the 3-class spiral: the same
 # operations as chapter 3, the same bugs as chapter 5. The chapter opens with the simulator. Then six
 # experiments, each set as a task for the simulator and a question: **answer it before you run the
 # next cell**, which measures the answer. Each measurement runs on five seeds (seeds 0 to 4: each
@@ -18,10 +18,10 @@ setup_notebook()
 
 import matplotlib.pyplot as plt
 from IPython.display import display
-from course_utils.lr_find import sweep_figure
-from course_utils.session import Session, TrainConfig
-from course_utils.simulator import run_figure
-from course_utils import lr_races, simulator_seeds as seeds
+from course_utils.chapters.ch06_lr_find import sweep_figure
+from course_utils.engine.session import Session, TrainConfig
+from course_utils.chapters.ch06_simulator import run_figure
+from course_utils.chapters import ch06_lr_races as lr_races, ch06_simulator_seeds as seeds
 from course_utils.widgets.predict_view import predict
 
 # %% [markdown]

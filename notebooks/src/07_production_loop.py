@@ -35,11 +35,11 @@ import torch
 from IPython.display import display
 from torch.utils.data import TensorDataset
 
-from course_utils.data import spiral_splits
-from course_utils.flowchart import KEYS, assemble, load_fit
-from course_utils.flowchart_costs import one_process_group_env
-from course_utils.models import MLP
-from course_utils.notebook import sig
+from course_utils.engine.data import spiral_splits
+from course_utils.chapters.ch07_flowchart import KEYS, assemble, load_fit
+from course_utils.chapters.ch07_flowchart_costs import one_process_group_env
+from course_utils.engine.models import MLP
+from course_utils.infra.notebook import sig
 from course_utils.production import FitConfig, UnsafeCheckpointError, fit, load_checkpoint
 
 RUNS = Path("runs/ch07")  # every run of this chapter writes here (relative: printed paths stay short)
@@ -111,7 +111,7 @@ flowchart_view("seed", "checkpoint")
 # the cell stays fast):
 
 # %%
-from course_utils.flowchart import code_lines
+from course_utils.chapters.ch07_flowchart import code_lines
 print(f"{code_lines(KEYS)} lines with all {len(KEYS)} components, {code_lines(())} in the minimal loop "
       f"(blank lines not counted)")
 _, history = flow_run(KEYS, out=str(RUNS / "flowchart-full"), batch_size=8, epochs=6, lr=0.02,
@@ -379,7 +379,7 @@ print("largest weight difference < 1e-5:", max((a[k] - b[k]).abs().max().item() 
 # float32. Memory here is what autograd keeps for backward (the course's meter), the same work both times:
 
 # %%
-from course_utils.memory import GraphMemoryMeter
+from course_utils.engine.memory import GraphMemoryMeter
 
 precision = {}
 for batch, hidden in [(16, 64), (512, 128)]:
@@ -411,7 +411,7 @@ for (batch, amp), (seconds, _, _) in precision.items():
 # by `benchmarks/bench_cuda.py` (this notebook runs on a CPU, so it prints the record):
 
 # %%
-from course_utils import gpu_figures
+from course_utils.chapters import gpu_figures
 
 print(gpu_figures.provenance())
 print("\n".join(gpu_figures.precision_lines()))
@@ -466,7 +466,7 @@ print("torch.cuda.amp.GradScaler() is deprecated, torch says:",
 # update logs the pre-clip norm and the size of its step. Seed 0, then what holds on all five seeds:
 
 # %%
-from course_utils.clipping import claims, claims_text, figures_text, spike_study, trace_figure
+from course_utils.chapters.ch07_clipping import claims, claims_text, figures_text, spike_study, trace_figure
 
 spikes = spike_study(range(5))
 fig = trace_figure(spikes, seed=0)
@@ -546,7 +546,7 @@ except FloatingPointError as error:
 # relative threshold of 1e-4.
 
 # %%
-from course_utils.scheduler_gallery import GALLERY, curve, gallery_figure, gallery_table
+from course_utils.chapters.ch07_scheduler_gallery import GALLERY, curve, gallery_figure, gallery_table
 
 long_run, _ = quiet_fit(out=str(RUNS / "long-run"), epochs=60, n_train=40, n_val=200, lr=0.03)
 plateau_metric = [row["val_loss"] for row in long_run.history]
@@ -638,7 +638,7 @@ print("torch.compile(model) wraps it:", type(wrapped).__name__, "with keys like"
 # `benchmarks/bench_compile_cpu.py`; the machine was shared, so read the seconds as an order of magnitude):
 
 # %%
-from course_utils.flowchart_costs import compile_record_lines
+from course_utils.chapters.ch07_flowchart_costs import compile_record_lines
 
 print("\n".join(compile_record_lines()))
 
@@ -669,7 +669,7 @@ print("exit code:", done.returncode, "| world size:", summary["world_size"], "| 
 digests = summary["weights_sha256_per_rank"]
 print("final weights identical on both ranks:", len(digests) == 2 and digests[0] == digests[1])
 
-from course_utils.arithmetic import training_arithmetic
+from course_utils.engine.arithmetic import training_arithmetic
 predicted = training_arithmetic(200, 32, 2, 1, world_size=2).total_weight_updates
 print("updates:", summary["updates"], "| chapter 0's calculator for W=2:", predicted)
 
@@ -698,7 +698,7 @@ print("disjoint:", not set(shards[0]) & set(shards[1]), "| together all 200:", l
 # communication hook counting DDP's all-reduces (micro-batches of 8, K = 4):
 
 # %%
-from course_utils.flowchart_costs import count_allreduces
+from course_utils.chapters.ch07_flowchart_costs import count_allreduces
 
 with_sync = count_allreduces(("accumulation", "scale_out"))
 without = count_allreduces(("accumulation", "scale_out"), no_sync=False)
@@ -771,7 +771,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # autograd keeps for backward, peak; bytes written to disk), and what it prevents.
 
 # %%
-from course_utils.flowchart_costs import cost_text, measure_costs, seed_comparison_text
+from course_utils.chapters.ch07_flowchart_costs import cost_text, measure_costs, seed_comparison_text
 
 costs = measure_costs(epochs=1, repeats=2)
 print(cost_text(costs))
@@ -804,7 +804,7 @@ print(f"accumulation: {times['accumulation'] / times['minimal loop']:.2f}x the m
 # Each value is the loss computed on the same small batch by the loss itself:
 
 # %%
-from course_utils.loop_tables import debug_view, double_softmax_floor, initial_loss_check, loss_view
+from course_utils.chapters.ch07_loop_tables import debug_view, double_softmax_floor, initial_loss_check, loss_view
 
 display(loss_view())
 right, wrong = double_softmax_floor()
@@ -929,7 +929,7 @@ check("clip_gradients")
 # mid-epoch as a separate process with two DataLoader workers, then resumed:
 
 # %%
-from course_utils.train import main as train_main
+from course_utils.production.cli import main as train_main
 
 SHAPES = ["--task", "shapes", "--epochs", "2", "--checkpoint-every", "40", "--workers", "2", "--threads", "1",
           "--no-progress", "--no-tensorboard"]

@@ -17,9 +17,9 @@ setup_notebook()
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from course_utils import arena_seeds
-from course_utils.arena import BASELINE, Challenge, Knobs
-from course_utils.arena_search import SMALL_GRID, saved_search, search_under, seeds_check
+from course_utils.chapters import ch08_arena_seeds as arena_seeds
+from course_utils.chapters.ch08_arena import BASELINE, Challenge, Knobs
+from course_utils.chapters.ch08_arena_search import SMALL_GRID, saved_search, search_under, seeds_check
 from course_utils.widgets.arena_view import baseline_for, race_figure
 
 # %% [markdown]

@@ -17,8 +17,8 @@
 from course_utils import setup_notebook
 setup_notebook()
 
-from course_utils import cheatsheet
-from course_utils.session import Session, TrainConfig, build
+from course_utils.chapters import ch09_cheatsheet as cheatsheet
+from course_utils.engine.session import Session, TrainConfig, build
 
 # %% [markdown]
 # ## Formulas, with a worked example
@@ -46,7 +46,7 @@ cheatsheet.first_checks()
 # %% [markdown]
 # ## The operations of one step, in order
 #
-# The order of the course's loop (`course_utils/loop.py`), described by that loop's own docstrings.
+# The order of the course's loop (`course_utils/engine/loop.py`), described by that loop's own docstrings.
 
 # %%
 cheatsheet.operations()
@@ -106,7 +106,7 @@ for schedule in ("onecycle", "cosine"):
 cheatsheet.save_resume()
 
 # %%
-from course_utils.cheatsheet_code import run_save_resume
+from course_utils.chapters.ch09_cheatsheet_code import run_save_resume
 
 weights_same, lr_same = run_save_resume()
 print("resumed run's weights bitwise equal to the uninterrupted run's:", weights_same, "| same LR:", lr_same)

@@ -89,7 +89,7 @@ def menus_and_batch_box(page) -> list[dict]:
             {"control": "arena: batch size B '64', Enter", "ms": round(back)}]
 
 
-DAMAGE = ('import json; from course_utils.scoreboard import default_scoreboard_path as _p; _d = json.loads('
+DAMAGE = ('import json; from course_utils.chapters.ch08_scoreboard import default_scoreboard_path as _p; _d = json.loads('
           '_p().read_text()); next(iter(_d["challenges"].values()))["runs"][0]["final_acc"] = "abc"; '
           '_p().write_text(json.dumps(_d)); print("damaged one field of", sum(len(c["runs"]) for c in '
           '_d["challenges"].values()), "runs")')

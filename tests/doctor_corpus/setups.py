@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.data import spiral_splits
-from course_utils.models import MLP
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.models import MLP
 
 
 @dataclass
