@@ -422,12 +422,12 @@ def sync_cost(steps: int = 200, size: int = 256) -> tuple[float, float]:
 
 # one line per bug for chapter 5's quick-reference table (the registry's `symptom` is the long form)
 ONE_LINE = {
-    "missing_zero_grad": "gradient norm grows step after step; SGD loss oscillates, then blows up",
+    "missing_zero_grad": "gradient norm climbs to many times healthy; SGD loss oscillates, then blows up",
     "zero_grad_after_backward": "gradient norm reads 0, weights never move, loss stays near ln C",
     "eval_in_train_mode": "validation noisy and lower; training unchanged",
     "missing_no_grad": "evaluation graph memory above 0; metrics unchanged",
     "graph_attached_logging": "graph nodes kept by the log grow by the same amount every step",
-    "missing_train_switch": "from epoch 2 training loss falls below healthy; test accuracy worse",
+    "missing_train_switch": "from epoch 2 training loss below healthy; validation loss higher",
     "clip_before_backward": "pre-clip norm reads 0 (or a partial sum); run = the unclipped run",
     "clip_after_step": "norm looks normal; run = the unclipped run (spikes at a high lr)",
     "epoch_schedule_per_batch": "lr collapses (StepLR) or waves (cosine) within the first epoch",

@@ -158,7 +158,8 @@ def half_after_optimizer(seed: int = 0) -> CastDemo:
 _ENTRIES = [
     Bug("missing_zero_grad", "Missing zero_grad", "zero_grad", "skip",
         "backward() adds into .grad, so every update uses the sum of all gradients so far: the gradient "
-        "norm grows step after step. Plain SGD then acts like momentum that never decays: at a small lr it "
+        "norm climbs far above the healthy run's (it grows while the gradients agree, then levels off once new "
+        "ones average out). Plain SGD then acts like momentum that never decays: at a small lr it "
         "may even learn faster at first, then the loss oscillates; at a larger lr it blows up. Adam does not "
         "explode (it normalises each update to about lr) but follows stale gradients: the loss stalls and "
         "wanders, validation accuracy stays far below the healthy run's.",

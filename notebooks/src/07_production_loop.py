@@ -643,8 +643,8 @@ from course_utils.chapters.ch07_flowchart_costs import compile_record_lines
 print("\n".join(compile_record_lines()))
 
 # %% [markdown]
-# The code generation takes longer than this whole chapter, and later epochs are no faster: a model this
-# small is a few tiny kernels per step. On a GPU (the same record as section 8), the same run, each compiled
+# The first compiled epoch (code generation) takes tens of seconds where eager takes milliseconds, and later
+# epochs are no faster: a model this small is a few tiny kernels per step. On a GPU (the same record as section 8), the same run, each compiled
 # run starting with an empty compile cache: seconds up front, nothing saved afterwards. Compiling pays off on
 # long runs of big models.
 
