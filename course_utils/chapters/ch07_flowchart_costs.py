@@ -68,17 +68,22 @@ def one_process_group_env():
         del store
 
 
+def _prepare(fit, components: tuple[str, ...], options: dict, folder: str) -> None:
+    """The options an assembled loop needs besides the run's own (a folder to write in, eager compile), then seed 0."""
+    if "out" in fit.__code__.co_varnames:
+        options["out"] = folder
+    if "compile" in components:
+        options["compile_backend"] = "eager"
+    torch.manual_seed(0)
+
+
 def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> tuple[float, int, int, list]:
     """Run the assembled loop once: (seconds, peak graph bytes, bytes written, history)."""
     splits = splits or spiral_splits(384, 128, seed=0)
     fit = load_fit(components)
     options = dict(epochs=epochs, batch_size=8 if "accumulation" in components else 32, lr=0.01)
     with tempfile.TemporaryDirectory() as folder, one_process_group_env():
-        if "out" in fit.__code__.co_varnames:
-            options["out"] = folder
-        if "compile" in components:
-            options["compile_backend"] = "eager"
-        torch.manual_seed(0)
+        _prepare(fit, components, options, folder)
         meter = GraphMemoryMeter()
         start = time.perf_counter()
         with meter:
@@ -136,11 +141,7 @@ def count_allreduces(components: tuple[str, ...] = ("accumulation", "scale_out")
         return model
 
     with tempfile.TemporaryDirectory() as folder, one_process_group_env():
-        if "out" in fit.__code__.co_varnames:
-            options["out"] = folder
-        if "compile" in components:
-            options["compile_backend"] = "eager"
-        torch.manual_seed(0)
+        _prepare(fit, components, options, folder)
         _, history = fit(make_model, splits.train, splits.val, **options)
     return Traffic(len(calls), history[-1]["updates"], len(micro))
 

@@ -58,10 +58,23 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | Callable[[Any], No
                 handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+    except BaseException:
+        _discard(tmp)
+        raise
+    _put_in_place(tmp, path, sync_folder)
+
+
+def _discard(tmp: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+
+
+def _put_in_place(tmp: Path, path: Path, sync_folder: bool) -> None:
+    """``os.replace`` the finished temporary file over `path` (removing it if that fails), then fsync the folder."""
+    try:
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _discard(tmp)
         raise
     if sync_folder:
         _fsync_folder(path.parent)
@@ -79,14 +92,7 @@ def atomic_link(existing: str | os.PathLike, path: str | os.PathLike, *, sync_fo
         os.link(existing, tmp)
     except (OSError, NotImplementedError, AttributeError):
         return False
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    if sync_folder:
-        _fsync_folder(path.parent)
+    _put_in_place(tmp, path, sync_folder)
     return True
 
 
