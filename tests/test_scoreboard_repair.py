@@ -99,3 +99,13 @@ def test_the_table_keeps_its_height_and_shows_your_latest_run_with_its_rank(tmp_
     empty = arena(QUICK, board=Scoreboard(tmp_path / "other.json"), run=False)
     notice = [c for c in empty.table.children if "no runs yet" in getattr(c, "value", "")]
     assert notice and notice[0].layout.grid_column == "1 / -1"             # spans the table: no stretched column
+
+
+def test_every_header_cell_is_a_line_high_so_its_rule_lines_up(tmp_path):
+    """The blank header over the Re-run buttons holds a no-break space: an empty cell would draw its rule at the top."""
+    import re
+
+    view = arena(QUICK, board=Scoreboard(tmp_path / "scoreboard.json"), run=False)
+    headers = [c.value for c in view.table.children if "border-bottom" in getattr(c, "value", "")]
+    assert len(headers) == 11
+    assert all(re.search(r">[^<]+</div>$", h) for h in headers), headers

@@ -27,6 +27,8 @@ import ipywidgets as w
 import pytest
 from ipywidgets.widgets.widget import CallbackDispatcher
 
+from course_utils.chapters.ch06_predictions import prediction_bank
+
 VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch00 calculator", "course_utils.widgets.calculator:calculator", {}),
     ("ch00 calculator K=4", "course_utils.widgets.calculator:calculator", {"accum_steps": 4, "world_size": 2}),
@@ -57,6 +59,8 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch08 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 8}),
     ("ch09 quiz", "course_utils.widgets.quiz_view:quiz", {"chapter": 9}),
     ("ch09 course progress", "course_utils.widgets.quiz_view:course_progress", {}),
+    *[(f"ch06 prediction {q.id}", "course_utils.widgets.predict_view:predict",
+       {"chapter": 6, "qid": q.id.removeprefix("predict-")}) for q in prediction_bank(6).questions],
 ]
 
 TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0",

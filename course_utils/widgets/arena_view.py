@@ -311,7 +311,8 @@ class ArenaView(View):
     def _refresh_table(self) -> None:
         rows = self.board.rows(self.challenge())
         self._show_store_warnings()
-        cells: list[w.Widget] = [_cell(c, "font-weight:bold;border-bottom:1px solid #999" + (
+        # the Re-run column's header is blank but a line high, so its rule lines up with the others'
+        cells: list[w.Widget] = [_cell(c or "\u00a0", "font-weight:bold;border-bottom:1px solid #999" + (
             ";min-width:134px" if not c else "")) for c in _COLUMNS]     # the Re-run column keeps its width
         for rank, row in self._shown_rows(rows):
             k = row["knobs"]

@@ -21,6 +21,18 @@ from course_utils.chapters import ch09_cheatsheet as cheatsheet
 from course_utils.engine.session import Session, TrainConfig, build
 
 # %% [markdown]
+# ## The final quiz, before the sheet
+#
+# Answer from memory first: the sheet below holds the answers to several of these questions, so answering
+# after reading it would test your reading, not what you know. Among them, the question the course started
+# with: 20,000 examples, batch 64, K = 4, 10 epochs. Work it out on paper; the sheet's worked example uses
+# other numbers on purpose. Your answers are saved; the progress table is at the end of the chapter.
+
+# %%
+from course_utils.widgets.quiz_view import course_progress, quiz
+quiz(9)
+
+# %% [markdown]
 # ## Formulas, with a worked example
 #
 # N examples, batch size B, E epochs, K micro-batches per update, W ranks. The right-hand column is
@@ -177,16 +189,6 @@ cheatsheet.dataloader_section()
 
 # %%
 cheatsheet.checklist_section()
-
-# %% [markdown]
-# ## The final quiz
-#
-# Among its questions, the one the course started with: 20,000 examples, batch 64, K = 4, 10 epochs. Work
-# it out on paper first; the sheet's worked example uses other numbers on purpose.
-
-# %%
-from course_utils.widgets.quiz_view import course_progress, quiz
-quiz(9)
 
 # %% [markdown]
 # ## Your progress through the course

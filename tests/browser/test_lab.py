@@ -123,11 +123,18 @@ def run_all_cells(page) -> None:
     page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".every(p => !/\\d/.test(p.textContent))", timeout=30_000)
     menu(page, "Run", "Run All Cells")
-    page.wait_for_function(
-        """() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
-            return prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
-        }""", timeout=240_000)
+    try:
+        page.wait_for_function(
+            """() => {
+                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
+                return prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
+            }""", timeout=240_000)
+    except Exception:
+        running = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell')]
+            .map((c, i) => [i, c.querySelector('.jp-InputPrompt').textContent.trim(),
+                            (c.querySelector('.jp-InputArea-editor') || c).innerText.slice(0, 300)])
+            .filter(([i, p]) => p === '[*]:').slice(0, 1)""")
+        raise AssertionError(f"Run All did not finish in 240 s; the first cell still running: {running}") from None
     assert_no_traceback(page)
 
 
