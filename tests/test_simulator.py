@@ -213,6 +213,15 @@ def test_stop_when_nothing_runs_says_so():
     assert "Nothing is running" in view.text()
 
 
+def test_a_stop_that_arrives_after_the_run_ended_keeps_the_runs_last_word():
+    """Stop clicked during Train to end, handled by the kernel after the last step (a race the page cannot see)."""
+    view = SimulatorView(SMALL)
+    view.train_to_end()
+    assert "The run is complete" in view.text()
+    view.stop()
+    assert "The run is complete" in view.text() and "Nothing is running" not in view.text()
+
+
 def test_async_training_can_be_stopped_and_goes_on_from_there():
     """The button path in a kernel: a task that yields between micro-batches; Stop ends it."""
     import asyncio

@@ -296,7 +296,7 @@ class SimulatorView(View):
         """Stop a running Train epoch / Train to end after its current micro-batch."""
         if self.running:
             self.session.request_stop()
-        else:
+        elif not self.session.done:      # a Stop that arrives after the run ended keeps the run's last word
             self.note = "Nothing is running."
             self._refresh()
 
