@@ -17,8 +17,9 @@ from torch.utils.data import Dataset, TensorDataset
 from course_utils.engine.arithmetic import training_arithmetic
 from course_utils.engine.data import spiral_splits
 from course_utils.chapters.ch07_flowchart_costs import one_process_group_env
-from course_utils.chapters.ch07_flowchart import (COMPONENTS, KEYS, NODES, TEMPLATE_LINES, active_nodes, assemble,
-                                                  code_lines, flow_text, holds, lines_added, load_fit)
+from course_utils.chapters.ch07_flowchart import (COMPONENTS, KEYS, TEMPLATE_LINES, assemble, code_lines, holds,
+                                                  lines_added, load_fit)
+from course_utils.chapters.ch07_flowchart_boxes import NODES, active_nodes, flow_text
 from course_utils.engine.models import MLP
 from course_utils.engine.schedules import lr_curve
 

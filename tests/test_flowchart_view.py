@@ -1,5 +1,6 @@
 """Chapter 7's flowchart view, driven headless: each switch changes the flowchart and the code together."""
-from course_utils.chapters.ch07_flowchart import BY_KEY, KEYS, NODES, assemble, code_lines
+from course_utils.chapters.ch07_flowchart import BY_KEY, KEYS, assemble, code_lines
+from course_utils.chapters.ch07_flowchart_boxes import NODES
 from course_utils.widgets.base import RUN_HINT
 from course_utils.widgets.flowchart_view import FlowchartView, flowchart_svg, flowchart_view
 

@@ -2,8 +2,8 @@
 import pytest
 
 from course_utils.engine.bugs import LOOP_BUGS
-from course_utils.chapters.ch05_museum import (EXHIBITS, HARMS, MYSTERY, PANELS, SIGNATURE_PANEL, VARIATIONS, Harm,
-                                               compare, comparison_figure, exhibit, visible_panels)
+from course_utils.chapters.ch05_museum import EXHIBITS, HARMS, MYSTERY, SIGNATURE_PANEL, VARIATIONS, Harm, compare, exhibit
+from course_utils.chapters.ch05_museum_figure import PANELS, comparison_figure, visible_panels
 from course_utils.chapters.ch05_mystery import MysteryGame
 
 # bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)

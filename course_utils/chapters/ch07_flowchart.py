@@ -1,4 +1,5 @@
-"""The production flowchart (chapter 7): components on or off -> the loop's code, assembled, and its flowchart.
+"""The production flowchart (chapter 7): components on or off -> the loop's code, assembled (its boxes:
+``ch07_flowchart_boxes``).
 
 One template holds the whole loop. Each line that belongs to a component ends with a condition,
 ``#@ expr``: component names joined by ``&`` (and), ``|`` (or, lowest priority) and ``!`` (not).
@@ -264,7 +265,8 @@ def fit(
 '''
 
 
-def _check(enabled: Iterable[str]) -> frozenset[str]:
+def components_of(enabled: Iterable[str]) -> frozenset[str]:
+    """The chosen component names as a set; an unknown name raises ValueError naming the known ones."""
     chosen = frozenset(enabled)
     unknown = sorted(chosen - set(KEYS))
     if unknown:
@@ -298,7 +300,7 @@ TEMPLATE_LINES = _parse_template()
 
 def assembled_lines(enabled: Iterable[str]) -> list[tuple[str, frozenset[str]]]:
     """The loop's lines for these components, each with the components its condition names (for colouring)."""
-    chosen = _check(enabled)
+    chosen = components_of(enabled)
     kept = []
     for code, condition in TEMPLATE_LINES:
         if condition is None:
@@ -330,7 +332,7 @@ def code_lines(enabled: Iterable[str]) -> int:
 
 def lines_added(component: str) -> tuple[int, int]:
     """(lines it adds to the minimal loop, lines removed from the full loop when it is switched off)."""
-    _check([component])
+    components_of([component])
     alone = code_lines({component}) - code_lines(())
     in_full = code_lines(KEYS) - code_lines(set(KEYS) - {component})
     return alone, in_full
@@ -341,64 +343,3 @@ def load_fit(enabled: Iterable[str]):
     namespace: dict = {"__name__": "course_flowchart_loop"}
     exec(compile(assemble(enabled), "<chapter-7 loop>", "exec"), namespace)  # noqa: S102 - our own template
     return namespace["fit"]
-
-
-# ----------------------------------------------------------------------------- the flowchart's boxes
-@dataclass(frozen=True)
-class Node:
-    """One box of the flowchart: the stage it sits in, its words, the component that adds it (None: always)."""
-
-    stage: int
-    label: str
-    component: str | None
-    variant: tuple[str, str] | None = None  # (component, label to show when that component is on)
-
-    def text(self, enabled: frozenset[str]) -> str:
-        """The box's words for these components (a box changes when a component alters its operation)."""
-        return self.variant[1] if self.variant and self.variant[0] in enabled else self.label
-
-
-STAGES = ("once, before training", "each epoch, then each batch", "each epoch end")
-NODES: tuple[Node, ...] = (
-    Node(0, "init process group (rank)", "scale_out"),
-    Node(0, "seed everything", "seed"),
-    Node(0, "model, optimizer", None),
-    Node(0, "data loader", None),
-    Node(0, "DistributedSampler", "scale_out"),
-    Node(0, "LR scheduler", "schedule"),
-    Node(0, "GradScaler", "amp"),
-    Node(0, "TensorBoard writer", "logging"),
-    Node(0, "resume from last checkpoint", "checkpoint"),
-    Node(0, "model.compile()", "compile"),
-    Node(0, "wrap in DDP", "scale_out"),
-    Node(1, "stop if patience is used up", "early_stop"),
-    Node(1, "sampler.set_epoch(epoch)", "scale_out"),
-    Node(1, "forward + loss", None, ("amp", "forward + loss in autocast")),
-    Node(1, "weight loss by window share", "accumulation"),
-    Node(1, "backward", None, ("amp", "scaler.scale(loss).backward")),
-    Node(1, "window complete? else next batch", "accumulation", ("scale_out", "window done? (no_sync until then)")),
-    Node(1, "clip grad norm", "clip"),
-    Node(1, "finite? else skip update", "nan_guard"),
-    Node(1, "optimizer.step, zero_grad", None, ("amp", "scaler.step, update, zero_grad")),
-    Node(1, "scheduler.step", "schedule"),
-    Node(1, "log LR, grad norm", "logging"),
-    Node(2, "validate", None),
-    Node(2, "early-stopping check, keep best", "early_stop"),
-    Node(2, "log losses, accuracy", "logging"),
-    Node(2, "save checkpoint (rank 0, atomic)", "checkpoint"),
-    Node(2, "barrier: ranks wait", "scale_out"),
-)
-
-
-def active_nodes(enabled: Iterable[str]) -> list[Node]:
-    """The boxes a loop with these components runs, in order."""
-    chosen = _check(enabled)
-    return [n for n in NODES if n.component is None or n.component in chosen]
-
-
-def flow_text(enabled: Iterable[str]) -> str:
-    """The flowchart as text: the active boxes of each stage, in order (what nbval compares)."""
-    chosen = _check(enabled)
-    nodes = active_nodes(chosen)
-    return "\n".join(f"{STAGES[s]}: " + " -> ".join(n.text(chosen) for n in nodes if n.stage == s)
-                     for s in range(3))

@@ -6,7 +6,8 @@ import html
 import ipywidgets as w
 
 from course_utils.engine.bugs import BUGS, LOOP_BUGS
-from course_utils.chapters.ch05_museum import DETECTOR, Comparison, _fmt, compare, compare_steps, comparison_figure
+from course_utils.chapters.ch05_museum import DETECTOR, Comparison, _fmt, compare, compare_steps
+from course_utils.chapters.ch05_museum_figure import comparison_figure
 from course_utils.widgets.ahead import RunAhead
 from course_utils.widgets.base import View, error_html, figure_png, table_html
 

@@ -7,8 +7,8 @@ import anywidget
 import ipywidgets as w
 import traitlets
 
-from course_utils.chapters.ch07_flowchart import (BY_KEY, COMPONENTS, KEYS, NODES, STAGES, active_nodes,
-                                                  assembled_lines, code_lines, flow_text)
+from course_utils.chapters.ch07_flowchart import BY_KEY, COMPONENTS, KEYS, assembled_lines, code_lines
+from course_utils.chapters.ch07_flowchart_boxes import NODES, STAGES, active_nodes, flow_text
 from course_utils.widgets.base import View, error_html, guarded
 
 BOX_W, BOX_H, GAP, COL_W, TOP = 236, 24, 7, 292, 34

@@ -6,7 +6,8 @@ import html
 import ipywidgets as w
 
 from course_utils.engine.bugs import BUGS
-from course_utils.chapters.ch05_museum import compare, compare_steps, comparison_figure
+from course_utils.chapters.ch05_museum import compare, compare_steps
+from course_utils.chapters.ch05_museum_figure import comparison_figure
 from course_utils.chapters.ch05_mystery import MysteryGame
 from course_utils.infra.quiz import ProgressStore
 from course_utils.widgets.ahead import RunAhead

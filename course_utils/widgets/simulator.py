@@ -21,28 +21,16 @@ from course_utils.engine.bugs import BUGS, LOOP_BUGS
 from course_utils.engine.loop import EpochEvent, StepEvent
 from course_utils.engine.session import Session, TrainConfig
 from course_utils.chapters.ch06_simulator import boundary_grid, data_extent
-from course_utils.widgets.base import View, error_html, line_spaced, number_box, parse_decimal, parse_whole_number
+from course_utils.widgets.base import View, error_html, line_spaced, parse_decimal, parse_whole_number
 from course_utils.widgets.live_plot import LivePlot
 from course_utils.widgets.simulator_layout import (BOX_ORDER, DEFAULT, FLUSH_S, GRID, LIMITS, LOG_LR, MESSAGE_HEIGHT,
-                                                    NEEDS, OPTIMIZER_LABELS, SCHEDULE_LABELS, WHOLE, axis_end,
-                                                    event_points, panels)
+                                                    NEEDS, WHOLE, axis_end, event_points, panels, setting_box)
 from course_utils.widgets.simulator_readouts import fmt, readout_lines, settings_text
+
 
 def _last_epoch(session: Session) -> EpochEvent | None:
     """The latest EpochEvent, found from the end (O(1) in a long history)."""
     return next((e for e in reversed(session.history) if isinstance(e, EpochEvent)), None)
-
-
-def _setting_box(name: str, config: TrainConfig) -> w.Widget:
-    """One setting's control: a menu, or a number box read by the course's one input rule (what it shows is used)."""
-    if name == "optimizer":
-        return w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
-                          description="optimizer")
-    if name == "schedule":
-        return w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
-                          description="schedule")
-    value = (config.clip_norm or 0.0) if name == "clip_norm" else getattr(config, name)
-    return number_box(value, LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")
 
 
 class SimulatorView(View):
@@ -57,7 +45,7 @@ class SimulatorView(View):
         self._reverting = False
         self._task: asyncio.Task | None = None
         self._seen = self._ghost_seen = 0
-        self.boxes = {name: _setting_box(name, config) for name in BOX_ORDER}
+        self.boxes = {name: setting_box(name, config) for name in BOX_ORDER}
         style, layout = {"description_width": "140px"}, w.Layout(width="270px")
         for box in self.boxes.values():
             box.style, box.layout = style, layout

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import math
 
+import ipywidgets as w
+
 from course_utils.engine.loop import StepEvent
 from course_utils.engine.session import TrainConfig
+from course_utils.widgets.base import number_box
 from course_utils.widgets.live_plot import CLASS_COLOURS, Panel, Series
 
 # the simulator's default run: the course's spiral, Adam at lr 0.01, ten epochs of 19 micro-batches
@@ -88,3 +91,15 @@ def event_points(event, prefix: str = "") -> list[tuple[str, float, float]]:
     if not prefix:
         points.append(("eval_mem", event.steps, event.eval_memory / 1024))
     return points
+
+
+def setting_box(name: str, config: TrainConfig) -> w.Widget:
+    """One setting's control: a menu, or a number box read by the course's one input rule (what it shows is used)."""
+    if name == "optimizer":
+        return w.Dropdown(options=[(v, k) for k, v in OPTIMIZER_LABELS.items()], value=config.optimizer,
+                          description="optimizer")
+    if name == "schedule":
+        return w.Dropdown(options=[(v, k) for k, v in SCHEDULE_LABELS.items()], value=config.schedule,
+                          description="schedule")
+    value = (config.clip_norm or 0.0) if name == "clip_norm" else getattr(config, name)
+    return number_box(value, LIMITS[name][0], kind="whole" if name in WHOLE else "decimal")

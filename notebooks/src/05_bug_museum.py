@@ -30,8 +30,8 @@ import torch
 from torch import nn
 from course_utils.engine.bugs import BUGS, LOOP_BUGS
 from course_utils.engine.session import Session, TrainConfig
-from course_utils.chapters.ch05_museum import (BASE, EXHIBITS, VARIATIONS, compare, comparison_figure, exhibit,
-                                               reference_markdown)
+from course_utils.chapters.ch05_museum import BASE, EXHIBITS, VARIATIONS, compare, exhibit, reference_markdown
+from course_utils.chapters.ch05_museum_figure import comparison_figure
 from course_utils.infra.notebook import sig
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
