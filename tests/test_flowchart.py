@@ -360,3 +360,18 @@ def test_early_stopping_delivers_the_best_weights(tmp_path, components):
     at_best, _ = run((), epochs=best, **options)  # the same run, ended at the best epoch
     last, _ = run((), epochs=len(history), **options)
     assert torch.equal(weights(model), weights(at_best)) and not torch.equal(weights(model), weights(last))
+
+
+def test_the_cost_runs_free_ddp_only_after_the_loop_returned():
+    """run_component keeps the DDP its loop builds past `fit`'s return, so freeing it (and the process group) never
+    races gloo's workers for the GIL under the memory meter's Python hooks (a deadlock seen in CI)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from course_utils.chapters.ch07_flowchart_costs import _hold_ddp, one_process_group_env
+
+    fit = load_fit(("scale_out",))
+    held = _hold_ddp(fit)
+    with one_process_group_env():
+        fit(lambda: MLP(hidden=8), SPLITS.train, SPLITS.val, epochs=1, batch_size=64)
+    assert len(held) == 1 and isinstance(held[0], DistributedDataParallel)
+    held.clear()

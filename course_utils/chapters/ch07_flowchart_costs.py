@@ -86,11 +86,34 @@ def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> 
         _prepare(fit, components, options, folder)
         meter = GraphMemoryMeter()
         start = time.perf_counter()
+        held = _hold_ddp(fit)
         with meter:
             _, history = fit(lambda: MLP(hidden=32), splits.train, splits.val, **options)
         seconds = time.perf_counter() - start
         disk = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+        time.sleep(0.05)        # gives up the GIL: gloo's workers free their finished work (see _hold_ddp)
+        held.clear()            # DDP, and with it the process group, freed only now
     return seconds, meter.peak, disk, history
+
+
+def _hold_ddp(fit) -> list:
+    """Keep every DDP the loop builds alive in the returned list, to be freed by the caller after a sleep.
+
+    Measured under the meter, each gloo work keeps the thread-local state it was created in, which holds the
+    meter's Python saved-tensor hooks, so the worker thread that frees a finished work needs the GIL. Freeing
+    DDP when `fit` returns drops the process group, whose destructor joins those threads while holding the GIL:
+    if a worker is still waiting for it, both wait forever (seen in CI and in chapter 7 in the browser: the main
+    thread in ~ProcessGroupGloo, a worker in ~AsyncWork's decref). Without Python hooks no work needs the GIL.
+    """
+    held: list = []
+    if "DDP" in fit.__globals__:
+        class HeldDDP(fit.__globals__["DDP"]):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                held.append(self)
+
+        fit.__globals__["DDP"] = HeldDDP
+    return held
 
 
 @dataclass(frozen=True)
