@@ -120,7 +120,7 @@ def formulas(n: int = EXAMPLE[0], b: int = EXAMPLE[1], e: int = EXAMPLE[2], k: i
         ("iterations per epoch", "ceil(N / B)", f"ceil({n:,} / {b}) = {a.iters_per_epoch:,}"),
         ("… with drop_last=True", "floor(N / B)", f"floor({n:,} / {b}) = {dropped.iters_per_epoch:,}"),
         ("micro-steps in all", "E · iterations", f"{e} · {a.iters_per_epoch:,} = {a.total_micro_steps:,}"),
-        ("updates per epoch (with the flush)", "ceil(iterations / K) = ceil(N / (B·K))",
+        ("updates per epoch (with the flush)", "ceil(iterations / K); = ceil(N / (B·K)) without drop_last",
          f"ceil({a.iters_per_epoch:,} / {k}) = {a.updates_per_epoch:,} (without the flush: {a.naive_updates_per_epoch:,})"),
         ("updates in all", "E · updates per epoch", f"{e} · {a.updates_per_epoch:,} = {a.total_weight_updates:,}"),
         ("effective batch", "B · K", f"{b} · {k} = {a.effective_batch_size:,}"),
@@ -231,7 +231,7 @@ SIGNS = {  # what you see, for the registry's bugs that chapter 5's quick refere
     "head_after_optimizer": "the new head never moves; the model trains around a random head",
     "scheduler_before_optimizer": "torch warns once; each update uses the next update's LR",
     "softmax_before_cross_entropy": "the loss cannot go below a floor ({floor} for 3 classes); training crawls",
-    "half_after_optimizer": "the next Adam step raises a dtype RuntimeError (SGD runs on)",
+    "half_after_optimizer": "the next Adam step raises a dtype or device RuntimeError (SGD runs on)",
     "update_schedule_per_epoch": "the lr stays near its starting value: warmup never ends, no annealing",
 }
 FIXES = {"accumulation_without_flush": "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`."}

@@ -58,8 +58,8 @@ def train_one_epoch(model, loader, loss_fn, optimizer,
             (loss * (len(y) / n)).backward()  # 4 backward
             total += loss.item() * len(y)  # a float
             seen += len(y)
-        if max_norm is not None:  # 5 clip; log the norm
-            torch.nn.utils.clip_grad_norm_(
+        if max_norm is not None:  # 5 clip: returns the
+            torch.nn.utils.clip_grad_norm_(  # norm, log it
                 model.parameters(), max_norm)
         optimizer.step()             # 6 update
         if scheduler is not None:  # 7 per update:
@@ -105,7 +105,9 @@ state = {"model": model.state_dict(),
          "scheduler": scheduler.state_dict(),
          "epoch": epoch, "order": order.get_state(),
          "rng": torch.get_rng_state()}  # + CUDA, NumPy...
-torch.save(state, path + ".tmp")  # tensors, plain values
+with open(path + ".tmp", "wb") as f:
+    torch.save(state, f)          # tensors, plain values
+    f.flush(); os.fsync(f.fileno())  # on the disk
 os.replace(path + ".tmp", path)   # never half a file
 
 # resume: set up as above, then load the state back

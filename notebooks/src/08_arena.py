@@ -73,8 +73,9 @@ print(batches.text())
 print(batches.time_text())
 
 # %% [markdown]
-# A bigger batch wins the count of updates and loses on examples processed, on every seed, and its
-# memory grows in proportion to B. On this CPU the time per update grows with B too, more slowly than
+# On the median a bigger batch needs fewer updates, but not on every seed: the last two lines count
+# the seeds (against batch 16, batch 64 loses on some). It processes more examples on every seed, and
+# its memory grows in proportion to B. On this CPU the time per update grows with B too, more slowly than
 # B: fewer, bigger updates use the CPU better. On a GPU, the time of an update on so small a model is
 # almost all fixed cost (launching kernels), so it barely grows with B until the GPU is busy: there, the
 # count of updates is close to the time. That is the usual picture, not a measurement: no GPU was used
@@ -91,8 +92,9 @@ print(arena_seeds.scaling(challenge).text())
 # Plain SGD with its rate kept at 0.3 does not reach 90% at batch 128 on any seed within its 100
 # updates; with the rate scaled by 4 it does, on every seed, in fewer updates than at batch 32. Adam is
 # far less sensitive here: it reaches the target at batch 128 with the rate kept, scaled by 2 or by 4,
-# and the square-root rule (×2) has the lowest median. So when you change the batch, change the rate with
-# it, or a comparison of batch sizes is really a comparison of learning rates.
+# and the square-root rule (×2) needs the fewest updates on every seed (the last line). So when you
+# change the batch, change the rate with it, or a comparison of batch sizes is really a comparison of
+# learning rates.
 #
 # **Optimizer, schedule and learning rate.** The course's search raced 720 configurations (every
 # combination of 6 batch sizes, 4 optimizers, 6 learning rates and 5 schedules) for at most 50 updates
@@ -244,10 +246,11 @@ quiz(8)
 # - The score is updates to the target, measured on the validation set after every update; checked on
 #   fresh data, the winner's first crossing is within a point or two of the target, and above it soon
 #   after.
-# - A bigger batch needs fewer updates but processes more examples, and its activation memory grows in
-#   proportion to the batch (five seeds). Whether fewer updates means less time depends on the hardware.
+# - A bigger batch needs fewer updates on the median (not on every seed) but processes more examples on
+#   every seed, and its activation memory grows in proportion to the batch (five seeds). Whether fewer
+#   updates means less time depends on the hardware.
 # - Batch size and learning rate go together: plain SGD needs its rate scaled with the batch (linear
-#   scaling); Adam is far less sensitive, and the square-root rule did best here.
+#   scaling); Adam is far less sensitive, and the square-root rule did best here, on every seed.
 # - On the spiral, Adam at lr 0.03 to 0.1 beats plain SGD by a wide margin. Within 50 updates the
 #   schedule makes no difference that holds on every seed (warmup + cosine comes closest), except StepLR's
 #   early cut, which hurts.

@@ -191,6 +191,18 @@ cheatsheet.dataloader_section()
 cheatsheet.checklist_section()
 
 # %% [markdown]
+# ## What you see → why → where the course shows it
+#
+# The questions learners ask most about their own runs start from a symptom. The course keeps a corpus of
+# such questions, collected from public forums and issue trackers, each pointing at the cell whose run
+# answers it; this index is generated from it, in chapter order. Find what you see, read why, and go to the
+# section that shows it.
+
+# %%
+from course_utils.chapters.ch09_symptoms import symptom_section
+symptom_section()
+
+# %% [markdown]
 # ## Your progress through the course
 #
 # Correct answers per chapter, kept between sessions (press Refresh after answering).

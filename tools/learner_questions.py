@@ -1,0 +1,101 @@
+"""Keep the corpus of learner questions true to the notebooks (issue 31).
+
+``python tools/learner_questions.py sync``  sets each answer's section from the heading above its tagged cell in
+                                           ``notebooks/src`` and rewrites the README's symptom index;
+``python tools/learner_questions.py check`` exits 1 with a line per difference (the tests call ``problems()``).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from notebooks import parse_source  # noqa: E402  (tools/notebooks.py)
+
+from course_utils.chapters import ch09_symptoms  # noqa: E402
+
+README = ROOT / "README.md"
+START, END = "<!-- symptom-index:start -->", "<!-- symptom-index:end -->"
+
+
+def tagged_cells() -> dict[str, list[tuple[int, str, dict]]]:
+    """anchor -> [(chapter, section heading above the cell, the cell)] for every answers-<anchor> tag in the sources."""
+    found: dict[str, list] = {}
+    for src in sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py")):
+        heading = ""
+        for cell in parse_source(src.read_text(encoding="utf-8")):
+            if cell["type"] == "markdown":
+                heads = [line.lstrip("#").strip() for line in cell["source"].splitlines() if line.startswith("##")]
+                heading = heads[-1] if heads else heading
+                continue
+            for tag in cell["tags"]:
+                if tag.startswith(ch09_symptoms.TAG_PREFIX):
+                    found.setdefault(tag[len(ch09_symptoms.TAG_PREFIX):], []).append((int(src.name[:2]), heading, cell))
+    return found
+
+
+def clean(heading: str) -> str:
+    """A section heading as the index shows it: no numbering, no code marks."""
+    words = heading.split(" ", 1)
+    if len(words) == 2 and words[0].rstrip(".").isdigit():
+        heading = words[1]
+    return heading.replace("`", "")
+
+
+def readme_block() -> str:
+    return f"{START}\n{ch09_symptoms.index_markdown()}\n{END}"
+
+
+def sync() -> None:
+    data = json.loads(ch09_symptoms.DATA.read_text(encoding="utf-8"))
+    cells = tagged_cells()
+    for anchor, answer in data["answers"].items():
+        if len(cells.get(anchor, ())) == 1:
+            chapter, heading, _ = cells[anchor][0]
+            answer["chapter"], answer["section"] = chapter, clean(heading)
+    ch09_symptoms.DATA.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    ch09_symptoms.corpus.cache_clear()
+    text = README.read_text(encoding="utf-8")
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    README.write_text(head + readme_block() + tail, encoding="utf-8")
+
+
+def problems() -> list[str]:
+    """Every way the corpus, the notebooks' tags and the README disagree."""
+    answers, questions = ch09_symptoms.corpus()
+    cells, out = tagged_cells(), []
+    asked = {q.anchor for q in questions if q.anchor}
+    for anchor in sorted(asked):
+        a, found = answers[anchor], cells.get(anchor, [])
+        if len(found) != 1:
+            out.append(f"anchor {anchor}: {len(found)} cells carry the tag {ch09_symptoms.TAG_PREFIX}{anchor} (need 1)")
+            continue
+        chapter, heading, cell = found[0]
+        if (chapter, clean(heading)) != (a.chapter, a.section):
+            out.append(f"anchor {anchor}: the corpus says chapter {a.chapter} '{a.section}', the notebook "
+                       f"chapter {chapter} '{clean(heading)}' (run sync)")
+        if cell["type"] != "code" or {"nbval-ignore-output", "nbval-skip"} & set(cell["tags"]):
+            out.append(f"anchor {anchor}: the tagged cell is not a code cell nbval compares")
+    for anchor in sorted(set(cells) - set(answers)):
+        out.append(f"tag {ch09_symptoms.TAG_PREFIX}{anchor} is in a notebook but not in the corpus's answers")
+    if readme_block() not in README.read_text(encoding="utf-8"):
+        out.append("README.md's symptom index is not the generated one (run sync)")
+    return out
+
+
+if __name__ == "__main__":
+    command = sys.argv[1:] or ["check"]
+    if command == ["sync"]:
+        sync()
+    elif command == ["check"]:
+        found = problems()
+        print("\n".join(found) or "the corpus, the notebooks and the README agree")
+        sys.exit(1 if found else 0)
+    else:
+        print("usage: python tools/learner_questions.py sync|check", file=sys.stderr)
+        sys.exit(2)
