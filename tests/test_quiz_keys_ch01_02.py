@@ -6,7 +6,7 @@ from course_utils.widgets.quiz_view import quiz
 
 
 @pytest.mark.parametrize("chapter,qid,value", [
-    (1, "batches-100-16", 7),
+    (1, "batches-1001-50", 20),
     (2, "unweighted-cats-32", 3.2), (2, "weighted-cats-32", 32), (2, "padding-copies-1001-8", 7),
 ])
 def test_numeric_keys(chapter, qid, value):

@@ -181,10 +181,10 @@ def worker_draws(own_generator: bool, init_fn: bool, seed: int = 0, epochs: int 
     loader = DataLoader(NoisyDataset(8, own_generator), batch_size=2, num_workers=2,
                         worker_init_fn=reseed_dataset_generator if init_fn else None,
                         generator=torch.Generator().manual_seed(seed))
-    epochs = []
+    record = []
     for _ in range(epochs):
         drawn: dict[int, list[float]] = {0: [], 1: []}
         for k, batch in enumerate(loader):        # with in_order=True, batch k comes from worker k % 2
             drawn[k % 2] += [round(float(v), 6) for v in batch]
-        epochs.append(drawn)
-    return WorkerDraws(epochs)
+        record.append(drawn)
+    return WorkerDraws(record)
