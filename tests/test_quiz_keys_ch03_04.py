@@ -33,3 +33,4 @@ def test_ch04_keys():
     assert not check(bank.question("eval-changes"), {0, 1, 2}).correct
     assert check(bank.question("inference-mode"), {0, 1}).correct
     assert check(bank.question("nograd-vs-eval"), 0).correct
+    assert check(bank.question("ranks-accuracy"), 0).correct

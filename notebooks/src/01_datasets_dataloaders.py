@@ -394,8 +394,8 @@ for name, kwargs in cases:
 # augmentations; and because workers are started afresh every epoch (without `persistent_workers`), every
 # epoch repeats them too. NumPy's global state is fine: torch reseeds `random`, NumPy's global generator and
 # torch in every worker. The fix is a `worker_init_fn` that gives the worker's copy its own generator, from
-# the seed torch chose for that worker (different per worker and per epoch, and reproducible when the
-# loader has a seeded `generator`):
+# the seed torch chose for that worker (different per worker and per epoch, as the last line shows; the
+# loader's `generator` draws those seeds, so a seeded one makes them reproducible):
 #
 # ```python
 # def reseed_dataset_generator(worker_id):

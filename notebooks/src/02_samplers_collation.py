@@ -454,7 +454,7 @@ print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(box
 # %% [markdown]
 # `detection_collate` is two lines: `default_collate` on the images, a plain list for the targets. The
 # empty image keeps its [0, 4] tensor, and the loss is then computed image by image (torchvision's
-# detection models take exactly this list). Padding the boxes to a fixed count works too, but then every
+# detection models take such a list). Padding the boxes to a fixed count works too, but then every
 # loss must skip the padded boxes, as a token loss skips padded tokens.
 
 # %% [markdown]
