@@ -228,7 +228,7 @@ from course_utils.chapters.ch01_pipeline import time_one_epoch
 
 for decode_ms in (0.0, 2.0):
     dataset = OnDiskDataset(folder, decode_ms=decode_ms)
-    times = {k: time_one_epoch(dataset, num_workers=k, batch_size=16, repeats=2) for k in (0, 2)}
+    times = {k: time_one_epoch(dataset, num_workers=k, batch_size=16, repeats=1) for k in (0, 2)}
     print(f"decode {decode_ms} ms/example: " + ", ".join(f"num_workers={k}: {sig(t, 3)} s" for k, t in times.items())
           + f" -> 2 workers are {sig(times[0] / times[2], 3)}x as fast")
 

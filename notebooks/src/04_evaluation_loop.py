@@ -198,7 +198,7 @@ for case, outcome in inference_mode_errors().items():
 # %% tags=["nbval-ignore-output"]
 big = MLP(hidden=256, depth=3)
 batch = torch.randn(512, 2)
-times = {mode: time_evaluation(big, batch, mode, repeats=100) for mode in ("grad", "no_grad", "inference_mode")}
+times = {mode: time_evaluation(big, batch, mode, repeats=30) for mode in ("grad", "no_grad", "inference_mode")}
 for mode, seconds in times.items():
     print(f"{mode:15s} {sig(seconds * 1e3)} ms per forward")
 print("inference_mode / no_grad:", sig(times["inference_mode"] / times["no_grad"]))
