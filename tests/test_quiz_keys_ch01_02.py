@@ -27,6 +27,8 @@ def test_banks_complete(chapter, tmp_path, monkeypatch):
         assert card.feedback.value
     ids = {q.id for q in bank.questions}
     assert ("drop-last-does" if chapter == 1 else "distributed-ensures") in ids
+    if chapter == 1:      # the dataset's own generator is the draw the workers share (tests/test_chapter_questions_0_4)
+        assert check(bank.question("worker-rng"), 1).correct and not check(bank.question("worker-rng"), 0).correct
 
 
 def test_chapter2_keys_agree_with_real_samplers():
