@@ -280,3 +280,7 @@ RIGHT = {
     "warmup_cosine_lr": [(wc_torch,)], "clip_gradients": [(cg_torch,)],
     "race_to_target": [(rt_inference_float32,)], "examples_processed": [(ep_loop,)],
 }
+
+from tests.exercise_ranks import RIGHT_RANKS  # noqa: E402 - exercises 2.4 and 4.3
+
+RIGHT.update(RIGHT_RANKS)

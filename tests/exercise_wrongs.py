@@ -799,3 +799,7 @@ WRONG = {
                            ("drop_last ignored", (ep_ignores_drop_last,), "never trained on"),
                            ("a float", (ep_float,), "not a whole number")],
 }
+
+from tests.exercise_ranks import WRONG_RANKS  # noqa: E402 - exercises 2.4 and 4.3
+
+WRONG.update(WRONG_RANKS)

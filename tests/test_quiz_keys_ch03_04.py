@@ -27,9 +27,10 @@ def test_ch03_keys():
 
 def test_ch04_keys():
     bank = load_bank(4)
-    assert bank.question("averaging").answer == pytest.approx(4 / 3)
-    assert bank.question("budget").answer == 1600
+    assert bank.question("averaging").answer == pytest.approx(80 / 136)
+    assert bank.question("budget").answer == 4200
     assert check(bank.question("eval-changes"), {0, 1}).correct
     assert not check(bank.question("eval-changes"), {0, 1, 2}).correct
     assert check(bank.question("inference-mode"), {0, 1}).correct
     assert check(bank.question("nograd-vs-eval"), 0).correct
+    assert check(bank.question("ranks-accuracy"), 0).correct

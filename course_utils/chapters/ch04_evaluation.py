@@ -232,9 +232,10 @@ def average_losses(batch_means, sizes) -> Averages:
     return Averages(sum(m * s for m, s in zip(batch_means, sizes)) / total, sum(batch_means) / len(batch_means))
 
 
-def memory_budget_mb(params: int | float, dtype_bytes: int = 4, optimizer: str = "adam") -> dict[str, float]:
+def memory_budget_mb(params: int | float, dtype_bytes: int = 4, optimizer: str = "adam",
+                     state_bytes: int | None = None) -> dict[str, float]:
     """memory_budget in megabytes (1 MB = 10^6 bytes), as a dict (the quiz key uses "total")."""
-    b = memory_budget(params, dtype_bytes, optimizer)
+    b = memory_budget(params, dtype_bytes, optimizer, state_bytes=state_bytes)
     return {k: getattr(b, k) / 1e6 for k in ("weights", "grads", "optimizer_state", "master_weights", "total")}
 
 

@@ -258,3 +258,27 @@ SOLUTIONS = {
     "warmup_cosine_lr": (warmup_cosine_lr,), "clip_gradients": (clip_gradients,),
     "race_to_target": (race_to_target,), "examples_processed": (examples_processed,),
 }
+
+
+# --- exercises 2.4 and 4.3 (work on several ranks) ---------------------------------------------------------
+
+def weighted_shard(weights, num_samples, world_size, rank, epoch, seed=0):
+    total = world_size * math.ceil(num_samples / world_size)
+    g = torch.Generator().manual_seed(seed + epoch)
+    drawn = torch.multinomial(weights, total, replacement=True, generator=g)
+    return drawn[rank::world_size].tolist()
+
+
+def rank_metrics(losses, correct, n):
+    world_size = len(losses)
+    loss_sum, hits, count = 0.0, 0, 0
+    for rank in range(world_size):
+        for j in range(len(losses[rank])):
+            if rank + j * world_size < n:          # slot rank + j*W; from n on, padding copies
+                loss_sum += losses[rank][j].item()
+                hits += int(correct[rank][j])
+                count += 1
+    return loss_sum / count, hits / count
+
+
+SOLUTIONS.update({"weighted_shard": (weighted_shard,), "rank_metrics": (rank_metrics,)})

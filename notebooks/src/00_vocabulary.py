@@ -124,8 +124,11 @@ for when in [100, 1_000]:
           f"  or  every {when:,} updates ({when * K:,} micro-batches)")
 
 # %% [markdown]
-# A learning-rate schedule shows the cost. A cosine schedule is sized for the run's 237 updates,
-# but the loop calls `scheduler.step()` after every micro-batch instead of after every update:
+# A learning-rate schedule shows the cost. A **schedule** changes the learning rate as training goes on,
+# one `scheduler.step()` call at a time; a cosine schedule lowers it along half a cosine, from its start
+# value to near zero at the last step it was sized for (chapter 3 shows the API). Here one is sized for
+# the run's 237 updates, but the loop calls `scheduler.step()` after every micro-batch instead of after
+# every update:
 
 # %%
 def lr_after(calls: int, total_updates: int) -> float:
@@ -195,10 +198,11 @@ print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.
 # makes 78 updates and throws away one micro-batch's gradient per epoch. The flushing loop makes
 # 79 updates per epoch, exactly as the calculator says.
 #
-# ## Weighting a window: equal to one big batch, exactly
+# ## Weighting a window: equal to one big batch, exactly (for per-example layers)
 #
 # Accumulating a window of micro-batches should give the same gradient as one big batch of the
-# same examples. Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
+# same examples. (This holds for models that treat each example on its own; the next section shows
+# the two layers that do not.) Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
 # window's **examples**: `course_utils.engine.arithmetic.loss_weight` is that rule, used by the course's
 # loop. The hard case is the end of an epoch: 600 examples, batch 32, K = 4 gives 19 batches, and
 # the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that
@@ -238,6 +242,45 @@ for name, weight in [("loss_weight (examples)", lambda i: loss_weight(i, sizes, 
 # matters most when batches differ in size (a partial last batch, or variable-length batches
 # weighted by tokens), which is why the HF Trainer divides by the number of items in the window
 # when it knows it.
+#
+# ### When the window is not one big batch: BatchNorm and dropout
+#
+# The equality above needs every example's loss to depend on that example alone. Two common layers break
+# it. **BatchNorm** normalises each example with the mean and variance of *its batch* (chapter 4), so two
+# micro-batches of 16 are normalised with other statistics than one batch of 32. **Dropout** draws a new
+# random mask on every forward pass, so two runs of the same batch already differ.
+
+# %%
+from course_utils.widgets.predict_view import predict
+predict(0, "accum-batchnorm")
+
+# %% [markdown]
+# The test: 32 examples as 2 micro-batches of 16, each mean loss weighted ½, against one batch of 32, in
+# float64, for a small MLP with each kind of layer after its first Linear, on five seeds. The gap is the
+# largest difference over all gradients, relative to the big batch's largest gradient. With dropout, each
+# side is also averaged over 50 fresh masks.
+
+# %% tags=["answers-accum-batchnorm"]
+from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
+
+seeds = range(5)
+for norm in ["none", "layernorm", "groupnorm", "batchnorm", "dropout"]:
+    gaps = [accumulation_gap(norm, s) for s in seeds]
+    equal = sum(g < 1e-12 for g in gaps)
+    far = sum(g > 0.1 for g in gaps)
+    print(f"{norm:<9}: equal to the big batch (gap < 1e-12) on {equal} of 5 seeds, off by more than 10% on {far}")
+single = [accumulation_gap("dropout", s) for s in seeds]
+averaged = [dropout_average_gap(s, draws=50) for s in seeds]
+print("dropout, each side averaged over 50 masks: gap below half the one-mask gap on",
+      sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
+
+# %% [markdown]
+# Without a normalisation layer, and with LayerNorm or GroupNorm (which normalise each example over its
+# own features), the window equals the big batch. With BatchNorm it does not, on any seed: the micro-batches
+# see their own statistics. Accumulating K micro-batches of B with BatchNorm is *not* training with batch
+# B·K: BatchNorm still sees batches of B. A larger micro-batch, or GroupNorm or LayerNorm in place of
+# BatchNorm, avoids it. With dropout the two differ on every draw, and agree only on average, as two noisy
+# estimates of one gradient do: averaging over more masks shrinks the gap.
 #
 # The course's own training loop (`course_utils.engine.session.run`, built in chapters 3 and 5: it
 # yields one `StepEvent` per micro-batch) flushes and weights windows this way. Here is its count
@@ -352,6 +395,8 @@ course_progress()
 # - effective batch = B × K (× W ranks). B = 32 with K = 4 makes the same updates as B = 128 with
 #   K = 1, with a quarter of the activation memory; against B = 32 alone it makes 4× fewer updates.
 # - a window's losses are weighted by its share of the window's examples: then it equals one big
-#   batch, the short last window included.
+#   batch, the short last window included, for layers that treat each example on its own. With BatchNorm
+#   each micro-batch is normalised with its own statistics (measured: off by more than 10% on 5 of 5
+#   seeds); with dropout the two agree only on average.
 # - "step" means an update in most trainers and a micro-batch in many hand-written loops: check which.
 # - `DistributedSampler` pads every rank to ⌈N / W⌉, so a few examples are seen twice per epoch.

@@ -67,12 +67,15 @@ for name, default in dataloader_defaults().items():
 # - `batch_size=1`, `drop_last=False`: one example per batch, and a short last batch is kept.
 # - `sampler` / `batch_sampler`: your own order or your own grouping (chapter 2).
 # - `num_workers=0`: the main process loads every batch itself.
-# - `pin_memory=False`, `pin_memory_device=''`: page-locked batches for faster copies to an accelerator.
+# - `pin_memory=False`: page-locked batches for faster copies to an accelerator. `pin_memory_device=''` is
+#   deprecated in torch 2.13: the current accelerator is used.
 # - `timeout=0`: how long to wait for a worker's batch before raising (0 = forever).
-# - `worker_init_fn=None`: a function each worker runs at start, e.g. to seed NumPy per worker.
+# - `worker_init_fn=None`: a function each worker runs at start. torch already seeds `random`, NumPy's global
+#   state and torch itself differently in every worker; use it for other libraries and for a random generator
+#   your dataset holds (section 8 shows why).
 # - `multiprocessing_context=None`: how workers start (fork, spawn, forkserver); section 8 shows why it matters.
-# - `generator=None`: the random generator the sampler draws from; pass a seeded one for a
-#   reproducible order (chapter 7's reproducibility levers are `generator` and `worker_init_fn`).
+# - `generator=None`: the random generator the sampler draws from, and the one that draws the workers' base
+#   seed; pass a seeded one for a reproducible order and reproducible worker seeds (chapter 7).
 # - `persistent_workers=False`: workers are started again every epoch; `True` keeps them (section 8).
 # - `in_order=True` (new in torch 2.6): batches come back in sampler order even if a later worker
 #   finishes first; `False` hands them over as soon as they are ready.
@@ -225,7 +228,7 @@ from course_utils.chapters.ch01_pipeline import time_one_epoch
 
 for decode_ms in (0.0, 2.0):
     dataset = OnDiskDataset(folder, decode_ms=decode_ms)
-    times = {k: time_one_epoch(dataset, num_workers=k, batch_size=16, repeats=2) for k in (0, 2)}
+    times = {k: time_one_epoch(dataset, num_workers=k, batch_size=16, repeats=1) for k in (0, 2)}
     print(f"decode {decode_ms} ms/example: " + ", ".join(f"num_workers={k}: {sig(t, 3)} s" for k, t in times.items())
           + f" -> 2 workers are {sig(times[0] / times[2], 3)}x as fast")
 
@@ -289,6 +292,118 @@ print("the worker said: ", worker_says)
 # in your own notebook it appears as a long red traceback): the worker could not find
 # `NotebookSquares` in its `__main__`. The fix: put datasets in a module (as `OnDiskDataset` lives
 # in `course_utils.chapters.ch01_pipeline`).
+#
+# ### In a script: the `if __name__ == "__main__":` guard
+#
+# In a script the same mechanism bites the other way. A spawned (or forkserver) worker starts as a fresh
+# interpreter and first re-runs your script's top level, under the name `__mp_main__`, to find your
+# functions and classes. If the top level itself builds the DataLoader and loops over it, that runs again
+# inside every worker, which tries to start workers of its own while it is still starting.
+
+# %%
+from course_utils.widgets.predict_view import predict
+predict(1, "main-guard")
+
+# %% [markdown]
+# `run_spawn_script` writes a six-line `train.py` that starts one spawned process, and runs it with
+# `python train.py`, once as it is and once with the start moved under the guard. It starts a plain
+# `multiprocessing` process, which is what a DataLoader worker is, so that the demo does not pay torch's
+# import in every child (the course's tests run the same script with a real `DataLoader(num_workers=2)`).
+
+# %% tags=["answers-workers-main-guard"]
+from course_utils.chapters.ch01_workers import run_spawn_script
+
+for guarded in (False, True):
+    run = run_spawn_script(guarded)
+    print(f"guard {'present' if guarded else 'missing'}: the script printed {run.printed}, "
+          f"the child raised: {run.child_error or 'nothing'}")
+
+# %% [markdown]
+# Without the guard the child raised a `RuntimeError` (Python's message says the process tried to start a
+# new process before finishing its bootstrapping phase), and the parent saw it exit with code 1. With a
+# DataLoader, the loop gets a `RuntimeError` saying that a worker exited unexpectedly. With the guard, the
+# child re-runs only the definitions and does its work. Write every script that uses workers as
+#
+# ```python
+# def main():
+#     loader = DataLoader(dataset, batch_size=32, num_workers=4)
+#     ...
+#
+# if __name__ == "__main__":
+#     main()
+# ```
+#
+# Linux starts workers with fork (a copy of the running process, nothing re-run), so an unguarded script
+# works there until it runs on macOS or Windows, or under Python 3.14, whose Linux default is forkserver.
+#
+# ### A worker that hangs, dies or raises
+#
+# A worker can get stuck (a network file system that stops answering), be killed (by the out-of-memory
+# killer), or hit a bug in `__getitem__`. What does the training loop see?
+
+# %%
+predict(1, "worker-hang")
+
+# %% [markdown]
+# Four loaders, each with one worker: example 0 takes 0.5 s to load, first with the default `timeout=0` and
+# then with `timeout=0.1`; a worker that kills itself on example 1; a dataset whose lookup fails on example 2.
+
+# %% tags=["answers-workers-hang"]
+from course_utils.chapters.ch01_workers import worker_outcomes
+
+for outcome in worker_outcomes(slow_seconds=0.5, timeout=0.1):
+    waited = f", waited at least 0.5 s: {outcome.seconds >= 0.5}" if outcome.case.endswith("(the default)") else ""
+    print(f"{outcome.case:<38} -> {outcome.error or 'no error'}; {outcome.detail}{waited}")
+
+# %% [markdown]
+# - With `timeout=0` the loop waits as long as the worker takes: a worker that never returns stalls
+#   training with no message at all. `timeout=` (seconds) turns that silence into a `RuntimeError`.
+#   Set it well above your slowest honest batch.
+# - A killed worker also gives a `RuntimeError`, saying the worker exited unexpectedly; look for the
+#   reason in the system's log (for example the out-of-memory killer) and lower `num_workers` or the
+#   memory each one holds.
+# - A bug in `__getitem__` comes back with **its own type** (here `KeyError`), re-raised in the main
+#   process, and its message names the worker and shows the worker's traceback. To debug it, set
+#   `num_workers=0`: the same error then happens in your process, where a debugger can stop at it.
+#
+# ### Random numbers in workers: a generator the dataset holds
+#
+# Random augmentation often draws from a generator the dataset keeps, the modern NumPy idiom
+# `self.rng = np.random.default_rng(seed)` in `__init__`. Every worker gets a *copy* of the dataset.
+
+# %%
+predict(1, "dataset-rng")
+
+# %% [markdown]
+# `NoisyDataset` returns one random number per example, from its own generator or from NumPy's global one.
+# Two workers, batches of 2, two epochs; batch k comes from worker k % 2.
+
+# %% tags=["answers-worker-rng-dataset-generator"]
+from course_utils.chapters.ch01_workers import worker_draws
+
+cases = [("the dataset's own generator", dict(own_generator=True, init_fn=False)),
+         ("NumPy's global np.random", dict(own_generator=False, init_fn=False, epochs=1)),
+         ("own generator + worker_init_fn", dict(own_generator=True, init_fn=True))]
+for name, kwargs in cases:
+    draws = worker_draws(**kwargs)
+    again = "" if len(draws.epochs) < 2 else f" | epoch 2 repeats epoch 1: {draws.epochs_agree}"
+    print(f"{name:<31}: the 2 workers drew the same numbers: {draws.workers_agree}{again}")
+
+# %% [markdown]
+# The dataset's generator is copied into both workers in the same state, so both draw the same "random"
+# augmentations; and because workers are started afresh every epoch (without `persistent_workers`), every
+# epoch repeats them too. NumPy's global state is fine: torch reseeds `random`, NumPy's global generator and
+# torch in every worker. The fix is a `worker_init_fn` that gives the worker's copy its own generator, from
+# the seed torch chose for that worker (different per worker and per epoch, as the last line shows; the
+# loader's `generator` draws those seeds, so a seeded one makes them reproducible):
+#
+# ```python
+# def reseed_dataset_generator(worker_id):
+#     info = torch.utils.data.get_worker_info()
+#     info.dataset.rng = np.random.default_rng(info.seed)
+#
+# DataLoader(dataset, num_workers=2, worker_init_fn=reseed_dataset_generator)
+# ```
 
 # %% [markdown]
 # ## 9. pin_memory matters only for CPU → GPU copies
@@ -354,6 +469,10 @@ for ordering in (dict(shuffle=True), dict(sampler=range(12))):
 # twice, and the batches alternate between the workers. Sharded by worker id, worker 0 streamed the
 # even numbers and worker 1 the odd ones: 12 items, each once. Any shuffling must happen inside the
 # stream (a shuffle buffer, or shuffled file shards), never through `shuffle=` or `sampler=`.
+#
+# Count the batches: 4, where chapter 0's rule gives ⌈12 / 4⌉ = 3. Each worker batches its own stream, so
+# each worker ends with its own short batch (here [8, 10] and [9, 11]), and `drop_last=True` would drop
+# one per worker. With workers, chapter 0's counts hold for map-style datasets, not for streams.
 
 # %%
 tmp.cleanup()
@@ -429,4 +548,9 @@ quiz(1)
 # - `pin_memory` only helps copies from the CPU to an accelerator; on a CPU-only machine torch ignores it and warns.
 # - An `IterableDataset` streams in its own order and takes no sampler; with workers, shard it with
 #   `get_worker_info()` or every worker loads everything.
-# - Notebook-defined datasets fail with spawned workers: keep datasets in an importable module.
+# - Notebook-defined datasets fail with spawned workers: keep datasets in an importable module. In a script,
+#   start workers under `if __name__ == "__main__":`, or spawned workers fail with a `RuntimeError`.
+# - A stuck worker stalls the loop silently unless `timeout=` is set; a bug in `__getitem__` comes back with
+#   its own exception type; `num_workers=0` makes it debuggable.
+# - torch seeds `random`, NumPy's global state and torch in each worker; a generator your dataset holds is
+#   copied identically into every worker and every epoch: reseed it in a `worker_init_fn`.

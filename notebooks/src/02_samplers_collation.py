@@ -232,7 +232,9 @@ sampling_strategies(batch_size=32, n_batches=30)
 # shared order, and rank r takes every W-th index starting at r.
 #
 # Take N = 10 and W = 4. Each rank must get the same count: ceil(10 / 4) = 3. That is 12 slots for
-# 10 examples, so the sampler pads by repeating 2 indices: they are seen twice this epoch.
+# 10 examples, so the sampler pads by repeating the first 2 indices: they are seen twice this epoch. When
+# more padding is needed than there are examples, it repeats the whole list as often as needed: N = 1 and
+# W = 3 give [0], [0], [0] (printed below).
 #
 # In a real multi-GPU script each process builds its own sampler with its rank, and calls
 # `set_epoch` before each epoch. Here one process plays the four ranks:
@@ -257,6 +259,7 @@ for r, shard in enumerate(ordered.shards):
 print("indices per rank:", ordered.per_rank, "| padding copies:", ordered.padding,
       "| seen twice:", ordered.duplicates)
 print("disjoint except for the padding copies:", ordered.disjoint_up_to_padding())
+print("N = 1, W = 3:", shard_view(1, 3, shuffle=False).shards)
 
 # %% [markdown]
 # With `drop_last=True` it drops instead of padding: 2 per rank, and 2 examples left out.
@@ -277,6 +280,49 @@ from course_utils.chapters.ch02_sampling import rank_orders
 
 for call in (False, True):
     print(f"set_epoch called={call!s:<5}:", rank_orders(12, 2, rank=0, epochs=3, call_set_epoch=call))
+
+# %% [markdown]
+# ### A weighted sampler on several ranks
+#
+# A `DataLoader` takes one sampler. With imbalanced data on W ranks you want both: the weights of section 4
+# and one share per rank. A common first attempt builds the same `WeightedRandomSampler` on every rank, with
+# `num_samples` divided by W and the script's seed, since every rank runs the same script.
+
+# %%
+from course_utils.widgets.predict_view import predict
+predict(2, "weighted-ranks")
+
+# %% [markdown]
+# The 900/100 dogs and cats again, 1,000 draws per epoch on 4 ranks, five seeds. First the attempt above;
+# then `DistributedWeightedSampler` (in `course_utils.engine.rank_shards`), which draws one weighted
+# sample of 1,000 from a generator every rank seeds with `seed + epoch` (like `DistributedSampler`), and
+# deals it out: rank r keeps draws r, r + 4, r + 8, ...
+
+# %% tags=["answers-weighted-distributed-sampler"]
+from course_utils.chapters.ch02_weighted_ranks import one_process_draw, same_seed_weighted, sharded_weighted
+
+seeds = range(5)
+naive = [same_seed_weighted(example_w, 1000, 4, seed) for seed in seeds]
+dealt = [sharded_weighted(example_w, 1000, 4, seed) for seed in seeds]
+print("same WeightedRandomSampler on every rank: all 4 ranks drew the same 250 indices on",
+      sum(d.identical for d in naive), "of 5 seeds")
+print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in naive])
+print("DistributedWeightedSampler: ranks drew the same indices on", sum(d.identical for d in dealt), "of 5 seeds")
+print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in dealt])
+print("  the 4 shares together are one process's draw of 1,000 (as a multiset) on",
+      sum(sorted(d.together) == sorted(one_process_draw(example_w, 1000, seed)) for d, seed in zip(dealt, seeds)),
+      "of 5 seeds")
+shares = [float(labels[d.together].double().mean()) for d in dealt]
+print("  cat share of all draws between 0.45 and 0.55 on", sum(0.45 < x < 0.55 for x in shares), "of 5 seeds")
+print("  set_epoch(1) draws a new sample on", sum(sharded_weighted(example_w, 1000, 4, seed, epoch=1).together
+                                               != d.together for d, seed in zip(dealt, seeds)), "of 5 seeds")
+
+# %% [markdown]
+# The same sampler on every rank draws the same 250 indices on every rank: four processes compute the same
+# batches, and the epoch holds about 185 different examples instead of about 485. (Seeding each rank
+# differently, say with `seed + rank`, makes the draws independent, but then rank 1's epoch 0 is rank 0's
+# epoch 1.) The sharded sampler makes one draw for all ranks, so together they follow the weights (half
+# cats) exactly as one process would, and each rank computes its own share. Exercise 2.4 asks you to write it.
 
 # %% [markdown]
 # ### Try it: the DistributedSampler view
@@ -339,12 +385,13 @@ for key, value in batch.items():
     print(f"{key}:\n{value}")
 
 # %% [markdown]
-# The package's `pad_collate`, which the rest of the chapter uses, is the same function:
+# The package's `pad_collate`, which the rest of the chapter uses, is the same function (imported as
+# `course_pad_collate`, so that exercise 2.1's `pad_collate` below does not collide with it):
 
 # %%
-from course_utils.chapters.ch02_sampling import pad_collate
+from course_utils.chapters.ch02_sampling import pad_collate as course_pad_collate
 
-theirs = pad_collate([small[i] for i in range(3)])
+theirs = course_pad_collate([small[i] for i in range(3)])
 print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
       all(torch.equal(batch[k], theirs[k]) for k in batch))
 
@@ -378,6 +425,39 @@ from course_utils.widgets.sampling_view import padding
 padding(batch_size=16, max_len=40)
 
 # %% [markdown]
+# ### Targets of different sizes: keep them a list
+#
+# In object detection every image has its own number of boxes: a [k, 4] tensor of corners and k labels,
+# with k = 0 for an empty image. The images share one shape; the targets do not.
+
+# %%
+predict(2, "collate-boxes")
+
+# %% [markdown]
+# `BoxesDataset` holds 8 small images, image i with i % 4 boxes. The default collate against a
+# `collate_fn` that stacks the images and keeps the targets as a list, one dict per image:
+
+# %% tags=["answers-collate-variable-targets"]
+from course_utils.chapters.ch02_weighted_ranks import BoxesDataset, detection_collate
+
+boxes = BoxesDataset(8)
+try:
+    next(iter(DataLoader(boxes, batch_size=4)))
+except RuntimeError as err:
+    print("default_collate:", type(err).__name__, "| boxes per image:", [len(boxes[i][1]["boxes"]) for i in range(4)])
+for images, targets in DataLoader(boxes, batch_size=4, collate_fn=detection_collate):
+    print("detection_collate: images", tuple(images.shape), "| targets: a list of", len(targets),
+          "dicts, boxes per image", [tuple(t["boxes"].shape) for t in targets])
+print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(boxes, batch_size=4, collate_fn=detection_collate)
+                                     for t in ts) == sum(len(boxes[i][1]["boxes"]) for i in range(len(boxes))))
+
+# %% [markdown]
+# `detection_collate` is two lines: `default_collate` on the images, a plain list for the targets. The
+# empty image keeps its [0, 4] tensor, and the loss is then computed image by image (torchvision's
+# detection models take such a list). Padding the boxes to a fixed count works too, but then every
+# loss must skip the padded boxes, as a token loss skips padded tokens.
+
+# %% [markdown]
 # ## Exercises: write it yourself
 #
 # Each exercise is a stub for you to edit and a check against torch's own tools (`pad_sequence`,
@@ -386,9 +466,11 @@ padding(batch_size=16, max_len=40)
 # ### Exercise 2.1: a padding collate function with its mask
 #
 # A batch is a list of `(tokens, label)` pairs: `tokens` is a 1-D LongTensor of ids (1 and up: 0 is kept
-# for padding), `label` an int. Write `pad_collate(batch)` returning three tensors: `input_ids`, a
-# LongTensor [B, T] with T the longest sequence's length, each row padded with 0 on the right; `mask`, a
-# BoolTensor [B, T], True on real tokens; `labels`, a LongTensor [B].
+# for padding), `label` an int. Write `pad_collate(batch)` returning the tuple `(input_ids, mask, labels)`:
+# `input_ids`, a LongTensor [B, T] with T the longest sequence's length, each row padded with 0 on the
+# right; `mask`, a BoolTensor [B, T], True on real tokens; `labels`, a LongTensor [B]. (The chapter's own
+# function returns a dict with a 0/1 long `attention_mask`, the form Hugging Face models take; a bool mask
+# is what `masked_fill` and indexing take. Both carry the same information.)
 
 # %%
 def pad_collate(batch):
@@ -426,6 +508,24 @@ def shard_indices(n, world_size, rank):
 check("shard_indices")
 
 # %% [markdown]
+# ### Exercise 2.4: a weighted sampler shared out between ranks
+#
+# Write `weighted_shard(weights, num_samples, world_size, rank, epoch, seed=0)`: the list of indices (ints)
+# that rank `rank` of `world_size` ranks draws in epoch `epoch`. `weights` is a 1-D float tensor, one weight
+# per example. Every rank makes the same draw: `total = world_size * ceil(num_samples / world_size)` indices,
+# with replacement, in proportion to the weights, by `torch.multinomial(weights, total, replacement=True,
+# generator=g)` (what `WeightedRandomSampler` calls) with `g = torch.Generator().manual_seed(seed + epoch)`.
+# Rank r keeps draws r, r + world_size, r + 2·world_size, ..., as `DistributedSampler` deals indices out.
+# Leave `weights` and torch's global random state untouched.
+
+# %%
+def weighted_shard(weights, num_samples, world_size, rank, epoch, seed=0):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("weighted_shard")
+
+# %% [markdown]
 # ## Quiz
 
 # %%
@@ -441,8 +541,11 @@ quiz(2)
 #   each dog, 1/100 for each cat) make it 16. Pass them with `DataLoader(sampler=...)` and no
 #   `shuffle`; class weights in their place silently draw only examples 0 and 1. Weighted sampling
 #   needs `replacement=True` to rebalance a whole epoch, and `num_samples` sets the epoch length.
-# - `DistributedSampler` gives each rank a disjoint shard, up to a few padding copies; call
-#   `set_epoch(epoch)` every epoch.
+# - `DistributedSampler` gives each rank a disjoint shard, up to a few padding copies (the first indices,
+#   the whole list again if N < W); call `set_epoch(epoch)` every epoch.
+# - With weights on W ranks, draw one weighted sample from `seed + epoch` on every rank and deal it out;
+#   the same `WeightedRandomSampler` on every rank draws the same indices everywhere.
+# - Targets of different sizes (boxes per image) cannot be stacked: a `collate_fn` keeps them a list.
 # - `default_collate` stacks equal shapes; variable lengths need a pad collate with an attention mask
 #   (for the model; a token loss skips padding through labels of -100), and bucketing by length cuts
 #   the padding.

@@ -20,7 +20,7 @@ from course_utils.chapters.ch04_evaluation import (average_losses, batchnorm_dem
                                                    dropout_demo, eval_graph_bytes, inference_mode_errors, memory_budget,
                                                    modules_reading_training, time_evaluation, tiny_batch_outputs,
                                                    train_eval_differ)
-from course_utils.engine.loop import evaluate
+from course_utils.engine.loop import evaluate as course_evaluate
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import sig
 
@@ -98,8 +98,9 @@ print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 # %% [markdown]
 # Same input, two different outputs. In eval mode one example's output no longer depends on the others in its batch.
 #
-# That is why tiny batches hurt in train mode. With 2 examples the outputs are always −1 and +1,
-# whatever the values; with 1 example torch refuses outright. A last batch of 1–3 examples gives
+# That is why tiny batches hurt in train mode. With 2 examples the outputs are always −1 and +1
+# (up to BatchNorm's eps, which is why [100, 100.5] gives ±0.9999), whatever the values; with 1 example
+# torch refuses outright. A last batch of 1–3 examples gives
 # unreliable statistics: `DataLoader(..., drop_last=True)` skips it.
 
 # %%
@@ -134,8 +135,17 @@ model.eval()
 with torch.no_grad():
     a, b = model(xs[:1]), model(xs[:1])
 print("eval mode + no_grad:  model.training =", model.training, "| two passes equal:", torch.equal(a, b))
+norm = nn.BatchNorm1d(1).train()
+with torch.no_grad():
+    norm(torch.tensor([[0.0], [10.0]]))
+print("BatchNorm in train mode + no_grad: running_mean 0 ->", sig(norm.running_mean.item()),
+      "| num_batches_tracked:", int(norm.num_batches_tracked))
 
 # %% [markdown]
+# BatchNorm in train mode also keeps updating its running statistics under `no_grad`: an evaluation without
+# `eval()` moves them towards the validation batches (0.1 × the batch mean 5 = 0.5 here), so it changes the
+# model it measures, a mild leak of validation data into the weights you keep.
+#
 # You need both. The third switch is simply what you leave out: no `backward()`, no `optimizer.step()`.
 
 # %% [markdown]
@@ -188,7 +198,7 @@ for case, outcome in inference_mode_errors().items():
 # %% tags=["nbval-ignore-output"]
 big = MLP(hidden=256, depth=3)
 batch = torch.randn(512, 2)
-times = {mode: time_evaluation(big, batch, mode, repeats=100) for mode in ("grad", "no_grad", "inference_mode")}
+times = {mode: time_evaluation(big, batch, mode, repeats=30) for mode in ("grad", "no_grad", "inference_mode")}
 for mode, seconds in times.items():
     print(f"{mode:15s} {sig(seconds * 1e3)} ms per forward")
 print("inference_mode / no_grad:", sig(times["inference_mode"] / times["no_grad"]))
@@ -228,9 +238,16 @@ for name, b in cases.items():
 # not. Two schemes give the same total here. With PyTorch's own AMP (`torch.autocast`), weights,
 # gradients and Adam's moments all stay FP32 (4 + 4 + 8 bytes per parameter) and only the computations
 # run in FP16. The last row is the Apex/DeepSpeed style: FP16 weights and gradients plus an FP32 master
-# copy of the weights and FP32 moments (2 + 2 + 4 + 8 bytes). Both come to 16 bytes per parameter.
-# Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Training needs 112 GB
-# before activations, either way: mixed precision saves activation memory and time, not optimizer state.
+# copy of the weights and FP32 moments (2 + 2 + 4 + 8 bytes). Both come to 16 bytes per parameter, 112 GB.
+# Autocast adds one thing at its peak: the 16-bit copies of the weights it casts are saved for backward and
+# live through the step (chapter 7 measures it), 2 bytes per parameter more (printed below). Evaluating in
+# FP16 under `no_grad` needs 14 GB plus a batch's activations. Mixed precision saves activation memory and
+# time, not optimizer state.
+
+# %%
+plain_amp = memory_budget(7e9, 4, "adam").total
+print(f"7B training with torch.autocast, at its peak: {plain_amp / 1e9:g} GB + 16-bit weight copies "
+      f"{7e9 * 2 / 1e9:g} GB = {(plain_amp + 7e9 * 2) / 1e9:g} GB")
 
 # %% [markdown]
 # ## Averaging: weight by batch size
@@ -255,24 +272,160 @@ ordered = make_spiral(300, seed=1)
 loader = DataLoader(ordered, batch_size=128)
 print("batch sizes:", [len(t) for _, t in loader], "| classes in the last batch:", sorted(set(list(loader)[-1][1].tolist())))
 for average in ("example", "batch"):
-    loss, acc = evaluate(model, loader, average=average)
+    loss, acc = course_evaluate(model, loader, average=average)
     print(f"average={average!r:10s} loss {sig(loss)}  accuracy {sig(acc)}")
-full, _ = evaluate(model, DataLoader(ordered, batch_size=300))
+full, _ = course_evaluate(model, DataLoader(ordered, batch_size=300))
 print("one batch of all 300:     loss", sig(full))
 
 # %% [markdown]
 # The per-example average matches the loss of one big batch; the mean of batch means does not.
 
 # %% [markdown]
+# ## Shuffling the evaluation data
+#
+# Should the validation loader shuffle? It cannot help: the model is in eval mode, so each example's output
+# depends on that example alone, and the per-example average is the same sum in another order.
+
+# %%
+from course_utils.widgets.predict_view import predict
+predict(4, "eval-shuffle")
+
+# %% [markdown]
+# One model, 300 validation examples in batches of 64 (the last holds 44), evaluated in order and then
+# shuffled with five seeds: per example, as a mean of batch means, and shuffled with `drop_last=True`.
+
+# %% tags=["answers-eval-shuffle"]
+from course_utils.chapters.ch04_eval_pitfalls import shuffle_effect
+
+torch.manual_seed(0)
+effect = shuffle_effect(MLP(), splits.val, batch_size=64, seeds=range(5))
+print("per example: accuracy identical on", sum(acc == effect.ordered[1] for _, acc in effect.shuffled),
+      "of 5 shuffles; loss within 1e-6 on", sum(abs(l - effect.ordered[0]) < 1e-6 for l, _ in effect.shuffled))
+print("mean of batch means: differs from the per-example loss by more than 1e-4 on",
+      sum(abs(m - effect.ordered[0]) > 1e-4 for m in effect.batch_mean_losses), "of 5 shuffles")
+print(f"drop_last=True: {effect.drop_last_counted} of 300 examples counted; the accuracy changes from shuffle to shuffle:",
+      len(set(effect.drop_last_accuracies)) > 1)
+
+# %% [markdown]
+# Shuffled or not, the per-example loss and accuracy are the same (the loss up to float rounding). Shuffling
+# changes the metric only where the metric is already wrong: a mean of batch means weighs the short batch
+# differently depending on which examples land in it, and `drop_last=True` drops different examples each
+# time. Keep evaluation unshuffled, with `drop_last=False`: results are then comparable run to run, and the
+# same example is in the same place when you look at the worst predictions.
+#
+# ## Evaluating on several ranks
+#
+# With W processes (chapter 2's `DistributedSampler`), each rank evaluates its shard and the results are
+# combined with `torch.distributed.all_reduce`, which adds a tensor over the ranks. Two things go wrong. The
+# sampler pads every rank to ⌈N / W⌉ examples by repeating the first indices, so some examples count twice.
+# And an average of per-rank averages weights the ranks, not the examples.
+
+# %%
+predict(4, "ddp-padding")
+
+# %% [markdown]
+# Where the copies sit: the sampler lays out W·⌈N / W⌉ slots in one order, the last ones copies of the
+# first indices, and deals them out, so rank r's j-th example is slot r + j·W and it is a copy exactly when
+# r + j·W ≥ N. For N = 10, W = 4:
+
+# %% tags=["answers-eval-ddp-padding-duplicates"]
+from course_utils.chapters.ch04_ranks import padding_layout
+from course_utils.engine.rank_shards import real_slots
+
+for r, shard in enumerate(padding_layout(10, 4)):
+    print(f"rank {r}: indices {shard}, real (r + j*W < N): {real_slots(10, 4, r)}")
+layout = padding_layout(100, 8)
+print("N = 100, W = 8:", sum(len(s) for s in layout), "slots, padding copies of", layout[4][-1], "to", layout[7][-1])
+
+# %% [markdown]
+# Now the four ways of combining, measured. `sharded_metrics` runs every rank's evaluation loader
+# (100 validation examples, 8 ranks), then a real `all_reduce` over 8 gloo ranks (one thread per rank,
+# the collective a `torchrun` job calls): sums over every slot, duplicates included; the ranks' means,
+# averaged; and sums and counts over the real examples only. Five untrained models (seeds 0-4), each
+# against one process evaluating all 100.
+
+# %%
+predict(4, "mean-of-means")
+
+# %% tags=["answers-eval-allreduce-sums", "answers-eval-ddp-padding-duplicates"]
+from course_utils.chapters.ch04_ranks import sharded_metrics
+
+models = []
+for seed in range(5):
+    torch.manual_seed(seed)
+    models.append(MLP())
+small_val = spiral_splits(600, 100).val.tensors
+results = sharded_metrics(models, *small_val, world_size=8)
+print("examples counted:", 100 + results[0].duplicates, "slots for 100 examples | real examples per rank:",
+      results[0].real_per_rank)
+for name in ("with_padding", "mean_of_means", "reduced_sums"):
+    loss_off = sum(abs(getattr(r, name)[0] - r.single[0]) > 1e-6 * r.single[0] for r in results)
+    acc_off = sum(abs(getattr(r, name)[1] - r.single[1]) > 1e-9 for r in results)
+    print(f"{name:<13}: loss differs from one process on {loss_off} of 5 models, accuracy on {acc_off}")
+
+# %% [markdown]
+# Counting the duplicates biases both numbers on every model; so does averaging the 8 ranks' means, although
+# it counts each example once, because the ranks hold 13 or 12 real examples. All-reducing the sums and the
+# counts over the real examples gives one process's numbers exactly:
+#
+# ```python
+# keep = torch.tensor([rank + j * world_size < len(val_set) for j in range(len(losses))])
+# totals = torch.stack([losses[keep].sum(), correct[keep].sum(), keep.sum()]).double()
+# dist.all_reduce(totals)                       # default op: SUM over the ranks
+# mean_loss, accuracy = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+# ```
+#
+# The bias is small here (4 copies in 104 slots) and larger when N is small against W. Two other fixes: give
+# the evaluation loader of every rank but one nothing and evaluate on rank 0 alone (fine for a small
+# validation set), or use a sampler that does not pad, with uneven shards (the sums above handle those too).
+# Exercise 4.3 asks you to write the metric.
+#
+# ## A BatchNorm model that collapses in eval mode
+#
+# A common report: "my model does well in training, and predicts nonsense after `model.eval()`". With
+# BatchNorm the usual cause is running statistics that do not match the data: too few updates for the
+# running averages to catch up (momentum 0.1 moves them a tenth of the way per update), inputs far from 0,
+# or batches of one class at a time.
+
+# %%
+predict(4, "bn-collapse")
+
+# %% [markdown]
+# `bn_collapse` trains the MLP with a BatchNorm after each hidden layer for 30 updates (batch 32, plain SGD)
+# on spiral inputs shifted by 10, as raw unnormalised features often are. It scores the validation set in
+# train mode (each batch's own statistics) and in eval mode (the running statistics), then re-estimates the
+# running statistics with one pass over the training data in train mode under `no_grad` and scores again.
+# Five seeds. What to look at: how far the first BatchNorm's running mean is from the real mean of its input,
+# in standard deviations.
+
+# %% tags=["answers-eval-bn-collapse"]
+from course_utils.chapters.ch04_eval_pitfalls import bn_collapse
+
+runs = [bn_collapse(seed) for seed in range(5)]
+print("train mode (batch statistics): accuracy above 0.7 on", sum(r.train_mode_accuracy > 0.7 for r in runs), "of 5")
+print("eval mode (running statistics): accuracy below 0.6 on", sum(r.eval_mode_accuracy < 0.6 for r in runs), "of 5")
+print("eval mode after re-estimating:  accuracy above 0.7 on", sum(r.recalibrated_accuracy > 0.7 for r in runs), "of 5")
+print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r in runs),
+      "of 5; after re-estimating, below 0.05 std on", sum(r.gap_after < 0.05 for r in runs))
+
+# %% [markdown]
+# The model is fine; its running statistics are not. Compare `running_mean` and `running_var` of each
+# BatchNorm with the mean and variance of its input on a training batch: a gap of a standard deviation or
+# more explains the collapse. Fixes: normalise the inputs (centre and scale the features); train longer, so
+# the running averages catch up; re-estimate the statistics as here (`recalibrate_batchnorm`: reset them, set
+# `momentum=None` for a plain average, one pass in train mode under `no_grad`); and avoid training batches
+# of one class or of a few examples. Chapter 5's exhibits show the related bug of a forgotten `model.eval()`.
+
+# %% [markdown]
 # ## Forgetting `model.train()`
 #
-# `evaluate` leaves the model in eval mode. If the next epoch starts without `model.train()`,
+# The course's `evaluate` leaves the model in eval mode. If the next epoch starts without `model.train()`,
 # dropout stays off and the model trains without the regularisation you asked for.
 
 # %%
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
-evaluate(model, splits.val)
+course_evaluate(model, splits.val)
 print("after evaluate: model.training =", model.training)
 a, b = model(xs[:4]), model(xs[:4])
 print("forgot model.train(): two 'training' passes equal ->", torch.equal(a, b), "(dropout is off)")
@@ -308,7 +461,8 @@ view
 # ### Exercise 4.1: the evaluation function
 #
 # Write `evaluate(model, loader, loss_fn)` returning `(mean_loss, accuracy)` as Python floats: the loss
-# averaged per example (not per batch) and the fraction of examples classified right (the arg-max of the
+# averaged per example (not per batch; `loss_fn(logits, targets)` returns the batch's mean, like
+# `nn.CrossEntropyLoss()`) and the fraction of examples classified right (the arg-max of the
 # logits equals the target), over every batch of `loader`. It switches the layers to their evaluation
 # behaviour, builds no graph, takes no step, and leaves the model in the mode it found it in. All of it
 # fits in about ten lines.
@@ -336,6 +490,24 @@ def dropout(x, p, training):
 check("dropout")
 
 # %% [markdown]
+# ### Exercise 4.3: a metric over ranks, each example once
+#
+# Each of `world_size` ranks evaluated its shard of `DistributedSampler(val_set, num_replicas=world_size,
+# rank=r)` (with `drop_last=False`) over n examples. `losses[r]` is a 1-D float32 tensor of rank r's
+# per-example losses and `correct[r]` a 1-D bool tensor (True where the prediction was right), both in the
+# order of rank r's sampler; every rank has ⌈n / world_size⌉ entries, and `world_size = len(losses)`.
+# Write `rank_metrics(losses, correct, n)` returning `(mean_loss, accuracy)` as Python floats over the n
+# distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's
+# layout, and the slots from n on are padding copies. Leave the tensors as they are.
+
+# %%
+def rank_metrics(losses, correct, n):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("rank_metrics")
+
+# %% [markdown]
 # ## Quiz
 
 # %%
@@ -351,3 +523,10 @@ quiz(4)
 # - `inference_mode` is stricter: its tensors cannot be saved for backward or modified in place outside it.
 # - 100M parameters in FP32 with Adam: 400 MB weights + 400 MB grads + 800 MB state. 7B: 28 GB (FP32) or 14 GB (FP16) of weights; 112 GB to train with Adam.
 # - Average per example, weighted by batch size. Call `model.train()` before training again.
+# - In train mode BatchNorm updates its running statistics under `no_grad` too: evaluate in eval mode.
+# - Shuffling evaluation data changes nothing in a per-example metric; with `drop_last=True` or a mean of
+#   batch means it does. Evaluate unshuffled, nothing dropped.
+# - On W ranks, `DistributedSampler` repeats a few examples; leave the copies out (slot r + j·W ≥ N) and
+#   all-reduce sums and counts, never means.
+# - A BatchNorm model that collapses in eval mode has running statistics that miss the data: compare them with
+#   a batch's, normalise the inputs, train longer or re-estimate them.

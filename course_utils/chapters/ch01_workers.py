@@ -1,0 +1,194 @@
+"""Chapter 1: DataLoader workers in real use. A script's ``if __name__ == "__main__":`` guard, a worker that hangs,
+dies or raises, and a random generator the dataset holds, copied into every worker.
+
+The datasets live here, in an importable module, so that workers started by spawn can import them too.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+# --- the main guard -----------------------------------------------------------------------------------------
+
+_SCRIPT = '''\
+import multiprocessing as mp
+
+
+def square(x):
+    print("child computed", x * x)
+
+{body}'''
+
+_BODY = '''\
+process = mp.get_context("spawn").Process(target=square, args=(3,))
+process.start()
+process.join()
+print("exit code", process.exitcode)'''
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """What a script that starts a spawned process printed, and the type of the error its child raised."""
+
+    guarded: bool
+    printed: list[str]
+    child_error: str        # the exception type named on the child's traceback's last line ('' when none)
+
+
+def run_spawn_script(guarded: bool) -> ScriptRun:
+    """Run a small script that starts one spawned process, with or without the main guard (chapter 1).
+
+    DataLoader workers are processes of this same kind: with spawn (and forkserver) each one first re-runs the
+    script's top level as ``__mp_main__``, so an unguarded start of workers runs again inside every worker.
+    """
+    body = "if __name__ == \"__main__\":\n" + textwrap.indent(_BODY, "    ") if guarded else _BODY
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "train.py"
+        script.write_text(_SCRIPT.format(body=body))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp)
+    last = [line for line in done.stderr.splitlines() if line and not line.startswith(" ")]
+    error = last[-1].split(":")[0] if last else ""
+    return ScriptRun(guarded, done.stdout.split("\n")[:-1], error)
+
+
+# --- workers that hang, die or raise -----------------------------------------------------------------------
+
+class SlowDataset(Dataset):
+    """Four numbers; loading example `slow_index` takes `seconds` (a stuck file system, a network read)."""
+
+    def __init__(self, slow_index: int = 0, seconds: float = 1.0):
+        self.slow_index, self.seconds = slow_index, seconds
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.slow_index:
+            time.sleep(self.seconds)
+        return torch.tensor(float(i))
+
+
+class DyingDataset(Dataset):
+    """Four numbers; loading example 1 kills the worker process (as the out-of-memory killer would)."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == 1 and get_worker_info() is not None:
+            os._exit(1)
+        return torch.tensor(float(i))
+
+
+class MissingKeyDataset(Dataset):
+    """Four examples looked up in a dict that lacks key 2: a bug in the dataset's own code."""
+
+    def __init__(self):
+        self.table = {0: 0.0, 1: 1.0, 3: 3.0}
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor(self.table[i])
+
+
+@dataclass(frozen=True)
+class WorkerOutcome:
+    """What the training loop saw when a worker misbehaved."""
+
+    case: str
+    error: str              # the exception type the loop got ('' when it got its batches)
+    seconds: float          # how long the loop waited
+    detail: str             # one fact about it, in the course's words
+
+
+def worker_outcomes(slow_seconds: float = 0.5, timeout: float = 0.1) -> list[WorkerOutcome]:
+    """One worker hangs (no timeout, then timeout=), one dies, one raises: what the loop sees (chapter 1)."""
+    out = []
+
+    def attempt(case: str, loader: DataLoader, detail) -> None:
+        start = time.perf_counter()
+        batches = iter(loader)
+        try:
+            error, text = "", str([b.tolist() for b in batches])
+        except Exception as exc:  # noqa: BLE001 - the point is which exception arrives
+            error, text = type(exc).__name__, str(exc)
+        finally:   # stop the worker now: left to the garbage collector, a failed iterator's shutdown waits 5 s
+            shutdown = getattr(batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+        out.append(WorkerOutcome(case, error, time.perf_counter() - start, detail(error, text)))
+
+    attempt("slow worker, timeout=0 (the default)",
+            DataLoader(SlowDataset(0, slow_seconds), batch_size=2, num_workers=1),
+            lambda e, t: f"got every batch: {not e}")
+    attempt(f"slow worker, timeout={timeout}",
+            DataLoader(SlowDataset(0, slow_seconds), batch_size=2, num_workers=1, timeout=timeout),
+            lambda e, t: f"the message names the timeout: {'timed out' in t}")
+    attempt("a worker killed", DataLoader(DyingDataset(), batch_size=2, num_workers=1),
+            lambda e, t: f"the message says a worker exited unexpectedly: {'exited unexpectedly' in t}")
+    attempt("a bug in __getitem__", DataLoader(MissingKeyDataset(), batch_size=2, num_workers=1),
+            lambda e, t: f"the message names the worker it came from: {'worker process 0' in t}")
+    return out
+
+
+# --- a generator the dataset holds -------------------------------------------------------------------------
+
+class NoisyDataset(Dataset):
+    """n examples, each a random number from the dataset's own NumPy generator (random augmentation) or np.random."""
+
+    def __init__(self, n: int = 8, own_generator: bool = True, seed: int = 0):
+        self.n, self.own = n, own_generator
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> float:
+        return float(self.rng.random() if self.own else np.random.random())
+
+
+def reseed_dataset_generator(worker_id: int) -> None:
+    """A worker_init_fn: give this worker's copy of the dataset its own generator, from the worker's seed (chapter 1)."""
+    info = get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)
+
+
+@dataclass(frozen=True)
+class WorkerDraws:
+    """Two epochs of a NoisyDataset through 2 workers: what each worker drew."""
+
+    epochs: list[dict[int, list[float]]]      # per epoch: worker id -> its batches, flattened
+
+    @property
+    def workers_agree(self) -> bool:
+        return self.epochs[0][0] == self.epochs[0][1]
+
+    @property
+    def epochs_agree(self) -> bool:
+        return len(self.epochs) > 1 and self.epochs[0] == self.epochs[1]
+
+
+def worker_draws(own_generator: bool, init_fn: bool, seed: int = 0, epochs: int = 2) -> WorkerDraws:
+    """`epochs` epochs, 2 workers, batches of 2 from a NoisyDataset of 8, the loader's generator seeded (chapter 1)."""
+    loader = DataLoader(NoisyDataset(8, own_generator), batch_size=2, num_workers=2,
+                        worker_init_fn=reseed_dataset_generator if init_fn else None,
+                        generator=torch.Generator().manual_seed(seed))
+    record = []
+    for _ in range(epochs):
+        drawn: dict[int, list[float]] = {0: [], 1: []}
+        for k, batch in enumerate(loader):        # with in_order=True, batch k comes from worker k % 2
+            drawn[k % 2] += [round(float(v), 6) for v in batch]
+        record.append(drawn)
+    return WorkerDraws(record)
