@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, need_float, need_int, number, show
+from course_utils.exercises.guards import OneShot
+from course_utils.exercises.words import Fail, differ, need_float, need_int, number, show
 from course_utils.engine.models import MLP
 from course_utils.production import EarlyStopping
 
@@ -57,7 +58,12 @@ def _equal(a: object, b: object) -> bool:
         return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
+    if isinstance(a, (torch.Tensor, dict, list, tuple)) or isinstance(b, (torch.Tensor, dict, list, tuple)):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - objects that cannot be compared are not equal
+        return False
 
 
 def check_checkpoint_pair(attempt: Attempt) -> str:
@@ -98,8 +104,7 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
                    "moments and step count)"), ("scheduler", "the scheduler's state"), ("rng", "torch's random "
                    "number generator state (next epoch's shuffle and dropout masks)")) if not _equal(now[key], saved[key])]
         if missing:
-            raise Fail("after loading, these differ from the moment of saving: " + "; ".join(missing) + ".",
-                       "A checkpoint holds everything the next step reads, not only the weights.")
+            _explain_missing(path, saved, now)
         for _ in range(start, EPOCHS):
             _epoch(model, optimizer, scheduler, loader)
         if not all(torch.equal(p, q) for p, q in zip(model.parameters(), uninterrupted)):
@@ -108,6 +113,46 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
     return (f"a run killed after epoch {CRASH_AFTER} and resumed from your file in a rebuilt process (new objects, "
             f"other random numbers) ends bit for bit like the run that was never killed, after {EPOCHS} epochs with "
             "Adam, StepLR, Dropout and shuffled data.")
+
+
+_PARTS = (("model", "the weights", "model.load_state_dict"),
+          ("optimizer", "the optimizer's state (Adam's moments and step count)", "optimizer.load_state_dict"),
+          ("scheduler", "the scheduler's state", "scheduler.load_state_dict"),
+          ("rng", "torch's random number generator state (next epoch's shuffle and dropout masks)",
+           "torch.set_rng_state"))
+
+
+def _holds(value: object, target: object, depth: int = 0) -> bool:
+    """Does the loaded file hold `target` somewhere (at most three levels down)?"""
+    if _equal(value, target):
+        return True
+    if depth >= 3:
+        return False
+    if isinstance(value, dict):
+        return any(_holds(v, target, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds(v, target, depth + 1) for v in value)
+    return False
+
+
+def _explain_missing(path: str, saved: dict, now: dict) -> None:
+    """Fail naming, for each part that differs after loading, whether the file lacks it or it was not loaded back."""
+    try:
+        content = torch.load(path, weights_only=False)
+    except Exception:  # noqa: BLE001 - an unreadable file: every part is simply missing from it
+        content = None
+    if isinstance(content, (nn.Module, torch.optim.Optimizer)):
+        content = {"object": content.state_dict()}
+    off = [(key, label, how) for key, label, how in _PARTS if not _equal(now[key], saved[key])]
+    in_file = [(label, how) for key, label, how in off if _holds(content, saved[key])]
+    lacking = [label for _, label, how in off if (label, how) not in in_file]
+    if lacking:
+        raise Fail("after loading, these differ from the moment of saving, and your file does not hold them: "
+                   + "; ".join(lacking) + ".", "A checkpoint holds everything the next step reads, not only the weights.")
+    raise Fail("your file holds everything, but after load_checkpoint these still differ from the moment of saving: "
+               + "; ".join(label for label, _ in in_file) + ": they were not loaded into the objects load_checkpoint "
+               "was given.", "Load each part into the object passed in (" + ", ".join(how for _, how in in_file)
+               + "): building a new object, or rebinding a name inside the function, leaves the caller's unchanged.")
 
 
 # --- stop_check ---------------------------------------------------------------------------------------------
@@ -235,17 +280,32 @@ def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: 
         return
     phase = (f"update {update} is in the warm-up (updates 0 to {warmup - 1})" if update < warmup else
              f"update {update} is {update - warmup} updates into the cosine of {total - warmup} updates")
-    if update < warmup and abs(got - base_lr * update / warmup) <= 1e-7 * base_lr:
-        hint = ("The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
-                "last update.")
-    elif update < warmup:
-        hint = "The warm-up rises in equal steps and reaches base_lr at update warmup-1."
-    elif abs(got - 0.5 * base_lr * (1 + math.cos(math.pi * update / total))) <= 1e-7 * base_lr:
-        hint = "The cosine starts when the warm-up ends: count its progress from there, over the updates left."
-    else:
-        hint = "After the warm-up, the lr follows half a cosine from base_lr down to 0 at update total."
-    raise Fail(f"your function returned {number(got)}; torch's LinearLR then CosineAnnealingLR give {number(want)} "
-               f"({phase}).", hint)
+    cos = lambda progress: 0.5 * base_lr * (1 + math.cos(math.pi * progress))  # noqa: E731
+    span = total - warmup
+    variants = [  # (it matches what came back, the misreading it shows)
+        (update < warmup and _near(got, base_lr * update / warmup, base_lr),
+         "The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
+         "last update, warmup-1."),
+        (update == warmup and _near(got, base_lr * (update + 1) / warmup if warmup else -1, base_lr),
+         "The warm-up covers updates 0 to warmup-1 (update < warmup); update warmup is the cosine's first."),
+        (update >= warmup and _near(got, cos(update / total), base_lr),
+         "The cosine starts when the warm-up ends: progress = (update - warmup) / (total - warmup)."),
+        (update >= warmup and span > 0 and _near(got, base_lr - cos((update - warmup) / span), base_lr),
+         "After the warm-up the lr falls: half a cosine from base_lr down to 0, (1 + cos(pi * progress)) / 2."),
+        (update >= warmup and span > 1 and _near(got, cos((update - warmup + 1) / span), base_lr),
+         "The cosine's first update, warmup, is its peak: progress = (update - warmup) / (total - warmup), "
+         "which is 0 there."),
+        (update >= warmup and span > 1 and _near(got, cos((update - warmup) / (span - 1)), base_lr),
+         "The cosine reaches 0 at update total, one past the last: divide by (total - warmup), not one less."),
+    ]
+    hint = next((text for matched, text in variants if matched),
+                "Compare with the formula: which phase is this update in, and how far into it?")
+    mine, right = differ(got, want)
+    raise Fail(f"your function returned {mine}; torch's LinearLR then CosineAnnealingLR give {right} ({phase}).", hint)
+
+
+def _near(a: float, b: float, scale: float) -> bool:
+    return abs(a - b) <= 1e-7 * scale
 
 
 def check_warmup_cosine_lr(attempt: Attempt) -> str:
@@ -266,7 +326,7 @@ def check_warmup_cosine_lr(attempt: Attempt) -> str:
 # --- clip_gradients -----------------------------------------------------------------------------------------
 
 def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, max_norm: float, seed: int,
-               none_at: int | None = None) -> None:
+               none_at: int | None = None, generator: bool = True) -> None:
     g = torch.Generator().manual_seed(seed)
     params = [torch.zeros(*s, requires_grad=True) for s in shapes]
     for i, (p, shape) in enumerate(zip(params, shapes)):
@@ -276,9 +336,17 @@ def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, ma
     for t, gr in zip(twins, grads):
         t.grad = None if gr is None else gr.clone()
     want_norm = torch.nn.utils.clip_grad_norm_(twins, max_norm).item()
-    what = (f"{len(shapes)} parameters of shapes {shapes}" + (f" (parameter {none_at} has no gradient)"
-            if none_at is not None else "") + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
-    got = need_float(attempt.call(what, params, max_norm))
+    given = OneShot(params) if generator else list(params)
+    what = (f"{len(shapes)} parameters of shapes {shapes}, passed as "
+            + ("a generator, as model.parameters() is" if generator else "a list")
+            + (f" (parameter {none_at} has no gradient)" if none_at is not None else "")
+            + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
+    got = need_float(attempt.call(what, given, max_norm))
+    scaled = any(p.grad is not None and not torch.equal(p.grad, g) for p, g in zip(params, grads))
+    if generator and given.late_passes and want_norm > max_norm and not scaled:
+        raise Fail("your function went over `parameters` a second time, after it was used up: `parameters` is a "
+                   "generator here (as model.parameters() is), so the second pass saw no parameter and no gradient "
+                   "was clipped.", "Walk it once: `params = list(parameters)` first, then use that list twice.")
     for i, (p, t) in enumerate(zip(params, twins)):
         if t.grad is None:
             if p.grad is not None:
@@ -298,19 +366,23 @@ def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, ma
             raise Fail(f"parameter {i}'s gradient is now {now}; clip_grad_norm_ makes it {show(t.grad)}.", hint)
     if abs(got - want_norm) > 1e-4 * max(1.0, want_norm):
         clipped = math.isclose(got, min(want_norm, max_norm), rel_tol=1e-4)
-        raise Fail(f"your function returned {number(got)}; the global norm before clipping is {number(want_norm)}"
+        mine, right = differ(got, want_norm)
+        raise Fail(f"your function returned {mine}; the global norm before clipping is {right}"
                    + (" (yours is the norm after clipping)." if clipped else "."),
                    "Return the norm measured before clipping: that is the figure worth logging.")
 
 
 def check_clip_gradients(attempt: Attempt) -> str:
     """The oracle: torch.nn.utils.clip_grad_norm_ on copies of the same gradients."""
+    _clip_case(attempt, [(3, 2), (2,)], 1.0, 1.0, 0, generator=False)
     _clip_case(attempt, [(3, 2), (2,)], 1.0, 1.0, 0)
     _clip_case(attempt, [(4,), (2, 2)], 0.01, 1.0, 1)
     _clip_case(attempt, [(5,), (1,), (3,)], 10.0, 0.5, 2, none_at=1)
     _clip_case(attempt, [(10,), (10,)], 1.0, 2.0, 3)
     _clip_case(attempt, [(6, 3)], 3.0, 1.0, 4)
-    return ("5 cases agree with torch's clip_grad_norm_: gradients above and below max_norm, one global norm over "
+    _clip_case(attempt, [(2,), (2,)], 0.0, 1.0, 5)
+    return ("7 cases agree with torch's clip_grad_norm_, the parameters passed as a list and as a generator (as "
+            "model.parameters() is): gradients above and below max_norm, all zero, one global norm over "
             "every parameter, a parameter without a gradient, and the norm before clipping returned.")
 
 
