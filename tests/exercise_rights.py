@@ -124,6 +124,8 @@ def ev_inference_sum(model, loader, loss_fn):
 def do_bernoulli(x, p, training):
     if not training:
         return x.clone()
+    if p == 1:                      # the statement's edge value: everything dropped, all zeros (issue 32)
+        return torch.zeros_like(x)
     return x * torch.bernoulli(torch.full_like(x, 1 - p)) / (1 - p)
 
 

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.engine.arithmetic import accumulation_window, loss_weight
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, pair, show, values
 
 
 # --- chapter 0: updates_per_epoch ------------------------------------------------------------------------
@@ -101,7 +101,8 @@ def check_loss_weights(attempt: Attempt) -> str:
                         "examples, and each example must count once.")
             else:
                 hint = "A micro-batch's loss is a mean over its examples: weigh it by its share of its window's examples."
-            raise Fail(f"weight {i} is {number(g)}, but it should be {number(w)}: micro-batch {i} has {sizes[i]} "
+            mine, right = pair(g, w)
+            raise Fail(f"weight {i} is {mine}, but it should be {right}: micro-batch {i} has {sizes[i]} "
                        f"examples in a window of batch sizes {members}.", hint)
 
     edge = [((4, 4, 2), 2), ((4, 4, 4, 4, 4, 2), 4), ((32, 32, 32, 24), 4), ((3,), 4), ((5, 5, 5), 1),
@@ -146,12 +147,20 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
             if tuple(g.shape) != tuple(w.shape) or not _same(g, w):
                 raise Fail(f"batch {b}'s {part} are {show(g)}; they should be {show(w)}.",
                            "Compare one example by hand with what `__getitem__` returns for the same index.")
+            if g.dtype.is_floating_point != w.dtype.is_floating_point or g.dtype == torch.bool:
+                mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
+                kind_of = "whole numbers (class labels)" if not w.dtype.is_floating_point else "real numbers"
+                raise Fail(f"batch {b}'s {part} have dtype {mine}; the data's are {right}: {kind_of} (a loss "
+                           "refuses the other kind: CrossEntropyLoss reads float targets as probabilities).",
+                           "Return the stored tensors as they are: a Python number (.item(), float()) becomes "
+                           "float64 or int64 when the DataLoader collates it.")
 
 
 def check_sliding_windows(attempt: Attempt) -> str:
     """The oracle: a TensorDataset of the windows, both read through real DataLoaders with the same seed."""
     cases = [(torch.arange(1.0, 7.0), 2), (torch.tensor([3.0, 5.0]), 1), (torch.linspace(0.0, 1.0, 11), 3),
-             (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4)]
+             (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4), (torch.tensor([0.25, -0.5, 1.5]), 3),
+             (torch.linspace(-1.0, 1.0, 9, dtype=torch.float64), 2)]
     for series, window in cases:
         what = f"series {values(series)} ({len(series)} values), window {window}"
         dataset = attempt.call(what, series.clone(), window)
@@ -161,7 +170,7 @@ def check_sliding_windows(attempt: Attempt) -> str:
             raise Fail(f"len(dataset) is {size}, but a series of {len(series)} values with window {window} has {n} "
                        f"window{'s' * (n != 1)} followed by a value to predict (starting at 0 to {n - 1}).",
                        "The last window must still have one value after it.")
-        inputs = torch.stack([series[i:i + window] for i in range(n)])
+        inputs = torch.stack([series[i:i + window] for i in range(n)]) if n else series.new_zeros(0, window)
         targets = series[window:]
         for i in range(n):
             attempt.at(f"{what}, dataset[{i}]")
@@ -189,9 +198,10 @@ def check_sliding_windows(attempt: Attempt) -> str:
         else:
             raise Fail(f"dataset[{n}] returned {show(past)}, but the dataset has only {n} items (0 to {n - 1}); past "
                        "the end it must raise IndexError.", "Indexing a tensor past its end raises IndexError.")
-        _compare_loaders(attempt, dataset, TensorDataset(inputs, targets), 3, True, what)
+        _compare_loaders(attempt, dataset, TensorDataset(inputs, targets), 3, n > 0, what)
     return ("lengths, every item, an index past the end, and shuffled DataLoader batches (a partial last batch "
-            "included) agree with a TensorDataset of the same windows, for 4 series (one of a single window).")
+            "included, dtypes kept) agree with a TensorDataset of the same windows, for 6 series (one of a single "
+            "window, one exactly a window long: no example, one float64).")
 
 
 # --- chapter 1: FolderDataset -------------------------------------------------------------------------------

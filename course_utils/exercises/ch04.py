@@ -8,6 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.guards import mode_changes, modes
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
 from course_utils.engine.memory import GraphMemoryMeter
 from course_utils.engine.models import MLP
@@ -41,6 +42,7 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
     what = (f"{n} examples in batches of {batch_size} (sizes {sizes}), a model with Dropout and BatchNorm that "
             f"comes in {mode} mode")
     buffers = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = modes(model)
     meter = GraphMemoryMeter()
     with torch.enable_grad():
         with meter:
@@ -60,6 +62,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         now = "train" if model.training else "eval"
         raise Fail(f"the model came in {mode} mode and your function left it in {now} mode.",
                    "Remember the mode it came in (model.training) and restore exactly that at the end.")
+    changed_modes = [name for name in mode_changes(model, flags) if name != "the model"]
+    if changed_modes:
+        raise Fail(f"the model came in {mode} mode; after your function the model says {mode} but its layers "
+                   f"{', '.join(changed_modes[:4])} are in {'eval' if start_training else 'train'} mode.",
+                   "Setting model.training flips only the top module's flag: model.train(flag) sets every layer's.")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, buffers[k])]
     if any("running" in k or "num_batches" in k for k in changed):
         raise Fail("BatchNorm's running statistics changed during your evaluation: the model ran in train mode, "
@@ -73,8 +80,9 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         means = _batch_means(model, loader, loss_fn)
         per_batch = sum(means) / len(means)
         if abs(loss - per_batch) <= 1e-5 * max(1.0, abs(per_batch)) and len(set(sizes)) > 1:
-            raise Fail(f"your function returned a loss of {number(loss)} (the mean of the {len(sizes)} batch means), "
-                       f"but the mean over the {n} examples is {number(want_loss)}: the last batch holds "
+            mine, right = pair(loss, want_loss)
+            raise Fail(f"your function returned a loss of {mine} (the mean of the {len(sizes)} batch means), "
+                       f"but the mean over the {n} examples is {right}: the last batch holds "
                        f"{sizes[-1]} examples, not {sizes[0]}.", "Weight each batch's mean loss by its number of "
                                                                    "examples, then divide by the number of examples.")
         if abs(loss - want_loss * n) <= 1e-5 * max(1.0, abs(want_loss * n)):
@@ -88,8 +96,9 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         if abs(accuracy - 100 * want_acc) <= 1e-4:
             raise Fail(f"your accuracy is {number(accuracy)}, a percentage; return the fraction {number(want_acc)}.",
                        "Accuracy here is a fraction between 0 and 1.")
-        raise Fail(f"your accuracy is {number(accuracy)}; {hits} of the {n} examples are classified right: "
-                   f"{number(want_acc)}.", "Count the right predictions (the arg-max of the logits equals the target) "
+        mine, right = pair(accuracy, want_acc)
+        raise Fail(f"your accuracy is {mine}; {hits} of the {n} examples are classified right: "
+                   f"{right}.", "Count the right predictions (the arg-max of the logits equals the target) "
                                            "over every batch, then divide by the number of examples.")
 
 
@@ -108,10 +117,12 @@ def check_evaluate(attempt: Attempt) -> str:
 
 # --- dropout ------------------------------------------------------------------------------------------------
 
-def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g) + 3.0          # no zeros in x: a 0 in the output was dropped
-    what = f"x of shape {shape}, p={p:g}, training={training}"
+    x = (torch.randn(*shape, generator=g, dtype=torch.float64) + 3.0).to(dtype)   # no zeros: a 0 was dropped
+    what = f"x of shape {shape}" + ("" if dtype == torch.float32 else f" ({str(dtype).removeprefix('torch.')})") + \
+        f", p={p:g}, training={training}"
     kept_x = x.clone()
     torch.manual_seed(seed)
     got = attempt.call(what, x, p, training)
@@ -119,6 +130,16 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
     if not torch.equal(x, kept_x):
         raise Fail("your function changed x in place; nn.Dropout returns a new tensor and leaves its input alone.",
                    "Build the output as a new tensor.")
+    if out.dtype != x.dtype:
+        need_tensor(out, "the output", dtype=x.dtype)
+    if training and p == 1:
+        if not torch.equal(out, torch.zeros_like(x)):
+            bad = int((~torch.isfinite(out)).sum())
+            raise Fail(f"with p=1 every value is dropped: nn.Dropout returns all zeros; yours has "
+                       + (f"{bad} values that are NaN or infinite." if bad else f"{int((out != 0).sum())} values "
+                          "that are not 0."), "With p=1, 1/(1-p) divides by zero: return zeros before scaling."
+                       if bad else "With p=1 nothing survives.")
+        return out
     if not training or p == 0:
         if not torch.allclose(out, x):
             why = "in evaluation (training=False)" if not training else "with p=0"
@@ -163,8 +184,11 @@ def check_dropout(attempt: Attempt) -> str:
     if isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor) and torch.equal(b, c):
         raise Fail("two calls in training mode dropped exactly the same values; each forward pass draws a new mask.",
                    "Draw the random mask inside the function, every call.")
-    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5 and 0.8 on 100,000 values: about p of them dropped, "
-            "survivors scaled by 1/(1-p), x unchanged in evaluation and left untouched in place, a new mask each call.")
+    _dropout_case(attempt, 0.5, True, (100, 100), 8, dtype=torch.float64)
+    _dropout_case(attempt, 1.0, True, (10, 10), 7)
+    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5, 0.8 and 1 on 100,000 values: about p of them "
+            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32 and float64), x unchanged "
+            "in evaluation and left untouched in place, a new mask each call.")
 
 
 def exercises() -> list[Exercise]:

@@ -232,7 +232,9 @@ sampling_strategies(batch_size=32, n_batches=30)
 # shared order, and rank r takes every W-th index starting at r.
 #
 # Take N = 10 and W = 4. Each rank must get the same count: ceil(10 / 4) = 3. That is 12 slots for
-# 10 examples, so the sampler pads by repeating 2 indices: they are seen twice this epoch.
+# 10 examples, so the sampler pads by repeating 2 indices: they are seen twice this epoch. It repeats
+# the list from its start, as many times as needed: with N = 2 and W = 5 the 5 slots hold 0, 1, 0, 1, 0,
+# and with N = 1 and W = 3 every rank gets [0].
 #
 # In a real multi-GPU script each process builds its own sampler with its rank, and calls
 # `set_epoch` before each epoch. Here one process plays the four ranks:
@@ -342,9 +344,9 @@ for key, value in batch.items():
 # The package's `pad_collate`, which the rest of the chapter uses, is the same function:
 
 # %%
-from course_utils.chapters.ch02_sampling import pad_collate
+from course_utils.chapters.ch02_sampling import pad_collate as course_pad_collate   # exercise 2.1: your own
 
-theirs = pad_collate([small[i] for i in range(3)])
+theirs = course_pad_collate([small[i] for i in range(3)])
 print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
       all(torch.equal(batch[k], theirs[k]) for k in batch))
 
@@ -386,9 +388,13 @@ padding(batch_size=16, max_len=40)
 # ### Exercise 2.1: a padding collate function with its mask
 #
 # A batch is a list of `(tokens, label)` pairs: `tokens` is a 1-D LongTensor of ids (1 and up: 0 is kept
-# for padding), `label` an int. Write `pad_collate(batch)` returning three tensors: `input_ids`, a
-# LongTensor [B, T] with T the longest sequence's length, each row padded with 0 on the right; `mask`, a
-# BoolTensor [B, T], True on real tokens; `labels`, a LongTensor [B].
+# for padding), `label` an int or a 0-d int64 tensor. Write `pad_collate(batch)` returning the tuple
+# `(input_ids, mask, labels)` of three tensors: `input_ids`, a LongTensor [B, T] with T the longest
+# sequence's length, each row padded with 0 on the right; `mask`, a BoolTensor [B, T], True on real
+# tokens; `labels`, a LongTensor [B]. This differs from the chapter's `my_pad_collate` above on purpose:
+# a tuple instead of a dict, and a bool mask (what `masked_fill` and indexing take) instead of the 0/1
+# `attention_mask` a transformer model reads. (The course's own is imported as `course_pad_collate`, so
+# yours does not replace it.)
 
 # %%
 def pad_collate(batch):
@@ -401,9 +407,9 @@ check("pad_collate")
 # %% [markdown]
 # ### Exercise 2.2: weights that balance the classes
 #
-# Write `class_balanced_weights(labels)`, for a LongTensor of class labels: one weight per example (a
-# 1-D tensor or a list) such that `WeightedRandomSampler(weights, ...)` draws every class present equally
-# often.
+# Write `class_balanced_weights(labels)`, for a 1-D LongTensor (int64) of class labels 0, 1, 2, ... (some
+# may be absent): one weight per example, finite and > 0 (a 1-D tensor or a list) such that
+# `WeightedRandomSampler(weights, ...)` draws every class present equally often.
 
 # %%
 def class_balanced_weights(labels):
@@ -416,7 +422,9 @@ check("class_balanced_weights")
 # ### Exercise 2.3: one rank's shard
 #
 # Write `shard_indices(n, world_size, rank)`: the list of indices that rank `rank` of `world_size` ranks
-# gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`).
+# gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`), as a list of
+# ints. Every rank gets ceil(n / world_size) indices; the padding repeats the list from its start, as many
+# times as needed (section 5: n = 1, world_size = 3 gives [0] to every rank).
 
 # %%
 def shard_indices(n, world_size, rank):

@@ -20,7 +20,7 @@ from course_utils.chapters.ch04_evaluation import (average_losses, batchnorm_dem
                                                    dropout_demo, eval_graph_bytes, inference_mode_errors, memory_budget,
                                                    modules_reading_training, time_evaluation, tiny_batch_outputs,
                                                    train_eval_differ)
-from course_utils.engine.loop import evaluate
+from course_utils.engine.loop import evaluate as course_evaluate   # your own `evaluate` comes in exercise 4.1
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import sig
 
@@ -255,9 +255,9 @@ ordered = make_spiral(300, seed=1)
 loader = DataLoader(ordered, batch_size=128)
 print("batch sizes:", [len(t) for _, t in loader], "| classes in the last batch:", sorted(set(list(loader)[-1][1].tolist())))
 for average in ("example", "batch"):
-    loss, acc = evaluate(model, loader, average=average)
+    loss, acc = course_evaluate(model, loader, average=average)
     print(f"average={average!r:10s} loss {sig(loss)}  accuracy {sig(acc)}")
-full, _ = evaluate(model, DataLoader(ordered, batch_size=300))
+full, _ = course_evaluate(model, DataLoader(ordered, batch_size=300))
 print("one batch of all 300:     loss", sig(full))
 
 # %% [markdown]
@@ -266,13 +266,13 @@ print("one batch of all 300:     loss", sig(full))
 # %% [markdown]
 # ## Forgetting `model.train()`
 #
-# `evaluate` leaves the model in eval mode. If the next epoch starts without `model.train()`,
-# dropout stays off and the model trains without the regularisation you asked for.
+# `course_evaluate` (the engine's `evaluate`) leaves the model in eval mode. If the next epoch starts
+# without `model.train()`, dropout stays off and the model trains without the regularisation you asked for.
 
 # %%
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
-evaluate(model, splits.val)
+course_evaluate(model, splits.val)
 print("after evaluate: model.training =", model.training)
 a, b = model(xs[:4]), model(xs[:4])
 print("forgot model.train(): two 'training' passes equal ->", torch.equal(a, b), "(dropout is off)")
@@ -309,9 +309,12 @@ view
 #
 # Write `evaluate(model, loader, loss_fn)` returning `(mean_loss, accuracy)` as Python floats: the loss
 # averaged per example (not per batch) and the fraction of examples classified right (the arg-max of the
-# logits equals the target), over every batch of `loader`. It switches the layers to their evaluation
-# behaviour, builds no graph, takes no step, and leaves the model in the mode it found it in. All of it
-# fits in about ten lines.
+# logits equals the target), over every batch of `loader`. `loader` yields `(inputs, targets)` batches,
+# targets int64 class indices, and its last batch may be smaller; `loss_fn(logits, targets)` returns the
+# batch's *mean* loss (`CrossEntropyLoss()`). It switches the layers to their evaluation behaviour, builds
+# no graph, takes no step, and leaves the model, and every layer in it, in the mode it found it in
+# (`model.training` may be True or False). All of it fits in about ten lines. (The course's own
+# `evaluate`, used above, is imported as `course_evaluate`, so yours does not replace it.)
 
 # %%
 def evaluate(model, loader, loss_fn):
@@ -326,7 +329,8 @@ check("evaluate")
 #
 # Write `dropout(x, p, training)` without `nn.Dropout` (or `F.dropout`): in training, zero each value
 # with probability p, independently, and scale the survivors so that the expected output equals x;
-# otherwise return x unchanged. Leave x itself untouched.
+# otherwise return x unchanged. `p` is a float from 0 to 1: with p = 0 nothing is dropped, with p = 1
+# everything (all zeros, never NaN). Return a tensor of x's shape and dtype, and leave x itself untouched.
 
 # %%
 def dropout(x, p, training):
