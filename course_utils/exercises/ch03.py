@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, values
+from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, values, values_pair
 from course_utils.engine.models import MLP
 
 
@@ -93,11 +93,17 @@ def _loss_after(model: nn.Module, inputs, targets, loss_fn) -> float:
     return value
 
 
+def _two_groups(parameters) -> torch.optim.Optimizer:
+    """Adam with the last two tensors (the output layer) in a group of their own, as fine-tuning code does."""
+    params = list(parameters)
+    return torch.optim.Adam([{"params": params[:-2]}, {"params": params[-2:], "lr": 0.001}], lr=0.01)
+
+
 def check_train_step(attempt: Attempt) -> str:
     """The oracle: the same step on a copy of the model and optimizer (same dropout masks), call after call."""
     _step_case(attempt, "SGD with momentum 0.9", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 0)
-    _step_case(attempt, "Adam", lambda ps: torch.optim.Adam(ps, lr=0.01), 1)
-    return ("3 calls in a row with SGD + momentum and with Adam, on a model with Dropout and BatchNorm: the "
+    _step_case(attempt, "Adam with two parameter groups (the last layer at a tenth of the lr)", _two_groups, 1)
+    return ("3 calls in a row with SGD + momentum and with Adam over two parameter groups, on a model with Dropout and BatchNorm: the "
             "returned loss is each batch's loss before its update, one forward per step, and the weights match "
             "torch's optimizer step by step (no gradient leaks from one call into the next).")
 
@@ -132,12 +138,14 @@ def _adam_case(attempt: Attempt, t: int, seed: int, lr=1e-3, betas=(0.9, 0.999),
     b1, b2 = betas
     if not torch.allclose(new_m.double(), want_m, rtol=1e-6, atol=1e-12):
         swapped = torch.allclose(new_m.double(), b1 * grad + (1 - b1) * m)
-        raise Fail(f"the new m is {values(new_m)}; Adam's is {values(want_m)}"
+        mine, right = values_pair(new_m, want_m)
+        raise Fail(f"the new m is {mine}; Adam's is {right}"
                    + (": yours keeps beta1 of the gradient instead of beta1 of the old m." if swapped else "."),
                    "m is a running average of the gradient: it keeps beta1 of the old m.")
     if not torch.allclose(new_v.double(), want_v, rtol=1e-6, atol=1e-15):
         unsquared = torch.allclose(new_v.double(), b2 * v + (1 - b2) * grad)
-        raise Fail(f"the new v is {values(new_v)}; Adam's is {values(want_v)}"
+        mine, right = values_pair(new_v, want_v)
+        raise Fail(f"the new v is {mine}; Adam's is {right}"
                    + (": yours averages the gradient, not its square." if unsquared else "."),
                    "v is a running average of the squared gradient, with beta2.")
     if torch.allclose(new_p.double(), want_p, rtol=1e-6, atol=1e-12):
@@ -153,7 +161,8 @@ def _adam_case(attempt: Attempt, t: int, seed: int, lr=1e-3, betas=(0.9, 0.999),
                                    "(1 - beta**t) before using them.",
              "eps inside the square root": "eps is added after the square root of v-hat.",
              "the update added instead of subtracted": "A step goes against the gradient."}
-    raise Fail(f"the new param is {values(new_p)}; torch's Adam gives {values(want_p)}" + (f" (yours: {named})." if named
+    mine, right = values_pair(new_p, want_p)
+    raise Fail(f"the new param is {mine}; torch's Adam gives {right}" + (f" (yours: {named})." if named
                else "."), hints.get(named, "Use the new m and v, corrected for their zero start, then step by lr."))
 
 
@@ -204,7 +213,8 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
             "b left unchanged": "The bias has a gradient too: dL/db = dL/dy.",
             }.get(named, f"With L the mean over the {n} outputs of (y - t)^2, work out dL/dy first; then dL/dW is "
                          "dL/dy times x (one row per output).")
-    raise Fail(f"{wrong} is {values(shown[0])}; autograd and torch.optim.SGD give {values(shown[1])}"
+    mine, right = values_pair(shown[0], shown[1])
+    raise Fail(f"{wrong} is {mine}; autograd and torch.optim.SGD give {right}"
                + (f" (yours: {named})." if named else "."), hint)
 
 

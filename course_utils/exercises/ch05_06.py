@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.engine.arithmetic import accumulation_window, batch_sizes
 from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.guards import Watch
 from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
 from course_utils.engine.models import MLP
 
@@ -64,10 +65,14 @@ def check_fixed_loop(attempt: Attempt) -> str:
     model.register_forward_hook(lambda module, *_: evaluations.__setitem__(0, evaluations[0] + (not module.training)))
     what = (f"{EPOCHS} epochs of 10 batches on the spiral, Adam, StepLR(step_size=2) stepped per epoch, a model with "
             "Dropout, validation on 150 examples")
+    watch = Watch(model)
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
-            attempt.call(what, model, optimizer, scheduler, train, val, EPOCHS)
+        try:
+            with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+                attempt.call(what, model, optimizer, scheduler, train, val, EPOCHS)
+        finally:
+            watch.close()
     findings = doctor.report().findings
     if findings:
         listed = "\n  ".join(f"- {f.title}: {f.evidence}" for f in findings)
@@ -88,9 +93,11 @@ def check_fixed_loop(attempt: Attempt) -> str:
         torch.manual_seed(0)
         healthy_loop(twin, twin_opt, twin_sched, twin_train, twin_val, EPOCHS)
     if not _close(_weights(model), _weights(twin), rtol=1e-4):
-        hint = ("The model is still in eval mode: training after validation must switch it back."
-                if not model.training else "Change only what the bugs need: one zero_grad, forward, loss, backward "
-                                           "and step per batch, as in the original.")
+        in_eval = sum(1 for f in watch.forwards if f.grad and not f.training)
+        hint = (f"{in_eval} training forward passes ran in eval mode: training after validation must switch the "
+                "model back with model.train()." if in_eval else
+                "Change only what the bugs need: one zero_grad, forward, loss, backward and step per batch, as in "
+                "the original.")
         raise Fail("the doctor sees no bug, but your final weights differ from the healthy loop's (same seeds, same "
                    "data): your loop trains differently.", hint)
     return (f"the loop doctor found no silent bug in {EPOCHS} epochs; {planned} updates, {EPOCHS} scheduler steps, "
@@ -191,7 +198,7 @@ def reference_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr) ->
     n = len(loader)
     lrs, losses = [], []
     for i, (inputs, targets) in enumerate(loader):
-        lr = start_lr * (end_lr / start_lr) ** (i / (n - 1))
+        lr = start_lr * (end_lr / start_lr) ** (i / (n - 1)) if n > 1 else start_lr
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad()
@@ -218,7 +225,11 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     optimizer = make_optimizer(model.parameters())
     twin, twin_opt = copy.deepcopy((model, optimizer))
     used: list[float] = []
-    optimizer.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    groups: list[list[float]] = []
+    def record(opt, *_) -> None:
+        used.append(opt.param_groups[0]["lr"])
+        groups.append([g["lr"] for g in opt.param_groups])
+    optimizer.register_step_pre_hook(record)
     what = f"{batches} batches of 16, {name}, start_lr={start_lr:g}, end_lr={end_lr:g}"
     got = attempt.call(what, model, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
     lrs, losses = need_tuple(got, 2, "your function", "lrs, losses")
@@ -227,9 +238,15 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     if len(used) != batches:
         raise Fail(f"your range test made {len(used)} optimizer steps; one pass over {batches} batches makes {batches}.",
                    "One update per batch, each with its own learning rate.")
+    split = next((i for i, rates in enumerate(groups) if len(set(rates)) > 1), None)
+    if split is not None:
+        shown = ", ".join(f"group {g}: {number(r)}" for g, r in enumerate(groups[split]))
+        raise Fail(f"batch {split} trained the optimizer's {len(groups[split])} parameter groups at different rates "
+                   f"({shown}); the test sets one rate for the whole model.",
+                   "Set the lr of every group: `for group in optimizer.param_groups: group['lr'] = lr`.")
     close = lambda a, b: all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b))  # noqa: E731 (float32 logspace too)
     if not close(used, want_lrs):
-        linear = [start_lr + (end_lr - start_lr) * i / (batches - 1) for i in range(batches)]
+        linear = [start_lr + (end_lr - start_lr) * i / max(1, batches - 1) for i in range(batches)]
         short = [start_lr * (end_lr / start_lr) ** (i / batches) for i in range(batches)]
         if close(used, linear):
             hint = "The steps are equal ratios, not equal differences: the same factor from one batch to the next."
@@ -258,9 +275,17 @@ def check_lr_range_test(attempt: Attempt) -> str:
     """The oracle: the same sweep on a copy; a step hook records the lr each update really used."""
     _range_case(attempt, 12, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-4, 1.0)
     _range_case(attempt, 2, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 0.01, 0.1)
-    _range_case(attempt, 9, lambda ps: torch.optim.Adam(ps, lr=0.1), "Adam", 1e-5, 10.0)
-    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam): the lr each update really used grows in equal "
-            "ratios from start_lr to end_lr, and the returned lrs and losses match the same sweep run by the course.")
+    _range_case(attempt, 9, _adam_two_groups, "Adam with two parameter groups", 1e-5, 10.0)
+    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups): the lr each "
+            "update really used, in every group, grows in equal ratios from start_lr to end_lr, and the returned lrs "
+            "and losses match the same sweep run by the course.")
+
+
+def _adam_two_groups(parameters) -> torch.optim.Optimizer:
+    """Adam with the biases in a group of their own (no weight decay), as real training code often builds it."""
+    params = list(parameters)
+    return torch.optim.Adam([{"params": [p for p in params if p.dim() > 1], "weight_decay": 1e-4},
+                             {"params": [p for p in params if p.dim() <= 1], "lr": 0.05}], lr=0.1)
 
 
 def exercises() -> list[Exercise]:
