@@ -125,6 +125,14 @@ def _same(a: object, b: torch.Tensor) -> bool:
         return False
 
 
+def _two(got: object, want: torch.Tensor) -> tuple[str, str]:
+    """A returned target and the right one, to the digits that differ (any value the learner returned)."""
+    try:
+        return pair(float(got), float(want))
+    except Exception:  # noqa: BLE001 - not one number: show it as it is
+        return values(got), number(want)
+
+
 def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, batch_size: int, shuffle: bool,
                      what: str) -> None:
     """Iterate a DataLoader over the learner's dataset and over the oracle, same seed; Fail at the first difference."""
@@ -185,7 +193,8 @@ def check_sliding_windows(attempt: Attempt) -> str:
             if not _same(item[1], targets[i]):
                 inside = _same(item[1], series[i + window - 1])
                 own = " (yours is the window's own last value)" if inside else ""
-                raise Fail(f"the target of dataset[{i}] is {values(item[1])}; it should be {number(targets[i])}, the "
+                mine, right = _two(item[1], targets[i])
+                raise Fail(f"the target of dataset[{i}] is {mine}; it should be {right}, the "
                            f"value right after the window{own}.", "The target is the next value, not one inside the window.")
         attempt.at(f"{what}, dataset[{n}] (one past the end)")
         try:

@@ -70,8 +70,9 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
                        "clear .grad in between.")
         if abs(got - want) > 1e-5 * max(1.0, abs(want)):
             if abs(got - after_next) <= 1e-5 * max(1.0, abs(after_next)):
-                raise Fail(f"your function returned {number(got)}, the loss after the update; this step's loss, "
-                           f"before the update, is {number(want)}.", "Return the loss that backward() used.")
+                mine, right = pair(got, want)
+                raise Fail(f"your function returned {mine}, the loss after the update; this step's loss, "
+                           f"before the update, is {right}.", "Return the loss that backward() used.")
             mine, right = pair(got, want)
             raise Fail(f"your function returned {mine}; this step's loss (on this batch, before the update) "
                        f"is {right}.", "Return the value of the loss you called backward() on, as a float.")

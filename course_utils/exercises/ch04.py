@@ -86,15 +86,17 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
                        f"{sizes[-1]} examples, not {sizes[0]}.", "Weight each batch's mean loss by its number of "
                                                                    "examples, then divide by the number of examples.")
         if abs(loss - want_loss * n) <= 1e-5 * max(1.0, abs(want_loss * n)):
-            raise Fail(f"your function returned a loss of {number(loss)}, the total over the {n} examples; the mean "
-                       f"per example is {number(want_loss)}.", "Divide the total by the number of examples.")
+            mine, right = pair(loss, want_loss)
+            raise Fail(f"your function returned a loss of {mine}, the total over the {n} examples; the mean "
+                       f"per example is {right}.", "Divide the total by the number of examples.")
         mine, right = pair(loss, want_loss)
         raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
                    "Sum each example's loss over every batch, then divide by the number of examples.")
     if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
         hits = round(want_acc * n)
         if abs(accuracy - 100 * want_acc) <= 1e-4:
-            raise Fail(f"your accuracy is {number(accuracy)}, a percentage; return the fraction {number(want_acc)}.",
+            mine, right = pair(accuracy, want_acc)
+            raise Fail(f"your accuracy is {mine}, a percentage; return the fraction {right}.",
                        "Accuracy here is a fraction between 0 and 1.")
         mine, right = pair(accuracy, want_acc)
         raise Fail(f"your accuracy is {mine}; {hits} of the {n} examples are classified right: "
@@ -163,9 +165,9 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
     kept = ~dropped
     scale = (out[kept] / x[kept])
     if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):
-        seen = number(scale.mean().item())
+        seen, right = pair(scale.mean().item(), 1 / (1 - p))
         raise Fail(f"the values you kept are multiplied by {seen}; nn.Dropout multiplies them by 1/(1-p) = "
-                   f"{number(1 / (1 - p))}.", "Scale the survivors so the expected output equals x: then evaluation "
+                   f"{right}.", "Scale the survivors so the expected output equals x: then evaluation "
                                               "needs no change.")
     return out
 

@@ -11,7 +11,7 @@ from course_utils.engine.arithmetic import accumulation_window, batch_sizes
 from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.guards import Watch
-from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show, values_pair
 from course_utils.engine.models import MLP
 
 
@@ -256,12 +256,13 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
             hint = "Each step used the previous batch's lr: set the lr before optimizer.step(), not after."
         else:
             hint = "Batch i of n uses start_lr times the ratio end_lr/start_lr raised to i/(n-1)."
-        raise Fail(f"the optimizer stepped with the learning rates {show([float(number(v)) for v in used], 70)}; the "
-                   f"test uses {show([float(number(v)) for v in want_lrs], 70)}.", hint)
+        mine, right = values_pair(torch.tensor(used, dtype=torch.float64), torch.tensor(want_lrs, dtype=torch.float64))
+        raise Fail(f"the optimizer stepped with the learning rates {mine}; the test uses {right}.", hint)
     lrs = _numbers(lrs, batches, "the lrs you returned")
     if not close(lrs, used):
-        raise Fail(f"the lrs you returned, {show([float(number(v)) for v in lrs], 60)}, are not the ones the optimizer "
-                   "used.", "Record the lr each batch was trained with.")
+        mine, right = values_pair(torch.tensor(lrs, dtype=torch.float64), torch.tensor(used, dtype=torch.float64))
+        raise Fail(f"the lrs you returned, {mine}, are not the ones the optimizer used, {right}.",
+                   "Record the lr each batch was trained with.")
     losses = _numbers(losses, batches, "the losses you returned")
     for i, (g, w) in enumerate(zip(losses, want_losses)):
         if abs(g - w) > 1e-5 * max(1.0, abs(w)):

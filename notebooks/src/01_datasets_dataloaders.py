@@ -369,8 +369,9 @@ tmp.cleanup()
 #
 # A time series is a 1-D tensor `series`. Write the class `SlidingWindows(series, window)`: example `i`
 # is the pair (`series[i : i + window]`, `series[i + window]`), a window of values and the value that
-# comes next. `len(dataset)` is the number of such examples, and an index past the end raises
-# `IndexError` (that is how `for example in dataset` knows where to stop).
+# comes next, both tensors cut from `series` (so of its dtype). `len(dataset)` is the number of such
+# examples (0 for a series exactly `window` long), and an index past the end raises `IndexError` (that
+# is how `for example in dataset` knows where to stop).
 
 # %%
 class SlidingWindows(Dataset):
@@ -393,8 +394,8 @@ check("SlidingWindows")
 # A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as
 # a README). Each was written with `torch.save({"x": features, "y": label}, path)`. Write
 # `FolderDataset(folder)`: `len(dataset)` is the number of examples, and `dataset[i]` returns `(x, y)`
-# from the file `i.pt`, read when it is asked for, in `__getitem__`, so that data larger than memory
-# works.
+# from the file `i.pt` (the tensors as stored: `y` is an int64 class label), read when it is asked for,
+# in `__getitem__`, so that data larger than memory works.
 
 # %%
 class FolderDataset(Dataset):
