@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, values, values_pair
+from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, pair, values, values_pair
 from course_utils.engine.models import MLP
 
 
