@@ -117,7 +117,7 @@ def ev_inference_sum(model, loader, loss_fn):
             hits += (out.argmax(dim=1) == y).float().sum()
     if was:
         model.train()
-    n = len(loader.dataset)
+    n = len(loader.sampler)         # the examples the loader yields (issue 32: a sampler may draw part of the data)
     return (total / n).item(), (hits / n).item()
 
 

@@ -155,6 +155,11 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
             if tuple(g.shape) != tuple(w.shape) or not _same(g, w):
                 raise Fail(f"batch {b}'s {part} are {show(g)}; they should be {show(w)}.",
                            "Compare one example by hand with what `__getitem__` returns for the same index.")
+            if part == "inputs" and g.dtype != w.dtype:
+                mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
+                raise Fail(f"batch {b}'s inputs have dtype {mine}; the data's are {right} (a model built for "
+                           f"{right} inputs refuses {mine} ones: 'mat1 and mat2 must have the same dtype').",
+                           "Cut the inputs from the stored tensor, without rebuilding them from Python numbers.")
             if g.dtype.is_floating_point != w.dtype.is_floating_point or g.dtype == torch.bool:
                 mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
                 kind_of = "whole numbers (class labels)" if not w.dtype.is_floating_point else "real numbers"

@@ -100,7 +100,8 @@ def _weights_case(attempt: Attempt, labels: list[int]) -> None:
         raise Fail(f"{int((weights < 0).sum())} of your {n} weights are negative ({show(weights)}): "
                    "WeightedRandomSampler refuses them.", "A weight is a relative probability: >= 0.")
     if weights.sum() <= 0:
-        raise Fail(f"all your {n} weights are 0: WeightedRandomSampler cannot draw anything.",
+        raise Fail(("your only weight is 0" if n == 1 else f"all your {n} weights are 0") + ": WeightedRandomSampler "
+                   "cannot draw anything.",
                    "Each class's examples together should carry the same total weight, more than 0.")
     for c in present:
         mine = weights[torch.tensor(labels) == c]

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.guards import Watch
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, pair, values, values_pair
 from course_utils.engine.models import MLP
 
@@ -48,7 +49,11 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         before = _weights(model)
         counted = model.body[1].num_batches_tracked.item()
         torch.manual_seed(100 + call)
-        got = attempt.call(what, model, inputs.clone(), targets.clone(), loss_fn, optimizer)
+        watch = Watch(model)
+        try:
+            got = attempt.call(what, model, inputs.clone(), targets.clone(), loss_fn, optimizer)
+        finally:
+            watch.close()
         torch.manual_seed(100 + call)
         want = reference_step(oracle[0], inputs, targets, loss_fn, oracle[1])
         after_next = _loss_after(oracle[0], inputs, targets, loss_fn)
@@ -64,6 +69,10 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         if not model.training:
             raise Fail("after your step the model is in eval mode; it came in train mode.",
                        "A training step leaves the model's mode alone.")
+        if any(not f.training for f in watch.forwards):
+            raise Fail("your step ran the model forward in eval mode: Dropout dropped nothing and BatchNorm used its "
+                       "running statistics, so the loss and the gradients are not those of a training step.",
+                       "The model comes in train mode: leave its mode alone.")
         if _close(_weights(model), before):
             raise Fail("the weights did not change: your function made no update.",
                        "backward() fills .grad; optimizer.step() then applies it. In that order, and nothing may "

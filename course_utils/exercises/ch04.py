@@ -30,17 +30,21 @@ def _batch_means(model: nn.Module, loader: DataLoader, loss_fn) -> list[float]:
         return [loss_fn(twin(x), y).item() for x, y in loader]
 
 
-def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int) -> None:
+def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int,
+               part_of: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
-    inputs, targets = torch.randn(n, 2, generator=g), torch.randint(0, 3, (n,), generator=g)
+    everything = torch.randn(n + part_of, 2, generator=g), torch.randint(0, 3, (n + part_of,), generator=g)
     torch.manual_seed(seed)
     model = MLP(hidden=16, dropout=0.3, batchnorm=True).train(start_training)
-    loader = DataLoader(TensorDataset(inputs, targets), batch_size=batch_size)
+    chosen = list(range(part_of, n + part_of))       # a sampler over part of the dataset (a validation split)
+    loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None)
+    inputs, targets = everything[0][chosen], everything[1][chosen]
     loss_fn = nn.CrossEntropyLoss()
     sizes = [len(y) for _, y in loader]
     mode = "train" if start_training else "eval"
-    what = (f"{n} examples in batches of {batch_size} (sizes {sizes}), a model with Dropout and BatchNorm that "
-            f"comes in {mode} mode")
+    what = (f"{n} examples in batches of {batch_size} (sizes {sizes})"
+            + (f", drawn by a sampler from a dataset of {n + part_of}" if part_of else "")
+            + f", a model with Dropout and BatchNorm that comes in {mode} mode")
     buffers = {k: v.clone() for k, v in model.state_dict().items()}
     flags = modes(model)
     meter = GraphMemoryMeter()
@@ -90,6 +94,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             raise Fail(f"your function returned a loss of {mine}, the total over the {n} examples; the mean "
                        f"per example is {right}.", "Divide the total by the number of examples.")
         mine, right = pair(loss, want_loss)
+        whole = len(loader.dataset)
+        if whole != n and abs(loss - want_loss * n / whole) <= 1e-5 * max(1.0, abs(want_loss)):
+            raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples the loader yields, "
+                       f"divided by len(loader.dataset) = {whole}; the mean per example is {right}.",
+                       "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
         raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
                    "Sum each example's loss over every batch, then divide by the number of examples.")
     if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
@@ -99,6 +108,10 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             raise Fail(f"your accuracy is {mine}, a percentage; return the fraction {right}.",
                        "Accuracy here is a fraction between 0 and 1.")
         mine, right = pair(accuracy, want_acc)
+        if len(loader.dataset) != n and abs(accuracy - hits / len(loader.dataset)) <= 1e-6:
+            raise Fail(f"your accuracy is {mine}: {hits} right divided by len(loader.dataset) = {len(loader.dataset)}; "
+                       f"the loader yields {n} examples, so it is {right}.",
+                       "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
         raise Fail(f"your accuracy is {mine}; {hits} of the {n} examples are classified right: "
                    f"{right}.", "Count the right predictions (the arg-max of the logits equals the target) "
                                            "over every batch, then divide by the number of examples.")
@@ -111,7 +124,9 @@ def check_evaluate(attempt: Attempt) -> str:
     _eval_case(attempt, 7, 1, True, 2)
     _eval_case(attempt, 10, 64, True, 3)
     _eval_case(attempt, 33, 8, True, 4)
-    return ("5 loaders (a partial last batch, batches of 1, one batch larger than the data) on a model with Dropout "
+    _eval_case(attempt, 12, 5, False, 5, part_of=20)
+    return ("6 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
+            "the dataset) on a model with Dropout "
             "and BatchNorm: the loss is the mean per example and the accuracy a fraction, as one big batch in eval "
             "mode gives them; no graph was built (memory meter: 0 bytes); the model left in the mode it came in, "
             "its BatchNorm statistics untouched; gradients switched on again afterwards.")
@@ -149,6 +164,13 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
                        f"{x.numel()} values.", "Dropout only acts in training, and p=0 drops nothing.")
         return out
     dropped = out == 0
+    if out.dim() == 2 and min(out.shape) >= 100:
+        for dim, lines in ((1, "rows"), (0, "columns")):
+            uniform = (dropped.all(dim=dim) | (~dropped).all(dim=dim)).float().mean().item()
+            if uniform > 0.1:
+                raise Fail(f"in {number(100 * uniform)}% of the {lines} your function dropped all values or none: "
+                           "values were dropped together, not each on its own.", "Draw one random number per value "
+                                                                                 "(a mask of x's shape).")
     share = dropped.float().mean().item()
     tolerance = 6 * (p * (1 - p) / x.numel()) ** 0.5 + 0.002     # six standard deviations of a fair draw
     if abs(share - p) > tolerance:
@@ -156,12 +178,6 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
         raise Fail(f"your function zeroed {number(100 * share)}% of the values; with p={p:g} about {number(100 * p)}% "
                    "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
                    "Each value is dropped with probability p, independently.")
-    if out.dim() == 2 and out.shape[1] >= 100:
-        uniform = (dropped.all(dim=1) | (~dropped).all(dim=1)).float().mean().item()
-        if uniform > 0.1:
-            raise Fail(f"in {number(100 * uniform)}% of the rows your function dropped all values or none: values "
-                       "were dropped together, not each on its own.", "Draw one random number per value (a mask "
-                                                                      "of x's shape).")
     kept = ~dropped
     scale = (out[kept] / x[kept])
     if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):
@@ -176,9 +192,9 @@ def check_dropout(attempt: Attempt) -> str:
     """The oracle: nn.Dropout's contract (each value dropped with probability p, survivors scaled by 1/(1-p),
     the identity in evaluation)."""
     _dropout_case(attempt, 0.5, False, (4, 5), 0)
-    _dropout_case(attempt, 0.0, True, (1000,), 1)
     for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4)):
         _dropout_case(attempt, p, True, (200, 500), seed)
+    _dropout_case(attempt, 0.0, True, (1000,), 1)
     a = _dropout_case(attempt, 0.5, True, (50, 40), 5)
     torch.manual_seed(6)
     b = attempt.call("two calls on the same x, p=0.5, training=True", a.new_ones(50, 40), 0.5, True)

@@ -122,6 +122,7 @@ class Exercise:
             torch.set_num_threads(threads)
 
     def _run(self, functions: tuple) -> Verdict:
+        _warm_torch()
         attempt = Attempt(self, functions)
         summary = ""
         try:
@@ -185,6 +186,24 @@ class Exercise:
         """The line of `signature` that names `name` (a pair's signature names both functions)."""
         return next((part.strip() for part in self.signature.split(";") if part.strip().startswith(name)),
                     self.signature)
+
+
+_warmed: list[bool] = []
+
+
+def _warm_torch() -> None:
+    """Run torch's lazily imported parts once, outside any time limit (a deadline inside an import would leave
+    a half-initialised module behind, and every later check would fail on it)."""
+    if _warmed:
+        return
+    _warmed.append(True)
+    p = torch.zeros(1, requires_grad=True)
+    for optimizer in (torch.optim.SGD([p], lr=0.1, momentum=0.9), torch.optim.Adam([p], lr=0.1)):
+        schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+        (p * 2).sum().backward()
+        optimizer.step()
+        schedule.step()
+    torch.nn.utils.clip_grad_norm_([p], 1.0)
 
 
 def _parameters(fn: Callable) -> str:

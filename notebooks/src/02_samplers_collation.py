@@ -423,7 +423,7 @@ check("class_balanced_weights")
 #
 # Write `shard_indices(n, world_size, rank)`: the list of indices that rank `rank` of `world_size` ranks
 # gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`), as a list of
-# ints. Every rank gets ceil(n / world_size) indices; the padding repeats the list from its start, as many
+# ints (a 1-D integer tensor is accepted too). Every rank gets ceil(n / world_size) indices; the padding repeats the list from its start, as many
 # times as needed (section 5: n = 1, world_size = 3 gives [0] to every rank).
 
 # %%

@@ -309,7 +309,8 @@ view
 #
 # Write `evaluate(model, loader, loss_fn)` returning `(mean_loss, accuracy)` as Python floats: the loss
 # averaged per example (not per batch) and the fraction of examples classified right (the arg-max of the
-# logits equals the target), over every batch of `loader`. `loader` yields `(inputs, targets)` batches,
+# logits equals the target), over the examples `loader` yields: every batch of it. It may draw only part
+# of its dataset (a sampler, or one rank's shard), so count what it yields, not `len(loader.dataset)`. `loader` yields `(inputs, targets)` batches,
 # targets int64 class indices, and its last batch may be smaller; `loss_fn(logits, targets)` returns the
 # batch's *mean* loss (`CrossEntropyLoss()`). It switches the layers to their evaluation behaviour, builds
 # no graph, takes no step, and leaves the model, and every layer in it, in the mode it found it in
