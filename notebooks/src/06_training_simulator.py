@@ -94,8 +94,8 @@ print(lr_one.raw_text())
 # **Task.** In the view below, press **Sweep** for Adam, then for SGD.
 
 # %%
-from course_utils.widgets.lr_find_view import lr_range_test
-finder = lr_range_test("adam")
+from course_utils.widgets.lr_find_view import lr_range_test as lr_range_view   # exercise 6.1: your own
+finder = lr_range_view("adam")
 finder
 
 # %% [markdown]
