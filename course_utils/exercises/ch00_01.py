@@ -43,6 +43,36 @@ def _epoch_words(N: int, B: int, K: int, drop_last: bool) -> str:
     return f"{kept}; with K = {K} that is {windows}"
 
 
+def _batches(N: int, B: int, drop_last: bool) -> int:
+    return len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
+
+
+_UPDATE_SLIPS = [  # (a common misreading, as a function; the hint it earns when the learner's agrees with it)
+    (lambda N, B, K, d: _batches(N, B, d) // K,
+     "The short last window still ends with an update: the loop flushes it at the epoch's end."),
+    (lambda N, B, K, d: counted_updates(N, B, K, False),
+     "drop_last=True throws away the partial last batch before any window is formed."),
+    (lambda N, B, K, d: _batches(N, B, d),
+     "An update happens once per window of K micro-batches, not once per batch."),
+    (lambda N, B, K, d: round(N / (B * K)),
+     "Count whole batches first (a partial batch is one batch), then windows of K of them."),
+    (lambda N, B, K, d: _batches(N, B, d) // K if d else counted_updates(N, B, K, d),
+     "drop_last drops only the partial last batch; a short last window of full batches is still flushed."),
+]
+_PROBES = [(10, 4, 2, False), (10, 4, 2, True), (9, 2, 1, True), (7, 3, 2, False), (13, 2, 3, False),
+           (25, 4, 3, True), (5, 8, 1, False), (12, 4, 3, False), (100, 3, 7, False), (70, 3, 4, True)]
+
+
+def _singled_out(attempt: Attempt) -> str:
+    """The hint of the one misreading the learner's function agrees with on every probe ('' if none or several)."""
+    try:
+        answers = [attempt.fn(*probe) for probe in _PROBES]
+    except Exception:  # noqa: BLE001 - a probe that raises is no evidence
+        return ""
+    matching = [hint for slip, hint in _UPDATE_SLIPS if all(a == slip(*p) for a, p in zip(answers, _PROBES))]
+    return matching[0] if len(matching) == 1 else ""
+
+
 def check_updates_per_epoch(attempt: Attempt) -> str:
     """Edge cases, then hypothesis; the oracle is a real DataLoader and a counted, flushing loop."""
     def one(case: tuple[int, int, int, bool]) -> None:
@@ -52,17 +82,8 @@ def check_updates_per_epoch(attempt: Attempt) -> str:
         want = counted_updates(N, B, K, drop_last)
         if got == want:
             return
-        batches = len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
-        if got == batches // K and want == got + 1:
-            hint = "The short last window still ends with an update: the loop flushes it at the epoch's end."
-        elif drop_last and got == counted_updates(N, B, K, False):
-            hint = "drop_last=True throws away the partial last batch before any window is formed."
-        elif got == batches and K > 1:
-            hint = "An update happens once per window of K micro-batches, not once per batch."
-        elif got == math.ceil(N / B / K) or got == round(N / (B * K)):
-            hint = "Count whole batches first (a partial batch is one batch), then windows of K of them."
-        else:
-            hint = "Count the batches first (is the partial last batch kept?), then the windows of K batches."
+        hint = _singled_out(attempt) or ("Count the batches first (is the partial last batch kept?), then the "
+                                          "windows of K batches.")
         raise Fail(f"your function returned {got}, but the loop makes {want} update{'s' * (want != 1)} per epoch: "
                    f"{_epoch_words(N, B, K, drop_last)}.", hint)
 
@@ -251,10 +272,12 @@ def check_folder_dataset(attempt: Attempt) -> str:
                                "Return `x, y` from the file's dictionary.")
                 if not (_same(item[0], xs[i]) and _same(item[1], ys[i])):
                     source = next((j for j in range(n) if _same(item[0], xs[j])), None)
+                    as_text = sorted(range(n), key=lambda j: f"{j}.pt")
                     if source is not None and source != i:
-                        raise Fail(f"dataset[{i}] holds the example of {source}.pt, not {i}.pt: sorted as text, "
-                                   "'10.pt' comes before '2.pt'.", "The file name holds the index: example i is in "
-                                   "the file named i.pt.")
+                        why = (": sorted as text, '10.pt' comes before '2.pt'" if source == as_text[i] else
+                               ": your files are counted from 1, but they start at 0.pt" if source == i + 1 else "")
+                        raise Fail(f"dataset[{i}] holds the example of {source}.pt, not {i}.pt{why}.",
+                                   "The file name holds the index: example i is in the file named i.pt.")
                     raise Fail(f"dataset[{i}] is {show(item)}; it should be the features and label stored in {i}.pt "
                                f"({show(xs[i])}, {int(ys[i])}).", "Return the file's 'x' and 'y'.")
             _compare_loaders(attempt, dataset, TensorDataset(xs, ys), 5, False, what)

@@ -165,12 +165,26 @@ def _adam_case(attempt: Attempt, t: int, seed: int, lr=1e-3, betas=(0.9, 0.999),
         "no bias correction": param - lr * want_m / (want_v.sqrt() + eps),
         "eps inside the square root": param - lr * m_hat / (v_hat + eps).sqrt(),
         "the update added instead of subtracted": param + lr * m_hat / (v_hat.sqrt() + eps),
+        "the bias correction with t + 1 (t is already 1 at the first step)":
+            param - lr * (want_m / (1 - b1 ** (t + 1))) / ((want_v / (1 - b2 ** (t + 1))).sqrt() + eps),
+        "the step taken with the old m and v": param - lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps),
+        "sqrt(v) divided by (1 - beta2**t), not by its square root":
+            param - lr * m_hat / (want_v.sqrt() / (1 - b2 ** t) + eps),
+        "eps added to sqrt(v) before the bias correction (the paper's 'efficient' form)":
+            param - lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t) * want_m / (want_v.sqrt() + eps),
     }
     named = next((k for k, value in known.items() if torch.allclose(new_p.double(), value, rtol=1e-6, atol=1e-12)), "")
     hints = {"no bias correction": "m and v start at 0, so early averages are too small: divide each by "
                                    "(1 - beta**t) before using them.",
              "eps inside the square root": "eps is added after the square root of v-hat.",
-             "the update added instead of subtracted": "A step goes against the gradient."}
+             "the update added instead of subtracted": "A step goes against the gradient.",
+             "the bias correction with t + 1 (t is already 1 at the first step)":
+                 "t counts steps from 1: the first step divides by (1 - beta**1).",
+             "the step taken with the old m and v": "Update m and v with this gradient first, then step with them.",
+             "sqrt(v) divided by (1 - beta2**t), not by its square root":
+                 "v-hat is v / (1 - beta2**t); its square root is what the step divides by.",
+             "eps added to sqrt(v) before the bias correction (the paper's 'efficient' form)":
+                 "torch adds eps to the square root of the corrected v-hat; the paper's shortcut moves eps."}
     mine, right = values_pair(new_p, want_p)
     raise Fail(f"the new param is {mine}; torch's Adam gives {right}" + (f" (yours: {named})." if named
                else "."), hints.get(named, "Use the new m and v, corrected for their zero start, then step by lr."))
@@ -214,13 +228,23 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
     known = {"the update added instead of subtracted": (W + lr * grad_W, b + lr * 2 / n * err),
              "the gradient of the sum of squares, not their mean": (W - lr * 2 * torch.outer(err, x), b - lr * 2 * err),
              "the factor 2 of the square missing": (W - lr / n * torch.outer(err, x), b - lr / n * err),
-             "b left unchanged": (want_W, b)}
+             "b left unchanged": (want_W, b),
+             "the mean taken over the inputs, not the outputs":
+                 (W - lr * 2 / len(x) * torch.outer(err, x), b - lr * 2 / len(x) * err),
+             "y computed without b": (W - lr * 2 / n * torch.outer(W @ x - t, x), b - lr * 2 / n * (W @ x - t))}
+    if W.shape[0] == W.shape[1]:
+        known["the gradient transposed (x times dL/dy, not dL/dy times x)"] = (W - lr * grad_W.T, want_b)
     named = next((k for k, (kw, kb) in known.items() if torch.allclose(new_W.double(), kw.double(), rtol=1e-5)
-                  and torch.allclose(new_b.double(), kb.double(), rtol=1e-5)), "")
+                  and torch.allclose(new_b.double(), kb.double(), rtol=1e-5)
+                  and not (k == "y computed without b" and torch.equal(b, torch.zeros_like(b)))), "")
     wrong = "W_new" if not torch.allclose(new_W.double(), want_W.double(), rtol=1e-5, atol=1e-8) else "b_new"
     shown = (new_W, want_W) if wrong == "W_new" else (new_b, want_b)
     hint = {"the update added instead of subtracted": "A step goes against the gradient: w - lr * g.",
             "b left unchanged": "The bias has a gradient too: dL/db = dL/dy.",
+            "the mean taken over the inputs, not the outputs": f"L averages over the {n} outputs: divide by that.",
+            "y computed without b": "The forward pass is y = W x + b: the error y - t includes b.",
+            "the gradient transposed (x times dL/dy, not dL/dy times x)":
+                "dL/dW has W's shape [outputs, inputs]: row i is dL/dy[i] times x.",
             }.get(named, f"With L the mean over the {n} outputs of (y - t)^2, work out dL/dy first; then dL/dW is "
                          "dL/dy times x (one row per output).")
     mine, right = values_pair(shown[0], shown[1])

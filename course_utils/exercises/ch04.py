@@ -95,6 +95,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
                        f"per example is {right}.", "Divide the total by the number of examples.")
         mine, right = pair(loss, want_loss)
         whole = len(loader.dataset)
+        slots = len(sizes) * sizes[0]
+        if slots != n and abs(loss - want_loss * n / slots) <= 1e-5 * max(1.0, abs(want_loss)):
+            raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples divided by "
+                       f"len(loader) x batch size = {slots}; the last batch holds {sizes[-1]}, so the mean per example "
+                       f"is {right}.", "Count the examples of every batch (len(targets)), not batches times their size.")
         if whole != n and abs(loss - want_loss * n / whole) <= 1e-5 * max(1.0, abs(want_loss)):
             raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples the loader yields, "
                        f"divided by len(loader.dataset) = {whole}; the mean per example is {right}.",

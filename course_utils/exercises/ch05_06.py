@@ -150,6 +150,8 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             "each micro-batch's loss divided by K": [(x, y, 1 / K) for x, y in parts],
             "each loss divided by the number of micro-batches in the window": [(x, y, 1 / len(parts)) for x, y in parts],
             "the losses summed without dividing": [(x, y, 1.0) for x, y in parts],
+            f"each loss weighted by its size over K times the batch size ({K * batch_size}), as if every window "
+            "were full": [(x, y, len(y) / (K * batch_size)) for x, y in parts],
         }
         named = next((k for k, terms in alternatives.items()
                       if _close(recorded[u], _step(weights, _window_grads(model, weights, terms)))), "")
@@ -159,11 +161,25 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             if _close(recorded[u], leaked):
                 raise Fail(f"update {u + 1} also applied the gradients of window {u}: they were still in .grad.",
                            "backward() adds to .grad: clear it after each update.")
+        span = None if named else _covered(model, weights, recorded[u], xs, ys, offsets, window[0], len(sizes))
         sizes_in = [sizes[i] for i in window]
+        if span is not None and span != (window[0], window[-1]):
+            raise Fail(f"update {u + 1} applied micro-batches {span[0]} to {span[1]} (batch sizes "
+                       f"{sizes[span[0]:span[1] + 1]}); its window is micro-batches {window[0]} to {window[-1]} "
+                       f"({sizes_in}).", "Step after micro-batch i when (i + 1) % K == 0, and after the last one.")
         raise Fail(f"update {u + 1} (window of batch sizes {sizes_in}) differs from one big batch of the same "
                    f"{sum(sizes_in)} examples" + (f": yours has {named}." if named else "."),
                    "Weight each micro-batch's mean loss by its share of the window's examples; then the window "
                    "equals one big batch, a short window too.")
+
+
+def _covered(model, weights, update, xs, ys, offsets, first: int, count: int) -> tuple[int, int] | None:
+    """Which run of micro-batches from `first`, taken as one big batch, gives this update (None if none does)."""
+    for last in range(first, min(count, first + 8)):
+        lo, hi = offsets[first], offsets[last + 1]
+        if _close(update, _step(weights, _window_grads(model, weights, [(xs[lo:hi], ys[lo:hi], 1.0)]))):
+            return first, last
+    return None
 
 
 def _window_grads(model: nn.Module, at: list[torch.Tensor], terms) -> list[torch.Tensor]:
@@ -224,6 +240,7 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     model = MLP(hidden=16)
     optimizer = make_optimizer(model.parameters())
     twin, twin_opt = copy.deepcopy((model, optimizer))
+    spare = copy.deepcopy((model, optimizer))           # for the losses after each update (a common slip)
     used: list[float] = []
     groups: list[list[float]] = []
     def record(opt, *_) -> None:
@@ -267,9 +284,27 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     for i, (g, w) in enumerate(zip(losses, want_losses)):
         if abs(g - w) > 1e-5 * max(1.0, abs(w)):
             mine, right = pair(g, w)
+            after = _losses_after(*spare, DataLoader(data, batch_size=16), want_lrs)
+            if all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(losses, after)):
+                raise Fail(f"the loss of batch {i} is {mine}, its loss after its own update; before the update, the "
+                           f"loss backward() used, it is {right}.", "Record the loss you called backward() on.")
             raise Fail(f"the loss of batch {i} is {mine}; trained the same way it is {right} (the batch's "
                        "loss before its own update).", "Clear the gradients before each backward, and record the loss "
                                                        "that backward used.")
+
+
+def _losses_after(model, optimizer, loader, lrs: list[float]) -> list[float]:
+    """Each batch's loss measured right after its own update (the same sweep otherwise)."""
+    found = []
+    for lr, (inputs, targets) in zip(lrs, loader):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+        with torch.no_grad():
+            found.append(nn.functional.cross_entropy(model(inputs), targets).item())
+    return found
 
 
 def check_lr_range_test(attempt: Attempt) -> str:

@@ -28,7 +28,7 @@ def stopping_check(losses: list[float], patience: int, min_delta: float) -> int 
 
 def _why(losses: list[float], patience: int, min_delta: float, stop: int | None) -> str:
     if stop is None:
-        return "the rule never stops on this list"
+        return "no run of patience checks without an improvement beyond min_delta, and no value that is not finite"
     value = losses[stop - 1]
     if not math.isfinite(value):
         return f"check {stop} is {value}: a value that is not finite stops at once"
@@ -42,8 +42,9 @@ def _why(losses: list[float], patience: int, min_delta: float, stop: int | None)
 
 
 def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
-             previous: bool = False, ties: bool = False) -> int | None:
-    """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements."""
+             previous: bool = False, ties: bool = False, creep: bool = False) -> int | None:
+    """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements,
+    the best moved by any decrease (even one within min_delta)."""
     best, waited = math.inf, 0
     for check, value in enumerate(losses, 1):
         if not math.isfinite(value):
@@ -52,6 +53,8 @@ def _variant(losses: list[float], patience: int, min_delta: float, late: bool = 
         waited = 0 if better else waited + 1
         if previous or better:
             best = value
+        elif creep:
+            best = min(best, value)
         if waited > patience if late else waited >= patience:
             return check
     return None
@@ -69,12 +72,17 @@ def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: 
     must = "never stops" if want is None else f"stops at check {want}"
     values = losses[:max(want or 0, got or 0, 1)]
     if want is not None and not math.isfinite(losses[want - 1]):
-        hint = "NaN compares false with everything: test for a non-finite value before comparing."
+        hint = ("NaN compares false with everything: test for a non-finite value before comparing."
+                if math.isnan(losses[want - 1]) else
+                "inf is not finite either: test with math.isfinite (NaN and inf), not only math.isnan.")
     elif min_delta == 0 and got == _variant(losses, patience, min_delta, ties=True) and any(
             values[i] == values[j] for i in range(len(values)) for j in range(i)):
         hint = "An improvement must be strictly better than the best so far; an equal value is not one."
     elif min_delta > 0 and got == stopping_check(losses, patience, 0.0):
         hint = "An improvement must beat the best by more than min_delta."
+    elif min_delta > 0 and got == _variant(losses, patience, min_delta, creep=True):
+        hint = ("The best moves only on an improvement: a decrease of min_delta or less leaves it where it was, so a "
+                "later value is compared with the old best.")
     elif got == _variant(losses, patience, min_delta, previous=True):
         hint = "Compare each value with the best so far, not with the previous value."
     elif got is not None and want is not None and got == want - 1:
@@ -94,7 +102,8 @@ def check_stop_check(attempt: Attempt) -> str:
     edge = [([1.0, 0.9, 0.95, 0.97], 2, 0.0), ([1.0, 1.0], 1, 0.0), ([1.0, 0.875, 0.8125, 0.75], 1, 0.125),
             ([1.0, nan, 0.5], 3, 0.0), ([1.0, 0.5, 0.6, 0.55, 0.58], 2, 0.0),
             ([1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.74], 3, 0.0), ([0.5], 1, 0.0),
-            ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02)]
+            ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02),
+            ([1.0, 0.875, 0.75, 0.7], 2, 0.125)]
     for losses, patience, min_delta in edge:
         _stop_case(attempt, losses, patience, min_delta)
     from hypothesis import strategies as st
@@ -200,8 +209,18 @@ def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, ma
             + ("a generator, as model.parameters() is" if generator else "a list")
             + (f" (parameter {none_at} has no gradient)" if none_at is not None else "")
             + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
+    originals = [p.grad for p in params]
     got = need_float(attempt.call(what, given, max_norm))
+    rebound = [i for i, (p, g) in enumerate(zip(params, originals)) if g is not None and p.grad is not g]
+    if rebound:
+        raise Fail(f"your function replaced the .grad of parameter {rebound[0]} with a new tensor; the statement asks "
+                   "to scale every gradient in place: code that holds the gradient tensor (DDP's buckets, a hook, "
+                   "an optimizer's view) keeps the unscaled one.", "Scale in place: `p.grad.mul_(factor)`.")
     scaled = any(p.grad is not None and not torch.equal(p.grad, g) for p, g in zip(params, grads))
+    if want_norm > max_norm and not scaled and not (generator and given.late_passes):
+        raise Fail(f"the global norm {number(want_norm)} is above max_norm={max_norm:g}, and after your function every "
+                   "gradient is as it was: nothing was scaled.", "`g = g * factor` only rebinds a local name: scale "
+                   "the tensor itself, in place (`p.grad.mul_(factor)`).")
     if generator and given.late_passes and want_norm > max_norm and not scaled:
         raise Fail("your function went over `parameters` a second time, after it was used up: `parameters` is a "
                    "generator here (as model.parameters() is), so the second pass saw no parameter and no gradient "

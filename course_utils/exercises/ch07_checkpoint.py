@@ -119,7 +119,9 @@ _PARTS = (("model", "the weights", "model.load_state_dict"),
 
 
 def _holds(value: object, target: object, depth: int = 0) -> bool:
-    """Does the loaded file hold `target` somewhere (at most three levels down)?"""
+    """Does the loaded file hold `target` somewhere (at most three levels down; a pickled object by its state)?"""
+    if isinstance(value, (nn.Module, torch.optim.Optimizer, lr_scheduler.LRScheduler)):
+        value = value.state_dict()
     if _equal(value, target):
         return True
     if depth >= 3:
@@ -137,8 +139,6 @@ def _explain_missing(path: str, saved: dict, now: dict) -> None:
         content = torch.load(path, weights_only=False)
     except Exception:  # noqa: BLE001 - an unreadable file: every part is simply missing from it
         content = None
-    if isinstance(content, (nn.Module, torch.optim.Optimizer)):
-        content = {"object": content.state_dict()}
     off = [(key, label, how) for key, label, how in _PARTS if not _equal(now[key], saved[key])]
     in_file = [(label, how) for key, label, how in off if _holds(content, saved[key])]
     lacking = [label for _, label, how in off if (label, how) not in in_file]

@@ -110,6 +110,10 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     else:
         truth = (f"accuracy first reaches {target:g} after update {want} (accuracy after updates "
                  f"{max(1, want - 2)} to {want}: {', '.join(f'{a:g}' for a in accs[max(0, want - 3):want])})")
+    if got == want and steps[0] < (want or max_updates):
+        raise Fail(f"your function returned {said}, but it stopped after {steps[0]} updates: the race goes on, epoch "
+                   f"after epoch, until the target or max_updates={max_updates}.",
+                   "Loop over the loader again and again (an epoch is not the budget); count the updates.")
     if got == want:
         raise Fail(f"your function returned {said}, right, but it made {steps[0]} updates: the race stops at the "
                    f"target ({want or max_updates} updates).", "Stop training as soon as the target is reached, or "

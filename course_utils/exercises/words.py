@@ -50,11 +50,23 @@ def pair(a: float, b: float) -> tuple[str, str]:
         a, b = float(a), float(b)
     except Exception:  # noqa: BLE001
         return number(a), number(b)
-    for digits in range(4, 18):
-        x, y = f"{a:.{digits}g}", f"{b:.{digits}g}"
-        if x != y:
-            return x, y
-    return repr(a), repr(b)
+    digits = _telling(a, b)
+    if digits is None:
+        return repr(a), repr(b)
+    return _aligned(f"{a:.{digits}g}", f"{b:.{digits}g}")
+
+
+def _telling(a: float, b: float) -> int | None:
+    """The fewest significant digits (4 or more) at which a and b print differently; None if none do."""
+    return next((d for d in range(4, 18) if f"{a:.{d}g}" != f"{b:.{d}g}"), None)
+
+
+def _aligned(x: str, y: str) -> tuple[str, str]:
+    """Pad the shorter decimal part with zeros, so 1.11626 and 1.1163 read 1.11626 and 1.11630."""
+    if "e" in x + y or "." not in x or "." not in y or "n" in x + y:
+        return x, y
+    width = max(len(x.split(".")[1]), len(y.split(".")[1]))
+    return x.ljust(len(x.split(".")[0]) + 1 + width, "0"), y.ljust(len(y.split(".")[0]) + 1 + width, "0")
 
 
 differ = pair      # the name core.py's list uses
@@ -69,10 +81,8 @@ def values_pair(a: object, b: torch.Tensor, limit: int = 12) -> tuple[str, str]:
         index = next((i for i in range(len(x)) if x[i] != y[i]), None)
         if index is None:
             return values(a, limit), values(b, limit)
-        mine, theirs = pair(x[index].item(), y[index].item())
-        digits = max(4, len(mine.lstrip("-").replace(".", "").lstrip("0")), len(theirs.lstrip("-").replace(".", "").lstrip("0")))
-        fmt = lambda t: _listed(t, digits, limit)  # noqa: E731
-        return fmt(x), fmt(y)
+        digits = _telling(x[index].item(), y[index].item()) or 17
+        return _listed(x, digits, limit), _listed(y, digits, limit)
     except Exception:  # noqa: BLE001
         return values(a, limit), values(b, limit)
 
