@@ -160,6 +160,12 @@ def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: 
          "The cosine starts when the warm-up ends: progress = (update - warmup) / (total - warmup)."),
         (update >= warmup and span > 0 and _near(got, base_lr - cos((update - warmup) / span), base_lr),
          "After the warm-up the lr falls: half a cosine from base_lr down to 0, (1 + cos(pi * progress)) / 2."),
+        (update >= warmup and span > 0 and _near(got, base_lr * math.cos(math.pi / 2 * (update - warmup) / span),
+                                                    base_lr),
+         "Half a cosine runs from its top to its bottom: (1 + cos(pi * progress)) / 2, not cos(pi/2 * progress)."),
+        (update >= warmup and warmup > 0 and _near(got, cos((update - warmup + 1) / (span + 1)), base_lr),
+         "The cosine's first update, warmup, is its peak: progress = (update - warmup) / (total - warmup), "
+         "which is 0 there."),
         (update >= warmup and span > 1 and _near(got, cos((update - warmup + 1) / span), base_lr),
          "The cosine's first update, warmup, is its peak: progress = (update - warmup) / (total - warmup), "
          "which is 0 there."),

@@ -195,7 +195,7 @@ def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bo
         hint = "Count whole epochs first, then the batches of the epoch that is under way."
     last = f", the last of {sizes[-1]}" if sizes[-1] != B else ""
     raise Fail(f"your function returned {got:,}, but {updates} updates are {epochs} whole epoch{'s' * (epochs != 1)} "
-               f"of {len(sizes)} batches ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"
+               f"of {len(sizes)} batch{'es' * (len(sizes) != 1)} ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"
                f": {want:,} examples.", hint)
 
 
