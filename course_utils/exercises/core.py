@@ -21,10 +21,17 @@ Rules every check follows (issue 32), and the helpers that implement them, for a
 - **The state around the call.** ``Attempt.run`` fails a function that leaves autograd switched
   off; ``guards.Watch(model, mark=val_inputs)`` records every forward (mode, autograd on, marked
   input) so a check can name "trained in eval mode" or "measured with a graph"; ``guards.modes`` /
-  ``mode_changes`` compare the train/eval flag of every submodule before and after.
+  ``mode_changes`` compare the train/eval flag of every submodule before and after; a hook that must
+  stop the learner's code at once (an update past the budget) raises ``words.Stop(Fail(...))``, which
+  ``except Exception`` cannot swallow and ``Attempt.run`` turns into that Fail.
 - **Messages that find the bug.** Each names the case, what was expected and what came back, in the
   statement's words; numbers via ``words.differ`` / ``words.values_pair`` (printed to the digits
-  that differ); a hint only where the evidence singles out its cause, else a neutral one.
+  that differ, 1.11626 vs 1.11630); a hint only where the evidence singles out its cause, else a
+  neutral one: compare the answer with each known misreading, and where one answer fits several,
+  probe the learner's function on a few more cases (``ch00_01._singled_out``).
+- **Corpus.** tests/exercise_attempts/ holds learner attempts written from the statements alone;
+  tests/exercise_attempt_verdicts.py says what each wrong one's verdict must name. A new exercise adds
+  its module there and its phrases; tests/test_exercise_holes.py holds one test per hole class.
 - **Statements a learner can follow exactly**: argument and return types, edge values, phases; the
   chapter's own function is imported under another name, so the learner's is never shadowed.
 """
