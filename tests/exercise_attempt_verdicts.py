@@ -54,7 +54,7 @@ VERDICTS: dict[str, dict[str, str]] = {
         "wrong_proportional": "the smaller each one's weight must be",
         "wrong_floor_division": "would draw the classes in shares",
         "wrong_sqrt_inverse": "would draw the classes in shares",
-        "wrong_unique_counts": "would draw the classes in shares class 1: 0.6667, class 2: 0.3333",
+        "wrong_unique_counts": "has no example here: counts from torch.unique have one entry per class present",
         "wrong_one_minus_frequency": "weight is 0",
     },
     "shard_indices": {

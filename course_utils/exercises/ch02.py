@@ -81,7 +81,15 @@ def check_pad_collate(attempt: Attempt) -> str:
 # --- class_balanced_weights ---------------------------------------------------------------------------------
 
 def _weights_case(attempt: Attempt, labels: list[int]) -> None:
-    got = attempt.call(f"labels {labels}", torch.tensor(labels))
+    absent = sorted(set(range(max(labels) + 1)) - set(labels))
+    try:
+        got = attempt.call(f"labels {labels}" + (f" (class {absent[0]} absent)" if absent else ""), torch.tensor(labels))
+    except Fail as failure:
+        if absent and "IndexError" in failure.problem:
+            raise Fail(failure.problem, f"Class {absent[0]} has no example here: counts from torch.unique have one "
+                                        "entry per class present, so a label cannot index them; torch.bincount "
+                                        "keeps a 0 for every absent class.") from None
+        raise
     listed = None if isinstance(got, torch.Tensor) else as_numbers(got)
     if listed is not None:          # a list or a NumPy array: WeightedRandomSampler takes those too
         got = torch.tensor(listed, dtype=torch.double)

@@ -211,6 +211,7 @@ def _warm_torch() -> None:
         optimizer.step()
         schedule.step()
     torch.nn.utils.clip_grad_norm_([p], 1.0)
+    import hypothesis.strategies  # noqa: F401 - the generated cases' library, imported here, not under a deadline
 
 
 def _parameters(fn: Callable) -> str:

@@ -35,7 +35,7 @@ def wrong_scale_by_p(x, p, training):
 
 
 def wrong_keep_with_p(x, p, training):
-    """Keeps with probability p (rand < p) and scales by 1 / p: the mean is right but a fraction 1 - p is zeroed."""
+    """Keeps with probability p (rand < p), scales by 1 / p: mean right, but p=0.2 zeroes 80% (same law only at p=0.5)."""
     if not training:
         return x
     return x * (torch.rand_like(x) < p) / p

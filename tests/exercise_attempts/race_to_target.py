@@ -16,7 +16,7 @@ def right_nested_loops(model, optimizer, train_loader, val_inputs, val_targets, 
     """Epochs in a while loop, one update per batch, a no_grad eval-mode measurement after each."""
     updates = 0
     model.train()
-    while updates < max_updates:
+    while updates < max_updates and len(train_loader) > 0:
         for x, y in train_loader:
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
@@ -32,7 +32,7 @@ def right_nested_loops(model, optimizer, train_loader, val_inputs, val_targets, 
 def right_batch_stream(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates):
     """A generator of batches over endless epochs, zipped with the update numbers 1..max_updates."""
     def batches():
-        while True:
+        while len(train_loader):
             yield from train_loader
 
     for update, (x, y) in zip(range(1, max_updates + 1), batches()):
