@@ -151,6 +151,13 @@ def test_the_state_around_the_call_is_checked():
 
     failed_with("train_step", "forward in eval mode", step_in_eval_mode)
 
+    def step_freezing_batchnorm(model, inputs, targets, loss_fn, optimizer):   # one layer left in eval mode
+        loss = S.train_step(model, inputs, targets, loss_fn, optimizer)
+        model.body[1].eval()
+        return loss
+
+    failed_with("train_step", "layers body.1 are in eval mode", step_freezing_batchnorm)
+
     def load_into_new_objects(path, model, optimizer, scheduler):   # everything saved, loaded into copies
         state = torch.load(path)
         model = type(model)(hidden=32, dropout=0.2)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.guards import Watch
+from course_utils.exercises.guards import Watch, mode_changes, modes
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, pair, values, values_pair
 from course_utils.engine.models import MLP
 
@@ -49,7 +49,7 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         before = _weights(model)
         counted = model.body[1].num_batches_tracked.item()
         torch.manual_seed(100 + call)
-        watch = Watch(model)
+        watch, flags = Watch(model), modes(model)
         try:
             got = attempt.call(what, model, inputs.clone(), targets.clone(), loss_fn, optimizer)
         finally:
@@ -69,6 +69,10 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         if not model.training:
             raise Fail("after your step the model is in eval mode; it came in train mode.",
                        "A training step leaves the model's mode alone.")
+        moved = [name for name in mode_changes(model, flags) if name != "the model"]
+        if moved:
+            raise Fail(f"after your step the layers {', '.join(moved[:4])} are in eval mode; every layer came in train "
+                       "mode.", "A training step leaves the mode of every layer alone.")
         if any(not f.training for f in watch.forwards):
             raise Fail("your step ran the model forward in eval mode: Dropout dropped nothing and BatchNorm used its "
                        "running statistics, so the loss and the gradients are not those of a training step.",
