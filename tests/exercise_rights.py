@@ -117,13 +117,15 @@ def ev_inference_sum(model, loader, loss_fn):
             hits += (out.argmax(dim=1) == y).float().sum()
     if was:
         model.train()
-    n = len(loader.dataset)
+    n = len(loader.sampler)         # the examples the loader yields (issue 32: a sampler may draw part of the data)
     return (total / n).item(), (hits / n).item()
 
 
 def do_bernoulli(x, p, training):
     if not training:
         return x.clone()
+    if p == 1:                      # the statement's edge value: everything dropped, all zeros (issue 32)
+        return torch.zeros_like(x)
     return x * torch.bernoulli(torch.full_like(x, 1 - p)) / (1 - p)
 
 

@@ -785,7 +785,7 @@ WRONG = {
                    ("0-based", (sc_zero_based,), "Checks are counted from 1")],
     "warmup_cosine_lr": [("warm-up from 0", (wc_from_zero,), "The first update already learns"),
                          ("cosine over the whole run", (wc_whole_run,), "The cosine starts when the warm-up ends"),
-                         ("rising cosine", (wc_rising,), "half a cosine from base_lr down"),
+                         ("rising cosine", (wc_rising,), "half a cosine from base_lr down to 0"),
                          ("a tensor", (wc_tensor,), "not a number")],
     "clip_gradients": [("per tensor", (cg_per_tensor,), "*global* norm"),
                        ("norm after", (cg_after,), "norm after clipping"),

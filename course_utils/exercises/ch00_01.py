@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.engine.arithmetic import accumulation_window, loss_weight
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, show, values
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tensor, number, pair, show, values
 
 
 # --- chapter 0: updates_per_epoch ------------------------------------------------------------------------
@@ -43,6 +43,36 @@ def _epoch_words(N: int, B: int, K: int, drop_last: bool) -> str:
     return f"{kept}; with K = {K} that is {windows}"
 
 
+def _batches(N: int, B: int, drop_last: bool) -> int:
+    return len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
+
+
+_UPDATE_SLIPS = [  # (a common misreading, as a function; the hint it earns when the learner's agrees with it)
+    (lambda N, B, K, d: _batches(N, B, d) // K,
+     "The short last window still ends with an update: the loop flushes it at the epoch's end."),
+    (lambda N, B, K, d: counted_updates(N, B, K, False),
+     "drop_last=True throws away the partial last batch before any window is formed."),
+    (lambda N, B, K, d: _batches(N, B, d),
+     "An update happens once per window of K micro-batches, not once per batch."),
+    (lambda N, B, K, d: round(N / (B * K)),
+     "Count whole batches first (a partial batch is one batch), then windows of K of them."),
+    (lambda N, B, K, d: _batches(N, B, d) // K if d else counted_updates(N, B, K, d),
+     "drop_last drops only the partial last batch; a short last window of full batches is still flushed."),
+]
+_PROBES = [(10, 4, 2, False), (10, 4, 2, True), (9, 2, 1, True), (7, 3, 2, False), (13, 2, 3, False),
+           (25, 4, 3, True), (5, 8, 1, False), (12, 4, 3, False), (100, 3, 7, False), (70, 3, 4, True)]
+
+
+def _singled_out(attempt: Attempt) -> str:
+    """The hint of the one misreading the learner's function agrees with on every probe ('' if none or several)."""
+    try:
+        answers = [attempt.fn(*probe) for probe in _PROBES]
+    except Exception:  # noqa: BLE001 - a probe that raises is no evidence
+        return ""
+    matching = [hint for slip, hint in _UPDATE_SLIPS if all(a == slip(*p) for a, p in zip(answers, _PROBES))]
+    return matching[0] if len(matching) == 1 else ""
+
+
 def check_updates_per_epoch(attempt: Attempt) -> str:
     """Edge cases, then hypothesis; the oracle is a real DataLoader and a counted, flushing loop."""
     def one(case: tuple[int, int, int, bool]) -> None:
@@ -52,17 +82,8 @@ def check_updates_per_epoch(attempt: Attempt) -> str:
         want = counted_updates(N, B, K, drop_last)
         if got == want:
             return
-        batches = len(DataLoader(range(N), batch_size=B, drop_last=drop_last))
-        if got == batches // K and want == got + 1:
-            hint = "The short last window still ends with an update: the loop flushes it at the epoch's end."
-        elif drop_last and got == counted_updates(N, B, K, False):
-            hint = "drop_last=True throws away the partial last batch before any window is formed."
-        elif got == batches and K > 1:
-            hint = "An update happens once per window of K micro-batches, not once per batch."
-        elif got == math.ceil(N / B / K) or got == round(N / (B * K)):
-            hint = "Count whole batches first (a partial batch is one batch), then windows of K of them."
-        else:
-            hint = "Count the batches first (is the partial last batch kept?), then the windows of K batches."
+        hint = _singled_out(attempt) or ("Count the batches first (is the partial last batch kept?), then the "
+                                          "windows of K batches.")
         raise Fail(f"your function returned {got}, but the loop makes {want} update{'s' * (want != 1)} per epoch: "
                    f"{_epoch_words(N, B, K, drop_last)}.", hint)
 
@@ -101,7 +122,8 @@ def check_loss_weights(attempt: Attempt) -> str:
                         "examples, and each example must count once.")
             else:
                 hint = "A micro-batch's loss is a mean over its examples: weigh it by its share of its window's examples."
-            raise Fail(f"weight {i} is {number(g)}, but it should be {number(w)}: micro-batch {i} has {sizes[i]} "
+            mine, right = pair(g, w)
+            raise Fail(f"weight {i} is {mine}, but it should be {right}: micro-batch {i} has {sizes[i]} "
                        f"examples in a window of batch sizes {members}.", hint)
 
     edge = [((4, 4, 2), 2), ((4, 4, 4, 4, 4, 2), 4), ((32, 32, 32, 24), 4), ((3,), 4), ((5, 5, 5), 1),
@@ -122,6 +144,14 @@ def _same(a: object, b: torch.Tensor) -> bool:
         return torch.allclose(torch.as_tensor(a, dtype=b.dtype), b)
     except Exception:  # noqa: BLE001 - any strange value is simply not the same
         return False
+
+
+def _two(got: object, want: torch.Tensor) -> tuple[str, str]:
+    """A returned target and the right one, to the digits that differ (any value the learner returned)."""
+    try:
+        return pair(float(got), float(want))
+    except Exception:  # noqa: BLE001 - not one number: show it as it is
+        return values(got), number(want)
 
 
 def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, batch_size: int, shuffle: bool,
@@ -146,12 +176,25 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
             if tuple(g.shape) != tuple(w.shape) or not _same(g, w):
                 raise Fail(f"batch {b}'s {part} are {show(g)}; they should be {show(w)}.",
                            "Compare one example by hand with what `__getitem__` returns for the same index.")
+            if part == "inputs" and g.dtype != w.dtype:
+                mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
+                raise Fail(f"batch {b}'s inputs have dtype {mine}; the data's are {right} (a model built for "
+                           f"{right} inputs refuses {mine} ones: 'mat1 and mat2 must have the same dtype').",
+                           "Cut the inputs from the stored tensor, without rebuilding them from Python numbers.")
+            if g.dtype.is_floating_point != w.dtype.is_floating_point or g.dtype == torch.bool:
+                mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
+                kind_of = "whole numbers (class labels)" if not w.dtype.is_floating_point else "real numbers"
+                raise Fail(f"batch {b}'s {part} have dtype {mine}; the data's are {right}: {kind_of} (a loss "
+                           "refuses the other kind: CrossEntropyLoss reads float targets as probabilities).",
+                           "Return the stored tensors as they are: a Python number (.item(), float()) becomes "
+                           "float64 or int64 when the DataLoader collates it.")
 
 
 def check_sliding_windows(attempt: Attempt) -> str:
     """The oracle: a TensorDataset of the windows, both read through real DataLoaders with the same seed."""
     cases = [(torch.arange(1.0, 7.0), 2), (torch.tensor([3.0, 5.0]), 1), (torch.linspace(0.0, 1.0, 11), 3),
-             (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4)]
+             (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4), (torch.tensor([0.25, -0.5, 1.5]), 3),
+             (torch.linspace(-1.0, 1.0, 9, dtype=torch.float64), 2)]
     for series, window in cases:
         what = f"series {values(series)} ({len(series)} values), window {window}"
         dataset = attempt.call(what, series.clone(), window)
@@ -161,7 +204,7 @@ def check_sliding_windows(attempt: Attempt) -> str:
             raise Fail(f"len(dataset) is {size}, but a series of {len(series)} values with window {window} has {n} "
                        f"window{'s' * (n != 1)} followed by a value to predict (starting at 0 to {n - 1}).",
                        "The last window must still have one value after it.")
-        inputs = torch.stack([series[i:i + window] for i in range(n)])
+        inputs = torch.stack([series[i:i + window] for i in range(n)]) if n else series.new_zeros(0, window)
         targets = series[window:]
         for i in range(n):
             attempt.at(f"{what}, dataset[{i}]")
@@ -176,7 +219,8 @@ def check_sliding_windows(attempt: Attempt) -> str:
             if not _same(item[1], targets[i]):
                 inside = _same(item[1], series[i + window - 1])
                 own = " (yours is the window's own last value)" if inside else ""
-                raise Fail(f"the target of dataset[{i}] is {values(item[1])}; it should be {number(targets[i])}, the "
+                mine, right = _two(item[1], targets[i])
+                raise Fail(f"the target of dataset[{i}] is {mine}; it should be {right}, the "
                            f"value right after the window{own}.", "The target is the next value, not one inside the window.")
         attempt.at(f"{what}, dataset[{n}] (one past the end)")
         try:
@@ -189,9 +233,10 @@ def check_sliding_windows(attempt: Attempt) -> str:
         else:
             raise Fail(f"dataset[{n}] returned {show(past)}, but the dataset has only {n} items (0 to {n - 1}); past "
                        "the end it must raise IndexError.", "Indexing a tensor past its end raises IndexError.")
-        _compare_loaders(attempt, dataset, TensorDataset(inputs, targets), 3, True, what)
+        _compare_loaders(attempt, dataset, TensorDataset(inputs, targets), 3, n > 0, what)
     return ("lengths, every item, an index past the end, and shuffled DataLoader batches (a partial last batch "
-            "included) agree with a TensorDataset of the same windows, for 4 series (one of a single window).")
+            "included, dtypes kept) agree with a TensorDataset of the same windows, for 6 series (one of a single "
+            "window, one exactly a window long: no example, one float64).")
 
 
 # --- chapter 1: FolderDataset -------------------------------------------------------------------------------
@@ -227,10 +272,12 @@ def check_folder_dataset(attempt: Attempt) -> str:
                                "Return `x, y` from the file's dictionary.")
                 if not (_same(item[0], xs[i]) and _same(item[1], ys[i])):
                     source = next((j for j in range(n) if _same(item[0], xs[j])), None)
+                    as_text = sorted(range(n), key=lambda j: f"{j}.pt")
                     if source is not None and source != i:
-                        raise Fail(f"dataset[{i}] holds the example of {source}.pt, not {i}.pt: sorted as text, "
-                                   "'10.pt' comes before '2.pt'.", "The file name holds the index: example i is in "
-                                   "the file named i.pt.")
+                        why = (": sorted as text, '10.pt' comes before '2.pt'" if source == as_text[i] else
+                               ": your files are counted from 1, but they start at 0.pt" if source == i + 1 else "")
+                        raise Fail(f"dataset[{i}] holds the example of {source}.pt, not {i}.pt{why}.",
+                                   "The file name holds the index: example i is in the file named i.pt.")
                     raise Fail(f"dataset[{i}] is {show(item)}; it should be the features and label stored in {i}.pt "
                                f"({show(xs[i])}, {int(ys[i])}).", "Return the file's 'x' and 'y'.")
             _compare_loaders(attempt, dataset, TensorDataset(xs, ys), 5, False, what)

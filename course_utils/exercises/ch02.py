@@ -19,11 +19,17 @@ def _batch(lengths: list[int], seed: int) -> list[tuple[torch.Tensor, int]]:
     return [(torch.randint(1, 50, (n,), generator=g), int(torch.randint(0, 2, (), generator=g))) for n in lengths]
 
 
-def _pad_case(attempt: Attempt, lengths: list[int], seed: int) -> None:
+def _pad_case(attempt: Attempt, lengths: list[int], seed: int, tensor_labels: bool = False) -> None:
     batch = _batch(lengths, seed)
     B, T = len(batch), max(lengths)
-    got = attempt.call(f"a batch of {B} sequence{'s' * (B > 1)} of lengths {lengths}",
-                       [(tokens.clone(), label) for tokens, label in batch])
+    given = [(tokens.clone(), torch.tensor(label) if tensor_labels else label) for tokens, label in batch]
+    got = attempt.call(f"a batch of {B} sequence{'s' * (B > 1)} of lengths {lengths}"
+                       + (", labels as 0-d int64 tensors (as a Dataset often returns them)" if tensor_labels else ""),
+                       given)
+    if isinstance(got, dict):
+        raise Fail(f"your function returned a dict with keys {show(list(got))}; this exercise asks for the tuple "
+                   "(input_ids, mask, labels).", "Unlike the chapter's my_pad_collate, return a tuple: "
+                   "`return input_ids, mask, labels`.")
     ids, mask, labels = need_tuple(got, 3, "your function", "input_ids, mask, labels")
     ids = need_tensor(ids, "input_ids", shape=(B, T), meaning=f" (batch, longest sequence)")
     if ids.dtype != torch.long:
@@ -64,17 +70,26 @@ def check_pad_collate(attempt: Attempt) -> str:
     edge = [([4, 1, 2], 0), ([1], 1), ([4, 4], 2), ([2, 5, 5, 1], 3), ([1, 1, 1], 4)]
     for lengths, seed in edge:
         _pad_case(attempt, lengths, seed)
+    _pad_case(attempt, [3, 1, 2], 5, tensor_labels=True)
     from hypothesis import strategies as st
     tried = search(st.tuples(st.lists(st.integers(1, 12), min_size=1, max_size=8), st.integers(0, 1000)),
                    lambda case: _pad_case(attempt, *case), examples=60)
-    return (f"{len(edge) + tried} batches agree with torch's pad_sequence and a mask from the lengths: sequences of "
-            "length 1, a batch of one, equal lengths, the longest first or last.")
+    return (f"{len(edge) + tried + 1} batches agree with torch's pad_sequence and a mask from the lengths: sequences "
+            "of length 1, a batch of one, equal lengths, the longest first or last, labels as ints and as tensors.")
 
 
 # --- class_balanced_weights ---------------------------------------------------------------------------------
 
 def _weights_case(attempt: Attempt, labels: list[int]) -> None:
-    got = attempt.call(f"labels {labels}", torch.tensor(labels))
+    absent = sorted(set(range(max(labels) + 1)) - set(labels))
+    try:
+        got = attempt.call(f"labels {labels}" + (f" (class {absent[0]} absent)" if absent else ""), torch.tensor(labels))
+    except Fail as failure:
+        if absent and "IndexError" in failure.problem:
+            raise Fail(failure.problem, f"Class {absent[0]} has no example here: counts from torch.unique have one "
+                                        "entry per class present, so a label cannot index them; torch.bincount "
+                                        "keeps a 0 for every absent class.") from None
+        raise
     listed = None if isinstance(got, torch.Tensor) else as_numbers(got)
     if listed is not None:          # a list or a NumPy array: WeightedRandomSampler takes those too
         got = torch.tensor(listed, dtype=torch.double)
@@ -85,9 +100,17 @@ def _weights_case(attempt: Attempt, labels: list[int]) -> None:
         raise Fail(f"your function returned {len(got)} weights, one per class; WeightedRandomSampler needs one "
                    f"weight per example ({n}).", "Give every example the weight of its class.")
     weights = need_tensor(got, "the weights", shape=(n,), meaning=" (one weight per example)").double()
-    if not torch.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
-        raise Fail(f"the weights {show(weights)} are not all finite and non-negative with a positive sum: "
-                   "WeightedRandomSampler refuses them.", "Every weight must be a finite number >= 0.")
+    bad = int((~torch.isfinite(weights)).sum())
+    if bad:
+        raise Fail(f"{bad} of your {n} weights are NaN or infinite ({show(weights)}): WeightedRandomSampler refuses "
+                   "them.", "A count of 0 in a denominator? Only the classes present need a weight.")
+    if (weights < 0).any():
+        raise Fail(f"{int((weights < 0).sum())} of your {n} weights are negative ({show(weights)}): "
+                   "WeightedRandomSampler refuses them.", "A weight is a relative probability: >= 0.")
+    if weights.sum() <= 0:
+        raise Fail(("your only weight is 0" if n == 1 else f"all your {n} weights are 0") + ": WeightedRandomSampler "
+                   "cannot draw anything.",
+                   "Each class's examples together should carry the same total weight, more than 0.")
     for c in present:
         mine = weights[torch.tensor(labels) == c]
         if not torch.allclose(mine, mine[0].expand_as(mine), rtol=1e-9):
@@ -131,14 +154,21 @@ def _shard_case(attempt: Attempt, n: int, world_size: int, rank: int) -> None:
     if got == want:
         return
     per_rank = math.ceil(n / world_size)
+    wraps = per_rank * world_size - n > n       # more padding than examples: the list is repeated whole, again
     if len(got) != len(want):
-        hint = ("Every rank gets the same number of indices: the sampler pads the dataset by repeating its first "
-                "indices." if len(got) < len(want) else "Each rank gets ceil(n / world_size) indices, no more.")
+        if len(got) > len(want):
+            hint = "Each rank gets ceil(n / world_size) indices, no more."
+        elif wraps:
+            hint = (f"The padding needed ({per_rank * world_size - n}) is more than n ({n}): the sampler repeats "
+                    "the whole list from its start as many times as needed, not just its first indices once.")
+        else:
+            hint = "Every rank gets the same number of indices: the sampler pads by repeating the first indices."
         raise Fail(f"your rank {rank} gets {len(got)} indices {show(got, 60)}; every rank should get {per_rank} "
                    f"(ceil({n} / {world_size})).", hint)
     contiguous = got == list(range(rank * per_rank, min(n, (rank + 1) * per_rank)))
     hint = ("DistributedSampler deals indices out like cards: rank r takes every world_size-th index, starting at r."
             if contiguous or sorted(got) != got or got[:1] != want[:1] else
+            "The padding repeats the whole list from its start, as many times as needed." if wraps else
             "The padding repeats the dataset's first indices, in order.")
     raise Fail(f"rank {rank} gets {got}; DistributedSampler gives it {want}.", hint)
 

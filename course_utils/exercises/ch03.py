@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair, values
+from course_utils.exercises.guards import Watch, mode_changes, modes
+from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, pair, values, values_pair
 from course_utils.engine.models import MLP
 
 
@@ -48,7 +49,11 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         before = _weights(model)
         counted = model.body[1].num_batches_tracked.item()
         torch.manual_seed(100 + call)
-        got = attempt.call(what, model, inputs.clone(), targets.clone(), loss_fn, optimizer)
+        watch, flags = Watch(model), modes(model)
+        try:
+            got = attempt.call(what, model, inputs.clone(), targets.clone(), loss_fn, optimizer)
+        finally:
+            watch.close()
         torch.manual_seed(100 + call)
         want = reference_step(oracle[0], inputs, targets, loss_fn, oracle[1])
         after_next = _loss_after(oracle[0], inputs, targets, loss_fn)
@@ -64,14 +69,23 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
         if not model.training:
             raise Fail("after your step the model is in eval mode; it came in train mode.",
                        "A training step leaves the model's mode alone.")
+        moved = [name for name in mode_changes(model, flags) if name != "the model"]
+        if moved:
+            raise Fail(f"after your step the layers {', '.join(moved[:4])} are in eval mode; every layer came in train "
+                       "mode.", "A training step leaves the mode of every layer alone.")
+        if any(not f.training for f in watch.forwards):
+            raise Fail("your step ran the model forward in eval mode: Dropout dropped nothing and BatchNorm used its "
+                       "running statistics, so the loss and the gradients are not those of a training step.",
+                       "The model comes in train mode: leave its mode alone.")
         if _close(_weights(model), before):
             raise Fail("the weights did not change: your function made no update.",
                        "backward() fills .grad; optimizer.step() then applies it. In that order, and nothing may "
                        "clear .grad in between.")
         if abs(got - want) > 1e-5 * max(1.0, abs(want)):
             if abs(got - after_next) <= 1e-5 * max(1.0, abs(after_next)):
-                raise Fail(f"your function returned {number(got)}, the loss after the update; this step's loss, "
-                           f"before the update, is {number(want)}.", "Return the loss that backward() used.")
+                mine, right = pair(got, want)
+                raise Fail(f"your function returned {mine}, the loss after the update; this step's loss, "
+                           f"before the update, is {right}.", "Return the loss that backward() used.")
             mine, right = pair(got, want)
             raise Fail(f"your function returned {mine}; this step's loss (on this batch, before the update) "
                        f"is {right}.", "Return the value of the loss you called backward() on, as a float.")
@@ -93,11 +107,17 @@ def _loss_after(model: nn.Module, inputs, targets, loss_fn) -> float:
     return value
 
 
+def _two_groups(parameters) -> torch.optim.Optimizer:
+    """Adam with the last two tensors (the output layer) in a group of their own, as fine-tuning code does."""
+    params = list(parameters)
+    return torch.optim.Adam([{"params": params[:-2]}, {"params": params[-2:], "lr": 0.001}], lr=0.01)
+
+
 def check_train_step(attempt: Attempt) -> str:
     """The oracle: the same step on a copy of the model and optimizer (same dropout masks), call after call."""
     _step_case(attempt, "SGD with momentum 0.9", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 0)
-    _step_case(attempt, "Adam", lambda ps: torch.optim.Adam(ps, lr=0.01), 1)
-    return ("3 calls in a row with SGD + momentum and with Adam, on a model with Dropout and BatchNorm: the "
+    _step_case(attempt, "Adam with two parameter groups (the last layer at a tenth of the lr)", _two_groups, 1)
+    return ("3 calls in a row with SGD + momentum and with Adam over two parameter groups, on a model with Dropout and BatchNorm: the "
             "returned loss is each batch's loss before its update, one forward per step, and the weights match "
             "torch's optimizer step by step (no gradient leaks from one call into the next).")
 
@@ -132,12 +152,14 @@ def _adam_case(attempt: Attempt, t: int, seed: int, lr=1e-3, betas=(0.9, 0.999),
     b1, b2 = betas
     if not torch.allclose(new_m.double(), want_m, rtol=1e-6, atol=1e-12):
         swapped = torch.allclose(new_m.double(), b1 * grad + (1 - b1) * m)
-        raise Fail(f"the new m is {values(new_m)}; Adam's is {values(want_m)}"
+        mine, right = values_pair(new_m, want_m)
+        raise Fail(f"the new m is {mine}; Adam's is {right}"
                    + (": yours keeps beta1 of the gradient instead of beta1 of the old m." if swapped else "."),
                    "m is a running average of the gradient: it keeps beta1 of the old m.")
     if not torch.allclose(new_v.double(), want_v, rtol=1e-6, atol=1e-15):
         unsquared = torch.allclose(new_v.double(), b2 * v + (1 - b2) * grad)
-        raise Fail(f"the new v is {values(new_v)}; Adam's is {values(want_v)}"
+        mine, right = values_pair(new_v, want_v)
+        raise Fail(f"the new v is {mine}; Adam's is {right}"
                    + (": yours averages the gradient, not its square." if unsquared else "."),
                    "v is a running average of the squared gradient, with beta2.")
     if torch.allclose(new_p.double(), want_p, rtol=1e-6, atol=1e-12):
@@ -147,13 +169,28 @@ def _adam_case(attempt: Attempt, t: int, seed: int, lr=1e-3, betas=(0.9, 0.999),
         "no bias correction": param - lr * want_m / (want_v.sqrt() + eps),
         "eps inside the square root": param - lr * m_hat / (v_hat + eps).sqrt(),
         "the update added instead of subtracted": param + lr * m_hat / (v_hat.sqrt() + eps),
+        "the bias correction with t + 1 (t is already 1 at the first step)":
+            param - lr * (want_m / (1 - b1 ** (t + 1))) / ((want_v / (1 - b2 ** (t + 1))).sqrt() + eps),
+        "the step taken with the old m and v": param - lr * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps),
+        "sqrt(v) divided by (1 - beta2**t), not by its square root":
+            param - lr * m_hat / (want_v.sqrt() / (1 - b2 ** t) + eps),
+        "eps added to sqrt(v) before the bias correction (the paper's 'efficient' form)":
+            param - lr * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t) * want_m / (want_v.sqrt() + eps),
     }
     named = next((k for k, value in known.items() if torch.allclose(new_p.double(), value, rtol=1e-6, atol=1e-12)), "")
     hints = {"no bias correction": "m and v start at 0, so early averages are too small: divide each by "
                                    "(1 - beta**t) before using them.",
              "eps inside the square root": "eps is added after the square root of v-hat.",
-             "the update added instead of subtracted": "A step goes against the gradient."}
-    raise Fail(f"the new param is {values(new_p)}; torch's Adam gives {values(want_p)}" + (f" (yours: {named})." if named
+             "the update added instead of subtracted": "A step goes against the gradient.",
+             "the bias correction with t + 1 (t is already 1 at the first step)":
+                 "t counts steps from 1: the first step divides by (1 - beta**1).",
+             "the step taken with the old m and v": "Update m and v with this gradient first, then step with them.",
+             "sqrt(v) divided by (1 - beta2**t), not by its square root":
+                 "v-hat is v / (1 - beta2**t); its square root is what the step divides by.",
+             "eps added to sqrt(v) before the bias correction (the paper's 'efficient' form)":
+                 "torch adds eps to the square root of the corrected v-hat; the paper's shortcut moves eps."}
+    mine, right = values_pair(new_p, want_p)
+    raise Fail(f"the new param is {mine}; torch's Adam gives {right}" + (f" (yours: {named})." if named
                else "."), hints.get(named, "Use the new m and v, corrected for their zero start, then step by lr."))
 
 
@@ -195,16 +232,27 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
     known = {"the update added instead of subtracted": (W + lr * grad_W, b + lr * 2 / n * err),
              "the gradient of the sum of squares, not their mean": (W - lr * 2 * torch.outer(err, x), b - lr * 2 * err),
              "the factor 2 of the square missing": (W - lr / n * torch.outer(err, x), b - lr / n * err),
-             "b left unchanged": (want_W, b)}
+             "b left unchanged": (want_W, b),
+             "the mean taken over the inputs, not the outputs":
+                 (W - lr * 2 / len(x) * torch.outer(err, x), b - lr * 2 / len(x) * err),
+             "y computed without b": (W - lr * 2 / n * torch.outer(W @ x - t, x), b - lr * 2 / n * (W @ x - t))}
+    if W.shape[0] == W.shape[1]:
+        known["the gradient transposed (x times dL/dy, not dL/dy times x)"] = (W - lr * grad_W.T, want_b)
     named = next((k for k, (kw, kb) in known.items() if torch.allclose(new_W.double(), kw.double(), rtol=1e-5)
-                  and torch.allclose(new_b.double(), kb.double(), rtol=1e-5)), "")
+                  and torch.allclose(new_b.double(), kb.double(), rtol=1e-5)
+                  and not (k == "y computed without b" and torch.equal(b, torch.zeros_like(b)))), "")
     wrong = "W_new" if not torch.allclose(new_W.double(), want_W.double(), rtol=1e-5, atol=1e-8) else "b_new"
     shown = (new_W, want_W) if wrong == "W_new" else (new_b, want_b)
     hint = {"the update added instead of subtracted": "A step goes against the gradient: w - lr * g.",
             "b left unchanged": "The bias has a gradient too: dL/db = dL/dy.",
+            "the mean taken over the inputs, not the outputs": f"L averages over the {n} outputs: divide by that.",
+            "y computed without b": "The forward pass is y = W x + b: the error y - t includes b.",
+            "the gradient transposed (x times dL/dy, not dL/dy times x)":
+                "dL/dW has W's shape [outputs, inputs]: row i is dL/dy[i] times x.",
             }.get(named, f"With L the mean over the {n} outputs of (y - t)^2, work out dL/dy first; then dL/dW is "
                          "dL/dy times x (one row per output).")
-    raise Fail(f"{wrong} is {values(shown[0])}; autograd and torch.optim.SGD give {values(shown[1])}"
+    mine, right = values_pair(shown[0], shown[1])
+    raise Fail(f"{wrong} is {mine}; autograd and torch.optim.SGD give {right}"
                + (f" (yours: {named})." if named else "."), hint)
 
 

@@ -8,6 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.guards import mode_changes, modes
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
 from course_utils.engine.memory import GraphMemoryMeter
 from course_utils.engine.models import MLP
@@ -29,18 +30,23 @@ def _batch_means(model: nn.Module, loader: DataLoader, loss_fn) -> list[float]:
         return [loss_fn(twin(x), y).item() for x, y in loader]
 
 
-def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int) -> None:
+def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int,
+               part_of: int = 0) -> None:
     g = torch.Generator().manual_seed(seed)
-    inputs, targets = torch.randn(n, 2, generator=g), torch.randint(0, 3, (n,), generator=g)
+    everything = torch.randn(n + part_of, 2, generator=g), torch.randint(0, 3, (n + part_of,), generator=g)
     torch.manual_seed(seed)
     model = MLP(hidden=16, dropout=0.3, batchnorm=True).train(start_training)
-    loader = DataLoader(TensorDataset(inputs, targets), batch_size=batch_size)
+    chosen = list(range(part_of, n + part_of))       # a sampler over part of the dataset (a validation split)
+    loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None)
+    inputs, targets = everything[0][chosen], everything[1][chosen]
     loss_fn = nn.CrossEntropyLoss()
     sizes = [len(y) for _, y in loader]
     mode = "train" if start_training else "eval"
-    what = (f"{n} examples in batches of {batch_size} (sizes {sizes}), a model with Dropout and BatchNorm that "
-            f"comes in {mode} mode")
+    what = (f"{n} examples in batches of {batch_size} (sizes {sizes})"
+            + (f", drawn by a sampler from a dataset of {n + part_of}" if part_of else "")
+            + f", a model with Dropout and BatchNorm that comes in {mode} mode")
     buffers = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = modes(model)
     meter = GraphMemoryMeter()
     with torch.enable_grad():
         with meter:
@@ -60,6 +66,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         now = "train" if model.training else "eval"
         raise Fail(f"the model came in {mode} mode and your function left it in {now} mode.",
                    "Remember the mode it came in (model.training) and restore exactly that at the end.")
+    changed_modes = [name for name in mode_changes(model, flags) if name != "the model"]
+    if changed_modes:
+        raise Fail(f"the model came in {mode} mode; after your function the model says {mode} but its layers "
+                   f"{', '.join(changed_modes[:4])} are in {'eval' if start_training else 'train'} mode.",
+                   "Setting model.training flips only the top module's flag: model.train(flag) sets every layer's.")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, buffers[k])]
     if any("running" in k or "num_batches" in k for k in changed):
         raise Fail("BatchNorm's running statistics changed during your evaluation: the model ran in train mode, "
@@ -73,23 +84,41 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         means = _batch_means(model, loader, loss_fn)
         per_batch = sum(means) / len(means)
         if abs(loss - per_batch) <= 1e-5 * max(1.0, abs(per_batch)) and len(set(sizes)) > 1:
-            raise Fail(f"your function returned a loss of {number(loss)} (the mean of the {len(sizes)} batch means), "
-                       f"but the mean over the {n} examples is {number(want_loss)}: the last batch holds "
+            mine, right = pair(loss, want_loss)
+            raise Fail(f"your function returned a loss of {mine} (the mean of the {len(sizes)} batch means), "
+                       f"but the mean over the {n} examples is {right}: the last batch holds "
                        f"{sizes[-1]} examples, not {sizes[0]}.", "Weight each batch's mean loss by its number of "
                                                                    "examples, then divide by the number of examples.")
         if abs(loss - want_loss * n) <= 1e-5 * max(1.0, abs(want_loss * n)):
-            raise Fail(f"your function returned a loss of {number(loss)}, the total over the {n} examples; the mean "
-                       f"per example is {number(want_loss)}.", "Divide the total by the number of examples.")
+            mine, right = pair(loss, want_loss)
+            raise Fail(f"your function returned a loss of {mine}, the total over the {n} examples; the mean "
+                       f"per example is {right}.", "Divide the total by the number of examples.")
         mine, right = pair(loss, want_loss)
+        whole = len(loader.dataset)
+        slots = len(sizes) * sizes[0]
+        if slots != n and abs(loss - want_loss * n / slots) <= 1e-5 * max(1.0, abs(want_loss)):
+            raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples divided by "
+                       f"len(loader) x batch size = {slots}; the last batch holds {sizes[-1]}, so the mean per example "
+                       f"is {right}.", "Count the examples of every batch (len(targets)), not batches times their size.")
+        if whole != n and abs(loss - want_loss * n / whole) <= 1e-5 * max(1.0, abs(want_loss)):
+            raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples the loader yields, "
+                       f"divided by len(loader.dataset) = {whole}; the mean per example is {right}.",
+                       "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
         raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
                    "Sum each example's loss over every batch, then divide by the number of examples.")
     if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
         hits = round(want_acc * n)
         if abs(accuracy - 100 * want_acc) <= 1e-4:
-            raise Fail(f"your accuracy is {number(accuracy)}, a percentage; return the fraction {number(want_acc)}.",
+            mine, right = pair(accuracy, want_acc)
+            raise Fail(f"your accuracy is {mine}, a percentage; return the fraction {right}.",
                        "Accuracy here is a fraction between 0 and 1.")
-        raise Fail(f"your accuracy is {number(accuracy)}; {hits} of the {n} examples are classified right: "
-                   f"{number(want_acc)}.", "Count the right predictions (the arg-max of the logits equals the target) "
+        mine, right = pair(accuracy, want_acc)
+        if len(loader.dataset) != n and abs(accuracy - hits / len(loader.dataset)) <= 1e-6:
+            raise Fail(f"your accuracy is {mine}: {hits} right divided by len(loader.dataset) = {len(loader.dataset)}; "
+                       f"the loader yields {n} examples, so it is {right}.",
+                       "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
+        raise Fail(f"your accuracy is {mine}; {hits} of the {n} examples are classified right: "
+                   f"{right}.", "Count the right predictions (the arg-max of the logits equals the target) "
                                            "over every batch, then divide by the number of examples.")
 
 
@@ -100,7 +129,9 @@ def check_evaluate(attempt: Attempt) -> str:
     _eval_case(attempt, 7, 1, True, 2)
     _eval_case(attempt, 10, 64, True, 3)
     _eval_case(attempt, 33, 8, True, 4)
-    return ("5 loaders (a partial last batch, batches of 1, one batch larger than the data) on a model with Dropout "
+    _eval_case(attempt, 12, 5, False, 5, part_of=20)
+    return ("6 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
+            "the dataset) on a model with Dropout "
             "and BatchNorm: the loss is the mean per example and the accuracy a fraction, as one big batch in eval "
             "mode gives them; no graph was built (memory meter: 0 bytes); the model left in the mode it came in, "
             "its BatchNorm statistics untouched; gradients switched on again afterwards.")
@@ -108,10 +139,12 @@ def check_evaluate(attempt: Attempt) -> str:
 
 # --- dropout ------------------------------------------------------------------------------------------------
 
-def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g) + 3.0          # no zeros in x: a 0 in the output was dropped
-    what = f"x of shape {shape}, p={p:g}, training={training}"
+    x = (torch.randn(*shape, generator=g, dtype=torch.float64) + 3.0).to(dtype)   # no zeros: a 0 was dropped
+    what = f"x of shape {shape}" + ("" if dtype == torch.float32 else f" ({str(dtype).removeprefix('torch.')})") + \
+        f", p={p:g}, training={training}"
     kept_x = x.clone()
     torch.manual_seed(seed)
     got = attempt.call(what, x, p, training)
@@ -119,6 +152,16 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
     if not torch.equal(x, kept_x):
         raise Fail("your function changed x in place; nn.Dropout returns a new tensor and leaves its input alone.",
                    "Build the output as a new tensor.")
+    if out.dtype != x.dtype:
+        need_tensor(out, "the output", dtype=x.dtype)
+    if training and p == 1:
+        if not torch.equal(out, torch.zeros_like(x)):
+            bad = int((~torch.isfinite(out)).sum())
+            raise Fail(f"with p=1 every value is dropped: nn.Dropout returns all zeros; yours has "
+                       + (f"{bad} values that are NaN or infinite." if bad else f"{int((out != 0).sum())} values "
+                          "that are not 0."), "With p=1, 1/(1-p) divides by zero: return zeros before scaling."
+                       if bad else "With p=1 nothing survives.")
+        return out
     if not training or p == 0:
         if not torch.allclose(out, x):
             why = "in evaluation (training=False)" if not training else "with p=0"
@@ -126,6 +169,13 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
                        f"{x.numel()} values.", "Dropout only acts in training, and p=0 drops nothing.")
         return out
     dropped = out == 0
+    if out.dim() == 2 and min(out.shape) >= 100:
+        for dim, lines in ((1, "rows"), (0, "columns")):
+            uniform = (dropped.all(dim=dim) | (~dropped).all(dim=dim)).float().mean().item()
+            if uniform > 0.1:
+                raise Fail(f"in {number(100 * uniform)}% of the {lines} your function dropped all values or none: "
+                           "values were dropped together, not each on its own.", "Draw one random number per value "
+                                                                                 "(a mask of x's shape).")
     share = dropped.float().mean().item()
     tolerance = 6 * (p * (1 - p) / x.numel()) ** 0.5 + 0.002     # six standard deviations of a fair draw
     if abs(share - p) > tolerance:
@@ -133,18 +183,12 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
         raise Fail(f"your function zeroed {number(100 * share)}% of the values; with p={p:g} about {number(100 * p)}% "
                    "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
                    "Each value is dropped with probability p, independently.")
-    if out.dim() == 2 and out.shape[1] >= 100:
-        uniform = (dropped.all(dim=1) | (~dropped).all(dim=1)).float().mean().item()
-        if uniform > 0.1:
-            raise Fail(f"in {number(100 * uniform)}% of the rows your function dropped all values or none: values "
-                       "were dropped together, not each on its own.", "Draw one random number per value (a mask "
-                                                                      "of x's shape).")
     kept = ~dropped
     scale = (out[kept] / x[kept])
     if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):
-        seen = number(scale.mean().item())
+        seen, right = pair(scale.mean().item(), 1 / (1 - p))
         raise Fail(f"the values you kept are multiplied by {seen}; nn.Dropout multiplies them by 1/(1-p) = "
-                   f"{number(1 / (1 - p))}.", "Scale the survivors so the expected output equals x: then evaluation "
+                   f"{right}.", "Scale the survivors so the expected output equals x: then evaluation "
                                               "needs no change.")
     return out
 
@@ -153,9 +197,9 @@ def check_dropout(attempt: Attempt) -> str:
     """The oracle: nn.Dropout's contract (each value dropped with probability p, survivors scaled by 1/(1-p),
     the identity in evaluation)."""
     _dropout_case(attempt, 0.5, False, (4, 5), 0)
-    _dropout_case(attempt, 0.0, True, (1000,), 1)
     for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4)):
         _dropout_case(attempt, p, True, (200, 500), seed)
+    _dropout_case(attempt, 0.0, True, (1000,), 1)
     a = _dropout_case(attempt, 0.5, True, (50, 40), 5)
     torch.manual_seed(6)
     b = attempt.call("two calls on the same x, p=0.5, training=True", a.new_ones(50, 40), 0.5, True)
@@ -163,8 +207,11 @@ def check_dropout(attempt: Attempt) -> str:
     if isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor) and torch.equal(b, c):
         raise Fail("two calls in training mode dropped exactly the same values; each forward pass draws a new mask.",
                    "Draw the random mask inside the function, every call.")
-    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5 and 0.8 on 100,000 values: about p of them dropped, "
-            "survivors scaled by 1/(1-p), x unchanged in evaluation and left untouched in place, a new mask each call.")
+    _dropout_case(attempt, 0.5, True, (100, 100), 8, dtype=torch.float64)
+    _dropout_case(attempt, 1.0, True, (10, 10), 7)
+    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5, 0.8 and 1 on 100,000 values: about p of them "
+            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32 and float64), x unchanged "
+            "in evaluation and left untouched in place, a new mask each call.")
 
 
 def exercises() -> list[Exercise]:

@@ -10,7 +10,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from course_utils.engine.arithmetic import accumulation_window, batch_sizes
 from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show
+from course_utils.exercises.guards import Watch
+from course_utils.exercises.words import Fail, as_numbers, kind, need_int, need_tuple, number, pair, show, values_pair
 from course_utils.engine.models import MLP
 
 
@@ -64,10 +65,14 @@ def check_fixed_loop(attempt: Attempt) -> str:
     model.register_forward_hook(lambda module, *_: evaluations.__setitem__(0, evaluations[0] + (not module.training)))
     what = (f"{EPOCHS} epochs of 10 batches on the spiral, Adam, StepLR(step_size=2) stepped per epoch, a model with "
             "Dropout, validation on 150 examples")
+    watch = Watch(model)
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
-            attempt.call(what, model, optimizer, scheduler, train, val, EPOCHS)
+        try:
+            with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+                attempt.call(what, model, optimizer, scheduler, train, val, EPOCHS)
+        finally:
+            watch.close()
     findings = doctor.report().findings
     if findings:
         listed = "\n  ".join(f"- {f.title}: {f.evidence}" for f in findings)
@@ -88,9 +93,11 @@ def check_fixed_loop(attempt: Attempt) -> str:
         torch.manual_seed(0)
         healthy_loop(twin, twin_opt, twin_sched, twin_train, twin_val, EPOCHS)
     if not _close(_weights(model), _weights(twin), rtol=1e-4):
-        hint = ("The model is still in eval mode: training after validation must switch it back."
-                if not model.training else "Change only what the bugs need: one zero_grad, forward, loss, backward "
-                                           "and step per batch, as in the original.")
+        in_eval = sum(1 for f in watch.forwards if f.grad and not f.training)
+        hint = (f"{in_eval} training forward passes ran in eval mode: training after validation must switch the "
+                "model back with model.train()." if in_eval else
+                "Change only what the bugs need: one zero_grad, forward, loss, backward and step per batch, as in "
+                "the original.")
         raise Fail("the doctor sees no bug, but your final weights differ from the healthy loop's (same seeds, same "
                    "data): your loop trains differently.", hint)
     return (f"the loop doctor found no silent bug in {EPOCHS} epochs; {planned} updates, {EPOCHS} scheduler steps, "
@@ -143,6 +150,8 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             "each micro-batch's loss divided by K": [(x, y, 1 / K) for x, y in parts],
             "each loss divided by the number of micro-batches in the window": [(x, y, 1 / len(parts)) for x, y in parts],
             "the losses summed without dividing": [(x, y, 1.0) for x, y in parts],
+            f"each loss weighted by its size over K times the batch size ({K * batch_size}), as if every window "
+            "were full": [(x, y, len(y) / (K * batch_size)) for x, y in parts],
         }
         named = next((k for k, terms in alternatives.items()
                       if _close(recorded[u], _step(weights, _window_grads(model, weights, terms)))), "")
@@ -152,11 +161,25 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             if _close(recorded[u], leaked):
                 raise Fail(f"update {u + 1} also applied the gradients of window {u}: they were still in .grad.",
                            "backward() adds to .grad: clear it after each update.")
+        span = None if named else _covered(model, weights, recorded[u], xs, ys, offsets, window[0], len(sizes))
         sizes_in = [sizes[i] for i in window]
+        if span is not None and span != (window[0], window[-1]):
+            raise Fail(f"update {u + 1} applied micro-batches {span[0]} to {span[1]} (batch sizes "
+                       f"{sizes[span[0]:span[1] + 1]}); its window is micro-batches {window[0]} to {window[-1]} "
+                       f"({sizes_in}).", "Step after micro-batch i when (i + 1) % K == 0, and after the last one.")
         raise Fail(f"update {u + 1} (window of batch sizes {sizes_in}) differs from one big batch of the same "
                    f"{sum(sizes_in)} examples" + (f": yours has {named}." if named else "."),
                    "Weight each micro-batch's mean loss by its share of the window's examples; then the window "
                    "equals one big batch, a short window too.")
+
+
+def _covered(model, weights, update, xs, ys, offsets, first: int, count: int) -> tuple[int, int] | None:
+    """Which run of micro-batches from `first`, taken as one big batch, gives this update (None if none does)."""
+    for last in range(first, min(count, first + 8)):
+        lo, hi = offsets[first], offsets[last + 1]
+        if _close(update, _step(weights, _window_grads(model, weights, [(xs[lo:hi], ys[lo:hi], 1.0)]))):
+            return first, last
+    return None
 
 
 def _window_grads(model: nn.Module, at: list[torch.Tensor], terms) -> list[torch.Tensor]:
@@ -191,7 +214,7 @@ def reference_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr) ->
     n = len(loader)
     lrs, losses = [], []
     for i, (inputs, targets) in enumerate(loader):
-        lr = start_lr * (end_lr / start_lr) ** (i / (n - 1))
+        lr = start_lr * (end_lr / start_lr) ** (i / (n - 1)) if n > 1 else start_lr
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad()
@@ -217,8 +240,13 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     model = MLP(hidden=16)
     optimizer = make_optimizer(model.parameters())
     twin, twin_opt = copy.deepcopy((model, optimizer))
+    spare = copy.deepcopy((model, optimizer))           # for the losses after each update (a common slip)
     used: list[float] = []
-    optimizer.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    groups: list[list[float]] = []
+    def record(opt, *_) -> None:
+        used.append(opt.param_groups[0]["lr"])
+        groups.append([g["lr"] for g in opt.param_groups])
+    optimizer.register_step_pre_hook(record)
     what = f"{batches} batches of 16, {name}, start_lr={start_lr:g}, end_lr={end_lr:g}"
     got = attempt.call(what, model, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
     lrs, losses = need_tuple(got, 2, "your function", "lrs, losses")
@@ -227,9 +255,15 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     if len(used) != batches:
         raise Fail(f"your range test made {len(used)} optimizer steps; one pass over {batches} batches makes {batches}.",
                    "One update per batch, each with its own learning rate.")
+    split = next((i for i, rates in enumerate(groups) if len(set(rates)) > 1), None)
+    if split is not None:
+        shown = ", ".join(f"group {g}: {number(r)}" for g, r in enumerate(groups[split]))
+        raise Fail(f"batch {split} trained the optimizer's {len(groups[split])} parameter groups at different rates "
+                   f"({shown}); the test sets one rate for the whole model.",
+                   "Set the lr of every group: `for group in optimizer.param_groups: group['lr'] = lr`.")
     close = lambda a, b: all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b))  # noqa: E731 (float32 logspace too)
     if not close(used, want_lrs):
-        linear = [start_lr + (end_lr - start_lr) * i / (batches - 1) for i in range(batches)]
+        linear = [start_lr + (end_lr - start_lr) * i / max(1, batches - 1) for i in range(batches)]
         short = [start_lr * (end_lr / start_lr) ** (i / batches) for i in range(batches)]
         if close(used, linear):
             hint = "The steps are equal ratios, not equal differences: the same factor from one batch to the next."
@@ -239,28 +273,55 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
             hint = "Each step used the previous batch's lr: set the lr before optimizer.step(), not after."
         else:
             hint = "Batch i of n uses start_lr times the ratio end_lr/start_lr raised to i/(n-1)."
-        raise Fail(f"the optimizer stepped with the learning rates {show([float(number(v)) for v in used], 70)}; the "
-                   f"test uses {show([float(number(v)) for v in want_lrs], 70)}.", hint)
+        mine, right = values_pair(torch.tensor(used, dtype=torch.float64), torch.tensor(want_lrs, dtype=torch.float64))
+        raise Fail(f"the optimizer stepped with the learning rates {mine}; the test uses {right}.", hint)
     lrs = _numbers(lrs, batches, "the lrs you returned")
     if not close(lrs, used):
-        raise Fail(f"the lrs you returned, {show([float(number(v)) for v in lrs], 60)}, are not the ones the optimizer "
-                   "used.", "Record the lr each batch was trained with.")
+        mine, right = values_pair(torch.tensor(lrs, dtype=torch.float64), torch.tensor(used, dtype=torch.float64))
+        raise Fail(f"the lrs you returned, {mine}, are not the ones the optimizer used, {right}.",
+                   "Record the lr each batch was trained with.")
     losses = _numbers(losses, batches, "the losses you returned")
     for i, (g, w) in enumerate(zip(losses, want_losses)):
         if abs(g - w) > 1e-5 * max(1.0, abs(w)):
             mine, right = pair(g, w)
+            after = _losses_after(*spare, DataLoader(data, batch_size=16), want_lrs)
+            if all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(losses, after)):
+                raise Fail(f"the loss of batch {i} is {mine}, its loss after its own update; before the update, the "
+                           f"loss backward() used, it is {right}.", "Record the loss you called backward() on.")
             raise Fail(f"the loss of batch {i} is {mine}; trained the same way it is {right} (the batch's "
                        "loss before its own update).", "Clear the gradients before each backward, and record the loss "
                                                        "that backward used.")
+
+
+def _losses_after(model, optimizer, loader, lrs: list[float]) -> list[float]:
+    """Each batch's loss measured right after its own update (the same sweep otherwise)."""
+    found = []
+    for lr, (inputs, targets) in zip(lrs, loader):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+        with torch.no_grad():
+            found.append(nn.functional.cross_entropy(model(inputs), targets).item())
+    return found
 
 
 def check_lr_range_test(attempt: Attempt) -> str:
     """The oracle: the same sweep on a copy; a step hook records the lr each update really used."""
     _range_case(attempt, 12, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-4, 1.0)
     _range_case(attempt, 2, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 0.01, 0.1)
-    _range_case(attempt, 9, lambda ps: torch.optim.Adam(ps, lr=0.1), "Adam", 1e-5, 10.0)
-    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam): the lr each update really used grows in equal "
-            "ratios from start_lr to end_lr, and the returned lrs and losses match the same sweep run by the course.")
+    _range_case(attempt, 9, _adam_two_groups, "Adam with two parameter groups", 1e-5, 10.0)
+    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups): the lr each "
+            "update really used, in every group, grows in equal ratios from start_lr to end_lr, and the returned lrs "
+            "and losses match the same sweep run by the course.")
+
+
+def _adam_two_groups(parameters) -> torch.optim.Optimizer:
+    """Adam with the biases in a group of their own (no weight decay), as real training code often builds it."""
+    params = list(parameters)
+    return torch.optim.Adam([{"params": [p for p in params if p.dim() > 1], "weight_decay": 1e-4},
+                             {"params": [p for p in params if p.dim() <= 1], "lr": 0.05}], lr=0.1)
 
 
 def exercises() -> list[Exercise]:

@@ -1,113 +1,17 @@
-"""Exercises of chapter 7: a resumable checkpoint pair (killed and resumed), early stopping, warmup-cosine, clipping."""
+"""Exercises of chapter 7: a resumable checkpoint pair (ch07_checkpoint), early stopping, warmup-cosine, clipping."""
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import torch
-from torch import nn
 from torch.optim import lr_scheduler
-from torch.utils.data import DataLoader
 
-from course_utils.engine.data import spiral_splits
+from course_utils.exercises.ch07_checkpoint import check_checkpoint_pair
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, need_float, need_int, number, show
-from course_utils.engine.models import MLP
+from course_utils.exercises.guards import OneShot
+from course_utils.exercises.words import Fail, differ, need_float, need_int, number, show
 from course_utils.production import EarlyStopping
-
-
-# --- save_checkpoint / load_checkpoint ----------------------------------------------------------------------
-
-EPOCHS, CRASH_AFTER = 4, 1       # the run dies after epoch 1 (0-based) and resumes at epoch 2
-
-
-def _fresh(init_seed: int):
-    torch.manual_seed(init_seed)
-    model = MLP(hidden=32, dropout=0.2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    scheduler = lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
-    return model, optimizer, scheduler
-
-
-def _epoch(model, optimizer, scheduler, loader) -> None:
-    model.train()
-    for inputs, targets in loader:
-        optimizer.zero_grad()
-        nn.functional.cross_entropy(model(inputs), targets).backward()
-        optimizer.step()
-    scheduler.step()
-
-
-def _loader() -> DataLoader:
-    """Shuffled by torch's global generator: the data order is part of what a checkpoint must restore."""
-    return DataLoader(spiral_splits(160, 1, seed=0).train, batch_size=32, shuffle=True)
-
-
-def _state(model, optimizer, scheduler) -> dict:
-    return {"model": {k: v.clone() for k, v in model.state_dict().items()},
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}
-
-
-def _equal(a: object, b: object) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and torch.equal(a, b)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
-
-
-def check_checkpoint_pair(attempt: Attempt) -> str:
-    """The oracle: an uninterrupted run. The checked run is killed after an epoch, rebuilt from scratch, resumed."""
-    loader = _loader()
-    model, optimizer, scheduler = _fresh(0)
-    torch.manual_seed(1234)
-    for _ in range(EPOCHS):
-        _epoch(model, optimizer, scheduler, loader)
-    uninterrupted = [p.detach().clone() for p in model.parameters()]
-
-    with tempfile.TemporaryDirectory(prefix="exercise-") as tmp:
-        path = str(Path(tmp) / "checkpoint.pt")
-        model, optimizer, scheduler = _fresh(0)
-        torch.manual_seed(1234)
-        for _ in range(CRASH_AFTER + 1):
-            _epoch(model, optimizer, scheduler, loader)
-        saved = _state(model, optimizer, scheduler)
-        what = (f"{EPOCHS} epochs of Adam + StepLR on a model with Dropout, shuffled data; the run is killed after "
-                f"epoch {CRASH_AFTER} (0-based), after save_checkpoint(path, model, optimizer, scheduler, "
-                f"{CRASH_AFTER})")
-        attempt.call(what, path, model, optimizer, scheduler, CRASH_AFTER, which=0)
-        if not Path(path).exists():
-            raise Fail("save_checkpoint wrote no file at the path it was given.",
-                       "Write everything with torch.save(..., path).")
-        del model, optimizer, scheduler                     # the process dies: nothing in memory survives
-        torch.manual_seed(999)
-        torch.rand(1000)                                    # a new process starts from other random numbers
-        model, optimizer, scheduler = _fresh(7)             # ...and builds its objects anew
-        attempt.at(what + "; then load_checkpoint(path, model, optimizer, scheduler) in the new process")
-        start = need_int(attempt.call(attempt.case, path, model, optimizer, scheduler, which=1),
-                         "load_checkpoint returned")
-        if start != CRASH_AFTER + 1:
-            raise Fail(f"load_checkpoint returned {start}; the run saved after finishing epoch {CRASH_AFTER} must go on "
-                       f"with epoch {CRASH_AFTER + 1}.", "Return the epoch to run next.")
-        now = _state(model, optimizer, scheduler)
-        missing = [label for key, label in (("model", "the weights"), ("optimizer", "the optimizer's state (Adam's "
-                   "moments and step count)"), ("scheduler", "the scheduler's state"), ("rng", "torch's random "
-                   "number generator state (next epoch's shuffle and dropout masks)")) if not _equal(now[key], saved[key])]
-        if missing:
-            raise Fail("after loading, these differ from the moment of saving: " + "; ".join(missing) + ".",
-                       "A checkpoint holds everything the next step reads, not only the weights.")
-        for _ in range(start, EPOCHS):
-            _epoch(model, optimizer, scheduler, loader)
-        if not all(torch.equal(p, q) for p, q in zip(model.parameters(), uninterrupted)):
-            raise Fail("after resuming, the run ended with different weights than the same run without the crash.",
-                       "Restore everything the training reads, in the same state it was saved in.")
-    return (f"a run killed after epoch {CRASH_AFTER} and resumed from your file in a rebuilt process (new objects, "
-            f"other random numbers) ends bit for bit like the run that was never killed, after {EPOCHS} epochs with "
-            "Adam, StepLR, Dropout and shuffled data.")
 
 
 # --- stop_check ---------------------------------------------------------------------------------------------
@@ -124,7 +28,7 @@ def stopping_check(losses: list[float], patience: int, min_delta: float) -> int 
 
 def _why(losses: list[float], patience: int, min_delta: float, stop: int | None) -> str:
     if stop is None:
-        return "the rule never stops on this list"
+        return "no run of patience checks without an improvement beyond min_delta, and no value that is not finite"
     value = losses[stop - 1]
     if not math.isfinite(value):
         return f"check {stop} is {value}: a value that is not finite stops at once"
@@ -138,8 +42,9 @@ def _why(losses: list[float], patience: int, min_delta: float, stop: int | None)
 
 
 def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
-             previous: bool = False, ties: bool = False) -> int | None:
-    """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements."""
+             previous: bool = False, ties: bool = False, creep: bool = False) -> int | None:
+    """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements,
+    the best moved by any decrease (even one within min_delta)."""
     best, waited = math.inf, 0
     for check, value in enumerate(losses, 1):
         if not math.isfinite(value):
@@ -148,6 +53,8 @@ def _variant(losses: list[float], patience: int, min_delta: float, late: bool = 
         waited = 0 if better else waited + 1
         if previous or better:
             best = value
+        elif creep:
+            best = min(best, value)
         if waited > patience if late else waited >= patience:
             return check
     return None
@@ -165,12 +72,17 @@ def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: 
     must = "never stops" if want is None else f"stops at check {want}"
     values = losses[:max(want or 0, got or 0, 1)]
     if want is not None and not math.isfinite(losses[want - 1]):
-        hint = "NaN compares false with everything: test for a non-finite value before comparing."
+        hint = ("NaN compares false with everything: test for a non-finite value before comparing."
+                if math.isnan(losses[want - 1]) else
+                "inf is not finite either: test with math.isfinite (NaN and inf), not only math.isnan.")
     elif min_delta == 0 and got == _variant(losses, patience, min_delta, ties=True) and any(
             values[i] == values[j] for i in range(len(values)) for j in range(i)):
         hint = "An improvement must be strictly better than the best so far; an equal value is not one."
     elif min_delta > 0 and got == stopping_check(losses, patience, 0.0):
         hint = "An improvement must beat the best by more than min_delta."
+    elif min_delta > 0 and got == _variant(losses, patience, min_delta, creep=True):
+        hint = ("The best moves only on an improvement: a decrease of min_delta or less leaves it where it was, so a "
+                "later value is compared with the old best.")
     elif got == _variant(losses, patience, min_delta, previous=True):
         hint = "Compare each value with the best so far, not with the previous value."
     elif got is not None and want is not None and got == want - 1:
@@ -190,7 +102,8 @@ def check_stop_check(attempt: Attempt) -> str:
     edge = [([1.0, 0.9, 0.95, 0.97], 2, 0.0), ([1.0, 1.0], 1, 0.0), ([1.0, 0.875, 0.8125, 0.75], 1, 0.125),
             ([1.0, nan, 0.5], 3, 0.0), ([1.0, 0.5, 0.6, 0.55, 0.58], 2, 0.0),
             ([1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.74], 3, 0.0), ([0.5], 1, 0.0),
-            ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02)]
+            ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02),
+            ([1.0, 0.875, 0.75, 0.7], 2, 0.125)]
     for losses, patience, min_delta in edge:
         _stop_case(attempt, losses, patience, min_delta)
     from hypothesis import strategies as st
@@ -235,17 +148,38 @@ def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: 
         return
     phase = (f"update {update} is in the warm-up (updates 0 to {warmup - 1})" if update < warmup else
              f"update {update} is {update - warmup} updates into the cosine of {total - warmup} updates")
-    if update < warmup and abs(got - base_lr * update / warmup) <= 1e-7 * base_lr:
-        hint = ("The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
-                "last update.")
-    elif update < warmup:
-        hint = "The warm-up rises in equal steps and reaches base_lr at update warmup-1."
-    elif abs(got - 0.5 * base_lr * (1 + math.cos(math.pi * update / total))) <= 1e-7 * base_lr:
-        hint = "The cosine starts when the warm-up ends: count its progress from there, over the updates left."
-    else:
-        hint = "After the warm-up, the lr follows half a cosine from base_lr down to 0 at update total."
-    raise Fail(f"your function returned {number(got)}; torch's LinearLR then CosineAnnealingLR give {number(want)} "
-               f"({phase}).", hint)
+    cos = lambda progress: 0.5 * base_lr * (1 + math.cos(math.pi * progress))  # noqa: E731
+    span = total - warmup
+    variants = [  # (it matches what came back, the misreading it shows)
+        (update < warmup and _near(got, base_lr * update / warmup, base_lr),
+         "The first update already learns: the warm-up starts at base_lr/warmup and reaches base_lr at its "
+         "last update, warmup-1."),
+        (update == warmup and _near(got, base_lr * (update + 1) / warmup if warmup else -1, base_lr),
+         "The warm-up covers updates 0 to warmup-1 (update < warmup); update warmup is the cosine's first."),
+        (update >= warmup and _near(got, cos(update / total), base_lr),
+         "The cosine starts when the warm-up ends: progress = (update - warmup) / (total - warmup)."),
+        (update >= warmup and span > 0 and _near(got, base_lr - cos((update - warmup) / span), base_lr),
+         "After the warm-up the lr falls: half a cosine from base_lr down to 0, (1 + cos(pi * progress)) / 2."),
+        (update >= warmup and span > 0 and _near(got, base_lr * math.cos(math.pi / 2 * (update - warmup) / span),
+                                                    base_lr),
+         "Half a cosine runs from its top to its bottom: (1 + cos(pi * progress)) / 2, not cos(pi/2 * progress)."),
+        (update >= warmup and warmup > 0 and _near(got, cos((update - warmup + 1) / (span + 1)), base_lr),
+         "The cosine's first update, warmup, is its peak: progress = (update - warmup) / (total - warmup), "
+         "which is 0 there."),
+        (update >= warmup and span > 1 and _near(got, cos((update - warmup + 1) / span), base_lr),
+         "The cosine's first update, warmup, is its peak: progress = (update - warmup) / (total - warmup), "
+         "which is 0 there."),
+        (update >= warmup and span > 1 and _near(got, cos((update - warmup) / (span - 1)), base_lr),
+         "The cosine reaches 0 at update total, one past the last: divide by (total - warmup), not one less."),
+    ]
+    hint = next((text for matched, text in variants if matched),
+                "Compare with the formula: which phase is this update in, and how far into it?")
+    mine, right = differ(got, want)
+    raise Fail(f"your function returned {mine}; torch's LinearLR then CosineAnnealingLR give {right} ({phase}).", hint)
+
+
+def _near(a: float, b: float, scale: float) -> bool:
+    return abs(a - b) <= 1e-7 * scale
 
 
 def check_warmup_cosine_lr(attempt: Attempt) -> str:
@@ -266,7 +200,7 @@ def check_warmup_cosine_lr(attempt: Attempt) -> str:
 # --- clip_gradients -----------------------------------------------------------------------------------------
 
 def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, max_norm: float, seed: int,
-               none_at: int | None = None) -> None:
+               none_at: int | None = None, generator: bool = True) -> None:
     g = torch.Generator().manual_seed(seed)
     params = [torch.zeros(*s, requires_grad=True) for s in shapes]
     for i, (p, shape) in enumerate(zip(params, shapes)):
@@ -276,9 +210,27 @@ def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, ma
     for t, gr in zip(twins, grads):
         t.grad = None if gr is None else gr.clone()
     want_norm = torch.nn.utils.clip_grad_norm_(twins, max_norm).item()
-    what = (f"{len(shapes)} parameters of shapes {shapes}" + (f" (parameter {none_at} has no gradient)"
-            if none_at is not None else "") + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
-    got = need_float(attempt.call(what, params, max_norm))
+    given = OneShot(params) if generator else list(params)
+    what = (f"{len(shapes)} parameters of shapes {shapes}, passed as "
+            + ("a generator, as model.parameters() is" if generator else "a list")
+            + (f" (parameter {none_at} has no gradient)" if none_at is not None else "")
+            + f", global gradient norm {number(want_norm)}, max_norm={max_norm:g}")
+    originals = [p.grad for p in params]
+    got = need_float(attempt.call(what, given, max_norm))
+    rebound = [i for i, (p, g) in enumerate(zip(params, originals)) if g is not None and p.grad is not g]
+    if rebound:
+        raise Fail(f"your function replaced the .grad of parameter {rebound[0]} with a new tensor; the statement asks "
+                   "to scale every gradient in place: code that holds the gradient tensor (DDP's buckets, a hook, "
+                   "an optimizer's view) keeps the unscaled one.", "Scale in place: `p.grad.mul_(factor)`.")
+    scaled = any(p.grad is not None and not torch.equal(p.grad, g) for p, g in zip(params, grads))
+    if want_norm > max_norm and not scaled and not (generator and given.late_passes):
+        raise Fail(f"the global norm {number(want_norm)} is above max_norm={max_norm:g}, and after your function every "
+                   "gradient is as it was: nothing was scaled.", "`g = g * factor` only rebinds a local name: scale "
+                   "the tensor itself, in place (`p.grad.mul_(factor)`).")
+    if generator and given.late_passes and want_norm > max_norm and not scaled:
+        raise Fail("your function went over `parameters` a second time, after it was used up: `parameters` is a "
+                   "generator here (as model.parameters() is), so the second pass saw no parameter and no gradient "
+                   "was clipped.", "Walk it once: `params = list(parameters)` first, then use that list twice.")
     for i, (p, t) in enumerate(zip(params, twins)):
         if t.grad is None:
             if p.grad is not None:
@@ -298,19 +250,23 @@ def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, ma
             raise Fail(f"parameter {i}'s gradient is now {now}; clip_grad_norm_ makes it {show(t.grad)}.", hint)
     if abs(got - want_norm) > 1e-4 * max(1.0, want_norm):
         clipped = math.isclose(got, min(want_norm, max_norm), rel_tol=1e-4)
-        raise Fail(f"your function returned {number(got)}; the global norm before clipping is {number(want_norm)}"
+        mine, right = differ(got, want_norm)
+        raise Fail(f"your function returned {mine}; the global norm before clipping is {right}"
                    + (" (yours is the norm after clipping)." if clipped else "."),
                    "Return the norm measured before clipping: that is the figure worth logging.")
 
 
 def check_clip_gradients(attempt: Attempt) -> str:
     """The oracle: torch.nn.utils.clip_grad_norm_ on copies of the same gradients."""
+    _clip_case(attempt, [(3, 2), (2,)], 1.0, 1.0, 0, generator=False)
     _clip_case(attempt, [(3, 2), (2,)], 1.0, 1.0, 0)
     _clip_case(attempt, [(4,), (2, 2)], 0.01, 1.0, 1)
     _clip_case(attempt, [(5,), (1,), (3,)], 10.0, 0.5, 2, none_at=1)
     _clip_case(attempt, [(10,), (10,)], 1.0, 2.0, 3)
     _clip_case(attempt, [(6, 3)], 3.0, 1.0, 4)
-    return ("5 cases agree with torch's clip_grad_norm_: gradients above and below max_norm, one global norm over "
+    _clip_case(attempt, [(2,), (2,)], 0.0, 1.0, 5)
+    return ("7 cases agree with torch's clip_grad_norm_, the parameters passed as a list and as a generator (as "
+            "model.parameters() is): gradients above and below max_norm, all zero, one global norm over "
             "every parameter, a parameter without a gradient, and the norm before clipping returned.")
 
 

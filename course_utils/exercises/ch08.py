@@ -11,8 +11,9 @@ from torch.utils.data import DataLoader
 from course_utils.engine.arithmetic import batch_sizes
 from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
+from course_utils.exercises.guards import Watch
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, need_int, number
+from course_utils.exercises.words import Fail, Stop, need_int, number
 from course_utils.engine.models import MLP
 
 
@@ -43,8 +44,9 @@ def _accuracy(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> 
     return hits / len(targets)
 
 
-VAL_SIZE = 150
-CURVE = 60          # updates of the oracle's run that targets are chosen from
+VAL_SIZE = 128      # a power of two: every accuracy hits / 128 is exact in float32 and float64, so a target the
+CURVE = 60          # run hits exactly separates ">=" from ">" whatever precision the learner averages in
+                    # (CURVE: updates of the oracle's run that targets are chosen from)
 
 
 def _setup():
@@ -73,16 +75,6 @@ def _curve(max_updates: int) -> tuple[float, ...]:
     return tuple(accs)
 
 
-def _float32_reaches(level: float) -> bool:
-    """Does an accuracy computed in float32 ((pred == y).float().mean()) also reach this exact fraction?
-
-    Targets are levels the run hits exactly (so `>` instead of `>=` shows); a level whose float32
-    rounding falls below it would fail a right solution that averages in float32, so none is used.
-    """
-    hits = round(level * VAL_SIZE)
-    return (torch.tensor(float(hits)) / VAL_SIZE).item() >= level
-
-
 def _strict(accs: list[float], target: float) -> int | None:
     """Where a race that needs accuracy *above* the target would stop."""
     return next((i + 1 for i, a in enumerate(accs) if a > target), None)
@@ -93,20 +85,19 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     twin = copy.deepcopy((model, optimizer))
     steps = [0]
     optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
+    optimizer.register_step_pre_hook(lambda *_: _budget(steps[0], max_updates))
     given = vx.clone()
-    in_train_mode = []
-    model.register_forward_hook(lambda m, args, out: in_train_mode.append(1) if m.training and args[0] is given
-                                else None)
-    what = (f"target={number(target)}, max_updates={max_updates}, 300 training and 150 validation points, a model "
-            "with Dropout, Adam")
+    watch = Watch(model, mark=given)
+    what = (f"target={target:g} (exactly {round(target * VAL_SIZE)} of {VAL_SIZE} right), max_updates={max_updates}, "
+            f"300 training and {VAL_SIZE} validation points (targets int64), a model with Dropout, Adam")
     torch.manual_seed(0)
-    got = attempt.call(what, model, optimizer, loader, given, vy.clone(), target, max_updates)
+    try:
+        got = attempt.call(what, model, optimizer, loader, given, vy.clone(), target, max_updates)
+    finally:
+        watch.close()
     if got is not None:
         got = need_int(got)
-    if in_train_mode:
-        raise Fail("your function measured the validation accuracy with the model in train mode: Dropout dropped "
-                   "units, and the random numbers it drew changed the training that followed.",
-                   "Measure in eval mode under no_grad after every update, then switch back to train mode.")
+    _state_around(watch, steps[0], max_updates)
     _, _, twin_loader, _, _ = _setup()
     torch.manual_seed(0)
     want = reference_race(twin[0], twin[1], twin_loader, vx, vy, target, max_updates)
@@ -117,21 +108,54 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     if want is None:
         truth = f"the run does not reach it within {max_updates} updates (best {number(max(accs[:max_updates]))})"
     else:
-        truth = (f"accuracy first reaches {number(target)} after update {want} (accuracy after updates "
-                 f"{max(1, want - 2)} to {want}: {', '.join(number(a) for a in accs[max(0, want - 3):want])})")
+        truth = (f"accuracy first reaches {target:g} after update {want} (accuracy after updates "
+                 f"{max(1, want - 2)} to {want}: {', '.join(f'{a:g}' for a in accs[max(0, want - 3):want])})")
+    if got == want and steps[0] < (want or max_updates):
+        raise Fail(f"your function returned {said}, but it stopped after {steps[0]} updates: the race goes on, epoch "
+                   f"after epoch, until the target or max_updates={max_updates}.",
+                   "Loop over the loader again and again (an epoch is not the budget); count the updates.")
     if got == want:
-        made = steps[0]
-        raise Fail(f"your function returned {said}, right, but it made {made} updates: the race stops at the target "
-                   f"({want or max_updates} updates).", "Stop training as soon as the target is reached, or at "
-                                                        "max_updates.")
-    if want is not None and accs[want - 1] == target and (got is None or got > want) and _strict(accs, target) == got:
+        raise Fail(f"your function returned {said}, right, but it made {steps[0]} updates: the race stops at the "
+                   f"target ({want or max_updates} updates).", "Stop training as soon as the target is reached, or "
+                                                               "at max_updates.")
+    if want is not None and accs[want - 1] == target and _strict(accs, target) == got:
         hint = "Reaching the target means an accuracy of at least the target; equal counts."
-    elif want is not None and got is not None and abs(got - want) == 1:
-        hint = "Count updates from 1: after the first update the count is 1, and measure after every update."
+    elif got is not None and steps[0] == got + 1:
+        hint = "Count updates from 1: after the first update the count is 1."
+    elif got is not None and steps[0] == got and want is not None and got == want + 1:
+        hint = "Measure after every update, the first included, and stop at the first that reaches the target."
     else:
-        hint = ("Measure in eval mode under no_grad after every update, then switch back to train mode: a "
-                "measurement must not change the training.")
+        hint = "Compare your loop with the statement step by step: one update per batch, a measurement after each."
     raise Fail(f"your function returned {said}, but {truth}.", hint)
+
+
+def _budget(made: int, max_updates: int) -> None:
+    """Stop a race at the first update past max_updates (one that never reaches its target would run forever)."""
+    if made >= max_updates:
+        raise Stop(Fail(f"your function went on to update {made + 1}; max_updates is {max_updates}.",
+                        "Stop after max_updates updates, and return None if the target was not reached by then."))
+
+
+def _state_around(watch: Watch, steps: int, max_updates: int) -> None:
+    """Fail on what the forwards show: measured in train mode or with a graph, trained in eval mode; the budget."""
+    measured = watch.marked()
+    if any(f.training for f in measured):
+        raise Fail("your function measured the validation accuracy with the model in train mode: Dropout dropped "
+                   "units, and the random numbers it drew changed the training that followed.",
+                   "Switch to eval mode (model.eval()) for the measurement, then back with model.train().")
+    if any(f.grad for f in measured):
+        raise Fail("your function measured the validation accuracy with autograd on: every measurement built a "
+                   "graph that no backward uses (the statement says no graph).",
+                   "Run the measurement under `with torch.no_grad():`.")
+    trained = watch.unmarked()
+    if measured and any(not f.training for f in trained):
+        late = sum(not f.training for f in trained)
+        raise Fail(f"{late} of your {len(trained)} training forward passes ran in eval mode: after a measurement the "
+                   "model was not switched back, so Dropout stopped dropping while it trained.",
+                   "After each measurement, call model.train() before the next training step.")
+    if steps > max_updates:
+        raise Fail(f"your function made {steps} updates; max_updates is {max_updates}.",
+                   "Stop after max_updates updates, and return None if the target was not reached by then.")
 
 
 def check_race_to_target(attempt: Attempt) -> str:
@@ -139,11 +163,12 @@ def check_race_to_target(attempt: Attempt) -> str:
     _race_case(attempt, 1.0, 15)                           # not reached: None (first: a stub answers at once)
     model, _, _, vx, vy = _setup()
     before = _accuracy(model, vx, vy)                      # a target the untrained model already meets is unfair
-    fair = [a for a in _curve(CURVE)[:40] if _float32_reaches(a) and a > before]
+    fair = [a for a in _curve(CURVE)[:40] if a > before]
     _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
     _race_case(attempt, min(fair), CURVE)                  # a level reached early
-    return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly, one reached "
-            "early, one never reached; the number of updates made stops at the target.")
+    return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly (at least "
+            "counts), one reached early, one never reached; measured in eval mode without a graph, trained in train "
+            "mode, and the number of updates made stops at the target or at max_updates.")
 
 
 # --- examples_processed -------------------------------------------------------------------------------------
@@ -170,7 +195,7 @@ def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bo
         hint = "Count whole epochs first, then the batches of the epoch that is under way."
     last = f", the last of {sizes[-1]}" if sizes[-1] != B else ""
     raise Fail(f"your function returned {got:,}, but {updates} updates are {epochs} whole epoch{'s' * (epochs != 1)} "
-               f"of {len(sizes)} batches ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"
+               f"of {len(sizes)} batch{'es' * (len(sizes) != 1)} ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"
                f": {want:,} examples.", hint)
 
 

@@ -8,6 +8,32 @@ differs, or returns one sentence saying what was checked. ``Exercise.check`` tur
 ``Verdict`` (never an exception: a stub, a crash, a wrong type or an endless loop all become a
 sentence in the learner's words), saves it in the learner's progress beside the quizzes, and shows
 it in a notebook as a coloured box (text for nbval and GitHub).
+
+Rules every check follows (issue 32), and the helpers that implement them, for a new exercise:
+
+- **Inputs as real code passes them.** An iterable a loop would pass as a generator goes in as
+  ``guards.OneShot(items)`` (walkable once, like ``model.parameters()``; ``.late_passes`` says the
+  learner walked it twice); tensors in their real dtypes (int64 targets and labels, float32 weights);
+  optimizers with two parameter groups where the statement lets the learner touch ``param_groups``;
+  degenerate sizes (zero examples, p = 1, one batch) among the edge cases.
+- **Boundaries that separate the variants.** Targets and thresholds are exact in binary (hits / 128,
+  multiples of 1/8), so ``>`` vs ``>=``, off-by-one and float-rounding variants give different answers.
+- **The state around the call.** ``Attempt.run`` fails a function that leaves autograd switched
+  off; ``guards.Watch(model, mark=val_inputs)`` records every forward (mode, autograd on, marked
+  input) so a check can name "trained in eval mode" or "measured with a graph"; ``guards.modes`` /
+  ``mode_changes`` compare the train/eval flag of every submodule before and after; a hook that must
+  stop the learner's code at once (an update past the budget) raises ``words.Stop(Fail(...))``, which
+  ``except Exception`` cannot swallow and ``Attempt.run`` turns into that Fail.
+- **Messages that find the bug.** Each names the case, what was expected and what came back, in the
+  statement's words; numbers via ``words.differ`` / ``words.values_pair`` (printed to the digits
+  that differ, 1.11626 vs 1.11630); a hint only where the evidence singles out its cause, else a
+  neutral one: compare the answer with each known misreading, and where one answer fits several,
+  probe the learner's function on a few more cases (``ch00_01._singled_out``).
+- **Corpus.** tests/exercise_attempts/ holds learner attempts written from the statements alone;
+  tests/exercise_attempt_verdicts.py says what each wrong one's verdict must name. A new exercise adds
+  its module there and its phrases; tests/test_exercise_holes.py holds one test per hole class.
+- **Statements a learner can follow exactly**: argument and return types, edge values, phases; the
+  chapter's own function is imported under another name, so the learner's is never shadowed.
 """
 from __future__ import annotations
 
@@ -20,7 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from course_utils.exercises.limits import TimeUp, time_limit
-from course_utils.exercises.words import Fail, explain
+from course_utils.exercises.words import Fail, Stop, explain
 from course_utils.infra.quiz import ProgressStore
 
 RECORD_PREFIX = "exercise-"   # progress ids: "exercise-<name>", in the chapter's records beside its quiz
@@ -103,6 +129,7 @@ class Exercise:
             torch.set_num_threads(threads)
 
     def _run(self, functions: tuple) -> Verdict:
+        _warm_torch()
         attempt = Attempt(self, functions)
         summary = ""
         try:
@@ -168,6 +195,25 @@ class Exercise:
                     self.signature)
 
 
+_warmed: list[bool] = []
+
+
+def _warm_torch() -> None:
+    """Run torch's lazily imported parts once, outside any time limit (a deadline inside an import would leave
+    a half-initialised module behind, and every later check would fail on it)."""
+    if _warmed:
+        return
+    _warmed.append(True)
+    p = torch.zeros(1, requires_grad=True)
+    for optimizer in (torch.optim.SGD([p], lr=0.1, momentum=0.9), torch.optim.Adam([p], lr=0.1)):
+        schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+        (p * 2).sum().backward()
+        optimizer.step()
+        schedule.step()
+    torch.nn.utils.clip_grad_norm_([p], 1.0)
+    import hypothesis.strategies  # noqa: F401 - the generated cases' library, imported here, not under a deadline
+
+
 def _parameters(fn: Callable) -> str:
     try:
         return ", ".join(inspect.signature(fn).parameters)
@@ -215,8 +261,9 @@ class Attempt:
         if deadline_expired(self):
             raise TimeUp()     # the deadline passed in code that swallowed it: stop at once
         self.calls += 1
+        grad_mode = torch.is_grad_enabled()
         try:
-            return thunk()
+            result = thunk()
         except NotImplementedError:
             name = name or self.exercise.names[0]
             if self.calls == 1:     # nothing written yet: not an attempt
@@ -226,9 +273,19 @@ class Attempt:
                        "Replace every `raise NotImplementedError` with code.") from None
         except TimeUp:
             raise
+        except Stop as stop:
+            raise stop.fail from None
         except (Exception, SystemExit) as exc:
             problem, hint = explain(exc, self.files, self.first_lines)
             raise Fail(problem, hint) from None
+        finally:
+            left_off = torch.is_grad_enabled() != grad_mode
+            torch.set_grad_enabled(grad_mode)
+        if left_off:
+            raise Fail("after your function returned, gradients were still switched "
+                       f"{'off' if grad_mode else 'on'} for everything that runs next (torch.set_grad_enabled is "
+                       "global).", "Use `with torch.no_grad():` around the loop, so it switches back by itself.")
+        return result
 
 
 def _code_objects(fn: object) -> list:

@@ -125,6 +125,8 @@ def evaluate(model, loader, loss_fn):
 def dropout(x, p, training):
     if not training or p == 0:
         return x
+    if p == 1:
+        return torch.zeros_like(x)
     keep = torch.rand_like(x) >= p
     return x * keep / (1 - p)
 

@@ -22,6 +22,17 @@ class Fail(Exception):
         self.problem, self.hint, self.case, self.counted = problem, hint, case, counted
 
 
+class Stop(BaseException):
+    """Raised from a check's hook inside the learner's code (an update past the budget): ends the call with `fail`.
+
+    A BaseException, so the learner's `except Exception` cannot swallow it; `Attempt.run` turns it into its Fail.
+    """
+
+    def __init__(self, fail: Fail):
+        super().__init__(fail.problem)
+        self.fail = fail
+
+
 def number(x: float) -> str:
     """A float in 4 significant digits (what every message prints), never raising."""
     try:
@@ -34,12 +45,51 @@ def number(x: float) -> str:
 
 
 def pair(a: float, b: float) -> tuple[str, str]:
-    """Two floats with just enough digits to tell them apart (1.111 and 1.111 become 1.11112 and 1.11108)."""
-    for digits in range(4, 10):
-        x, y = f"{a:.{digits}g}", f"{b:.{digits}g}"
-        if x != y:
-            return x, y
-    return number(a), number(b)
+    """Two floats printed to the digits that differ, both alike (1.11626 and 1.11634, never 1.116 and 1.116)."""
+    try:
+        a, b = float(a), float(b)
+    except Exception:  # noqa: BLE001
+        return number(a), number(b)
+    digits = _telling(a, b)
+    if digits is None:
+        return repr(a), repr(b)
+    return _aligned(f"{a:.{digits}g}", f"{b:.{digits}g}")
+
+
+def _telling(a: float, b: float) -> int | None:
+    """The fewest significant digits (4 or more) at which a and b print differently; None if none do."""
+    return next((d for d in range(4, 18) if f"{a:.{d}g}" != f"{b:.{d}g}"), None)
+
+
+def _aligned(x: str, y: str) -> tuple[str, str]:
+    """Pad the shorter decimal part with zeros, so 1.11626 and 1.1163 read 1.11626 and 1.11630."""
+    if "e" in x + y or "." not in x or "." not in y or "n" in x + y:
+        return x, y
+    width = max(len(x.split(".")[1]), len(y.split(".")[1]))
+    return x.ljust(len(x.split(".")[0]) + 1 + width, "0"), y.ljust(len(y.split(".")[0]) + 1 + width, "0")
+
+
+differ = pair      # the name core.py's list uses
+
+
+def values_pair(a: object, b: torch.Tensor, limit: int = 12) -> tuple[str, str]:
+    """Two tensors' values printed alike, with enough digits that the first differing element reads differently."""
+    if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+        return values(a, limit), values(b, limit)
+    try:
+        x, y = a.detach().double().flatten(), b.detach().double().flatten()
+        index = next((i for i in range(len(x)) if x[i] != y[i]), None)
+        if index is None:
+            return values(a, limit), values(b, limit)
+        digits = _telling(x[index].item(), y[index].item()) or 17
+        return _listed(x, digits, limit), _listed(y, digits, limit)
+    except Exception:  # noqa: BLE001
+        return values(a, limit), values(b, limit)
+
+
+def _listed(flat: torch.Tensor, digits: int, limit: int) -> str:
+    shown = ", ".join(f"{v:.{digits}g}" for v in flat[:limit].tolist())
+    return f"[{shown}{', ...' if len(flat) > limit else ''}]"
 
 
 def values(t: object, limit: int = 12) -> str:

@@ -346,7 +346,8 @@ calculator(dataset_size=10_000, batch_size=32, epochs=3, accum_steps=4)
 #
 # Write `updates_per_epoch(N, B, K, drop_last=False)`: how many times `optimizer.step()` runs in one
 # epoch over N examples in batches of B, with K micro-batches accumulated per update, in a loop that also
-# steps at the end of the epoch when a short window is left (the flush). Return an `int`.
+# steps at the end of the epoch when a short window is left (the flush). N, B and K are positive ints
+# (N up to a few million, so `N / B` is exact in floating point); return an `int`.
 
 # %%
 def updates_per_epoch(N, B, K, drop_last=False):
@@ -363,7 +364,8 @@ check("updates_per_epoch")
 # consecutive micro-batches make one update, and the epoch's last window may be short. Write
 # `loss_weights(sizes, K)`: for every micro-batch, the number its *mean* loss is multiplied by before
 # `backward()` so that each window's accumulated gradient equals the gradient of one big batch of the
-# window's examples. Return a list of floats, one per micro-batch.
+# window's examples. Return a list of floats, one per micro-batch (a 1-D tensor or array of them is
+# accepted too).
 
 # %%
 def loss_weights(sizes, K):

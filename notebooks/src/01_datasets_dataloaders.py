@@ -488,8 +488,11 @@ tmp.cleanup()
 #
 # A time series is a 1-D tensor `series`. Write the class `SlidingWindows(series, window)`: example `i`
 # is the pair (`series[i : i + window]`, `series[i + window]`), a window of values and the value that
-# comes next. `len(dataset)` is the number of such examples, and an index past the end raises
-# `IndexError` (that is how `for example in dataset` knows where to stop).
+# comes next, returned as a tuple. The inputs are cut from `series`, so they keep its dtype (float32 or
+# float64: a model refuses inputs of another dtype); the target may be the 0-d tensor or a Python float.
+# `1 ≤ window ≤ len(series)`; `len(dataset)` is the number of such examples (0 for a series exactly
+# `window` long), and an index past the end raises `IndexError` (that is how `for example in dataset`
+# knows where to stop).
 
 # %%
 class SlidingWindows(Dataset):
@@ -511,9 +514,11 @@ check("SlidingWindows")
 #
 # A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as
 # a README). Each was written with `torch.save({"x": features, "y": label}, path)`. Write
-# `FolderDataset(folder)`: `len(dataset)` is the number of examples, and `dataset[i]` returns `(x, y)`
-# from the file `i.pt`, read when it is asked for, in `__getitem__`, so that data larger than memory
-# works.
+# `FolderDataset(folder)`: `len(dataset)` is the number of examples, and `dataset[i]` returns the pair
+# `(x, y)` from the file `i.pt` (a tuple, as `TensorDataset` returns; a list `[x, y]` collates the same
+# way and is accepted too), read when it is asked for, in `__getitem__`, so that data larger than memory
+# works. Keep the stored dtypes: `x` float32, `y` an int64 class label (`int(y)` is fine too; a float
+# label is not: `CrossEntropyLoss` reads float targets as probabilities).
 
 # %%
 class FolderDataset(Dataset):

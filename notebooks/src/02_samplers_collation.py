@@ -466,11 +466,13 @@ print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(box
 # ### Exercise 2.1: a padding collate function with its mask
 #
 # A batch is a list of `(tokens, label)` pairs: `tokens` is a 1-D LongTensor of ids (1 and up: 0 is kept
-# for padding), `label` an int. Write `pad_collate(batch)` returning the tuple `(input_ids, mask, labels)`:
-# `input_ids`, a LongTensor [B, T] with T the longest sequence's length, each row padded with 0 on the
-# right; `mask`, a BoolTensor [B, T], True on real tokens; `labels`, a LongTensor [B]. (The chapter's own
-# function returns a dict with a 0/1 long `attention_mask`, the form Hugging Face models take; a bool mask
-# is what `masked_fill` and indexing take. Both carry the same information.)
+# for padding), `label` an int or a 0-d int64 tensor. Write `pad_collate(batch)` returning the tuple
+# `(input_ids, mask, labels)` of three tensors: `input_ids`, a LongTensor [B, T] with T the longest
+# sequence's length, each row padded with 0 on the right; `mask`, a BoolTensor [B, T], True on real
+# tokens; `labels`, a LongTensor [B]. This differs from the chapter's `my_pad_collate` above on purpose:
+# a tuple instead of a dict, and a bool mask (what `masked_fill` and indexing take) instead of the 0/1
+# `attention_mask` a transformer model reads. (The course's own is imported as `course_pad_collate`, so
+# yours does not replace it.)
 
 # %%
 def pad_collate(batch):
@@ -483,9 +485,9 @@ check("pad_collate")
 # %% [markdown]
 # ### Exercise 2.2: weights that balance the classes
 #
-# Write `class_balanced_weights(labels)`, for a LongTensor of class labels: one weight per example (a
-# 1-D tensor or a list) such that `WeightedRandomSampler(weights, ...)` draws every class present equally
-# often.
+# Write `class_balanced_weights(labels)`, for a 1-D LongTensor (int64) of class labels 0, 1, 2, ... (some
+# may be absent): one weight per example, finite and > 0 (a 1-D tensor or a list) such that
+# `WeightedRandomSampler(weights, ...)` draws every class present equally often.
 
 # %%
 def class_balanced_weights(labels):
@@ -498,7 +500,9 @@ check("class_balanced_weights")
 # ### Exercise 2.3: one rank's shard
 #
 # Write `shard_indices(n, world_size, rank)`: the list of indices that rank `rank` of `world_size` ranks
-# gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`).
+# gets from `DistributedSampler` over n examples with `shuffle=False` (and `drop_last=False`), as a list of
+# ints (a 1-D integer tensor is accepted too). Every rank gets ceil(n / world_size) indices; the padding repeats the list from its start, as many
+# times as needed (section 5: n = 1, world_size = 3 gives [0] to every rank).
 
 # %%
 def shard_indices(n, world_size, rank):

@@ -426,8 +426,10 @@ for epoch in range(1, 6):
 # ### Exercise 3.1: one training step
 #
 # Write `train_step(model, inputs, targets, loss_fn, optimizer)`: one complete step on one batch, returning
-# the loss as a Python float. The check calls it three times in a row, with SGD + momentum and with Adam,
-# on a model with Dropout and BatchNorm, and compares every weight with torch's own step after each call.
+# the loss as a Python float (the loss of this batch, before the update). The check calls it three times
+# in a row, with SGD + momentum and with Adam (one of them with two parameter groups), on a model with
+# Dropout and BatchNorm that comes in train mode and must stay in it; `targets` are int64 class indices.
+# It compares every weight with torch's own step after each call.
 
 # %%
 def train_step(model, inputs, targets, loss_fn, optimizer):
@@ -442,7 +444,10 @@ check("train_step")
 #
 # Write `adam_step(param, grad, m, v, t, lr, betas, eps)` without `torch.optim`: the update Adam makes at
 # step `t` (1 for the first), given the gradient and the moments `m` and `v` left by step t − 1;
-# `betas` is the pair (beta1, beta2). Return `(new_param, new_m, new_v)`.
+# `betas` is the pair (beta1, beta2). `param`, `grad`, `m` and `v` are float64 tensors of one shape (1-D
+# in the check; element-wise torch ops such as `.sqrt()` work for any shape, `math.sqrt` does not);
+# `t` is an int ≥ 1, `lr` and `eps` floats. Return the tuple `(new_param, new_m, new_v)` of tensors of
+# that shape (new tensors, or the ones passed in, updated in place: either is fine).
 
 # %%
 def adam_step(param, grad, m, v, t, lr, betas, eps):
@@ -455,9 +460,10 @@ check("adam_step")
 # ### Exercise 3.3: one SGD step, the gradient worked out by hand
 #
 # The layer is y = W x + b (W of shape [outputs, inputs]), the loss the mean over the outputs of
-# (y − t)², the optimizer plain SGD. Write `sgd_step_by_hand(W, b, x, t, lr)` returning
-# `(W_new, b_new)`, with the gradient worked out by hand, without autograd. This chapter's example is one
-# of the cases; the others have other shapes.
+# (y − t)², the optimizer plain SGD. Write `sgd_step_by_hand(W, b, x, t, lr)` returning the tuple
+# `(W_new, b_new)` of tensors shaped like W and b, with the gradient worked out by hand, without autograd.
+# `W`, `b`, `x`, `t` are float32 tensors (`x` of shape [inputs], `b` and `t` of shape [outputs]), `lr` a
+# float. This chapter's example is one of the cases; the others have other shapes (one output, too).
 
 # %%
 def sgd_step_by_hand(W, b, x, t, lr):

@@ -419,8 +419,8 @@ print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r i
 # %% [markdown]
 # ## Forgetting `model.train()`
 #
-# The course's `evaluate` leaves the model in eval mode. If the next epoch starts without `model.train()`,
-# dropout stays off and the model trains without the regularisation you asked for.
+# `course_evaluate` (the engine's `evaluate`) leaves the model in eval mode. If the next epoch starts
+# without `model.train()`, dropout stays off and the model trains without the regularisation you asked for.
 
 # %%
 torch.manual_seed(0)
@@ -461,11 +461,14 @@ view
 # ### Exercise 4.1: the evaluation function
 #
 # Write `evaluate(model, loader, loss_fn)` returning `(mean_loss, accuracy)` as Python floats: the loss
-# averaged per example (not per batch; `loss_fn(logits, targets)` returns the batch's mean, like
-# `nn.CrossEntropyLoss()`) and the fraction of examples classified right (the arg-max of the
-# logits equals the target), over every batch of `loader`. It switches the layers to their evaluation
-# behaviour, builds no graph, takes no step, and leaves the model in the mode it found it in. All of it
-# fits in about ten lines.
+# averaged per example (not per batch) and the fraction of examples classified right (the arg-max of the
+# logits equals the target), over the examples `loader` yields: every batch of it. It may draw only part
+# of its dataset (a sampler, or one rank's shard), so count what it yields, not `len(loader.dataset)`.
+# `loader` yields `(inputs, targets)` batches, targets int64 class indices, and its last batch may be smaller; `loss_fn(logits, targets)` returns the
+# batch's *mean* loss (`CrossEntropyLoss()`). It switches the layers to their evaluation behaviour, builds
+# no graph, takes no step, and leaves the model, and every layer in it, in the mode it found it in
+# (`model.training` may be True or False). All of it fits in about ten lines. (The course's own
+# `evaluate`, used above, is imported as `course_evaluate`, so yours does not replace it.)
 
 # %%
 def evaluate(model, loader, loss_fn):
@@ -480,7 +483,8 @@ check("evaluate")
 #
 # Write `dropout(x, p, training)` without `nn.Dropout` (or `F.dropout`): in training, zero each value
 # with probability p, independently, and scale the survivors so that the expected output equals x;
-# otherwise return x unchanged. Leave x itself untouched.
+# otherwise return x unchanged. `p` is a float from 0 to 1: with p = 0 nothing is dropped, with p = 1
+# everything (all zeros, never NaN). Return a tensor of x's shape and dtype, and leave x itself untouched.
 
 # %%
 def dropout(x, p, training):

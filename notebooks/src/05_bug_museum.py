@@ -681,7 +681,8 @@ display(Markdown(support_table()))
 # The loop below is a first try with silent bugs in it: it runs without an error. Fix it, changing what
 # is wrong and nothing else. The check runs your loop under the loop doctor on a fresh model with Dropout,
 # Adam and an epoch-based StepLR, then compares the final weights with a healthy loop from the same
-# seeds. Run the check once before you change anything.
+# seeds (so train every batch of every one of the `epochs` epochs, and validate after each). What it
+# returns is not checked. Run the check once before you change anything.
 
 # %%
 def fixed_loop(model, optimizer, scheduler, train_loader, val_loader, epochs):
@@ -708,7 +709,9 @@ check("fixed_loop")
 # Write `accumulate_epoch(model, loader, loss_fn, optimizer, K)`: one epoch of training with gradient
 # accumulation over windows of K micro-batches, in which every update equals one step on a big batch of
 # the window's examples: the epoch's short last window is flushed, and a partial last batch counts by
-# its real size. `loss_fn` returns a batch's mean loss. Return the number of updates made.
+# its real size. `loss_fn` returns a batch's mean loss. `loader` is a DataLoader (`len(loader)` is its
+# number of batches; its last batch may be smaller); K ≥ 1 may be larger than the epoch. Return the number
+# of updates made, an int.
 
 # %%
 def accumulate_epoch(model, loader, loss_fn, optimizer, K):

@@ -94,8 +94,8 @@ print(lr_one.raw_text())
 # **Task.** In the view below, press **Sweep** for Adam, then for SGD.
 
 # %%
-from course_utils.widgets.lr_find_view import lr_range_test
-finder = lr_range_test("adam")
+from course_utils.widgets.lr_find_view import lr_range_test as lr_range_view   # exercise 6.1: your own
+finder = lr_range_view("adam")
 finder
 
 # %% [markdown]
@@ -262,9 +262,11 @@ plt.close(fig)
 #
 # Write `lr_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr)`: one pass over `loader`, one
 # update per batch, batch i of n trained with the learning rate start_lr · (end_lr / start_lr)^(i / (n − 1)),
-# so the rate grows by the same factor from batch to batch. Return `(lrs, losses)`: two lists of floats,
-# the rate each batch was trained with and its loss before its own update. The check reads the rate each
-# update really used from inside the optimizer.
+# so the rate grows by the same factor from batch to batch: batch 0 uses start_lr, batch n − 1 end_lr
+# (n ≥ 2: the formula needs two batches, and the check's loaders have 2 or more). Set the rate of every
+# parameter group: the check's optimizer may have two. Return the tuple `(lrs, losses)`: two lists of
+# Python floats, the rate each batch was trained with and its loss before its own update. The check reads
+# the rate each update really used from inside the optimizer.
 
 # %%
 def lr_range_test(model, loader, loss_fn, optimizer, start_lr, end_lr):

@@ -40,7 +40,8 @@ from course_utils.chapters.ch07_flowchart import KEYS, assemble, load_fit
 from course_utils.chapters.ch07_flowchart_costs import one_process_group_env
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import sig
-from course_utils.production import FitConfig, UnsafeCheckpointError, fit, load_checkpoint
+from course_utils.production import FitConfig, UnsafeCheckpointError, fit
+from course_utils.production import load_checkpoint as course_load_checkpoint   # exercise 7.1: your own
 
 RUNS = Path("runs/ch07")  # every run of this chapter writes here (relative: printed paths stay short)
 shutil.rmtree(RUNS, ignore_errors=True)
@@ -234,7 +235,7 @@ for row in metrics("cut"):
 
 # %%
 newest = sorted(checkpoints.glob("last-*.pt"))[-1]
-state = load_checkpoint(newest)
+state = course_load_checkpoint(newest)
 print(sorted(k for k in state if k != "model"))
 print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 
@@ -732,7 +733,7 @@ print("examples per update, B x K x W =", ddp_counts.effective_batch_size, "| up
 #   every rank the same seed unless asked otherwise. The DDP run's last checkpoint keeps each rank's stream:
 
 # %%
-ddp_state = load_checkpoint(sorted((RUNS / "ddp" / "checkpoints").glob("last-*.pt"))[-1])
+ddp_state = course_load_checkpoint(sorted((RUNS / "ddp" / "checkpoints").glob("last-*.pt"))[-1])
 streams = [rank["rng"]["torch"] for rank in ddp_state["ranks"]]
 print("ranks in the checkpoint:", len(streams), "| their torch random streams identical:", torch.equal(*streams))
 
@@ -839,6 +840,11 @@ display(debug_view())
 # objects from the file and returns the epoch to run next. The check trains a model with Dropout on
 # shuffled data, kills the run after an epoch, builds everything anew as a new process would, and
 # resumes from your file: the resumed run must end bit for bit like the run that was never killed.
+# Load into the objects you are given (`model.load_state_dict(...)` and the like): a new object built
+# inside `load_checkpoint` is not the one training goes on with. The check's DataLoader has no generator
+# of its own: it shuffles with torch's global one, so `torch.get_rng_state()` in the file restores the
+# next epoch's order and dropout masks. A loader with its own generator needs that generator's state
+# saved too: chapter 9 keeps one (`order`) for exactly this.
 
 # %%
 def save_checkpoint(path, model, optimizer, scheduler, epoch):
@@ -874,7 +880,12 @@ check("stop_check")
 # Write `warmup_cosine_lr(update, base_lr, warmup, total)`: the learning rate that update number `update`
 # (0-based, of `total`) uses. Over the first `warmup` updates it rises in equal steps from base_lr / warmup
 # to base_lr (reached at update warmup − 1); then it follows half a cosine from base_lr down to 0 at
-# update `total`. With `warmup` 0 it is the cosine alone.
+# update `total`. With `warmup` 0 it is the cosine alone. As a formula, for `update` < `warmup`:
+# `base_lr * (update + 1) / warmup`; from update `warmup` on, with `progress = (update − warmup) / (total −
+# warmup)`: `base_lr * (1 + cos(π · progress)) / 2`. So updates warmup − 1 and warmup both use base_lr
+# (torch's `LinearLR` then `CosineAnnealingLR`, chained by `SequentialLR`). Return a Python float.
+# `transformers`' `get_cosine_schedule_with_warmup` differs: it rises from 0 and reaches base_lr at update
+# `warmup`.
 
 # %%
 def warmup_cosine_lr(update, base_lr, warmup, total):
@@ -889,6 +900,8 @@ check("warmup_cosine_lr")
 # Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the
 # gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals
 # `max_norm`; skip parameters without a gradient; return the norm before clipping, as a float.
+# `parameters` is any iterable of tensors, as for `clip_grad_norm_`: usually `model.parameters()`, a
+# generator that can be walked only once.
 
 # %%
 def clip_gradients(parameters, max_norm):

@@ -202,9 +202,11 @@ arena(Knobs(batch_size=64, optimizer="adam", lr=0.03, schedule="constant", epoch
 #
 # Write `race_to_target(model, optimizer, train_loader, val_inputs, val_targets, target, max_updates)`:
 # train with cross-entropy, one update per batch, epoch after epoch; after every update measure the
-# validation accuracy without disturbing the training (evaluation behaviour, no graph, then back to
-# training); return the number of updates after which the accuracy first reached `target` (at least),
-# stopping right there, or None if `max_updates` updates did not reach it.
+# validation accuracy on `val_inputs` (float32, one row per point) against `val_targets` (int64 class
+# indices) without disturbing the training (eval mode, no graph, then back to train mode); return the
+# number of updates (an int, counted from 1) after which the accuracy first reached `target` (at least:
+# equal counts), stopping right there, or None if `max_updates` updates did not reach it (never more
+# than `max_updates` updates).
 
 # %%
 import torch
@@ -222,7 +224,9 @@ check("race_to_target")
 #
 # Write `examples_processed(updates, N, B, drop_last=False)`: how many examples a run has trained on after
 # `updates` updates (one batch each, no accumulation), the epochs of a DataLoader over N examples in
-# batches of B following one another: the arithmetic behind the batch-by-batch count above.
+# batches of B following one another (each epoch's last batch may be smaller, or dropped with
+# `drop_last=True`): the arithmetic behind the batch-by-batch count above. `updates` may be 0; return an
+# int.
 
 # %%
 def examples_processed(updates, N, B, drop_last=False):
