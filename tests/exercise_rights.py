@@ -280,3 +280,6 @@ RIGHT = {
     "warmup_cosine_lr": [(wc_torch,)], "clip_gradients": [(cg_torch,)],
     "race_to_target": [(rt_inference_float32,)], "examples_processed": [(ep_loop,)],
 }
+
+from tests.exercise_token_accum_cases import RIGHTS as _TOKEN_RIGHTS  # noqa: E402 (exercise 7.5, chapter 7)
+RIGHT["token_window_losses"] = _TOKEN_RIGHTS

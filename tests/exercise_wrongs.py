@@ -799,3 +799,6 @@ WRONG = {
                            ("drop_last ignored", (ep_ignores_drop_last,), "never trained on"),
                            ("a float", (ep_float,), "not a whole number")],
 }
+
+from tests.exercise_token_accum_cases import WRONGS as _TOKEN_WRONGS  # noqa: E402 (exercise 7.5, chapter 7)
+WRONG["token_window_losses"] = _TOKEN_WRONGS

@@ -258,3 +258,6 @@ SOLUTIONS = {
     "warmup_cosine_lr": (warmup_cosine_lr,), "clip_gradients": (clip_gradients,),
     "race_to_target": (race_to_target,), "examples_processed": (examples_processed,),
 }
+
+from course_utils.exercises.ch07_token_accum import reference_token_window_losses  # noqa: E402 (exercise 7.5)
+SOLUTIONS["token_window_losses"] = (reference_token_window_losses,)
