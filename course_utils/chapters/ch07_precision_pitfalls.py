@@ -81,8 +81,8 @@ class Overflow:
                 all(r["skipped"] == STEPS and not r["moved"] for r in fp16.values()),
             "bf16: a finite loss at every step and the weights move, on every seed":
                 all(all(map(_finite, r["losses"])) and r["moved"] for r in bf16.values()),
-            "fp16 with the first layer in float32: finite, no step skipped after the first few, on every seed":
-                all(all(map(_finite, r["losses"])) and r["moved"] and r["skipped"] < STEPS for r in mixed.values()),
+            "fp16 with the first layer in float32: a finite loss at every step and the weights move, on every seed":
+                all(all(map(_finite, r["losses"])) and r["moved"] for r in mixed.values()),
         }
 
     def text(self) -> str:
@@ -134,9 +134,9 @@ class SkipWarning:
 
     def text(self) -> str:
         skipped = sorted({r["skipped"] for r in self.plain.values()})
+        told = str(skipped[0]) if len(skipped) == 1 else f"{skipped[0]} to {skipped[-1]}"
         return "\n".join([f"fp16 autocast + GradScaler('cpu'), inputs of standard deviation 10, {STEPS} updates, "
-                          f"seeds {SEEDS[0]}-{SEEDS[-1]}: {'-'.join(map(str, [skipped[0], skipped[-1]]))} "
-                          "update(s) skipped",
+                          f"seeds {SEEDS[0]}-{SEEDS[-1]}: {told} update(s) skipped per run",
                           *(f"  {claim}: {'yes' if ok else 'NO'}" for claim, ok in self.claims().items())])
 
 
