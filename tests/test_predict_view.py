@@ -1,5 +1,7 @@
 """Chapter 6's prediction cards: one question before each experiment, its answer kept with the quiz progress."""
+import html
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -91,6 +93,10 @@ def test_check_opens_it_with_the_same_number_of_lines(tmp_path):
     card.card.check_button.click()                                      # a wrong prediction opens it too
     assert shown.is_open and "no NaN on any seed: yes" in shown.screen.value and "&lt;seeds&gt;" in shown.screen.value
     assert closed.count("\n") == shown.screen.value.count("\n")         # no jump: the same height open or closed
+    def widths(markup):                                                  # the lines as the <pre> lays them out
+        return [len(line) for line in html.unescape(re.sub(r"<[^>]+>", "", markup)).split("\n")]
+    assert widths(closed)[1:] == widths(shown.screen.value)[1:]          # the same widths: wrapped or scrolled alike
+    assert widths(closed)[0] == max(len(HIDDEN), widths(shown.screen.value)[0])
     assert shown.button.disabled
 
 

@@ -112,8 +112,10 @@ class AnswerView(View):
         return f"<pre style='margin:2px 0;padding:4px 8px;background:#fafafa;border:1px solid #eee'>{body}</pre>"
 
     def _close(self) -> None:
-        blank = "\n" * (len(self.lines) - 1)
-        self.screen.value = self._pre(f"<i style='color:#777'>{html.escape(HIDDEN)}</i>{blank}")
+        # Every line as wide as the text's (spaces), the first one saying why: the same box, wrapped or scrolled.
+        rest = len(self.lines[0]) - len(HIDDEN)
+        blank = "".join("\n" + " " * len(line) for line in self.lines[1:])
+        self.screen.value = self._pre(f"<i style='color:#777'>{html.escape(HIDDEN)}</i>{' ' * max(rest, 0)}{blank}")
 
     def open(self) -> None:
         """Show the measured text (the card was answered, or the learner asked)."""
