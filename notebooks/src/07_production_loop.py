@@ -9,7 +9,9 @@
 # Two tools carry the chapter. The **flowchart** assembles the loop's code from the components you
 # switch on, and that exact code runs. The course's **production trainer**
 # (`course_utils.production.fit`, also `python -m course_utils.train`) is the full loop; every
-# component below is shown doing its job on a real run of it.
+# component below is shown doing its job on a real run of it. A few sections start with a question,
+# "Predict before you run the next cell": the measurement under it stays hidden until you press **Check**
+# (or **Show the measurement**), so Run All does not give it away.
 
 # %%
 from course_utils import setup_notebook
