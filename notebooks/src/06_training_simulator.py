@@ -79,9 +79,20 @@ with answer(6, "adam-lr-one"):
 # Adam divides each update by a running estimate of the gradient's size, so a
 # weight's step does not grow with the gradient. The first step is exactly lr · sign(gradient);
 # later ones stay within a few times lr. Kingma and Ba's lr · (1 − β₁)/√(1 − β₂) ≈ 3.2 · lr is not a
-# general limit: it is the step after a long run of zero gradients, and a gradient that keeps growing, as
-# in a diverging run, pushes the steps past 4 · lr. The last row measures these runs: every weight, every
-# update, within 3.2 · lr. At lr = 1.0 those steps are huge but finite, and the
+# general limit: it is the step after a long run of zero gradients. A gradient that keeps growing, as in
+# a diverging run, goes past it (torch's Adam on one weight):
+
+# %%
+from course_utils.chapters.ch06_simulator_seeds import adam_step_under_growing_gradient
+
+for growth in (1.05, 1.10):
+    step = adam_step_under_growing_gradient(growth)
+    print(f"gradient growing {100 * (growth - 1):.0f}% per update, 400 updates: largest step {step:.1f} x lr, "
+          f"above 3.2 x lr: {step > 3.2}")
+
+# %% [markdown]
+# The last row of the table measures these runs: every weight, every update, within 3.2 · lr. At
+# lr = 1.0 those steps are huge but finite, and the
 # loss jumps into the hundreds (it starts near ln 3 = 1.1). Most hidden ReLUs end up *dead*: they output
 # 0 for every training point, so no training point sends a gradient to the weights that feed them, and
 # they rarely come back. The run fails, far
