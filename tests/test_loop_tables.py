@@ -32,3 +32,15 @@ def test_debugging_table_says_what_fp16_does():
     flat_row = next(r for r in DEBUG_TABLE if r.symptom.startswith("loss flat"))
     assert "without a GradScaler" not in nan_row.likely_causes and "without a GradScaler" in flat_row.likely_causes
     assert "K=2" in text and "2 windows" not in text
+
+
+def test_a_softmax_before_the_loss_is_listed_at_its_floor_not_at_the_first_loss():
+    """Review 07.1: the double softmax starts near log C (chapter 7's Q5, chapter 9) and stops at a floor."""
+    first = next(r for r in DEBUG_TABLE if r.symptom.startswith("loss starts far"))
+    floor = next(r for r in DEBUG_TABLE if r.symptom.startswith("loss stops falling at a floor"))
+    assert "softmax applied before the loss" in floor.likely_causes
+    assert "still starts near log(C)" in first.likely_causes
+    _, wrong = double_softmax_floor()
+    assert "about 0.55 for 3 classes" in floor.symptom and round(wrong, 2) == 0.55
+    lowest = math.log((math.e + 2) / math.e)                     # a perfect, saturated prediction after a softmax
+    assert abs(lowest - 0.55) < 0.005

@@ -95,3 +95,11 @@ def test_watched_records_what_the_run_did():
     assert not w.any_nan and 0 <= w.dead <= 1 and 0 < w.max_move <= 3.2
     assert w.last_spread(2) == abs(round(w.epochs[0].val_acc * 32) - round(w.epochs[1].val_acc * 32))
     assert math.isclose(seeds.first_adam_move(0.003), 0.003, rel_tol=1e-3)
+
+
+def test_adams_3_2_lr_is_no_limit_for_a_growing_gradient():
+    """Review 06.3: Kingma and Ba's lr(1-b1)/sqrt(1-b2) is the sparse case; a growing gradient goes past it."""
+    from course_utils.chapters.ch06_simulator_seeds import adam_step_under_growing_gradient
+    assert adam_step_under_growing_gradient(1.0) < 1.0 + 1e-6          # a constant gradient: steps of lr at most
+    assert 3.2 < adam_step_under_growing_gradient(1.05) < adam_step_under_growing_gradient(1.10)
+    assert round(adam_step_under_growing_gradient(1.05), 1) == 3.9 and round(adam_step_under_growing_gradient(1.10), 1) == 4.2

@@ -61,6 +61,10 @@ VIEW_FACTORIES: list[tuple[str, str, dict]] = [
     ("ch09 course progress", "course_utils.widgets.quiz_view:course_progress", {}),
     *[(f"ch06 prediction {q.id}", "course_utils.widgets.predict_view:predict",
        {"chapter": 6, "qid": q.id.removeprefix("predict-")}) for q in prediction_bank(6).questions],
+    *[(f"ch07 prediction {q.id}", "course_utils.widgets.predict_view:predict",
+       {"chapter": 7, "qid": q.id.removeprefix("predict-")}) for q in prediction_bank(7).questions],
+    ("ch06 hidden measurement", "course_utils.widgets.predict_view:AnswerView",
+     {"chapter": 6, "qid": "adam-lr-one", "printed": "runs with a NaN loss  0 of 5\n"}),
 ]
 
 TEXT_EDGES = ["0", "-5", "99999999999999999999", "1e400", "abc", "", "2.5", "1e3", " 7 ", "1,000", "nan", "-0",

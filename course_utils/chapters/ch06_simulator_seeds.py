@@ -322,3 +322,16 @@ def schedules(seeds=SEEDS, lr: float = 0.03, epochs: int = 20) -> Schedules:
     """Chapter 6, experiment 6: constant and cosine at `lr` for `epochs`, on every seed."""
     return Schedules(lr, epochs, tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs)),
                      tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine")))
+
+
+def adam_step_under_growing_gradient(growth: float = 1.05, updates: int = 400) -> float:
+    """Chapter 6: torch's Adam (default betas) on one weight whose gradient grows by `growth` per update; max step / lr."""
+    weight = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.Adam([weight], lr=1.0)
+    largest, gradient = 0.0, 1.0
+    for _ in range(updates):
+        before = weight.item()
+        weight.grad = torch.tensor([gradient])
+        optimizer.step()
+        largest, gradient = max(largest, abs(weight.item() - before)), gradient * growth
+    return largest

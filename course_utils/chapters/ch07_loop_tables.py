@@ -72,8 +72,10 @@ class Symptom:
 
 
 DEBUG_TABLE: tuple[Symptom, ...] = (
-    Symptom("loss starts far from log(C)", "labels wrong or shifted, softmax applied before the loss, bad init scale",
-            "print the first batch's loss next to math.log(num_classes)"),
+    Symptom("loss starts far from log(C)", "labels wrong or shifted, bad init scale (a softmax before the loss still "
+            "starts near log(C))", "print the first batch's loss next to math.log(num_classes)"),
+    Symptom("loss stops falling at a floor (about 0.55 for 3 classes)", "softmax applied before the loss: "
+            "CrossEntropyLoss applies its own log-softmax", "feed the loss the logits; compare with section 16's floor"),
     Symptom("loss flat at about log(C)", "no gradient reaches the step (zero_grad misplaced, frozen weights), LR far "
             "too small, data and labels shuffled apart, fp16 without a GradScaler (small gradients underflow to 0)",
             "print the gradient norm and the LR; overfit one batch"),

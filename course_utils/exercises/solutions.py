@@ -284,3 +284,5 @@ def rank_metrics(losses, correct, n):
 
 
 SOLUTIONS.update({"weighted_shard": (weighted_shard,), "rank_metrics": (rank_metrics,)})
+from course_utils.exercises.ch07_token_accum import reference_token_window_losses  # noqa: E402 (exercise 7.5)
+SOLUTIONS["token_window_losses"] = (reference_token_window_losses,)

@@ -7,8 +7,10 @@
 #
 # Everything below runs the course's own loop (`course_utils.engine.loop`) on the 3-class spiral: the same
 # operations as chapter 3, the same bugs as chapter 5. The chapter opens with the simulator. Then six
-# experiments, each set as a task for the simulator and a question: **answer it before you run the
-# next cell**, which measures the answer. Each measurement runs on five seeds (seeds 0 to 4: each
+# experiments, each set as a task for the simulator and a question: **answer it before you read the
+# next cell's measurement**. Run All is fine: a measurement stays hidden until you press **Check** on its
+# question (or **Show the measurement**, if you would rather not predict), and opens at once later if
+# your saved progress already holds your prediction. Each measurement runs on five seeds (seeds 0 to 4: each
 # another spiral, another initialisation, another shuffle), and the conclusion is stated only as far
 # as the five agree.
 
@@ -22,7 +24,7 @@ from course_utils.chapters.ch06_lr_find import sweep_figure
 from course_utils.engine.session import Session, TrainConfig
 from course_utils.chapters.ch06_simulator import run_figure
 from course_utils.chapters import ch06_lr_races as lr_races, ch06_simulator_seeds as seeds
-from course_utils.widgets.predict_view import predict
+from course_utils.widgets.predict_view import answer, predict
 
 # %% [markdown]
 # ## The simulator
@@ -54,15 +56,14 @@ sim
 #
 # **Task.** In the simulator, drag the learning rate to 1 (log₁₀ = 0), press **Reset**, then
 # **Train to end**. Watch the loss panel and the decision boundary.
-#
-# A popular article says that with Adam at lr = 1.0 "the loss becomes NaN".
 
 # %%
 predict(6, "adam-lr-one")
 
 # %%
 lr_one = seeds.lr_one()
-print(lr_one.text())
+with answer(6, "adam-lr-one"):
+    print(lr_one.text())
 
 # %% [markdown]
 # The raw figures behind those counts. A run at lr 1.0 is chaotic: the last bit of one rounding grows
@@ -70,13 +71,28 @@ print(lr_one.text())
 # cell). The counts above hold on every CPU the course was checked on.
 
 # %% tags=["nbval-ignore-output"]
-print(lr_one.raw_text())
+with answer(6, "adam-lr-one"):
+    print(lr_one.raw_text())
 
 # %% [markdown]
-# No NaN on any seed. Adam divides each update by a running estimate of the gradient's size, so a
+# No NaN on any seed, although a popular article says that with Adam at lr = 1.0 "the loss becomes NaN".
+# Adam divides each update by a running estimate of the gradient's size, so a
 # weight's step does not grow with the gradient. The first step is exactly lr · sign(gradient);
-# later ones can reach about lr · (1 − β₁)/√(1 − β₂) ≈ 3.2 · lr (Kingma and Ba's bound), which the last
-# row checks for every weight and every update. At lr = 1.0 those steps are huge but finite, and the
+# later ones stay within a few times lr. Kingma and Ba's lr · (1 − β₁)/√(1 − β₂) ≈ 3.2 · lr is not a
+# general limit: it is the step after a long run of zero gradients. A gradient that keeps growing, as in
+# a diverging run, goes past it (torch's Adam on one weight):
+
+# %%
+from course_utils.chapters.ch06_simulator_seeds import adam_step_under_growing_gradient
+
+for growth in (1.05, 1.10):
+    step = adam_step_under_growing_gradient(growth)
+    print(f"gradient growing {100 * (growth - 1):.0f}% per update, 400 updates: largest step {step:.1f} x lr, "
+          f"above 3.2 x lr: {step > 3.2}")
+
+# %% [markdown]
+# The last row of the table measures these runs: every weight, every update, within 3.2 · lr. At
+# lr = 1.0 those steps are huge but finite, and the
 # loss jumps into the hundreds (it starts near ln 3 = 1.1). Most hidden ReLUs end up *dead*: they output
 # 0 for every training point, so no training point sends a gradient to the weights that feed them, and
 # they rarely come back. The run fails, far
@@ -128,10 +144,12 @@ predict(6, "lr-plateau")
 
 # %%
 plateau = lr_races.plateau(finder.result.suggested)
-print(plateau.text())
+with answer(6, "lr-plateau"):
+    print(plateau.text())
 
 # %% tags=["nbval-ignore-output"]
-print(plateau.raw_text())
+with answer(6, "lr-plateau"):
+    print(plateau.raw_text())
 
 # %% [markdown]
 # The suggestion lands on a wide plateau of good rates, and the default 0.01 sits on it too (on one seed
@@ -152,8 +170,9 @@ print(plateau.raw_text())
 predict(6, "same-lr")
 
 # %%
-for lr, epochs in ((0.01, 10), (0.3, 15)):
-    print(lr_races.race({"sgd": lr, "adam": lr}, epochs=epochs).text())
+with answer(6, "same-lr"):
+    for lr, epochs in ((0.01, 10), (0.3, 15)):
+        print(lr_races.race({"sgd": lr, "adam": lr}, epochs=epochs).text())
 
 # %% [markdown]
 # At one shared rate the comparison measures the rate, not the optimizer. At 0.01, Adam's default,
@@ -165,8 +184,9 @@ for lr, epochs in ((0.01, 10), (0.3, 15)):
 predict(6, "fair-race")
 
 # %%
-print(lr_races.fair_race().text())
-print(lr_races.fair_race(sweep_seed=None).text())
+with answer(6, "fair-race"):
+    print(lr_races.fair_race().text())
+    print(lr_races.fair_race(sweep_seed=None).text())
 
 # %% [markdown]
 # Each at its own range-test rate, Adam needs fewer updates on every seed. With the rates of one sweep
@@ -190,9 +210,10 @@ bugged = Session(TrainConfig(bugs=("missing_zero_grad",)), ghost=True)
 bugged.run_to_end()
 zero_grad = seeds.zero_grad()
 healthy = zero_grad.healthy[0]                      # seed 0's healthy run, trained on its own
-print("ghost identical to a separate healthy run:", [e.loss for e in bugged.ghost.steps] == list(healthy.losses))
-print(zero_grad.trace())
-print(zero_grad.text())
+with answer(6, "zero-grad"):
+    print("ghost identical to a separate healthy run:", [e.loss for e in bugged.ghost.steps] == list(healthy.losses))
+    print(zero_grad.trace())
+    print(zero_grad.text())
 
 # %% [markdown]
 # Every backward adds the new gradient to the sum of all the earlier ones. While the new gradients point
@@ -205,8 +226,7 @@ print(zero_grad.text())
 #
 # ## Experiment 5: evaluation without `no_grad`
 #
-# An article warns: "watch the memory bar climb with every evaluation step … out of memory within
-# minutes". The meter counts the bytes autograd saves for backward during evaluation (on the CPU; on a
+# The evaluation forgets `torch.no_grad()`. The meter counts the bytes autograd saves for backward during evaluation (on the CPU; on a
 # GPU it would read the allocator).
 #
 # **Task.** Tick *Evaluation without no_grad*, train three epochs and watch the evaluation readout.
@@ -215,10 +235,12 @@ print(zero_grad.text())
 predict(6, "no-grad")
 
 # %%
-print(seeds.no_grad().text())
+with answer(6, "no-grad"):
+    print(seeds.no_grad().text())
 
 # %% [markdown]
-# The article is wrong here. A missing `no_grad` makes every evaluation forward build a graph, but the
+# An article warns: "watch the memory bar climb with every evaluation step … out of memory within
+# minutes". It is wrong here. A missing `no_grad` makes every evaluation forward build a graph, but the
 # graph of a batch is freed as soon as nothing references it. While batch k+1 runs forward, the variable
 # `logits` still holds batch k's output, and with it batch k's graph: the peak is two batches' forward
 # graphs (chapter 5, exhibit 3), the same at every evaluation. Memory grows only when something keeps
@@ -235,10 +257,12 @@ predict(6, "schedules")
 
 # %%
 schedules = seeds.schedules()
-print(schedules.text())
+with answer(6, "schedules"):
+    print(schedules.text())
 
 # %% tags=["nbval-ignore-output"]
-print(schedules.raw_text())
+with answer(6, "schedules"):
+    print(schedules.raw_text())
 
 # %% [markdown]
 # With a constant rate the last epochs still take large steps around the minimum, and the validation

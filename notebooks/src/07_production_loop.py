@@ -9,7 +9,9 @@
 # Two tools carry the chapter. The **flowchart** assembles the loop's code from the components you
 # switch on, and that exact code runs. The course's **production trainer**
 # (`course_utils.production.fit`, also `python -m course_utils.train`) is the full loop; every
-# component below is shown doing its job on a real run of it.
+# component below is shown doing its job on a real run of it. A few sections start with a question,
+# "Predict before you run the next cell": the measurement under it stays hidden until you press **Check**
+# (or **Show the measurement**), so Run All does not give it away.
 
 # %%
 from course_utils import setup_notebook
@@ -42,6 +44,7 @@ from course_utils.engine.models import MLP
 from course_utils.infra.notebook import sig
 from course_utils.production import FitConfig, UnsafeCheckpointError, fit
 from course_utils.production import load_checkpoint as course_load_checkpoint   # exercise 7.1: your own
+from course_utils.widgets.predict_view import answer, predict
 
 RUNS = Path("runs/ch07")  # every run of this chapter writes here (relative: printed paths stay short)
 shutil.rmtree(RUNS, ignore_errors=True)
@@ -241,7 +244,9 @@ print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 
 # %% [markdown]
 # **What "bitwise" needs on a GPU.** This chapter proves exact resume on a CPU. On a GPU the same guarantee
-# needs four more things, none of which could be run here (this course's machines have no GPU):
+# needs four more things. The notebooks run on a CPU; the GPU figures later in this chapter are a record
+# of `benchmarks/bench_cuda.py`, which times steps and has no kill-and-resume run, so none of these four
+# was measured by the course:
 #
 # - the same hardware and software: GPU model, driver, CUDA, cuDNN and torch versions (other kernels round
 #   differently);
@@ -251,6 +256,35 @@ print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 #   in the environment: operations built on atomic adds otherwise sum in a different order on every run;
 # - the same world size: it decides each rank's shard and the order of the all-reduce sums (the trainer
 #   refuses to resume with another one).
+#
+# ### Checkpoints that travel
+#
+# A checkpoint records the device of every tensor it holds. This CPU cannot write a GPU checkpoint, so the
+# next cell writes one the way a GPU machine's `torch.save` does, every tensor tagged `cuda:0` (torch's
+# `serialization.register_package` chooses the tag), and loads it here. Then the optimizer: its
+# `load_state_dict` moves each state tensor to its parameter's device and dtype *when it loads*. A CPU has
+# one device, so dtype stands in for it (the same line of torch converts both): weights moved to float64
+# before or after loading float32 state.
+
+# %%
+predict(7, "ckpt-travel")
+
+# %% tags=["answers-ckpt-map-location", "answers-ckpt-optimizer-device"]
+from course_utils.chapters.ch07_checkpoint_travel import travel
+
+with answer(7, "ckpt-travel"):
+    print(travel().text())
+
+# %% [markdown]
+# - `torch.load` puts every tensor back on the device its tag names, and a machine without CUDA refuses
+#   (`RuntimeError`). `map_location="cpu"` (or `"cuda:1"`, or a dict from tag to device) remaps each tensor
+#   as it loads; the values are unchanged. The trainer always loads with `map_location="cpu"`, then moves
+#   what it needs.
+# - The order that works: build the model, **move it** to its device, build the optimizer over its
+#   parameters, **then** `optimizer.load_state_dict(...)`, which puts the state beside each parameter.
+#   Moved after loading, the weights leave their Adam moments behind, and the next step fails. On a GPU
+#   that is a CPU moment beside a CUDA weight; this machine showed the same mismatch in dtype, and the GPU
+#   case was not run here.
 
 # %% [markdown]
 # ## 5. Safe loading: `weights_only=True`
@@ -353,7 +387,35 @@ print("fit delivered:", stopped.delivered, "| model.pt's val loss is the best on
                                                                                                rel_tol=1e-5))
 print("model-last.pt's val loss is the last epoch's:", math.isclose(last, stopped.history[-1]["val_loss"],
                                                                      rel_tol=1e-5))
-print("the delivered weights are better than the last:", delivered < last)
+print("the delivered weights are better than the last on this validation set:", delivered < last)
+
+# %% [markdown]
+# That last line cannot fail: validation chose `model.pt` because its loss there was the lowest. Choosing by
+# validation makes the validation score optimistic. Whether the choice generalises shows on data that played
+# no part in it: two fresh draws of 3,000 spiral points each.
+
+# %%
+def fresh_scores(path, seed):
+    """(loss, accuracy) of saved MLP weights on 3,000 fresh spiral points (another seed's draw)."""
+    model = MLP()
+    model.load_state_dict(final_weights(path))
+    model.eval()
+    x, y = spiral_splits(40, 3000, seed=seed).val.tensors
+    with torch.no_grad():
+        logits = model(x)
+    return torch.nn.functional.cross_entropy(logits, y).item(), (logits.argmax(1) == y).float().mean().item()
+
+
+for seed in (101, 102):
+    (best_loss, best_acc), (last_loss, last_acc) = (fresh_scores(RUNS / "early" / name, seed)
+                                                    for name in ("model.pt", "model-last.pt"))
+    print(f"fresh draw {seed - 100}: the delivered weights have the lower loss: {best_loss < last_loss}; "
+          f"accuracies within 1 point of each other: {abs(best_acc - last_acc) < 0.01}")
+
+# %% [markdown]
+# On fresh points the delivered weights keep the lower loss, but the accuracy, which validation did not
+# choose by, is a toss-up. A final figure to report needs a test set that no choice ever looked at
+# (chapter 8 scores its runs that way).
 
 # %% [markdown]
 # ## 7. Gradient accumulation
@@ -370,6 +432,32 @@ big, _ = quiet_fit(out=str(RUNS / "big-batch"), epochs=2, n_train=200, batch_siz
 a, b = final_weights(RUNS / "accumulated" / "model.pt"), final_weights(RUNS / "big-batch" / "model.pt")
 print("updates:", small.updates, "accumulated vs", big.updates, "big batch")
 print("largest weight difference < 1e-5:", max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5)
+
+# %% [markdown]
+# ### Tokens, not examples: accumulation with padding
+#
+# Weighting by examples is right when the loss is a mean over examples. A language model's loss is a mean
+# over *tokens*: sequences of different lengths, padded to the longest in their micro-batch, the padding
+# left out (`ignore_index`). One big batch then averages over every real token of the window. Four
+# micro-batches of four sequences, 1 to 24 tokens each:
+
+# %%
+predict(7, "token-accum")
+
+# %% tags=["answers-accum-token-weighted"]
+from course_utils.chapters.ch07_token_weighting import token_weighting
+
+with answer(7, "token-accum"):
+    print(token_weighting().text())
+
+# %% [markdown]
+# Each micro-batch's mean gives each of its tokens the weight 1/(its own token count): a token of a short
+# micro-batch counts more than a token of a long one. The fix needs the window's token count *before* the
+# first backward: count the real tokens of all K micro-batches (their masks are enough), then backward
+# each micro-batch's summed token loss divided by that count (`reduction="sum"`). The trainer weights by
+# examples, so for a token loss over padded sequences it is not the big batch; neither is any
+# accumulation with BatchNorm, whose statistics see one micro-batch at a time (chapter 0). Exercise 7.5
+# below has you write the token rule.
 
 # %% [markdown]
 # ## 8. Mixed precision (bf16 autocast on the CPU)
@@ -421,13 +509,17 @@ print("\n".join(gpu_figures.precision_lines()))
 # - Plain float32 matrix multiplies do not use tensor cores: TF32 (a 10-bit mantissa) is off for them by
 #   default. Allow it with `torch.set_float32_matmul_precision("high")`, the spelling torch's own messages
 #   suggest (or the older `torch.backends.cuda.matmul.allow_tf32 = True`); bf16 and fp16 autocast are faster
-#   still. The weights stay float32.
+#   still. The weights stay float32. Since torch 2.9 the CUDA notes document a newer spelling per backend,
+#   `torch.backends.cuda.matmul.fp32_precision = "tf32"` (or `"ieee"`) and `torch.backends.cudnn.conv.fp32_precision`,
+#   and say the `allow_tf32` flags will be deprecated; the cell below prints both spellings.
 # - float32 **convolutions** are different: cuDNN may run them in TF32 by default, so a "float32" CNN on an
 #   Ampere or later GPU already computes its convolutions with the shorter mantissa. Read from this torch:
 # %%
 print("cuDNN convolutions may use TF32 (torch.backends.cudnn.allow_tf32):", torch.backends.cudnn.allow_tf32)
 print("matrix multiplies may use TF32 (torch.backends.cuda.matmul.allow_tf32):", torch.backends.cuda.matmul.allow_tf32,
       "| float32 matmul precision:", torch.get_float32_matmul_precision())
+print("the newer settings: torch.backends.cuda.matmul.fp32_precision =", repr(torch.backends.cuda.matmul.fp32_precision),
+      "| torch.backends.cudnn.conv.fp32_precision =", repr(torch.backends.cudnn.conv.fp32_precision))
 
 # %% [markdown]
 # - What backward keeps shrinks only when activations dominate (batch 32,768, width 1,024). At batch = width
@@ -439,6 +531,50 @@ print("matrix multiplies may use TF32 (torch.backends.cuda.matmul.allow_tf32):",
 # - With accumulation, scale every micro-batch's loss (`scaler.scale(loss).backward()`), then unscale, clip,
 #   step and update the scaler once per window, at the update. Tick accumulation and mixed precision in the
 #   flowchart to see that order.
+#
+# ### What a GradScaler cannot fix: a forward pass that overflows
+#
+# fp16's largest finite value is 65,504. The scaler multiplies the *loss*, after the forward pass, so it
+# guards the gradients against underflow; it cannot help a forward value that overflows. This CPU runs
+# fp16 autocast and `torch.amp.GradScaler("cpu")`, so the whole story runs here: a small network (Linear,
+# LayerNorm, ReLU, Linear) on unnormalised inputs (standard deviation 100,000), eight SGD updates.
+
+# %%
+predict(7, "fp16-overflow")
+
+# %% tags=["answers-fp16-forward-overflow"]
+from course_utils.chapters.ch07_precision_pitfalls import forward_overflow, scheduler_warning
+
+with answer(7, "fp16-overflow"):
+    print(forward_overflow().text())
+
+# %% [markdown]
+# An inf in the first layer turns into NaN in the normalisation, and a NaN loss has no finite scale: the
+# scaler skips the step, halves its scale, and does so at every step. The weights never move, and nothing
+# but the scale says so. Three fixes: bf16, whose range is float32's; the overflowing operation in float32
+# (`with torch.autocast(device, enabled=False):` around it, inputs `.float()`), as the cell did for the first
+# layer; or inputs that are normalised in the first place.
+#
+# ### A warning in a correct loop
+#
+# GradScaler's first scale, 65,536, is often too large, and the first fp16 update is skipped while the
+# scaler finds its level. Inputs of standard deviation 10 make that happen here, with a loop in the right
+# order: `scaler.step(optimizer)`, `scaler.update()`, then `scheduler.step()`.
+
+# %%
+predict(7, "scaler-warning")
+
+# %% tags=["answers-scaler-skip-scheduler-warning"]
+with answer(7, "scaler-warning"):
+    print(scheduler_warning().text())
+
+# %% [markdown]
+# The scheduler warns when its first step comes before any `optimizer.step()`, and a skipped step never
+# called it. In this loop the warning is harmless: the schedule is one step ahead of the updates made,
+# which over thousands of updates does not matter. To keep them equal, and the log quiet, step the
+# scheduler only when the scale did not fall (`if scaler.get_scale() >= scale_before: scheduler.step()`),
+# as the last line did. The warning is worth reading in a loop *without* a scaler: there it means the
+# calls really are in the wrong order.
 #
 # Code from before torch 2.4 imports `from torch.cuda.amp import autocast, GradScaler`. That spelling still
 # runs but is deprecated; the current one names the device, `torch.autocast("cuda", dtype=...)` and
@@ -632,6 +768,21 @@ print("model.compile() keeps the module:", type(compiled_model).__name__, "with 
       list(compiled_model.state_dict())[0])
 wrapped = torch.compile(MLP())
 print("torch.compile(model) wraps it:", type(wrapped).__name__, "with keys like", list(wrapped.state_dict())[0])
+
+# %% [markdown]
+# `DataParallel` and `DistributedDataParallel` wrap the same way: both keep your model as `.module`, so their
+# keys start with `module.`. A checkpoint saved from the wrapper does not load into the plain model:
+
+# %% tags=["answers-ckpt-module-prefix"]
+from course_utils.chapters.ch07_checkpoint_travel import prefix_lines
+
+print("\n".join(prefix_lines({"nn.DataParallel(model)": torch.nn.DataParallel(MLP()), "torch.compile(model)": wrapped},
+                             MLP)))
+
+# %% [markdown]
+# Save the unwrapped model (`model.module.state_dict()`, or `getattr(model, "_orig_mod", model)`; the trainer
+# saves the unwrapped module), or strip the prefix of a file you were given with
+# `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`.
 
 # %% [markdown]
 # What inductor costs on a CPU like this one: the trainer's spiral run, 5 epochs, eager and compiled, each in
@@ -828,89 +979,6 @@ for classes in (3, 5):
 display(debug_view())
 
 # %% [markdown]
-# ## Exercises: write it yourself
-#
-# Each exercise is a stub for you to edit and a check against an oracle: an uninterrupted run, the
-# course's `EarlyStopping`, torch's schedulers, torch's `clip_grad_norm_`.
-#
-# ### Exercise 7.1: a checkpoint that resumes exactly
-#
-# Write `save_checkpoint(path, model, optimizer, scheduler, epoch)`, called when epoch `epoch` (0-based)
-# has finished, and `load_checkpoint(path, model, optimizer, scheduler)`, which restores freshly built
-# objects from the file and returns the epoch to run next. The check trains a model with Dropout on
-# shuffled data, kills the run after an epoch, builds everything anew as a new process would, and
-# resumes from your file: the resumed run must end bit for bit like the run that was never killed.
-# Load into the objects you are given (`model.load_state_dict(...)` and the like): a new object built
-# inside `load_checkpoint` is not the one training goes on with. The check's DataLoader has no generator
-# of its own: it shuffles with torch's global one, so `torch.get_rng_state()` in the file restores the
-# next epoch's order and dropout masks. A loader with its own generator needs that generator's state
-# saved too: chapter 9 keeps one (`order`) for exactly this.
-
-# %%
-def save_checkpoint(path, model, optimizer, scheduler, epoch):
-    raise NotImplementedError  # replace this line with your code
-
-
-def load_checkpoint(path, model, optimizer, scheduler):
-    raise NotImplementedError  # replace this line with your code
-
-# %%
-from course_utils.exercises import check
-check("checkpoint_pair")
-
-# %% [markdown]
-# ### Exercise 7.2: the early-stopping rule
-#
-# Write `stop_check(losses, patience, min_delta=0.0)`: given the validation losses of successive checks,
-# return the number (1-based) of the check at which training stops, or None if it never does. The rule is
-# Lightning's, as in `EarlyStopping` above: a check improves only if it beats the best so far by strictly
-# more than `min_delta`; training stops once `patience` checks have passed without an improvement, and at
-# once on a value that is not finite.
-
-# %%
-def stop_check(losses, patience, min_delta=0.0):
-    raise NotImplementedError  # replace this line with your code
-
-# %%
-check("stop_check")
-
-# %% [markdown]
-# ### Exercise 7.3: warmup + cosine
-#
-# Write `warmup_cosine_lr(update, base_lr, warmup, total)`: the learning rate that update number `update`
-# (0-based, of `total`) uses. Over the first `warmup` updates it rises in equal steps from base_lr / warmup
-# to base_lr (reached at update warmup − 1); then it follows half a cosine from base_lr down to 0 at
-# update `total`. With `warmup` 0 it is the cosine alone. As a formula, for `update` < `warmup`:
-# `base_lr * (update + 1) / warmup`; from update `warmup` on, with `progress = (update − warmup) / (total −
-# warmup)`: `base_lr * (1 + cos(π · progress)) / 2`. So updates warmup − 1 and warmup both use base_lr
-# (torch's `LinearLR` then `CosineAnnealingLR`, chained by `SequentialLR`). Return a Python float.
-# `transformers`' `get_cosine_schedule_with_warmup` differs: it rises from 0 and reaches base_lr at update
-# `warmup`.
-
-# %%
-def warmup_cosine_lr(update, base_lr, warmup, total):
-    raise NotImplementedError  # replace this line with your code
-
-# %%
-check("warmup_cosine_lr")
-
-# %% [markdown]
-# ### Exercise 7.4: clipping by the global norm
-#
-# Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the
-# gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals
-# `max_norm`; skip parameters without a gradient; return the norm before clipping, as a float.
-# `parameters` is any iterable of tensors, as for `clip_grad_norm_`: usually `model.parameters()`, a
-# generator that can be walked only once.
-
-# %%
-def clip_gradients(parameters, max_norm):
-    raise NotImplementedError  # replace this line with your code
-
-# %%
-check("clip_gradients")
-
-# %% [markdown]
 # ## 18. Your own model: a `Task`
 #
 # Everything above trained the spiral MLP, but nothing in the trainer depends on it. A **task** is your
@@ -925,9 +993,14 @@ check("clip_gradients")
 # or, from a terminal, a function that takes the `FitConfig` and returns the `Task`:
 # `python -m course_utils.train --task mytasks:make_task --out runs/mine` (also under `torchrun`).
 # A batch may be `(inputs, targets)` or a dict with a `labels` entry; the model may return a tuple;
-# `metric=`, `collate_fn=` and `unpack=` cover the rest. Every guarantee of this chapter holds for it:
-# exact resume, durable checkpoints, `weights_only` loading, early stopping with the best weights,
-# accumulation weighted by examples, bf16, the NaN guard, DDP.
+# `metric=`, `collate_fn=` and `unpack=` cover the rest. The chapter's machinery holds for it: exact
+# resume, durable checkpoints, `weights_only` loading, early stopping with the best weights, accumulation
+# weighted by examples, bf16, the NaN guard, DDP. With two limits. A random generator your dataset keeps
+# as an attribute (`self.rng = np.random.default_rng(0)` in `__init__`) is not reseeded by the trainer,
+# so its draws are not exact on resume (and every DataLoader worker gets a copy of it, chapter 1): draw
+# from torch's generator, or seed yours from `torch.utils.data.get_worker_info().seed`. And weighting by
+# examples equals the big batch only for a loss that is a mean over examples: not for a token loss over
+# padded sequences, nor with BatchNorm (section 7).
 #
 # Random augmentation needs one more idea. A DataLoader worker draws from its own random streams, which
 # depend on which batches it loaded before; after a mid-epoch resume the workers start over, and every
@@ -1020,6 +1093,106 @@ print("logged per epoch:", sorted(waved.history[0]))
 print("early stopping watched val_mae; model.pt holds the best:", waved.delivered == "best")
 
 # %% [markdown]
+# ## Exercises: write it yourself
+#
+# Each exercise is a stub for you to edit and a check against an oracle: an uninterrupted run, the
+# course's `EarlyStopping`, torch's schedulers, torch's `clip_grad_norm_`, one big batch's token mean.
+#
+# ### Exercise 7.1: a checkpoint that resumes exactly
+#
+# Write `save_checkpoint(path, model, optimizer, scheduler, epoch)`, called when epoch `epoch` (0-based)
+# has finished, and `load_checkpoint(path, model, optimizer, scheduler)`, which restores freshly built
+# objects from the file and returns the epoch to run next. The check trains a model with Dropout on
+# shuffled data, kills the run after an epoch, builds everything anew as a new process would, and
+# resumes from your file: the resumed run must end bit for bit like the run that was never killed.
+# Load into the objects you are given (`model.load_state_dict(...)` and the like): a new object built
+# inside `load_checkpoint` is not the one training goes on with. The check's DataLoader has no generator
+# of its own: it shuffles with torch's global one, so `torch.get_rng_state()` in the file restores the
+# next epoch's order and dropout masks. A loader with its own generator needs that generator's state
+# saved too: chapter 9 keeps one (`order`) for exactly this.
+
+# %%
+def save_checkpoint(path, model, optimizer, scheduler, epoch):
+    raise NotImplementedError  # replace this line with your code
+
+
+def load_checkpoint(path, model, optimizer, scheduler):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+from course_utils.exercises import check
+check("checkpoint_pair")
+
+# %% [markdown]
+# ### Exercise 7.2: the early-stopping rule
+#
+# Write `stop_check(losses, patience, min_delta=0.0)`: given the validation losses of successive checks,
+# return the number (1-based) of the check at which training stops, or None if it never does. The rule is
+# Lightning's, as in `EarlyStopping` above: a check improves only if it beats the best so far by strictly
+# more than `min_delta`; training stops once `patience` checks have passed without an improvement, and at
+# once on a value that is not finite.
+
+# %%
+def stop_check(losses, patience, min_delta=0.0):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("stop_check")
+
+# %% [markdown]
+# ### Exercise 7.3: warmup + cosine
+#
+# Write `warmup_cosine_lr(update, base_lr, warmup, total)`: the learning rate that update number `update`
+# (0-based, of `total`) uses. Over the first `warmup` updates it rises in equal steps from base_lr / warmup
+# to base_lr (reached at update warmup − 1); then it follows half a cosine from base_lr down to 0 at
+# update `total`. With `warmup` 0 it is the cosine alone. As a formula, for `update` < `warmup`:
+# `base_lr * (update + 1) / warmup`; from update `warmup` on, with `progress = (update − warmup) / (total −
+# warmup)`: `base_lr * (1 + cos(π · progress)) / 2`. So updates warmup − 1 and warmup both use base_lr
+# (torch's `LinearLR` then `CosineAnnealingLR`, chained by `SequentialLR`). Return a Python float.
+# `transformers`' `get_cosine_schedule_with_warmup` differs: it rises from 0 and reaches base_lr at update
+# `warmup`.
+
+# %%
+def warmup_cosine_lr(update, base_lr, warmup, total):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("warmup_cosine_lr")
+
+# %% [markdown]
+# ### Exercise 7.4: clipping by the global norm
+#
+# Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the
+# gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals
+# `max_norm`; skip parameters without a gradient; return the norm before clipping, as a float.
+# `parameters` is any iterable of tensors, as for `clip_grad_norm_`: usually `model.parameters()`, a
+# generator that can be walked only once.
+
+# %%
+def clip_gradients(parameters, max_norm):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("clip_gradients")
+
+# %% [markdown]
+# ### Exercise 7.5: token-weighted accumulation
+#
+# Write `token_window_losses(token_losses, masks)` for one accumulation window of K micro-batches.
+# `token_losses` holds K tensors of per-token losses (shape B_i × T_i; padding positions hold arbitrary
+# finite numbers), `masks` K tensors of the same shapes, 1 or True at a real token (int or bool). Either
+# may be a generator. Return K scalar tensors: calling `.backward()` on each in turn must accumulate the
+# gradient of the window's mean loss over its real tokens, one big batch's. A micro-batch with no real token
+# contributes 0; a window with no real token at all raises `ValueError`.
+
+# %%
+def token_window_losses(token_losses, masks):
+    raise NotImplementedError  # replace this line with your code
+
+# %%
+check("token_window_losses")
+
+# %% [markdown]
 # ## Quiz
 
 # %%
@@ -1035,8 +1208,13 @@ quiz(7)
 #   algorithms with `CUBLAS_WORKSPACE_CONFIG`, and the same world size.
 # - Load with `weights_only=True`; store NumPy's RNG state as plain lists instead of loosening it. Give every
 #   DataLoader its own generator, the validation loader too.
-# - Early stopping counts validation checks without strict improvement; accumulation weights each
-#   micro-batch by its window's examples and equals the big batch; bf16 needs no GradScaler.
+# - A checkpoint from another machine: `map_location`; move the model to its device before
+#   `optimizer.load_state_dict`; save the unwrapped module (no `module.` or `_orig_mod.` prefix).
+# - Early stopping counts validation checks without strict improvement, and validation's choice needs a
+#   test set for an unbiased figure. Accumulation weighting each micro-batch by its window's examples equals
+#   the big batch for a per-example mean loss; a token loss over padded sequences needs the window's real
+#   tokens as the divisor. bf16 needs no GradScaler; fp16's scaler guards the gradients, not a forward value
+#   above 65,504, and a first step it skips makes a harmless scheduler warning.
 # - Log the pre-clip norm, and clip a few times above its typical value: a spike throws SGD far away and
 #   stalls Adam; clipping above the ordinary norms changes nothing else. Guard against NaN before `step()`,
 #   leaving fp16 overflows to the scaler. Step each scheduler at its cadence.
