@@ -281,6 +281,9 @@ STATED = {  # what each statement must say for a learner to write exactly what t
     "clip_gradients": ["model.parameters()", "generator", "as a float"],
     "race_to_target": ["int64", "at least", "no graph", "counted from 1", "never more"],
     "examples_processed": ["may be 0", "drop_last", "int"],
+    "weighted_shard": ["list of indices (ints)", "torch.multinomial", "untouched"],
+    "rank_metrics": ["Python floats", "each counted once", "Leave the tensors"],
+    "token_window_losses": ["scalar tensors", "generator", "ValueError"],
 }
 
 

@@ -226,7 +226,7 @@ def test_checks_are_saved_with_the_quizzes_and_counted_in_the_progress_view(tmp_
     record = store.chapter("00")["exercise-updates_per_epoch"]
     assert record == {"attempts": 3, "correct": True, "answer": None}
     rows = {row[0]: row for row in exercise_progress(store)}
-    assert rows["00"] == ("00", 1, 1, 2) and rows["07"] == ("07", 0, 0, 4)
+    assert rows["00"] == ("00", 1, 1, 2) and rows["07"] == ("07", 0, 0, sum(e.chapter == "07" for e in EXERCISES.values()))
     view = course_progress(store)
     line = next(line for line in view.text().splitlines() if line.startswith("00"))
     assert line.endswith("1/2") and view.text().splitlines()[-1].endswith(f"1/{len(EXERCISES)}")
