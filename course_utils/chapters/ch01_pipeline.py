@@ -6,6 +6,7 @@ sampler hands to the batch sampler, and the batches are what the loader itself y
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,7 +215,6 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
     error names the class and __main__), never as message text, which each Python release words its own way.
     """
     import os
-    import re
     import tempfile
 
     with tempfile.TemporaryFile() as err_file:
@@ -230,12 +230,20 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
             os.dup2(saved, 2)
             os.close(saved)
         err_file.seek(0)
-        text = re.sub(r"\x1b\[[0-9;]*m", "", err_file.read().decode("utf-8", "replace"))   # 3.13+ may colour it
+        text = err_file.read().decode("utf-8", "replace")
+    return seen, worker_error_conclusion(text, type(dataset).__name__)
+
+
+def worker_error_conclusion(stderr: str, class_name: str) -> str:
+    """What a worker's traceback says (chapter 1): its last exception's type and whether it cannot find the class.
+
+    Python words (and since 3.13 may colour) the message its own way per release, so only this conclusion is shown.
+    """
+    text = re.sub(r"\x1b\[[0-9;]*m", "", stderr)
     errors = re.findall(r"^\s*(\w+(?:Error|Exception)):(.*)$", text, flags=re.M)
     if not errors:
-        return seen, "(the worker printed no error)"
+        return "(the worker printed no error)"
     kind, message = errors[-1]
-    name = type(dataset).__name__
-    if name in message and "__main__" in message:
-        return seen, f"{kind}: it cannot find {name} in __main__"
-    return seen, f"{kind}, not about {name} in __main__"
+    if class_name in message and "__main__" in message:
+        return f"{kind}: it cannot find {class_name} in __main__"
+    return f"{kind}, not about {class_name} in __main__"
