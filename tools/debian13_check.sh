@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The instructor command (`make nbval`) on another Python: a Debian 13 (trixie) chroot with its own python3 (3.13).
-# Usage (root, Linux): bash tools/debian13_check.sh   (or `make debian13-check`). CHROOT=/path overrides the place.
+# Usage (root, Linux): bash tools/debian13_check.sh   (or `make debian13-check`). CHROOT=/path overrides the place;
+# KEEP_VENV=1 keeps the chroot's .venv from the last run (a re-check without downloading the pinned set again).
 # The chroot is built once with debootstrap from the Debian mirror apt already uses and reused after that; the
 # course is copied in afresh each time (tracked and untracked-but-not-ignored files, as a clone would bring, plus
 # the working tree's edits), so its .venv is built there from nothing. pip's cache stays in the chroot, so only the
@@ -58,12 +59,16 @@ for fs in proc sys dev dev/pts dev/shm; do
 done
 
 say "copying the course into $CHROOT/root/course"
+rm -rf "$CHROOT/root/venv-kept"
+[ "${KEEP_VENV:-}" = 1 ] && [ -d "$CHROOT/root/course/.venv" ] && mv "$CHROOT/root/course/.venv" "$CHROOT/root/venv-kept"
 rm -rf "$CHROOT/root/course"
 mkdir -p "$CHROOT/root/course"
+[ -d "$CHROOT/root/venv-kept" ] && mv "$CHROOT/root/venv-kept" "$CHROOT/root/course/.venv"
 git ls-files -z --cached --others --exclude-standard \
   | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$CHROOT/root/course"
 
-cache_before=$(du -sm "$CHROOT/root/.cache/pip" 2>/dev/null | cut -f1 || echo 0)
+received() { cat /sys/class/net/*/statistics/rx_bytes 2>/dev/null | awk '{s += $1} END {print int(s / 1e6)}'; }
+rx_before=$(received)
 say "python3 in the chroot: $(chroot "$CHROOT" python3 --version 2>&1)"
 run_started=$SECONDS
 # A clean environment, as a new user's shell: only what the course's own commands need.
@@ -71,7 +76,7 @@ status=0
 chroot "$CHROOT" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TERM=dumb \
   ${PIP_EXTRA_INDEX_URL:+PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL} \
   bash -c 'cd /root/course && make nbval' || status=$?
-cache_after=$(du -sm "$CHROOT/root/.cache/pip" 2>/dev/null | cut -f1 || echo 0)
-say "make nbval in the chroot: exit $status after $((SECONDS - run_started)) s" \
-  "(pip's cache grew by $((cache_after - cache_before)) MB to ${cache_after} MB; whole script $((SECONDS - started)) s)"
+say "make nbval in the chroot: exit $status after $((SECONDS - run_started)) s; whole script $((SECONDS - started)) s;" \
+  "the host received $(( $(received) - rx_before )) MB meanwhile (all its traffic); .venv holds" \
+  "$(du -sm "$CHROOT/root/course/.venv" 2>/dev/null | cut -f1) MB"
 exit $status
