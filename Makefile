@@ -1,44 +1,42 @@
 # The course's commands. `make lab` to learn, `make test` to check everything.
-PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 
-.PHONY: install lab test nbval nbval-perturbed notebooks cheatsheet clean
+# The interpreter that builds .venv: PYTHON=/path/to/python if given, else the newest supported python3.X on PATH
+# (tools/find_python.sh, which says which it chose; the supported versions are pyproject.toml's requires-python).
+# Only `make clean` and `make debian13-check` do without one. The stamp names the version, so a .venv built by another Python is rebuilt.
+ifneq ($(filter-out clean debian13-check,$(or $(MAKECMDGOALS),install)),)
+CHOICE := $(shell PYTHON='$(PYTHON)' $(SHELL) tools/find_python.sh 2>/dev/null)
+ifeq ($(CHOICE),)
+$(error $(shell PYTHON='$(PYTHON)' $(SHELL) tools/find_python.sh 2>&1 >/dev/null))
+endif
+$(info Python: $(firstword $(CHOICE)) (Python $(lastword $(CHOICE))))
+endif
+BASE_PYTHON := $(firstword $(CHOICE))
+PYVER  := $(lastword $(CHOICE))
+STAMP  := $(VENV)/.installed-py$(PYVER)
 
-# JupyterLab settings for this course's environment only: widget state saved with the notebook (a reopened
-# notebook shows its views and says how to bring them back), the kernel started without a dialog, no news pop-up.
-LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/training-loop-course.json
+.PHONY: install lab test nbval nbval-perturbed notebooks cheatsheet debian13-check clean
 
-$(STAMP): requirements.lock pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or run make PYTHON=/path/to/python3.11 ...)"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77"
-	$(PY) -m pip install --quiet -r requirements.lock
-	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+# Building .venv is tools/course.py's `install`, the same command a machine without make runs (README): the lock,
+# the course itself, and JupyterLab settings for this environment only (widget state saved with the notebook, the
+# kernel started without a dialog, no news pop-up). A .venv built by another Python is rebuilt from nothing.
+$(STAMP): requirements.lock pyproject.toml tools/jupyterlab_overrides.json tools/course.py
+	$(BASE_PYTHON) tools/course.py install
 
-$(LAB_OVERRIDES): tools/jupyterlab_overrides.json $(STAMP)
-	@mkdir -p $(dir $@)
-	cp $< $@
-
-install: $(STAMP) $(LAB_OVERRIDES)
+install: $(STAMP)
 
 ## Open the course in JupyterLab on chapter 0 (on a headless machine it prints the URL to open).
-lab: $(STAMP) $(LAB_OVERRIDES)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --LabApp.default_url=/lab/tree/00_vocabulary.ipynb \
-		$$([ "$$(id -u)" = 0 ] && echo --allow-root)
-
-NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly
+lab: $(STAMP)
+	$(PY) tools/course.py lab
 
 ## Install, then run every test: unit, widget, nbval, nbval under perturbed numerics, browser (a summary per part at the end).
-test: $(STAMP) $(LAB_OVERRIDES)
-	bash tools/ensure_chromium.sh
-	$(PY) -m pytest $(NBVAL)
+test: $(STAMP)
+	$(PY) tools/course.py test
 
 ## Only the notebook check an instructor's CI runs: re-execute every chapter, compare with the committed outputs.
 nbval: $(STAMP)
-	$(PY) -m pytest $(NBVAL) notebooks/
+	$(PY) tools/course.py nbval
 
 ## The notebook check under perturbed numeric kernels (another CPU's code paths); NB=05 for one chapter.
 nbval-perturbed: $(STAMP)
@@ -52,6 +50,11 @@ notebooks: $(STAMP)
 cheatsheet: $(STAMP)
 	bash tools/ensure_chromium.sh
 	$(PY) -m course_utils.chapters.ch09_cheatsheet_page build/cheatsheet.html --pdf build/cheatsheet.pdf
+
+## The instructor command on another Python, not part of `make test` (it downloads gigabytes): `make nbval` in a
+## Debian 13 chroot with its Python 3.13 (root, debootstrap; the chroot is kept in CHROOT=/work/chroot-trixie and reused).
+debian13-check:
+	bash tools/debian13_check.sh
 
 clean:
 	rm -rf $(VENV)

@@ -1,8 +1,10 @@
 """The instructors' CI workflow parses, and every command it runs is one of the Makefile's own targets."""
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "course.yml"
@@ -29,7 +31,20 @@ def test_workflow_parses_and_runs_only_make_targets():
     assert "schedule" in test_job["if"]                                  # the long suite runs on the schedule
     for job in workflow["jobs"].values():
         python = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python"))
-        assert python["with"]["python-version"] == "3.11" and python["with"]["cache"] == "pip"
+        assert python["with"]["cache"] == "pip"
+        version = python["with"]["python-version"]
+        if job is test_job:                                              # the whole suite: one Python, 3.11
+            assert version == "3.11" and job["env"]["PYTHON"] == "python3.11"
+        else:                                                            # nbval: every supported Python
+            assert version == "${{ matrix.python-version }}"
+            assert job["strategy"]["matrix"]["python-version"] == supported_versions()
+            assert job["env"]["PYTHON"] == "python${{ matrix.python-version }}"   # make takes the one set up
+
+
+def supported_versions() -> list[str]:
+    """The minor versions pyproject.toml's requires-python admits, as the workflow writes them ("3.11")."""
+    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    return [f"3.{minor}" for minor in range(0, 30) if f"3.{minor}.99" in spec]
 
 
 def test_make_targets_are_read_from_the_makefile():

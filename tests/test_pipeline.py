@@ -7,7 +7,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from course_utils.chapters.ch01_pipeline import (IndexDataset, NumberStream, OnDiskDataset, dataloader_defaults,
-                                                 time_one_epoch, trace_pipeline, write_on_disk_dataset)
+                                                 time_one_epoch, trace_pipeline, worker_error_conclusion,
+                                                 write_on_disk_dataset)
 
 
 def _oracle(n, b, shuffle, drop_last, seed, epochs):
@@ -98,3 +99,22 @@ def test_a_stream_takes_no_sampler():
         DataLoader(NumberStream(5), shuffle=True)
     with pytest.raises(ValueError):
         NumberStream(-1)
+
+
+
+# The worker's last traceback line as Python 3.11 and 3.12-3.13 word it (recorded from each), and 3.13 in colour.
+WORKER_SAYS = {
+    "3.11": "AttributeError: Can't get attribute 'NotebookSquares' on <module '__main__' (built-in)>",
+    "3.13": "AttributeError: Can't get attribute 'NotebookSquares' on <module '__main__' "
+            "(<class '_frozen_importlib.BuiltinImporter'>)>",
+    "3.13 in colour": "\x1b[1;35mAttributeError\x1b[0m: \x1b[35mCan't get attribute 'NotebookSquares' on <module "
+                      "'__main__' (<class '_frozen_importlib.BuiltinImporter'>)>\x1b[0m",
+}
+
+
+@pytest.mark.parametrize("python", sorted(WORKER_SAYS))
+def test_the_spawned_worker_conclusion_is_the_same_on_every_python(python):
+    stderr = f"Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n{WORKER_SAYS[python]}\n"
+    assert worker_error_conclusion(stderr, "NotebookSquares") == "AttributeError: it cannot find NotebookSquares in __main__"
+    assert worker_error_conclusion(stderr, "OtherSet") == "AttributeError, not about OtherSet in __main__"
+    assert worker_error_conclusion("", "NotebookSquares") == "(the worker printed no error)"

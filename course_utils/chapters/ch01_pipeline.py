@@ -6,6 +6,7 @@ sampler hands to the batch sampler, and the batches are what the loader itself y
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,11 +207,12 @@ def time_one_epoch(dataset: Dataset, num_workers: int, batch_size: int = 16, rep
 
 
 def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str]:
-    """Load one batch with a *spawned* worker (chapter 1): (what the notebook cell sees, the worker's own error).
+    """Load one batch with a *spawned* worker (chapter 1): (what the notebook cell sees, what the worker's error says).
 
     A spawned worker is a fresh interpreter that must import the dataset's class; a class defined in a
     notebook lives in __main__ and cannot be imported. The worker's traceback goes to file descriptor 2,
-    which is captured here so only its last line (the cause) is shown.
+    which is captured here. Both are reported as conclusions (the exception's type, whether the worker's
+    error names the class and __main__), never as message text, which each Python release words its own way.
     """
     import os
     import tempfile
@@ -222,10 +224,26 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
             next(iter(DataLoader(dataset, batch_size=batch_size, num_workers=1, multiprocessing_context="spawn")))
             seen = "the batch loaded"
         except RuntimeError as err:
-            seen = f"RuntimeError: {'DataLoader worker exited unexpectedly' if 'exited unexpectedly' in str(err) else str(err)[:80]}"
+            died = "exited unexpectedly" in str(err)
+            seen = f"RuntimeError: {'a DataLoader worker exited unexpectedly' if died else 'not a dead worker'}"
         finally:
             os.dup2(saved, 2)
             os.close(saved)
         err_file.seek(0)
-        lines = [line for line in err_file.read().decode("utf-8", "replace").splitlines() if "Error" in line]
-    return seen, (lines[-1].strip() if lines else "(the worker printed nothing)")
+        text = err_file.read().decode("utf-8", "replace")
+    return seen, worker_error_conclusion(text, type(dataset).__name__)
+
+
+def worker_error_conclusion(stderr: str, class_name: str) -> str:
+    """What a worker's traceback says (chapter 1): its last exception's type and whether it cannot find the class.
+
+    Python words (and since 3.13 may colour) the message its own way per release, so only this conclusion is shown.
+    """
+    text = re.sub(r"\x1b\[[0-9;]*m", "", stderr)
+    errors = re.findall(r"^\s*(\w+(?:Error|Exception)):(.*)$", text, flags=re.M)
+    if not errors:
+        return "(the worker printed no error)"
+    kind, message = errors[-1]
+    if class_name in message and "__main__" in message:
+        return f"{kind}: it cannot find {class_name} in __main__"
+    return f"{kind}, not about {class_name} in __main__"

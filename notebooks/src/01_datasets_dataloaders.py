@@ -283,13 +283,13 @@ class NotebookSquares(Dataset):   # defined in the notebook, i.e. in __main__
 from course_utils.chapters.ch01_pipeline import try_spawned_workers
 
 cell_sees, worker_says = try_spawned_workers(NotebookSquares())
-print("the cell sees:   ", cell_sees)
-print("the worker said: ", worker_says)
+print("the cell sees:     ", cell_sees)
+print("the worker's error:", worker_says)
 
 # %% [markdown]
 # The exception the loop gets says only that a worker died. The cause is in the worker's own
-# traceback, printed to the error stream (`try_spawned_workers` caught it to show its last line;
-# in your own notebook it appears as a long red traceback): the worker could not find
+# traceback, printed to the error stream (`try_spawned_workers` caught it to show its type and what
+# it is about; in your own notebook it appears as a long red traceback): the worker could not find
 # `NotebookSquares` in its `__main__`. The fix: put datasets in a module (as `OnDiskDataset` lives
 # in `course_utils.chapters.ch01_pipeline`).
 #

@@ -1,0 +1,112 @@
+"""The course's setup without make (Windows, a minimal Linux): `python tools/course.py lab` or `... test`.
+
+`make install` runs this file's `install` too, so the two ways cannot install different things. Standard library
+only: it runs before anything is installed, with the Python that will build .venv (the one that runs it).
+Commands: install (build .venv), lab (install, then JupyterLab on chapter 0), test (install, then every test),
+nbval (install, then the notebook check alone).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / ".venv"
+LOCK = "requirements.lock"
+OVERRIDES = "tools/jupyterlab_overrides.json"        # JupyterLab settings for this course's .venv only
+OVERRIDES_AT = "share/jupyter/lab/settings/overrides.d/training-loop-course.json"
+NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-sanitize-with",
+         "tests/nbval_sanitize.cfg", "-p", "no:randomly"]
+LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
+
+
+def supported() -> tuple[int, int]:
+    """The supported minor versions of Python 3, [low, high), from pyproject.toml's requires-python."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low, high = (part.strip().lstrip("<>=") for part in spec.split(","))
+    return int(low.split(".")[1]), int(high.split(".")[1])
+
+
+def venv_bin(name: str) -> Path:
+    """A program in .venv: bin/NAME on Linux and macOS, Scripts/NAME.exe on Windows."""
+    return VENV / ("Scripts" if os.name == "nt" else "bin") / (name + (".exe" if os.name == "nt" else ""))
+
+
+def stamp() -> Path:
+    """The file that says .venv is installed, naming the Python version that built it (the Makefile's too)."""
+    return VENV / f".installed-py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def run(*args: object) -> None:
+    """Run a command from the repository root; stop with its exit code if it fails."""
+    print(" ".join(map(str, args)), flush=True)
+    code = subprocess.call([str(a) for a in args], cwd=ROOT)
+    if code:
+        sys.exit(code)
+
+
+def rebuild_if_other_python(version: str) -> None:
+    """Remove .venv if a Python other than `version` ("3.13") built it: it is rebuilt, never half-reused."""
+    if not VENV.exists():
+        return
+    python = venv_bin("python")
+    probe = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True) if python.exists() else None
+    built = probe.stdout.strip() if probe and probe.returncode == 0 else ""
+    if built != version:
+        print(f".venv was built with {'Python ' + built if built else 'a Python that no longer runs'}: "
+              f"rebuilding it with Python {version}", flush=True)
+        shutil.rmtree(VENV)
+
+
+def install() -> None:
+    """Build .venv with this Python: the lock, then the course itself, then the JupyterLab settings."""
+    low, high = supported()
+    if not low <= sys.version_info[1] < high or sys.version_info[0] != 3:
+        print(f"This is Python {sys.version_info[0]}.{sys.version_info[1]}; the course needs Python 3.{low} to "
+              f"3.{high - 1}: run this file with one of those (on Windows: py -3.{high - 1} tools/course.py ...)")
+        sys.exit(2)
+    rebuild_if_other_python(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    run(sys.executable, "-m", "venv", VENV)
+    python = venv_bin("python")
+    run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip", "setuptools>=77")
+    run(python, "-m", "pip", "install", "--quiet", "-r", LOCK)
+    os.environ["PYTHONWARNINGS"] = "ignore:Editable installation"
+    run(python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", ".")
+    (VENV / OVERRIDES_AT).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ROOT / OVERRIDES, VENV / OVERRIDES_AT)
+    stamp().touch()
+
+
+def installed() -> None:
+    """Install unless .venv was installed by this Python after the lock and pyproject.toml last changed."""
+    newest = max((ROOT / name).stat().st_mtime for name in (LOCK, "pyproject.toml", OVERRIDES))
+    if not stamp().exists() or stamp().stat().st_mtime < newest:
+        install()
+
+
+def main(argv: list[str]) -> None:
+    """The command line: one of install, lab, test, nbval."""
+    commands = ("install", "lab", "test", "nbval")
+    if len(argv) != 1 or argv[0] not in commands:
+        print(f"usage: python tools/course.py {{{','.join(commands)}}}")
+        sys.exit(2)
+    if argv[0] == "install":
+        return install()
+    installed()
+    if argv[0] == "lab":
+        run(venv_bin("jupyter"), "lab", *LAB, *(["--allow-root"] if hasattr(os, "getuid") and os.getuid() == 0 else []))
+    elif argv[0] == "test":
+        if os.name != "nt" and shutil.which("bash"):
+            run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
+        run(venv_bin("python"), "-m", "pytest", *NBVAL)
+    else:
+        run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
