@@ -6,7 +6,6 @@ live in ``verdict.py``.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -52,29 +51,29 @@ def _who(track: Track, many: bool) -> str:
 
 # --- the loss graph at backward --------------------------------------------------------------------
 
-def scaled_entry(result: torch.Tensor, scaler: torch.amp.GradScaler) -> tuple:
-    """What the doctor keeps for a GradScaler-scaled loss: a weak reference and the scale (no device read)."""
-    return weakref.ref(result), scaler._scale.detach().clone()
+def scale_pointer(scaler: torch.amp.GradScaler) -> int | None:
+    """Where a GradScaler keeps its scale (the doctor knows the scale's multiply by it; no device read)."""
+    scale = getattr(scaler, "_scale", None)
+    return scale.data_ptr() if isinstance(scale, torch.Tensor) else None
 
 
-def loss_factor(root: torch.Tensor, scaled: dict) -> tuple[float, torch.Tensor | None]:
-    """(the constant the loss was multiplied by before backward, the GradScaler's scale if any).
+def loss_factor(root: torch.Tensor, scales: set[int]) -> float:
+    """The constant the loss was multiplied by before backward, a GradScaler's scale left out (ch. 5, 9).
 
-    loss / K gives 1/K; through a sum of terms (loss / K + penalty / K) it is the largest factor of any term.
+    loss / K gives 1/K; through a sum of terms (loss / K + penalty / K) it is the largest factor of any term. A
+    multiply by the tensor of a GradScaler (`scales`: where each keeps its scale) counts as 1, wherever it sits
+    (scaler.scale(loss / K) or scaler.scale(loss) / K) and on any device: the scaler divides it out again.
     """
-    factor = _node_factor(root.grad_fn, 8)
-    entry = scaled.get(id(root))
-    scale = entry[1] if entry is not None and entry[0]() is root else None
-    return factor, scale
+    return _node_factor(root.grad_fn, 8, scales)
 
 
-def _node_factor(node: object, depth: int) -> float:
+def _node_factor(node: object, depth: int, scales: set[int]) -> float:
     name = type(node).__name__
     if depth == 0 or node is None or len(node.next_functions) != 2:
         return 1.0
     (left, _), (right, _) = node.next_functions
     if name in ("AddBackward0", "SubBackward0"):
-        return max(_node_factor(n, depth - 1) for n in (left, right) if n is not None)
+        return max(_node_factor(n, depth - 1, scales) for n in (left, right) if n is not None)
     if name not in SCALE_NODES:
         return 1.0
     if right is None:
@@ -83,10 +82,14 @@ def _node_factor(node: object, depth: int) -> float:
         constant, child = node._saved_self, right
     else:
         return 1.0
-    if constant is None or constant.numel() != 1 or constant.device.type != "cpu":
+    if constant is None or constant.numel() != 1:
         return 1.0
+    if name == "MulBackward0" and constant.data_ptr() in scales:
+        return _node_factor(child, depth - 1, scales)        # the GradScaler's own multiply
+    if constant.device.type != "cpu":
+        return 1.0                                          # reading it would wait for the device
     value = float(constant)
-    return (value if name == "MulBackward0" else 1 / value) * _node_factor(child, depth - 1)
+    return (value if name == "MulBackward0" else 1 / value) * _node_factor(child, depth - 1, scales)
 
 
 def _through_shapes(node: object) -> object:
