@@ -30,7 +30,9 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "examples_vae", "examples_regression", "tutorials_quickstart", "tutorials_transfer_learning",
          "tutorials_seq2seq", "nanogpt_train", "mingpt_trainer", "kuangliu_cifar", "d2l_trainer", "d2l_train_ch6",
          "accelerate_nlp_example", "accelerate_cv_example", "examples_siamese",
-         "examples_reinforce")
+         "examples_reinforce",
+         # added with issue 33
+         "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train")
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 
