@@ -32,7 +32,8 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "accelerate_nlp_example", "accelerate_cv_example", "examples_siamese",
          "examples_reinforce",
          # added with issue 33
-         "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train")
+         "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train",
+         "transformers_glue_no_trainer", "vision_classification")
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 
