@@ -247,6 +247,24 @@ def test_one_doctor_at_a_time_and_internal_errors_never_break_the_loop(monkeypat
                for n in doctor.report().notes)
 
 
+def test_a_watched_model_saves_whole_and_deep_copies_without_the_doctor():
+    import copy
+    import io
+    model = _mlp(0.2)
+    with LoopDoctor(model) as doctor:
+        twin = copy.deepcopy(model)                 # a "best model" copy, as published loops make
+        buffer = io.BytesIO()
+        torch.save(model, buffer)                   # pickling the whole module (pytorch/examples' checkpoints)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        twin(torch.randn(2, 4))
+    assert len(model._forward_hooks) == 0 and "__getstate__" not in vars(model)
+    for other in (twin, loaded):
+        assert len(other._forward_hooks) == 0 and "__getstate__" not in vars(other)
+        assert all(torch.equal(a, b) for a, b in zip(other.parameters(), model.parameters()))
+    assert doctor.report().evaluation_forwards == 0 and doctor.failure is None
+
+
 def test_support_matrix_names_real_tests_and_the_readme_holds_it():
     from pathlib import Path
 
