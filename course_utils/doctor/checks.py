@@ -34,6 +34,7 @@ class Observations:
     graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
     averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
     evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
+    outside: list = field(default_factory=list)             # (update, [(name, parameter)]) outside optimizers
 
     def note(self, name: str, evidence: str) -> None:
         """Record one observation of bug `name` (the first evidence is the one reported)."""
@@ -160,16 +161,27 @@ def closure_without_zero_grad(obs: Observations, track: Track, index: int) -> No
 
 def params_outside_optimizers(obs: Observations, models: list[nn.Module], tracks: list[Track],
                               track: Track) -> None:
-    """Parameters that got gradients but belong to no optimizer never move (checked at two updates)."""
+    """Parameters that got gradients but belong to no optimizer seen so far (checked at two updates); judged at
+    the report against every optimizer seen by then (one built before the doctor shows up at its first step)."""
     if track.updates > 2 or track.optimizer is None:
         return
     tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
-    outside = [name for model in models for name, p in model.named_parameters()
+    outside = [(name, p) for model in models for name, p in model.named_parameters()
                if p.requires_grad and id(p) not in tracked and p.grad is not None]
     if outside:
-        names = ", ".join(outside[:4]) + (" ..." if len(outside) > 4 else "")
-        obs.note("head_after_optimizer", f"update {track.updates}: {len(outside)} parameter tensors ({names}) "
-                 "received gradients but are in no param group of any optimizer, so no update ever moves them")
+        obs.outside.append((track.updates, outside))
+
+
+def outside_optimizers(obs: Observations, tracks: list[Track]) -> None:
+    """At the report: the parameters found outside every optimizer at an early update that no optimizer seen
+    during the whole run holds never moved."""
+    tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
+    for update, outside in obs.outside:
+        names = [name for name, p in outside if id(p) not in tracked]
+        if names:
+            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+            obs.note("head_after_optimizer", f"update {update}: {len(names)} parameter tensors ({listed}) received "
+                     "gradients but are in no param group of any optimizer, so no update ever moves them")
 
 
 def frozen_moved(obs: Observations, frozen: list, update: int) -> None:

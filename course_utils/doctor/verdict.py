@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.optim import lr_scheduler
 
-from course_utils.doctor import keys
+from course_utils.doctor import checks, keys
 from course_utils.doctor.checks import Observations, _passes, _who
 from course_utils.doctor.forwards import KEEP_ROUNDS, Graphs, describe
 from course_utils.doctor.gradients import Track, Window
@@ -256,6 +256,8 @@ def findings(doctor: Doctor) -> tuple[Finding, ...]:
     """All findings: leakage first, then what was seen as it happened, then the whole-run checks."""
     obs, tracks = doctor.obs, doctor.tracks
     many = len(tracks) > 1
+    if obs.outside and "head_after_optimizer" not in obs.events:
+        checks.outside_optimizers(obs, tracks)
     result = _leakage(doctor)
     events = dict(obs.events)
     validation = val_sources(doctor)
