@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.optim import lr_scheduler
 
-from tests.doctor_corpus.setups import Setup
+from tests.doctor_corpus.setups import Setup, share
 
 
 def _evaluate(model, loader, loss_fn):
@@ -94,15 +94,6 @@ def seed_plateau(s: Setup) -> None:
         _train_one_epoch(s.model, s.train_loader, s.optimizer, s.loss_fn)
         val_loss, _ = _validate(s.model, s.val_loader, s.loss_fn)
         s.scheduler.step(val_loss)
-
-
-def share(loader, i: int, k: int, n: int, by_k: bool = False) -> float:
-    """Chapter 0's weight of micro-batch i (n examples) in windows of k: its share of the window's examples
-    (by_k: 1/k, the rule the articles print, wrong for the epoch's short last window)."""
-    if by_k:
-        return 1 / k
-    start = (i - i % k) * loader.batch_size
-    return n / min(k * loader.batch_size, len(loader.dataset) - start)
 
 
 def accumulation_with_flush(s: Setup, accum_steps: int = 4, by_k: bool = False) -> None:

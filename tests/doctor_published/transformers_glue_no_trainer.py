@@ -1,6 +1,6 @@
-# Mirrors: huggingface/transformers, examples/pytorch/text-classification/run_glue_no_trainer.py at commit
-# 0310c247aafa, the loop that issue #15801 (2022-02-23) quotes (`step % args.gradient_accumulation_steps == 0 or
-# step == len(train_dataloader) - 1`); later versions moved to accelerator.accumulate.
+# Mirrors: huggingface/transformers, examples/pytorch/text-classification/run_glue_no_trainer.py, at commit 0310c247aafa:
+# the loop that issue #15801 (2022-02-23) quotes (`step % args.gradient_accumulation_steps == 0 or step ==
+# len(train_dataloader) - 1`); later versions moved to accelerator.accumulate.
 # Re-expressed in the course's own code from the published loop's structure; no published code is copied
 # (fetched code is never committed).
 # Kept: padded sentence-pair batches (dict batches, `model(**batch)` returning an output with .loss and .logits), a
