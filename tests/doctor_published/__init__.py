@@ -35,7 +35,7 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train",
          "transformers_glue_no_trainer", "vision_classification", "monai_densenet_training",
          "examples_super_resolution", "examples_imagenet", "yunjey_gan",
-         "yunjey_language_model")
+         "yunjey_language_model", "examples_mnist_rnn")
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 
