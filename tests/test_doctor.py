@@ -181,3 +181,33 @@ def test_doctor_names_the_bug_injected_into_the_course_loop(bug):
         for _ in stream(state):
             pass
     assert doc.report().names == ((bug,) if bug else ()), str(doc.report())
+
+
+def _course_accumulation(n: int, batch: int, k: int, weighting: str) -> tuple[str, ...]:
+    """Chapter 0's quiz loop and chapter 5's flush loop: windows of k, the epoch's short last window flushed;
+    each loss weighted by 1/k ("k") or by its share of the window's examples ("examples")."""
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    g = torch.Generator().manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(n, 2, generator=g), torch.arange(n) % 3), batch_size=batch,
+                        shuffle=True, generator=g)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with LoopDoctor(model) as doctor:
+        for _ in range(2):
+            for i, (x, y) in enumerate(loader):
+                window = min(k * batch, n - (i - i % k) * batch)
+                weight = 1 / k if weighting == "k" else len(y) / window
+                (torch.nn.functional.cross_entropy(model(x), y) * weight).backward()
+                if (i + 1) % k == 0 or i + 1 == len(loader):
+                    optimizer.step()
+                    optimizer.zero_grad()
+    return doctor.report().names
+
+
+@pytest.mark.parametrize("n, batch, k", [(1000, 100, 3), (300, 32, 4)], ids=["chapter0_quiz", "chapter5_flush"])
+def test_the_course_accumulation_rule_judges_short_flushed_windows(n, batch, k):
+    assert _course_accumulation(n, batch, k, "k") == ("unscaled_accumulation",)     # 1/3 and 1/2 of a full update
+    assert _course_accumulation(n, batch, k, "examples") == ()
+    assert _course_accumulation(12 * batch, batch, k, "k") == ()                       # full windows: 1/k is right

@@ -325,7 +325,8 @@ ONE_LINE = {
     "clip_after_step": "norm looks normal; run = the unclipped run (spikes at a high lr)",
     "epoch_schedule_per_batch": "lr collapses (StepLR) or waves (cosine) within the first epoch",
     "unscaled_accumulation": "gradient norm K times healthy; SGD acts at K times the lr",
-    "accumulation_without_flush": "fewer updates per epoch; the short last window is thrown away",
+    "accumulation_without_flush": "fewer updates per epoch; the short last window is wiped, or added into the "
+                                  "next epoch's first update",
     "mean_of_batch_means": "validation loss/accuracy off when the last batch is small",
     "data_leakage": "validation accuracy well above a clean test set's",
 }

@@ -6,7 +6,6 @@ live in ``verdict.py``.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -35,6 +34,7 @@ class Observations:
     graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
     averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
     evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
+    outside: list = field(default_factory=list)             # (update, [(name, parameter)]) outside optimizers
 
     def note(self, name: str, evidence: str) -> None:
         """Record one observation of bug `name` (the first evidence is the one reported)."""
@@ -52,29 +52,29 @@ def _who(track: Track, many: bool) -> str:
 
 # --- the loss graph at backward --------------------------------------------------------------------
 
-def scaled_entry(result: torch.Tensor, scaler: torch.amp.GradScaler) -> tuple:
-    """What the doctor keeps for a GradScaler-scaled loss: a weak reference and the scale (no device read)."""
-    return weakref.ref(result), scaler._scale.detach().clone()
+def scale_pointer(scaler: torch.amp.GradScaler) -> int | None:
+    """Where a GradScaler keeps its scale (the doctor knows the scale's multiply by it; no device read)."""
+    scale = getattr(scaler, "_scale", None)
+    return scale.data_ptr() if isinstance(scale, torch.Tensor) else None
 
 
-def loss_factor(root: torch.Tensor, scaled: dict) -> tuple[float, torch.Tensor | None]:
-    """(the constant the loss was multiplied by before backward, the GradScaler's scale if any).
+def loss_factor(root: torch.Tensor, scales: set[int]) -> float:
+    """The constant the loss was multiplied by before backward, a GradScaler's scale left out (ch. 5, 9).
 
-    loss / K gives 1/K; through a sum of terms (loss / K + penalty / K) it is the largest factor of any term.
+    loss / K gives 1/K; through a sum of terms (loss / K + penalty / K) it is the largest factor of any term. A
+    multiply by the tensor of a GradScaler (`scales`: where each keeps its scale) counts as 1, wherever it sits
+    (scaler.scale(loss / K) or scaler.scale(loss) / K) and on any device: the scaler divides it out again.
     """
-    factor = _node_factor(root.grad_fn, 8)
-    entry = scaled.get(id(root))
-    scale = entry[1] if entry is not None and entry[0]() is root else None
-    return factor, scale
+    return _node_factor(root.grad_fn, 8, scales)
 
 
-def _node_factor(node: object, depth: int) -> float:
+def _node_factor(node: object, depth: int, scales: set[int]) -> float:
     name = type(node).__name__
     if depth == 0 or node is None or len(node.next_functions) != 2:
         return 1.0
     (left, _), (right, _) = node.next_functions
     if name in ("AddBackward0", "SubBackward0"):
-        return max(_node_factor(n, depth - 1) for n in (left, right) if n is not None)
+        return max(_node_factor(n, depth - 1, scales) for n in (left, right) if n is not None)
     if name not in SCALE_NODES:
         return 1.0
     if right is None:
@@ -83,10 +83,14 @@ def _node_factor(node: object, depth: int) -> float:
         constant, child = node._saved_self, right
     else:
         return 1.0
-    if constant is None or constant.numel() != 1 or constant.device.type != "cpu":
+    if constant is None or constant.numel() != 1:
         return 1.0
+    if name == "MulBackward0" and constant.data_ptr() in scales:
+        return _node_factor(child, depth - 1, scales)        # the GradScaler's own multiply
+    if constant.device.type != "cpu":
+        return 1.0                                          # reading it would wait for the device
     value = float(constant)
-    return (value if name == "MulBackward0" else 1 / value) * _node_factor(child, depth - 1)
+    return (value if name == "MulBackward0" else 1 / value) * _node_factor(child, depth - 1, scales)
 
 
 def _through_shapes(node: object) -> object:
@@ -157,16 +161,27 @@ def closure_without_zero_grad(obs: Observations, track: Track, index: int) -> No
 
 def params_outside_optimizers(obs: Observations, models: list[nn.Module], tracks: list[Track],
                               track: Track) -> None:
-    """Parameters that got gradients but belong to no optimizer never move (checked at two updates)."""
+    """Parameters that got gradients but belong to no optimizer seen so far (checked at two updates); judged at
+    the report against every optimizer seen by then (one built before the doctor shows up at its first step)."""
     if track.updates > 2 or track.optimizer is None:
         return
     tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
-    outside = [name for model in models for name, p in model.named_parameters()
+    outside = [(name, p) for model in models for name, p in model.named_parameters()
                if p.requires_grad and id(p) not in tracked and p.grad is not None]
     if outside:
-        names = ", ".join(outside[:4]) + (" ..." if len(outside) > 4 else "")
-        obs.note("head_after_optimizer", f"update {track.updates}: {len(outside)} parameter tensors ({names}) "
-                 "received gradients but are in no param group of any optimizer, so no update ever moves them")
+        obs.outside.append((track.updates, outside))
+
+
+def outside_optimizers(obs: Observations, tracks: list[Track]) -> None:
+    """At the report: the parameters found outside every optimizer at an early update that no optimizer seen
+    during the whole run holds never moved."""
+    tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
+    for update, outside in obs.outside:
+        names = [name for name, p in outside if id(p) not in tracked]
+        if names:
+            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+            obs.note("head_after_optimizer", f"update {update}: {len(names)} parameter tensors ({listed}) received "
+                     "gradients but are in no param group of any optimizer, so no update ever moves them")
 
 
 def frozen_moved(obs: Observations, frozen: list, update: int) -> None:

@@ -94,7 +94,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._recent_outputs: list[int] = []
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
         self._reading_source: int | None = None      # and the dataset its input came from
-        self._scaled: dict[int, tuple] = {}
+        self._scales: set[int] = set()                # where each GradScaler seen keeps its scale
         self._frozen: list = []
         self._depth = {"clip": 0, "sched": 0}
         self._exhausted = weakref.WeakSet()
@@ -181,7 +181,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
                 key = ("eval in train mode", type(module).__name__)
                 obs.notes[key] = obs.notes.get(key, 0) + 1
             return
-        record = Forward(obs.forwards, index, mode if relevant else "plain " + mode, source, batch)
+        record = Forward(obs.forwards, index, mode if relevant else "plain " + mode, source, batch, size)
         record.handles = [o.register_hook(record.hit) for o in live]
         if live[0].grad_fn is not None:
             self.graphs.watch(obs.forwards, live[0], self._round, record)
@@ -260,13 +260,14 @@ class LoopDoctor(DataWatch, UpdateWatch):
             checks.closure_without_zero_grad(obs, stepping, index)
         if index <= SOFTMAX_CHECKS and "softmax_before_cross_entropy" not in obs.events:
             checks.softmax_in_loss(obs, root, index)
-        return index, checks.loss_factor(root, self._scaled)
+        return index, checks.loss_factor(root, self._scales)
 
     def _after_backward(self, before: tuple) -> None:
-        index, (factor, scale) = before
+        index, factor = before
         trained = self._resolve()
         batches = frozenset(r.batch for r in trained if r.batch is not None)
-        done = Pass(index, factor, batches, applied=self._stepping is not None, scale=scale)
+        examples = max((r.size for r in trained), default=None)
+        done = Pass(index, factor, batches, applied=self._stepping is not None, examples=examples)
         for track in self.tracks:
             if not track.matches(track.before):          # this pass wrote into the track's .grad
                 track.pending.append(done)

@@ -83,13 +83,14 @@ class _Tag:
 class Forward:
     """One grad-enabled forward whose fate is open: its index, which watched model, its mode ("train", "eval",
     "mixed", or "plain train"/"plain eval" for a model without mode-dependent layers), the dataset id and batch
-    identity of its input, whether a backward pass reached it, and the hooks that tell (a plain class: one is
-    made per forward)."""
+    identity of its input and its number of examples, whether a backward pass reached it, and the hooks that tell
+    (a plain class: one is made per forward)."""
 
-    __slots__ = ("index", "model", "training", "source", "batch", "reached", "handles")
+    __slots__ = ("index", "model", "training", "source", "batch", "size", "reached", "handles")
 
-    def __init__(self, index: int, model: int, training: str, source: int | None, batch: object):
+    def __init__(self, index: int, model: int, training: str, source: int | None, batch: object, size: int):
         self.index, self.model, self.training, self.source, self.batch = index, model, training, source, batch
+        self.size = size
         self.reached, self.handles = False, []
 
     def hit(self, grad: torch.Tensor) -> None:

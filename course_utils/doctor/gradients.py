@@ -23,18 +23,14 @@ from torch.nn.parameter import UninitializedParameter
 
 
 class Pass:
-    """One backward pass: its loss multiplier, the data batches it reached, whether any update applied it, and a
-    GradScaler's scale when the loss went through scaler.scale() (a plain class: one is made per backward)."""
+    """One backward pass: its loss multiplier (a GradScaler's scale left out), the data batches it reached, whether
+    any update applied it, and how many examples its micro-batch held (a plain class: one is made per backward)."""
 
-    __slots__ = ("index", "factor", "batches", "applied", "scale")
+    __slots__ = ("index", "factor", "batches", "applied", "examples")
 
     def __init__(self, index: int, factor: float, batches: frozenset, applied: bool = False,
-                 scale: torch.Tensor | None = None):
-        self.index, self.factor, self.batches, self.applied, self.scale = index, factor, batches, applied, scale
-
-    def multiplier(self) -> float:
-        """The loss's multiplier, the GradScaler's scale taken out (read from the device at report time)."""
-        return self.factor if self.scale is None else self.factor / float(self.scale)
+                 examples: int | None = None):
+        self.index, self.factor, self.batches, self.applied, self.examples = index, factor, batches, applied, examples
 
 
 class Window(NamedTuple):

@@ -11,7 +11,8 @@ exit (``Undo``). What is wrapped, and why that way:
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
   ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset), and
   ``Tensor.item`` (see ``readings.py``);
-- torch's global optimizer step hooks, and forward hooks on the watched models.
+- torch's global optimizer step hooks, and forward hooks on the watched models (left out of a pickle or deep
+  copy of the model, so ``torch.save(model)`` and ``copy.deepcopy(model)`` work and carry nothing of the doctor).
 """
 from __future__ import annotations
 
@@ -69,11 +70,28 @@ def _scheduler_classes() -> list[type]:
     return found
 
 
+HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+def _left_out_of_copies(model: torch.nn.Module, hook: int, undo: Undo) -> None:
+    """A pickle or deep copy of a watched model (torch.save(model), copy.deepcopy(model)) is made without the
+    doctor's forward hook, as if the doctor were not there: the model's own __getstate__, hook `hook` left out."""
+    def getstate() -> dict:
+        state = type(model).__getstate__(model)
+        state.pop("__getstate__", None)
+        for name in HOOK_DICTS:
+            if isinstance(state.get(name), dict) and hook in state[name]:
+                state[name] = type(state[name])((k, v) for k, v in state[name].items() if k != hook)
+        return state
+    undo.attribute(model, "__getstate__", getstate)
+
+
 def install(doctor, undo: Undo) -> None:
     """Install every observer of `doctor` (a LoopDoctor); `undo.run()` removes them all."""
     for index, model in enumerate(doctor.models):
         handle = model.register_forward_hook(functools.partial(doctor._on_forward, index), with_kwargs=True)
         undo.push(handle.remove)
+        _left_out_of_copies(model, handle.id, undo)
     for register, hook in [(optim_module.register_optimizer_step_pre_hook, doctor._before_step),
                            (optim_module.register_optimizer_step_post_hook, doctor._after_step)]:
         undo.push(register(hook).remove)

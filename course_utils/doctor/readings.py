@@ -4,7 +4,8 @@ While the doctor watches, ``tensor.item()`` after a forward returns a ``Reading`
 an evaluation (the tensor has no gradient, or the batch came from a dataset nobody has trained on yet; a
 training loss's ``.item()`` stays a plain float): a ``float`` with the same value that also remembers which
 forwards it was read after and how large their batches were. Adding readings keeps that record
-(``total += loss.item()``, ``sum(losses)``); any other arithmetic returns a plain float. Dividing a sum of k
+(``total += loss.item()``, ``sum(losses)``), and so does multiplying by 1 (an average meter's ``val * n`` with the
+default n = 1); any other arithmetic returns a plain float. Dividing a sum of k
 readings by k is the mean of batch means, wrong when the batches differ in size; the doctor is told (and at
 report time checks that those forwards were evaluations), and the quotient is a plain float.
 
@@ -56,6 +57,14 @@ class Reading(float):
     def __radd__(self, other):
         value = float.__radd__(self, other)
         return value if value is NotImplemented else _safely(self._plus, other, value)
+
+    def __mul__(self, other):           # a meter's `val * n` with n = 1 (one unweighted batch) keeps the record
+        value = float.__mul__(self, other)
+        if value is NotImplemented or not (isinstance(other, (int, float)) and other == 1):
+            return value
+        return Reading(value, self.terms, self.sink)
+
+    __rmul__ = __mul__
 
     def __truediv__(self, other):
         value = float.__truediv__(self, other)

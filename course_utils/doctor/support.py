@@ -2,8 +2,8 @@
 
 Each row names the tests that show it: cases of the published-loop corpus (``tests/doctor_published``, a loop
 name stands for all its cases), cases of the learner-style corpus (``tests/doctor_corpus``, marked "learner"),
-or tests in ``tests/test_doctor_support.py``. A test checks that every name exists and that the README holds
-this very table.
+or tests in ``tests/test_doctor_support.py`` and ``tests/test_doctor_devices.py``. A test checks that every name
+exists and that the README holds this very table.
 """
 from __future__ import annotations
 
@@ -28,18 +28,23 @@ SUPPORT = (
      ("nanogpt_train", "examples_word_language_model")),
     ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
      ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
-    ("precision", "float32; bfloat16 autocast and float16 + GradScaler with skipped steps on the CPU",
-     ("learner amp_cpu_scaler_accumulation", "learner amp_fp16_skipped_steps")),
-    ("", "float16 + GradScaler on CUDA (runs only where a GPU is present)",
-     ("test_cuda_fp16_autocast_with_grad_scaler_and_accumulation",)),
+    ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",
+     ("learner amp_cpu_scaler_accumulation", "learner amp_fp16_skipped_steps",
+      "test_grad_scaler_accumulation_judged_by_examples")),
+    ("", "float16 or bfloat16 autocast with a GradScaler on CUDA; gradients and evaluations read on the GPU "
+         "(the same tests, run only where a GPU is present)",
+     ("test_grad_scaler_accumulation_judged_by_examples", "test_weights_bitwise_unchanged_under_autocast_and_a_scaler",
+      "test_gradient_reads_and_evaluation_checks_on_the_device")),
     ("compile", "a `torch.compile`d module: give the doctor the module you call (tested with the aot_eager backend)",
      ("test_compiled_module_is_watched_and_unchanged",)),
 )
 
 
-def support_table() -> str:
-    """The support matrix as a Markdown table (chapter 5 shows it; the README holds a copy)."""
-    lines = ["| what | supported | shown by |", "|---|---|---|"]
+def support_table(shown_by: bool = True) -> str:
+    """The support matrix as a Markdown table: the README's copy names the tests (shown_by); chapter 5 shows the
+    learner's two columns."""
+    lines = ["| what | supported | shown by |", "|---|---|---|"] if shown_by else ["| what | supported |", "|---|---|"]
     for what, supported, tests in SUPPORT:
-        lines.append(f"| {what} | {supported} | {', '.join(f'`{t}`' for t in tests)} |")
+        shown = f" {', '.join(f'`{t}`' for t in tests)} |" if shown_by else ""
+        lines.append(f"| {what} | {supported} |{shown}")
     return "\n".join(lines)

@@ -93,9 +93,9 @@ class UpdateWatch:
 
     def _scale(self, original, scaler, outputs):
         result = original(scaler, outputs)
-        if isinstance(result, torch.Tensor) and result is not outputs and self.failure is None:
-            self._scaled = {k: v for k, v in self._scaled.items() if v[0]() is not None}
-            self._scaled[id(result)] = checks.scaled_entry(result, scaler)
+        pointer = self._guarded(checks.scale_pointer, scaler)
+        if pointer is not None:
+            self._scales.add(pointer)
         return result
 
     def _unscale(self, original, scaler, optimizer):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.optim import lr_scheduler
 
-from course_utils.doctor import keys
+from course_utils.doctor import checks, keys
 from course_utils.doctor.checks import Observations, _passes, _who
 from course_utils.doctor.forwards import KEEP_ROUNDS, Graphs, describe
 from course_utils.doctor.gradients import Track, Window
@@ -92,18 +92,60 @@ def _flush(track: Track, many: bool) -> list[str]:
 
 
 def _unscaled(track: Track, many: bool) -> list[Finding]:
-    bad = []
-    for w in track.windows:
-        if w.batches >= 2:
-            factors = [p.multiplier() for p in w.members]
-            if all(f > 0.99 for f in factors):
-                bad.append((w, factors))
-    if not bad:
+    """The course's accumulation rule (chapters 0, 5, 7): each micro-batch's mean loss is weighted by its share of
+    the window's examples, n_i / n_window, so every update applies the same total weight. Two ways to break it:
+    summing K micro-batch means undivided, and a short window (flushed at an epoch's end) whose losses are still
+    divided by the full window's K."""
+    bad = [(w, [p.factor for p in w.members]) for w in track.windows
+           if w.batches >= 2 and all(p.factor > 0.99 for p in w.members)]
+    if bad:
+        w, factors = bad[0]
+        return [finding("unscaled_accumulation", f"update {w.update}{_who(track, many)}: {w.batches} micro-batches "
+                        f"were summed into .grad on losses that were not divided (each multiplied by "
+                        f"{min(factors):.3g}): the update used {sum(factors):.3g} times the window's mean gradient",
+                        len(bad) + len(_short_windows(track)))]
+    short = _short_windows(track)
+    if not short:
         return []
-    w, factors = bad[0]
-    return [finding("unscaled_accumulation", f"update {w.update}{_who(track, many)}: {w.batches} micro-batches "
-                    f"were summed into .grad on losses that were not divided (each multiplied by {min(factors):.3g}): "
-                    f"the update used {sum(factors):.3g} times the window's mean gradient", len(bad))]
+    w, weight, full, examples = short[0]
+    sizes, first = "+".join(str(p.examples) for p in w.members), w.members[0]
+    return [finding("unscaled_accumulation", f"update {w.update}{_who(track, many)}: a short window of "
+                    f"{_micro(w.batches)} ({sizes} examples) had its losses multiplied by "
+                    f"{', '.join(f'{p.factor:.3g}' for p in w.members)}, as in a full window of {examples} examples: "
+                    f"the update used {weight / full:.3g} times the weight of a full one; each micro-batch's mean "
+                    f"loss should carry its share of its window's examples (here {first.examples}/"
+                    f"{sum(p.examples for p in w.members)} for the first)", len(short))]
+
+
+def _micro(n: int) -> str:
+    return f"{n} micro-batch{'' if n == 1 else 'es'}"
+
+
+WEIGHT_TOLERANCE = 0.02     # loss factors are exact constants: a window's total weight off by more is a choice
+
+
+def _short_windows(track: Track) -> list[tuple[Window, float, float, int]]:
+    """Windows holding fewer examples than the loop's full windows whose losses carry less total weight (sum of
+    the loss factors) than a full window's, when every full window carries the same: (window, its total weight,
+    a full window's, a full window's examples)."""
+    typical = _typical(track.windows)
+    if typical < 2:
+        return []                      # no accumulation
+    known = [w for w in track.windows if all(p.examples for p in w.members)]
+    full = [w for w in known if w.batches == typical]
+    if not full:
+        return []
+    weights = sorted(sum(p.factor for p in w.members) for w in full)
+    middle = weights[len(weights) // 2]
+    if middle <= 0 or weights[-1] - weights[0] > WEIGHT_TOLERANCE * middle:
+        return []                      # full windows weighted differently from one another: no rule to judge by
+    examples = max(sum(p.examples for p in w.members) for w in full)
+    found = []
+    for w in known:
+        weight = sum(p.factor for p in w.members)
+        if sum(p.examples for p in w.members) < examples and weight < (1 - WEIGHT_TOLERANCE) * middle:
+            found.append((w, weight, middle, examples))
+    return found
 
 
 def _schedule_cadence(doctor: Doctor) -> list[Finding]:
@@ -214,6 +256,8 @@ def findings(doctor: Doctor) -> tuple[Finding, ...]:
     """All findings: leakage first, then what was seen as it happened, then the whole-run checks."""
     obs, tracks = doctor.obs, doctor.tracks
     many = len(tracks) > 1
+    if obs.outside and "head_after_optimizer" not in obs.events:
+        checks.outside_optimizers(obs, tracks)
     result = _leakage(doctor)
     events = dict(obs.events)
     validation = val_sources(doctor)

@@ -208,18 +208,21 @@ _ENTRIES = [
         "T_max batches and then, being periodic, climbs back: the lr follows a cosine wave with a period of "
         "2·T_max batches instead of falling once over the run.",
         "Step an epoch-based scheduler once per epoch, after the batch loop."),
-    Bug("unscaled_accumulation", "Accumulating without dividing the loss", "compute_loss", "unscaled",
+    Bug("unscaled_accumulation", "Accumulating with misweighted losses", "compute_loss", "unscaled",
         "Each window's gradient is the sum of its K micro-batch means, not their mean: the first update's "
         "gradient norm is exactly K times the healthy one (r times in a final window of r). For SGD that "
         "is a K-fold learning rate. Adam barely notices: dividing by the gradient's RMS cancels a constant "
-        "factor, up to eps.",
-        "Divide each micro-batch's loss by the window's size before backward()."),
+        "factor, up to eps. The mirror image: an epoch's short last window of r micro-batches flushed with "
+        "every loss still divided by K is an update with r/K of the weight.",
+        "Weight each micro-batch's mean loss by its share of the window's examples, n_i / n_window, before "
+        "backward() (1/K only in a full window of equal batches)."),
     Bug("accumulation_without_flush", "Accumulation without the end-of-epoch flush", "optimizer_step",
         "no_flush",
         "With only `if (i + 1) % K == 0: step()`, an epoch of n micro-batches makes floor(n/K) updates "
-        "instead of ceil(n/K); the last partial window's gradients are wiped by the next zero_grad() "
-        "and never used (chapter 0's 78 instead of 79).",
-        "Also step after an epoch's last micro-batch (arithmetic.is_update_step)."),
+        "instead of ceil(n/K); the last partial window's gradients are either wiped by the next zero_grad() "
+        "and never used (chapter 0's 78 instead of 79) or, with zero_grad after each step, added into the "
+        "next epoch's first update, which then sums more than K micro-batches.",
+        "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`."),
     Bug("mean_of_batch_means", "Averaging validation by batch", "average", "batch",
         "The mean of per-batch means weights a small last batch like a full one: validation loss and "
         "accuracy are off whenever the validation set is not a multiple of the batch size (exact when it is).",

@@ -459,8 +459,10 @@ display(Markdown(reference_markdown()))
 # Its assumptions, which decide when it can be wrong:
 #
 # - a **micro-batch** is one batch of data (the first forward after a DataLoader hands out a batch). Several
-#   backward passes on one batch, like a GAN's real and fake losses, are one micro-batch; K micro-batches
-#   summed into one update should each have their loss divided by K;
+#   backward passes on one batch, like a GAN's real and fake losses, are one micro-batch. Accumulation follows
+#   chapter 0's rule: each micro-batch's mean loss is weighted by its share of the window's examples,
+#   n_i / n_window, so every update carries the same weight (dividing by K is that rule only in a full window
+#   of equal batches);
 # - an **evaluation** is a forward under `no_grad`, or one that no backward ever reaches; train mode matters
 #   only if the model has a layer that behaves differently in eval mode (dropout, BatchNorm);
 # - a graph is **kept** when it is still alive two updates after its forward, two of them at once;
@@ -522,7 +524,7 @@ def articles_loop(model, optimizer, scheduler, train, val, epochs=8):
 
 
 model, optimizer, scheduler, train, val = fresh()
-with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+with LoopDoctor(model) as doctor:
     articles_loop(model, optimizer, scheduler, train, val)
 print(doctor.report())
 print("validation accuracy:", accuracy(model, val))
@@ -536,6 +538,38 @@ model, optimizer, scheduler, train, val = fresh()
 articles_loop(model, optimizer, scheduler, train, val)
 print("weights bitwise equal with and without the doctor:",
       all(torch.equal(a, b) for a, b in zip(healthy, model.parameters())))
+
+# %% [markdown]
+# And it leaves nothing behind, even when the loop raises: below, a loop stops with an error in its second
+# epoch. After the block, `backward`, `tensor.item()` and the model's hooks are torch's own again, and torch's
+# random generator is where the same loop left it without the doctor.
+
+# %%
+def loop_that_raises(model, optimizer, train):
+    for epoch in range(2):
+        for i, (xb, yb) in enumerate(train):
+            if epoch == 1 and i == 3:
+                raise ValueError("a bug in the loop")
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+
+
+originals = (torch.autograd.backward, torch.Tensor.item)
+model, optimizer, scheduler, train, val = fresh()
+try:
+    loop_that_raises(model, optimizer, train)
+except ValueError:
+    bare_rng = torch.get_rng_state()
+model, optimizer, scheduler, train, val = fresh()
+try:
+    with LoopDoctor(model):
+        loop_that_raises(model, optimizer, train)
+except ValueError as error:
+    print("the loop's own error came through:", type(error).__name__)
+print("backward and item are torch's own again:", (torch.autograd.backward, torch.Tensor.item) == originals)
+print("hooks left on the model:", len(model._forward_hooks))
+print("torch's random generator where the bare loop left it:", torch.equal(torch.get_rng_state(), bare_rng))
 
 # %% [markdown]
 # Now a loop as it often comes out on a first try: the scheduler sits inside the batch loop, validation
@@ -558,7 +592,7 @@ def monday_loop(model, optimizer, scheduler, train, val, epochs=8):
 
 
 model, optimizer, scheduler, train, val = fresh()
-with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+with LoopDoctor(model) as doctor:
     monday_loop(model, optimizer, scheduler, train, val)
 print(doctor.report())
 print("validation accuracy:", accuracy(model, val))
@@ -566,28 +600,33 @@ print("validation accuracy:", accuracy(model, val))
 # %% [markdown]
 # Gradient accumulation as the articles print it: the loss divided by K, a step every K micro-batches, no
 # flush at the epoch's end. With 10 micro-batches an epoch and K = 4, the last two of each epoch spill
-# into the next epoch's first window. Then the same loop with the flush, and a split that leaks.
+# into the next epoch's first window. The flush alone is not the fix: its short window (32 + 12 examples)
+# still divides by 4 and carries half the weight of a full one. Weighting by the window's examples is.
+# Then a split that leaks.
 
 # %%
-def accumulation_loop(model, optimizer, train, epochs=3, K=4, flush=False):
+def accumulation_loop(model, optimizer, train, epochs=3, K=4, flush=False, by_examples=False):
     model.train()
+    n, B = len(train.dataset), train.batch_size
     for epoch in range(epochs):
         for i, (xb, yb) in enumerate(train):
-            loss = nn.functional.cross_entropy(model(xb), yb) / K
+            window = min(K * B, n - (i - i % K) * B)          # examples in this micro-batch's window
+            weight = len(yb) / window if by_examples else 1 / K
+            loss = nn.functional.cross_entropy(model(xb), yb) * weight
             loss.backward()
             if (i + 1) % K == 0 or (flush and i + 1 == len(train)):
                 optimizer.step()
                 optimizer.zero_grad()
 
 
-for flush in (False, True):
+for flush, by_examples in ((False, False), (True, False), (True, True)):
     model, optimizer, scheduler, train, val = fresh()
-    with LoopDoctor(model, optimizer, train_data=train) as doctor:
-        accumulation_loop(model, optimizer, train, flush=flush)
-    print(f"flush={flush}:", doctor.report(), "\n")
+    with LoopDoctor(model) as doctor:
+        accumulation_loop(model, optimizer, train, flush=flush, by_examples=by_examples)
+    print(f"flush={flush}, weighted by examples={by_examples}:", doctor.report(), "\n")
 
 model, optimizer, scheduler, train, val = fresh(leak=0.3)
-with LoopDoctor(model, optimizer, scheduler, train_data=train, val_data=val) as doctor:
+with LoopDoctor(model) as doctor:
     articles_loop(model, optimizer, scheduler, train, val)
 print(doctor.report())
 
@@ -597,10 +636,11 @@ print(doctor.report())
 # The course's tests run the doctor on the training loops of public repositories (PyTorch's examples and
 # tutorials, nanoGPT, minGPT, a popular CIFAR repository, d2l, Hugging Face accelerate; `tests/doctor_published`),
 # each re-expressed in our own code with its structure intact, as published and with realistic bugs written in,
-# and check that the weights come out bitwise the same. Some of the published loops have a real bug. Here is one,
-# in the shape of PyTorch's own *Quickstart* tutorial (`beginner_source/basics/quickstart_tutorial.py`): its
-# training function clears the gradients after the step, and its test function adds up each batch's mean loss and
-# divides by the number of batches. Written in our own code, on our spiral:
+# and check that the weights come out bitwise the same. Some of the published loops have a real bug. Here is a
+# small one, in the shape of PyTorch's own *Quickstart* tutorial (`beginner_source/basics/quickstart_tutorial.py`):
+# its test function adds up each batch's mean loss and divides by the number of batches. (Its training function
+# clears the gradients after the step, which is correct: chapter 3 showed that order.) Written in our own code, on
+# our spiral:
 
 # %%
 def tutorial_style_train(loader, model, loss_fn, optimizer):
@@ -633,10 +673,26 @@ print("validation batch sizes:", [len(yb) for _, yb in val])
 
 # %% [markdown]
 # The tutorial's test loss is the mean of its batch means: with 150 validation points in batches of 64, the last
-# batch of 22 counts as much as a full one, and so does the last batch of the tutorial's own test set:
+# batch of 22 counts as much as a full one. How much that moves the number follows from the batch sizes alone:
+# the mean of k batch means minus the per-example mean is c · (last batch's mean − the full batches' mean), with
+# c = 1/k − n_last/N. Checked on the spiral, then c for the tutorial's own test set:
 
 # %%
-print("FashionMNIST's 10,000 test images in batches of 64 end with a batch of", 10_000 % 64)
+def mean_of_means_gap(sizes):
+    """c in: mean of batch means - per-example mean = c * (last batch's mean - full batches' mean)."""
+    return 1 / len(sizes) - sizes[-1] / sum(sizes)
+
+
+sizes = [len(yb) for _, yb in val]
+model.eval()
+with torch.no_grad():
+    means = [nn.functional.cross_entropy(model(xb), yb).item() for xb, yb in val]
+gap = sum(means) / len(means) - sum(m * n for m, n in zip(means, sizes)) / sum(sizes)
+c = mean_of_means_gap(sizes)
+print(f"spiral, batches {sizes}: c = {c:.3f}; the gap equals c x (last - full):",
+      abs(gap - c * (means[-1] - sum(means[:-1]) / len(means[:-1]))) < 1e-9)
+print(f"FashionMNIST's 10,000 test images in batches of 64 (the last of {10_000 % 64}): "
+      f"c = {mean_of_means_gap([64] * 156 + [16]):.4f}, half a percent of the gap between its last batch and the rest")
 
 # %% [markdown]
 # Weighting each batch by its size is the fix, and the doctor then finds nothing:
@@ -659,19 +715,21 @@ with LoopDoctor(model) as doctor:
 print(doctor.report())
 
 # %% [markdown]
-# What the doctor supports, each row shown by a test of the course (a loop name stands for all its runs in
-# `tests/test_doctor_published.py`; "learner" marks a loop of `tests/doctor_corpus`):
+# What the doctor supports (each row is shown by tests of the course; the README names them):
 
 # %%
 from course_utils.doctor.support import support_table
-display(Markdown(support_table()))
+display(Markdown(support_table(shown_by=False)))
 
 # %% [markdown]
 # What it cannot see: forwards through `model.forward(x)` instead of `model(x)`; averages taken with `np.mean` or
 # `float(tensor)` instead of a Python sum of `.item()` values; leakage hidden behind a dataset with no raw storage
 # whose copies are augmented differently per split; clipping written by hand. Training with the whole model in eval
-# mode on purpose is reported as a missing `train()` (freezing only the BatchNorm layers is not). The report says
-# when it could not run a check (no data seen, no optimizer step, no epoch ended).
+# mode on purpose is reported as a missing `train()` (freezing only the BatchNorm layers is not). A loss that ends
+# in its own division by a tensor (a hand-written mean such as `sum / mask.sum()`) hides an undivided accumulation.
+# And one false alarm it can raise: a GAN trained without a DataLoader and watched on the discriminator alone is
+# charged misweighted accumulation, since each batch of fakes looks like a micro-batch; watch both models. The
+# report says when it could not run a check (no data seen, no optimizer step, no epoch ended).
 
 # %% [markdown]
 # ## Exercises: write it yourself

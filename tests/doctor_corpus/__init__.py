@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -100,6 +101,13 @@ BUGGY = [
     _case("scheduler_at_epoch_start", buggy.scheduler_at_epoch_start, "scheduler_before_optimizer",
           scheduler=SCHEDULES["step2"], epochs=3),
     _case("accumulation_undivided", buggy.accumulation_undivided, "unscaled_accumulation", **ACCUM),
+    # added with issue 33: the epoch's short last window flushed with every loss still divided by K
+    _case("flush_divided_by_k", partial(correct.accumulation_with_flush, by_k=True), "unscaled_accumulation",
+          epochs=3, **ACCUM),
+    _case("amp_cpu_scaler_flush_divided_by_k", partial(correct.amp_cpu_scaler_accumulation, by_k=True),
+          "unscaled_accumulation", scheduler=SCHEDULES["cosine_epochs"], optimizer="adam", **ACCUM),
+    _case("regularised_flush_divided_by_k", partial(correct.regularised_accumulation, by_k=True),
+          "unscaled_accumulation", **ACCUM),
     _case("amp_scaler_accumulation_undivided", buggy.amp_scaler_accumulation_undivided, "unscaled_accumulation",
           optimizer="adam", **ACCUM),
     _case("seed_accumulation_no_flush", buggy.seed_accumulation_no_flush, "accumulation_without_flush", epochs=3,

@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.optim import lr_scheduler
 
-from tests.doctor_corpus.setups import Setup
+from tests.doctor_corpus.setups import Setup, share
 
 
 def _evaluate(model, loader, loss_fn):
@@ -96,13 +96,13 @@ def seed_plateau(s: Setup) -> None:
         s.scheduler.step(val_loss)
 
 
-def accumulation_with_flush(s: Setup, accum_steps: int = 4) -> None:
+def accumulation_with_flush(s: Setup, accum_steps: int = 4, by_k: bool = False) -> None:
     """Seed 000's accumulation, plus the end-of-epoch flush; zero_grad after the step."""
     n = len(s.train_loader)
     s.model.train()
     for epoch in range(s.epochs):
         for i, (xb, yb) in enumerate(s.train_loader):
-            loss = s.loss_fn(s.model(xb), yb) / accum_steps
+            loss = s.loss_fn(s.model(xb), yb) * share(s.train_loader, i, accum_steps, len(yb), by_k)
             loss.backward()
             if (i + 1) % accum_steps == 0 or i + 1 == n:
                 s.optimizer.step()
@@ -128,7 +128,7 @@ def accumulation_weighted(s: Setup, accum_steps: int = 4) -> None:
         _validate(s.model, s.val_loader, s.loss_fn)
 
 
-def amp_cpu_scaler_accumulation(s: Setup, accum_steps: int = 2) -> None:
+def amp_cpu_scaler_accumulation(s: Setup, accum_steps: int = 2, by_k: bool = False) -> None:
     """Seed 000's production loop on the CPU: bf16 autocast, a GradScaler, accumulation, clipping on updates."""
     scaler = torch.amp.GradScaler("cpu")
     n = len(s.train_loader)
@@ -136,7 +136,7 @@ def amp_cpu_scaler_accumulation(s: Setup, accum_steps: int = 2) -> None:
         s.model.train()
         for i, (xb, yb) in enumerate(s.train_loader):
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = s.loss_fn(s.model(xb), yb) / accum_steps
+                loss = s.loss_fn(s.model(xb), yb) * share(s.train_loader, i, accum_steps, len(yb), by_k)
             scaler.scale(loss).backward()
             if (i + 1) % accum_steps == 0 or i + 1 == n:
                 scaler.unscale_(s.optimizer)
@@ -347,14 +347,15 @@ def two_views_label_smoothing(s: Setup) -> None:
         _validate(s.model, s.val_loader, s.loss_fn)
 
 
-def regularised_accumulation(s: Setup, accum_steps: int = 4, weight_decay: float = 1e-4) -> None:
-    """Accumulation where each term of a loss + L2 penalty is divided by K separately, with the flush."""
+def regularised_accumulation(s: Setup, accum_steps: int = 4, weight_decay: float = 1e-4, by_k: bool = False) -> None:
+    """Accumulation where each term of a loss + L2 penalty is weighted separately, with the flush."""
     n = len(s.train_loader)
     for epoch in range(s.epochs):
         s.model.train()
         for i, (xb, yb) in enumerate(s.train_loader):
             penalty = sum((p ** 2).sum() for p in s.model.parameters())
-            loss = s.loss_fn(s.model(xb), yb) / accum_steps + weight_decay * penalty / accum_steps
+            weight = share(s.train_loader, i, accum_steps, len(yb), by_k)
+            loss = s.loss_fn(s.model(xb), yb) * weight + weight_decay * penalty * weight
             loss.backward()
             if (i + 1) % accum_steps == 0 or i + 1 == n:
                 s.optimizer.step()

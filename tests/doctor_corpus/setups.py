@@ -64,3 +64,12 @@ def regression_setup(seed: int = 0) -> Setup:
     val = DataLoader(TensorDataset(x[80:], y[80:, None]), batch_size=16)
     torch.manual_seed(seed + 1)
     return Setup(model, opt, None, train, val, nn.MSELoss(), 3)
+
+
+def share(loader, i: int, k: int, n: int, by_k: bool = False) -> float:
+    """Chapter 0's weight of micro-batch i (n examples) in windows of k: its share of the window's examples
+    (by_k: 1/k, the rule the articles print, wrong for the epoch's short last window)."""
+    if by_k:
+        return 1 / k
+    start = (i - i % k) * loader.batch_size
+    return n / min(k * loader.batch_size, len(loader.dataset) - start)

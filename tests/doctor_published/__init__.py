@@ -1,4 +1,4 @@
-"""The loop doctor on published training loops (chapters 5, 9): the issue-23 corpus.
+"""The loop doctor on published training loops (chapters 5, 9): the corpus of issues 23 and 33.
 
 Each module here mirrors one training loop of a public repository (its header names the repository, path,
 commit and date): the loop's structure, data forms and real bugs, re-expressed in the course's own code (no
@@ -30,7 +30,12 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "examples_vae", "examples_regression", "tutorials_quickstart", "tutorials_transfer_learning",
          "tutorials_seq2seq", "nanogpt_train", "mingpt_trainer", "kuangliu_cifar", "d2l_trainer", "d2l_train_ch6",
          "accelerate_nlp_example", "accelerate_cv_example", "examples_siamese",
-         "examples_reinforce")
+         "examples_reinforce",
+         # added with issue 33
+         "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train",
+         "transformers_glue_no_trainer", "vision_classification", "monai_densenet_training",
+         "examples_super_resolution", "examples_imagenet", "yunjey_gan",
+         "yunjey_language_model", "examples_mnist_rnn")
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 

@@ -83,7 +83,9 @@ from tests.doctor_published import variant  # noqa: E402
 
 ACCUMULATE = ('"seed": 42, "batch": 8}', '"seed": 42, "batch": 24}')
 VARIANTS = [
-    variant("batch_size_24_accumulates", "accumulation_without_flush", ACCUMULATE),
+    # `step % accumulate == 0` steps at step 0 on one micro-batch whose loss was divided by 3: by the course's
+    # rule (each micro-batch weighted by its share of the window's examples) that update is 3x too small
+    variant("batch_size_24_accumulates", {"accumulation_without_flush", "unscaled_accumulation"}, ACCUMULATE),
     variant("loss_not_divided_when_accumulating", {"unscaled_accumulation", "accumulation_without_flush"},
             ACCUMULATE, ("                loss = loss / accumulate\n", "")),
     variant("evaluation_in_train_mode", "eval_in_train_mode", ("            classifier.eval()\n", "")),
