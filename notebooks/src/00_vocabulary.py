@@ -82,7 +82,7 @@ plt.show()
 # Now accumulate K = 4 micro-batches per update. The effective batch is 32 × 4 = 128. The number
 # of forward passes does not change; the number of updates drops to about a quarter.
 
-# %%
+# %% tags=["answers-count-updates"]
 accum = training_arithmetic(N, B, E, accum_steps=4)
 for name in ["effective_batch_size", "iters_per_epoch", "updates_per_epoch", "total_micro_steps",
              "total_weight_updates", "total_examples_seen"]:
@@ -130,7 +130,7 @@ for when in [100, 1_000]:
 # the run's 237 updates, but the loop calls `scheduler.step()` after every micro-batch instead of after
 # every update:
 
-# %%
+# %% tags=["answers-step-ambiguous"]
 def lr_after(calls: int, total_updates: int) -> float:
     """The lr of a cosine schedule sized for `total_updates`, after `calls` scheduler steps."""
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
@@ -159,7 +159,7 @@ print(f"  stepped per micro-batch: lr = {lr_after(K * (total // 4), total):.4f} 
 # loops: naive (the leftover leaks), naive with `zero_grad()` at each epoch start (the leftover
 # is wiped), and flushing.
 
-# %%
+# %% tags=["answers-accum-remainder"]
 def count_updates(n_examples: int, batch_size: int, k: int, epochs: int, ending: str):
     """Run a real accumulation loop; return updates per epoch and how many micro-batches each update summed."""
     torch.manual_seed(0)
@@ -286,7 +286,7 @@ print("dropout, each side averaged over 50 masks: gap below half the one-mask ga
 # yields one `StepEvent` per micro-batch) flushes and weights windows this way. Here is its count
 # from a real training run on the spiral: 600 examples, batch 32, K = 4.
 
-# %%
+# %% tags=["answers-accum-weighting"]
 from course_utils.engine.session import TrainConfig, run
 from course_utils.engine.loop import StepEvent
 
@@ -303,7 +303,7 @@ print("calculator, updates per epoch:", config.arithmetic().updates_per_epoch,
 # the data. `DistributedSampler` gives each rank ⌈N / W⌉ indices and, when N does not divide
 # evenly, pads by repeating the first indices so every rank runs the same number of steps.
 
-# %%
+# %% tags=["answers-world-size"]
 toy = TensorDataset(torch.arange(10))
 for rank in range(4):
     shard = list(DistributedSampler(toy, num_replicas=4, rank=rank, shuffle=False))

@@ -49,7 +49,7 @@ print("squares[7]   =", squares[7])
 # The `DataLoader` asks the dataset for examples by index, groups them into batches and stacks
 # each batch into tensors. Its settings, with the defaults read from torch's own signature:
 
-# %%
+# %% tags=["answers-dataloader-defaults"]
 from course_utils.chapters.ch01_pipeline import dataloader_defaults
 
 for name, default in dataloader_defaults().items():
@@ -125,7 +125,7 @@ for shuffle in (False, True):
 #
 # So one epoch has ceil(100 / 16) = 7 batches. Let us compute it, then ask a real DataLoader.
 
-# %%
+# %% tags=["answers-batch-count"]
 import math
 
 from course_utils.chapters.ch01_pipeline import trace_pipeline
@@ -157,7 +157,7 @@ print("(the pipeline view in section 6 shows every batch)")
 # permutation. Over many epochs an example is very likely to be seen: it sits out a given epoch
 # with probability 4/100, so all E epochs with probability 0.04^E. Three epochs of one loader:
 
-# %%
+# %% tags=["answers-drop-last"]
 dropping = trace_pipeline(N, B, shuffle=True, drop_last=True, seed=0, epochs=3)
 print("batches per epoch:", dropping.num_batches, "| sizes:", dropping.batch_sizes)
 for e in dropping.epochs:
@@ -266,7 +266,7 @@ print(f"3 epochs, 2 workers: started every epoch {sig(fresh, 2)} s, persistent {
 # A class defined in a notebook lives in `__main__`, which they cannot import, so the loader fails.
 # Linux uses fork by default, but we can ask for spawn and watch it fail:
 
-# %%
+# %% tags=["answers-workers-start-method"]
 import torch.multiprocessing as mp
 
 print("worker start method here:", mp.get_start_method())
@@ -412,7 +412,7 @@ for name, kwargs in cases:
 # can run in the background with `batch.to("cuda", non_blocking=True)`. Without an accelerator
 # there is no such copy: torch ignores the flag and says so.
 
-# %%
+# %% tags=["answers-pin-memory"]
 import warnings
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -448,7 +448,7 @@ print("\n".join(gpu_figures.pinned_lines()))
 # 2 workers, then with each worker keeping only its share (`get_worker_info()` tells a worker its
 # `id` and the number of workers; in the main process it returns None).
 
-# %%
+# %% tags=["answers-iterable-workers-duplicate"]
 from collections import Counter
 
 from course_utils.chapters.ch01_pipeline import NumberStream

@@ -37,7 +37,7 @@ for shuffle in (False, True):
 # We train the same MLP, with the same seed, for 5 epochs on the 600 points: once in sorted order,
 # once shuffled. Then we measure loss and accuracy on the whole training set.
 
-# %%
+# %% tags=["answers-why-shuffle"]
 import math
 
 import matplotlib.pyplot as plt
@@ -178,7 +178,7 @@ except ValueError as err:
 # And passing the two **class** weights where per-example weights belong. Nothing fails: the
 # sampler reads `[1/900, 1/100]` as the weights of examples 0 and 1, and draws only those two.
 
-# %%
+# %% tags=["answers-weighted-sampler"]
 wrong = WeightedRandomSampler(class_w, num_samples=1000, replacement=True, generator=torch.Generator().manual_seed(0))
 print("indices drawn with class weights:", sorted(set(wrong)))
 
@@ -239,7 +239,7 @@ sampling_strategies(batch_size=32, n_batches=30)
 # In a real multi-GPU script each process builds its own sampler with its rank, and calls
 # `set_epoch` before each epoch. Here one process plays the four ranks:
 
-# %%
+# %% tags=["answers-distributed-padding"]
 from torch.utils.data import DistributedSampler
 
 for rank in range(4):
@@ -275,7 +275,7 @@ print("drop_last=True:", dropping.shards, "| dropped:", dropping.dropped, "| pad
 # you tell it with `sampler.set_epoch(epoch)` before each epoch. Forget it, and every epoch repeats
 # the first epoch's order. Rank 0 of 2, 12 examples, 3 epochs:
 
-# %%
+# %% tags=["answers-set-epoch"]
 from course_utils.chapters.ch02_sampling import rank_orders
 
 for call in (False, True):
@@ -361,7 +361,7 @@ except RuntimeError as err:
 #
 # Here it is, written out: the function you pass as `collate_fn`.
 
-# %%
+# %% tags=["answers-pad-collate"]
 from course_utils.engine.data import PAD_ID, make_sequences
 
 
@@ -405,7 +405,7 @@ print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
 # **Bucketing** groups sequences of similar length into the same batch: shuffle, take a pool of
 # 8 batches' worth, sort the pool by length, cut it into batches, then shuffle the batches.
 
-# %%
+# %% tags=["answers-bucketing"]
 from course_utils.chapters.ch02_sampling import padding_stats
 
 for bucketing in (False, True):

@@ -50,7 +50,7 @@ print("Linear: two train passes differ, two eval passes differ:", train_eval_dif
 # The two you meet in every model are Dropout and BatchNorm. Dropout first. Input [0.8, 1.2, 0.3, 0.9], p = 0.5. In train mode each value is zeroed with
 # probability 0.5, and the survivors are scaled by 1/(1 − p) = 2 so the expected sum stays the same.
 
-# %%
+# %% tags=["answers-eval-dropout"]
 demo = dropout_demo((0.8, 1.2, 0.3, 0.9), p=0.5, passes=2)
 for i, out in enumerate(demo.train_passes, 1):
     print(f"train pass {i}: {list(out)}")
@@ -76,7 +76,7 @@ print("mask", mask.tolist(), "-> output", [sig(v) for v in (x4 * mask / (1 - p))
 # BatchNorm next. In train mode it normalises with the mean and variance *of this batch*.
 # In eval mode it uses the running averages it collected during training.
 
-# %%
+# %% tags=["answers-eval-batchnorm"]
 bn = batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean=3.0, running_var=4.0)
 print("batch statistics:   mean", bn.batch_mean, " var", bn.batch_var, "-> train-mode output", list(bn.train_out))
 print("running statistics: mean", bn.running_mean, " var", bn.running_var, "-> eval-mode output ", list(bn.eval_out))
@@ -112,7 +112,7 @@ for batch in [(1.0, 5.0), (100.0, 100.5), (3.0,)]:
 #
 # The two switches are independent. `eval()` does not stop gradients:
 
-# %%
+# %% tags=["answers-no-grad-vs-eval"]
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
 splits = spiral_splits(600, 300)
@@ -169,7 +169,7 @@ print(f"evaluation under no_grad:     {without:,} bytes")
 # Each tensor is counted once, even when two operations save it (a ReLU output is saved by the ReLU and
 # by the next Linear); the weights are not counted, they live anyway.
 
-# %%
+# %% tags=["answers-no-grad-memory"]
 n = len(ys)
 parts = [("input x (by the first Linear)", n * 2 * 4), ("ReLU output, layer 1", n * 64 * 4),
          ("ReLU output, layer 2", n * 64 * 4), ("log-probabilities (log_softmax)", n * 3 * 4),
@@ -184,7 +184,7 @@ print(f"  {'sum':34s} {sum(b for _, b in parts):>8,} bytes | measured {with_grad
 # `torch.inference_mode()` is a stricter `no_grad`: it also skips autograd's bookkeeping on the tensors it makes.
 # The price: those *inference tensors* have two real restrictions outside the block. Here are the actual errors.
 
-# %%
+# %% tags=["answers-inference-mode"]
 for case, outcome in inference_mode_errors().items():
     print(f"{case:34s} {outcome}")
 
@@ -255,7 +255,7 @@ print(f"7B training with torch.autocast, at its peak: {plain_amp / 1e9:g} GB + 1
 # A loader returns the mean loss of each batch. The mean of those means is biased when the last batch is smaller.
 # By hand: batch means 1.0, 1.0, 4.0 with sizes 4, 4, 1.
 
-# %%
+# %% tags=["answers-eval-average"]
 avg = average_losses([1.0, 1.0, 4.0], [4, 4, 1])
 print("per example (weighted):", sig(avg.per_example), "| mean of batch means:", sig(avg.per_batch))
 
@@ -328,7 +328,7 @@ predict(4, "ddp-padding")
 # first indices, and deals them out, so rank r's j-th example is slot r + j·W and it is a copy exactly when
 # r + j·W ≥ N. For N = 10, W = 4:
 
-# %% tags=["answers-eval-ddp-padding-duplicates"]
+# %%
 from course_utils.chapters.ch04_ranks import padding_layout
 from course_utils.engine.rank_shards import real_slots
 
@@ -422,7 +422,7 @@ print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r i
 # `course_evaluate` (the engine's `evaluate`) leaves the model in eval mode. If the next epoch starts
 # without `model.train()`, dropout stays off and the model trains without the regularisation you asked for.
 
-# %%
+# %% tags=["answers-forgot-train"]
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
 course_evaluate(model, splits.val)
