@@ -727,6 +727,32 @@ print("CosineAnnealingLR stepped per update: climbs back up",
       sum(b > a for a, b in zip(cosine, cosine[1:])), "times (the cosine is periodic past T_max)")
 
 # %% [markdown]
+# ### Warmup: why, and for how long
+#
+# Many recipes start the learning rate near zero and ramp it up over the first updates (exercise 7.3 below
+# builds warmup + cosine). Why would the start need a smaller rate than the middle? Adam's own steps say.
+
+# %%
+predict(7, "warmup")
+
+# %% tags=["answers-warmup-why", "answers-warmup-how-long"]
+from course_utils.chapters.ch07_warmup import warmup
+
+with answer(7, "warmup"):
+    print(warmup().text())
+
+# %% [markdown]
+# Adam moves each weight by lr · m / √v. At the first update both running averages hold one gradient, so the
+# ratio is ±1: every weight with a gradient moves by the full learning rate, however small or noisy its
+# gradient. Those first steps are the largest of the run and the least informed. Warmup scales them down
+# until the averages hold some history.
+#
+# How long? Here, the mean step fell below a quarter of the first one within 10 to 80 updates on every seed:
+# that is the scale of warmup this run needs. In general it grows with Adam's memory: β₂ = 0.999 averages
+# about 1 / (1 − β₂) = 1,000 squared gradients, which is why recipes for long runs often warm up for
+# hundreds to thousands of updates. Measure it on your run as above, and warm up for about as long as the steps take to settle.
+
+# %% [markdown]
 # ## 12. Logging: TensorBoard
 #
 # **Problem:** you cannot see what a run is doing. **Lines:** a `SummaryWriter(DIR/tb)` on rank 0 and one
