@@ -43,4 +43,4 @@ def test_unknown_predictions_and_bad_ids_raise(tmp_path):
     with pytest.raises(KeyError):
         prediction(6, "no-such-experiment")
     with pytest.raises(ValueError, match="no question bank"):
-        prediction_bank(3)
+        prediction_bank(42)
