@@ -280,3 +280,6 @@ RIGHT = {
     "warmup_cosine_lr": [(wc_torch,)], "clip_gradients": [(cg_torch,)],
     "race_to_target": [(rt_inference_float32,)], "examples_processed": [(ep_loop,)],
 }
+from tests import exercise_snapshot_cases as _snapshot  # noqa: E402 - exercise 5.3 lives in its own module
+
+RIGHT["snapshot"] = _snapshot.RIGHT

@@ -799,3 +799,6 @@ WRONG = {
                            ("drop_last ignored", (ep_ignores_drop_last,), "never trained on"),
                            ("a float", (ep_float,), "not a whole number")],
 }
+from tests import exercise_snapshot_cases as _snapshot  # noqa: E402 - exercise 5.3 lives in its own module
+
+WRONG["snapshot"] = _snapshot.WRONG

@@ -25,7 +25,7 @@ def test_a_growing_gradient_norm_is_missing_zero_grad():
     h, b = [e.grad_norm for e in healthy], [e.grad_norm for e in bugged]
     third = len(b) // 3
     early = b[:2 * third]
-    assert all(later > earlier for earlier, later in zip(early[::3], early[3::3]))   # climbs steadily
+    assert all(later > earlier for earlier, later in zip(early[::3], early[3::3]))   # climbs in trend
     assert median(b[-third:]) > 8 * median(h[-third:])                                  # ~10x the healthy norm
     assert bugged[third].loss < healthy[third].loss                                     # at first falls faster
     swing = lambda steps: max(e.loss for e in steps[-third:]) - min(e.loss for e in steps[-third:])

@@ -38,16 +38,16 @@ def _loss(model: nn.Module, data, train_mode: bool) -> float:
 
 @dataclass(frozen=True)
 class EpochEnd:
-    """The four losses of one epoch: logged (train mode, mean over the epoch), and the end-of-epoch model's."""
+    """One epoch of a dropout run: the logged loss, the same batches without dropout, the end-of-epoch losses."""
 
-    logged: float          # what a loop prints: the mean of the epoch's training batch losses
-    end_train_mode: float  # the end-of-epoch model on the whole training set, dropout on
-    end_eval_mode: float   # the same, dropout off (measured the way validation is)
+    logged: float          # what a loop prints: the epoch's batch losses (train mode, dropout on), per example
+    logged_eval: float     # the same batches, same weights, each measured in eval mode just before its step
+    end_train: float       # the end-of-epoch model on the whole training set, eval mode (the way validation is)
     val: float             # validation loss, eval mode
 
 
-def epoch_ends(seed: int, dropout: float, epochs: int = 3) -> list[EpochEnd]:
-    """Train the spiral MLP (Adam, batch 32, 300 training and 300 validation points); the losses of each epoch."""
+def epoch_ends(seed: int, epochs: int = 3, dropout: float = 0.5) -> list[EpochEnd]:
+    """Train the spiral MLP with dropout (Adam, batch 32, 300 training and 300 validation points), per epoch."""
     splits = spiral_splits(300, 300, seed=seed)
     torch.manual_seed(seed)
     model = MLP(hidden=64, dropout=dropout)
@@ -55,55 +55,63 @@ def epoch_ends(seed: int, dropout: float, epochs: int = 3) -> list[EpochEnd]:
     loader = DataLoader(splits.train, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed))
     ends = []
     for _ in range(epochs):
-        model.train()
-        total = 0.0
+        logged = without_dropout = 0.0
         for xb, yb in loader:
+            model.eval()
+            with torch.no_grad():
+                without_dropout += nn.functional.cross_entropy(model(xb), yb).item() * len(yb)
+            model.train()
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(xb), yb)
             loss.backward()
             optimizer.step()
-            total += loss.item() * len(yb)
-        ends.append(EpochEnd(total / len(splits.train), _loss(model, splits.train, True),
-                             _loss(model, splits.train, False), _loss(model, splits.val, False)))
+            logged += loss.item() * len(yb)
+        n = len(splits.train)
+        ends.append(EpochEnd(logged / n, without_dropout / n, _loss(model, splits.train, False),
+                             _loss(model, splits.val, False)))
     return ends
 
 
 @dataclass(frozen=True)
 class BelowTrain:
-    """Epoch ends over seeds, without and with dropout; counts of the comparisons chapter 5 prints."""
+    """Every epoch end of the dropout runs over seeds; counts of the comparisons chapter 5 prints."""
 
-    plain: tuple[EpochEnd, ...]      # no dropout, every seed's epochs
-    dropout: tuple[EpochEnd, ...]    # dropout 0.5
+    ends: tuple[EpochEnd, ...]
 
-    def counts(self) -> dict[str, tuple[int, int]]:
-        """Each comparison: (epoch ends where it holds, epoch ends)."""
-        def count(ends, test):
-            return sum(test(e) for e in ends), len(ends)
-        both = self.plain + self.dropout
+    def counts(self) -> dict[str, int]:
+        """How many epoch ends each comparison holds at (of len(ends))."""
         return {
-            "no dropout: logged above val": count(self.plain, lambda e: e.logged > e.val),
-            "no dropout: logged above end-of-epoch": count(self.plain, lambda e: e.logged > e.end_train_mode),
-            "dropout: logged above val": count(self.dropout, lambda e: e.logged > e.val),
-            "dropout: train mode above eval mode": count(self.dropout, lambda e: e.end_train_mode > e.end_eval_mode),
-            "like validation: train above val": count(both, lambda e: e.end_eval_mode > e.val),
+            "logged above val": sum(e.logged > e.val for e in self.ends),
+            "dropout: logged above the same batches in eval mode": sum(e.logged > e.logged_eval for e in self.ends),
+            "lag: epoch average above the end-of-epoch model": sum(e.logged_eval > e.end_train for e in self.ends),
+            "like validation: train above val": sum(e.end_train > e.val for e in self.ends),
         }
 
     def smallest_margin(self) -> float:
         """The closest call among the counted comparisons (a test keeps it far above rounding)."""
-        pairs = [(e.logged, e.val) for e in self.plain + self.dropout] + \
-                [(e.logged, e.end_train_mode) for e in self.plain] + \
-                [(e.end_train_mode, e.end_eval_mode) for e in self.dropout] + \
-                [(e.end_eval_mode, e.val) for e in self.plain + self.dropout]
-        return min(abs(a - b) for a, b in pairs)
+        return min(min(abs(e.logged - e.val), abs(e.logged - e.logged_eval), abs(e.logged_eval - e.end_train),
+                       abs(e.end_train - e.val)) for e in self.ends)
 
 
 def val_below_train(seeds=SEEDS, epochs: int = 3) -> BelowTrain:
     """Chapter 5's 'validation loss below training loss' runs, on every seed."""
-    return BelowTrain(tuple(e for s in seeds for e in epoch_ends(s, 0.0, epochs)),
-                      tuple(e for s in seeds for e in epoch_ends(s, 0.5, epochs)))
+    return BelowTrain(tuple(e for s in seeds for e in epoch_ends(s, epochs)))
 
 
 # --- validation loss and accuracy rising together ----------------------------------------------------------
+
+def confidence_on_wrong(model: nn.Module, data) -> float:
+    """The mean probability a model (in eval mode, no graph) gives its predicted class where that class is wrong."""
+    was = model.training
+    model.eval()
+    x, y = data.tensors
+    with torch.no_grad():
+        probabilities = model(x).softmax(dim=1)
+    model.train(was)
+    top, predicted = probabilities.max(dim=1)
+    wrong = predicted != y
+    return top[wrong].mean().item() if wrong.any() else float("nan")
+
 
 @dataclass(frozen=True)
 class Evaluation:

@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
+from course_utils.exercises import ch05_snapshot as S5
+
 
 # --- chapter 0 ---------------------------------------------------------------------------------------------
 
@@ -258,3 +260,4 @@ SOLUTIONS = {
     "warmup_cosine_lr": (warmup_cosine_lr,), "clip_gradients": (clip_gradients,),
     "race_to_target": (race_to_target,), "examples_processed": (examples_processed,),
 }
+SOLUTIONS["snapshot"] = (S5.reference_snapshot,)     # chapter 5, exercise 5.3 (its own module)
