@@ -1,4 +1,4 @@
-"""Chapter 3's three errors of first loops, and its momentum step by hand: what the chapter prints holds on seeds 0-4."""
+"""Chapter 3: the three errors of first loops and the momentum step by hand, as printed, on seeds 0-4."""
 import pytest
 import torch
 

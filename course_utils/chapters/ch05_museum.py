@@ -325,11 +325,13 @@ ONE_LINE = {
     "clip_after_step": "norm looks normal; run = the unclipped run (spikes at a high lr)",
     "epoch_schedule_per_batch": "lr collapses (StepLR) or waves (cosine) within the first epoch",
     "unscaled_accumulation": "gradient norm K times healthy; SGD acts at K times the lr",
-    "accumulation_without_flush": "fewer updates per epoch; the short last window is wiped, or leaks into the next update",
+    "accumulation_without_flush":
+        "fewer updates per epoch; the short last window is wiped, or leaks into the next update",
     "mean_of_batch_means": "validation loss/accuracy off when the last batch is small",
     "data_leakage": "validation accuracy well above a clean test set's",
     # exhibit 5's demonstrations (not loop variations): what each one shows
-    "freeze_after_optimizer": "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
+    "freeze_after_optimizer":
+        "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
     "head_after_optimizer": "the new head never moves; the model trains around a random head",
     "half_after_optimizer": "the next Adam step raises a dtype RuntimeError (SGD runs on)",
 }

@@ -21,8 +21,8 @@ from course_utils.exercises import ch00_01, ch02, ch03, ch04, ch05_06, ch05_snap
 from course_utils.exercises.core import RECORD_PREFIX, Exercise, Verdict
 from course_utils.infra.quiz import ProgressStore
 
-EXERCISES: dict[str, Exercise] = {ex.name: ex for module in (ch00_01, ch02, ch03, ch04, ch05_06, ch05_snapshot, ch07, ch08)
-                                  for ex in module.exercises()}
+EXERCISES: dict[str, Exercise] = {ex.name: ex for module in (ch00_01, ch02, ch03, ch04, ch05_06, ch05_snapshot, ch07,
+                                                             ch08) for ex in module.exercises()}
 
 
 def check(name: str, *functions: Callable, store: ProgressStore | None = None) -> Verdict:

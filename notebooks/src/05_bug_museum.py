@@ -376,8 +376,8 @@ print("trained in train mode, by epoch 1-3:",
       [all(e.training for e in c.bugged_session.steps if e.epoch == k) for k in (1, 2, 3)])
 sure = {run: confidence_on_wrong(s.model, s.state.splits.val) for run, s in
         (("healthy", c.healthy_session), ("bugged", c.bugged_session))}
-print(f"mean probability given to its wrong validation predictions: bugged {sig(sure['bugged'], 2)}, "
-      f"healthy {sig(sure['healthy'], 2)}")
+print(f"mean probability given to its wrong validation predictions: bugged about {sig(sure['bugged'], 1)}, "
+      f"healthy about {sig(sure['healthy'], 1)}; bugged higher by more than 0.15: {sure['bugged'] > sure['healthy'] + 0.15}")
 
 # %% [markdown]
 # **Accumulating K = 4 micro-batches without dividing the loss**: the first update's gradient is exactly
@@ -448,7 +448,7 @@ from course_utils.chapters.ch05_curves import rising_together
 rises = rising_together()
 r = rises[0]
 print("seed 0, full-batch Adam on 150 points of a noisy spiral, validated every 10 steps:")
-for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after), ("last", r.last)]:
+for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after)]:
     print(f"  {label:<23} step {e.step:>3}: loss {sig(e.loss, 2):<5} accuracy {sig(e.accuracy, 2):<5} "
           f"loss on the right ones {sig(e.loss_right, 2):<5} on the wrong ones {sig(e.loss_wrong, 2)}")
 count = lambda test: f"{sum(test(x) for x in rises)} of {len(rises)}"
@@ -880,6 +880,10 @@ quiz(5)
 #   late fails once Adam has state: convert the model first, then build the optimizer.
 # - Leakage: validation flatters, a clean test set does not. Fit preprocessing on train only: normalisation
 #   fitted on train + val barely inflated validation here; feature selection, which reads the labels, did.
+# - Not bugs: a logged training loss above the validation loss (dropout on, and an average over an epoch
+#   that improved: measure both alike before concluding); validation loss rising with accuracy (more
+#   confident mistakes). Keep the best weights with `copy.deepcopy(model.state_dict())`: `state_dict()`
+#   alone returns the live tensors, and the parameters alone miss BatchNorm's buffers.
 # - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
 #   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
 # - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
