@@ -39,3 +39,12 @@ def test_half_after_adam_steps_raises_a_dtype_error():
     assert "RuntimeError" in _key("half-after-adam-steps")
     error = half_after_optimizer().stateful_step_error
     assert error.startswith("RuntimeError") and "dtype" in error
+
+
+def test_best_weights_key_is_the_copy_that_restores_the_best_epoch():
+    from course_utils.chapters.ch05_curves import best_copies
+
+    assert _key("best-weights-copy") == "best = copy.deepcopy(model.state_dict())"
+    runs = best_copies(0)
+    assert runs["copy.deepcopy(state_dict())"].restored_exactly
+    assert not runs["state_dict()"].restored_exactly and not runs["clone the parameters only"].restored_exactly
