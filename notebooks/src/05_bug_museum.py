@@ -392,7 +392,9 @@ print("first update's grad norm ratio:", sig(c.bugged.grad_norm[first] / c.healt
 
 # %% [markdown]
 # Two more: accumulation without the end-of-epoch flush (15 micro-batches, K = 4: 4 updates an epoch
-# become 3, and the last 3 micro-batches of each epoch are thrown away), and averaging validation by
+# become 3, and the last 3 micro-batches of each epoch are thrown away: this loop wipes them with the next
+# epoch's first `zero_grad()`; a loop that clears only after a step adds them into the next epoch's first
+# update instead, as chapter 0 shows), and averaging validation by
 # batch (122 validation examples in batches of 20: the last batch of 2 counts like a full one).
 
 # %%
