@@ -315,7 +315,7 @@ def exhibit(bug: str) -> Comparison:
 
 # one line per bug for chapter 5's quick-reference table (the registry's `symptom` is the long form)
 ONE_LINE = {
-    "missing_zero_grad": "gradient norm climbs in trend, with dips, to tens of times healthy; SGD loss swings high",
+    "missing_zero_grad": "gradient norm climbs in trend, with dips, to several times healthy; SGD loss swings high",
     "zero_grad_after_backward": "gradient norm reads 0, weights never move, loss stays near ln C",
     "eval_in_train_mode": "validation noisy and lower; training unchanged",
     "missing_no_grad": "evaluation graph memory above 0; metrics unchanged",

@@ -11,11 +11,12 @@
 # run that a bug makes unstable amplifies the last-bit rounding differences between CPUs, so its exact
 # digits differ from one computer to the next, while what it shows does not. Each claim also holds on
 # seeds 0 to 4 (the course's tests check every one). Counts, bytes and identical runs are exact, and are
-# printed as numbers. The healthy runs are trained to convergence, so a bug cannot hide behind an
-# under-trained baseline: they end at a validation accuracy of 0.84 to 0.92, except in the two exhibits
-# that use noisy data on purpose, where the classes overlap (not switching back to `train()`, noise 0.8:
-# 0.73; data leakage, noise 1.0: 0.59). None of the numbers is typed in: each is measured (the course's
-# tests hold these figures to the runs).
+# printed as numbers. The healthy runs are trained until they converge, so a bug cannot hide behind an
+# under-trained baseline: they end above 0.8 validation accuracy, most near 0.9. Four end lower by design,
+# between 0.55 and 0.85: the two clipping exhibits (SGD at lr 3.0, where the clip is what keeps training
+# stable) and the two on noisy data, where the classes overlap (not switching back to `train()`, noise 0.8;
+# data leakage, noise 1.0). None of the numbers is typed in: each is measured (the course's tests hold
+# these bounds to the runs).
 #
 # A few words we use: a **param group** is a set of parameters the optimizer updates with the same
 # settings (lr, weight decay); **stateful** optimizers (SGD with momentum, Adam) keep tensors per
@@ -82,8 +83,9 @@ print(f"one batch of {len(batch[1])}, 300 steps: loss {sig(loss.item(), 2)} (nea
 # ## Exhibit 1: missing `zero_grad`
 #
 # `backward()` adds into `.grad`. Without `zero_grad()` the gradient used at step n is the sum of every
-# gradient so far. With plain SGD (lr 0.5) its norm climbs in trend, with dips, to tens of times the
-# healthy run's largest, and the loss swings far above the healthy run's; nothing overflows to NaN:
+# gradient so far. With plain SGD (lr 0.5) its norm climbs in trend, with dips, to several times the
+# healthy run's largest (more than 4 times on every seed 0-4), and the loss swings far above the healthy
+# run's; nothing overflows to NaN:
 
 # %%
 c = show("missing_zero_grad")
@@ -91,7 +93,6 @@ b = c.bugged.grad_norm
 print("bugged grad norm, steps 1-8:", [sig(x, 3) for x in b[:8]])
 print("step 8 / step 1:", sig(b[7] / b[0]))
 print("the norm also falls at some steps (dips):", any(y < x for x, y in zip(b, b[1:])),
-      "| final norm above 10 x the healthy maximum:", b[-1] > 10 * max(c.healthy.grad_norm),
       "| a NaN loss:", any(math.isnan(v) for v in c.bugged.loss))
 
 # %% [markdown]
@@ -873,7 +874,7 @@ quiz(5)
 # ## Summary
 #
 # - Start with two checks: loss at init ≈ ln C, and the loop can overfit one batch.
-# - Missing `zero_grad`: gradient norm climbs in trend, with dips, to tens of times the healthy maximum;
+# - Missing `zero_grad`: gradient norm climbs in trend, with dips, to several times the healthy maximum;
 #   SGD's loss swings far above the healthy run's; Adam stalls.
 # - Train-mode validation: noisy, lower metrics, BatchNorm statistics moved by validation data.
 # - No `no_grad` in evaluation: graph memory during evaluation (two batches' worth); metrics unchanged.
