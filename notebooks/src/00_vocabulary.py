@@ -208,7 +208,7 @@ print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.
 # the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that
 # update too small; dividing by the number of micro-batches (3) over-weights the 24 examples by 4/3.
 
-# %%
+# %% tags=["answers-accum-weighting"]
 from course_utils.engine.arithmetic import accumulation_window, batch_sizes, loss_weight
 
 sizes = batch_sizes(600, 32)
@@ -286,7 +286,7 @@ print("dropout, each side averaged over 50 masks: gap below half the one-mask ga
 # yields one `StepEvent` per micro-batch) flushes and weights windows this way. Here is its count
 # from a real training run on the spiral: 600 examples, batch 32, K = 4.
 
-# %% tags=["answers-accum-weighting"]
+# %%
 from course_utils.engine.session import TrainConfig, run
 from course_utils.engine.loop import StepEvent
 

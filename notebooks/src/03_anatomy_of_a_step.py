@@ -109,7 +109,7 @@ print("weights are still", fmt(model.weight), "— backward never moves them")
 # %% [markdown]
 # Backward also frees the graph it used: a second `backward()` on the same loss fails.
 
-# %%
+# %% tags=["answers-graph-freed"]
 try:
     loss.backward()
 except RuntimeError as exc:
@@ -122,7 +122,7 @@ except RuntimeError as exc:
 # Since torch 2.0 `zero_grad()` sets every `.grad` to `None` (`set_to_none=True` is the default).
 # `None` means "no gradient yet"; it is not a tensor of zeros.
 
-# %%
+# %% tags=["answers-zero-grad-none"]
 optimizer.zero_grad()
 print("after zero_grad: W.grad =", model.weight.grad, "| b.grad =", model.bias.grad)
 
@@ -145,7 +145,7 @@ print("b after step: ", fmt(model.bias))
 # `zero_grad` may come first in the step or right after `optimizer.step()`.
 # What matters is only that the gradients are clear before the next `backward()`. Three steps both ways:
 
-# %%
+# %% tags=["answers-grads-accumulate"]
 def three_steps(zero_grad_first):
     m = TinyLinear()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -296,7 +296,7 @@ print("global norm = sqrt(sum of squares) =", sig(torch.linalg.vector_norm(grads
 # Clipping only makes sense between `backward()` (which writes the gradients) and `step()` (which uses
 # them). We clip to 1.0 in three places.
 
-# %%
+# %% tags=["answers-clip-placement"]
 def one_step(clip_at):
     m = TinyLinear()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -328,7 +328,7 @@ for place in ("no clipping", "before backward", "between backward and step", "af
 # `scheduler.step()` moves the learning rate one unit along its schedule.
 # Call it after `optimizer.step()`; the other way round, torch warns:
 
-# %%
+# %% tags=["answers-scheduler-order-warning"]
 print(scheduler_before_optimizer_warning())
 
 # %% [markdown]
@@ -362,7 +362,7 @@ print("lr used by each update, scheduler first (wrong):", steplr_sequence(True))
 # accumulation over K micro-batches, that is once every K micro-batches, not every batch).
 # Below, 3 epochs of 4 batches with a 3-epoch cosine schedule, stepped both ways.
 
-# %%
+# %% tags=["answers-scheduler-cadence"]
 def lrs(per_batch):
     opt = torch.optim.SGD(TinyLinear().parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)

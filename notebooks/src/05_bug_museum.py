@@ -87,7 +87,7 @@ print(f"one batch of {len(batch[1])}, 300 steps: loss {sig(loss.item(), 2)} (nea
 # healthy run's largest (more than 4 times on every seed 0-4), and the loss swings far above the healthy
 # run's; nothing overflows to NaN:
 
-# %%
+# %% tags=["answers-missing-zero-grad"]
 c = show("missing_zero_grad")
 b = c.bugged.grad_norm
 print("bugged grad norm, steps 1-8:", [sig(x, 3) for x in b[:8]])
@@ -123,7 +123,7 @@ print(compare(bugs, **config).verdict_text(claims))
 # statistics. Training itself is untouched: evaluation draws its dropout masks from its own random
 # stream, so the training losses are identical, step for step.
 
-# %%
+# %% tags=["answers-eval-train-mode"]
 c = show("eval_in_train_mode")
 print("training losses identical, all", len(c.healthy.loss), "steps:", c.healthy.loss == c.bugged.loss)
 for bugs in [(), ("eval_in_train_mode",)]:
@@ -145,7 +145,7 @@ for bugs in [(), ("eval_in_train_mode",)]:
 # during evaluation: 0 under `no_grad`. Why twice one batch? While batch k+1 runs forward, the variable
 # `logits` still holds batch k's output, and with it batch k's whole graph.
 
-# %%
+# %% tags=["answers-eval-no-grad"]
 from course_utils.chapters.ch04_evaluation import eval_graph_bytes
 c = show("missing_no_grad", figure=False)
 print("eval memory per epoch (bytes), healthy:", sorted(set(c.healthy.eval_memory)),
@@ -169,7 +169,7 @@ print("val losses identical:", c.healthy.val_loss == c.bugged.val_loss)
 # step, until the log is dropped (the panel "graph nodes kept by the loss log"). Combined with evaluation
 # outside `no_grad`, every kept validation loss pins a whole batch's activations.
 
-# %%
+# %% tags=["answers-loss-tensor-logging"]
 c = show("graph_attached_logging")
 nodes = c.bugged.graph_nodes
 print("graph nodes kept, first 6 steps:", nodes[:6], " healthy:", sorted(set(c.healthy.graph_nodes)))
@@ -222,7 +222,7 @@ for opt in ["sgd", "momentum", "adam", "adamw"]:
 #
 # Second, a head added after the optimizer was built:
 
-# %%
+# %% tags=["answers-optimizer-params-replaced"]
 d = BUGS["head_after_optimizer"].demo()
 print(f"head in the optimizer: {d.head_in_optimizer}; head grad norm {sig(d.head_grad_norm)}; "
       f"head moved {sig(d.head_change)}; body moved {sig(d.body_change)}")
@@ -249,7 +249,7 @@ print("Adam after one float32 step, then .half(), then a step ->", d.stateful_st
 # changes. A model scores better on examples it trained on than on new ones, so the copied half lifts
 # the validation accuracy; a clean held-out test set shows the truth.
 
-# %%
+# %% tags=["answers-data-leakage"]
 c = show("data_leakage")
 print("leaked validation examples:", c.bugged_session.state.splits.leaked, "of", len(c.bugged_session.state.splits.val))
 print("the leaky run's validation accuracy is above its own test accuracy:",
@@ -315,7 +315,7 @@ for case, leak in [("normalise, 150 train", normalisation_leak),
 # (`torch.tensor(..., device="cuda")`, `.to("cuda")` from unpinned memory), copies that cannot overlap
 # with compute.
 
-# %%
+# %% tags=["answers-wrong-device"]
 from course_utils.chapters import gpu_figures
 
 print("GPU present here:", torch.cuda.is_available(), "| the figures below were", gpu_figures.provenance())
@@ -334,7 +334,7 @@ print("\n".join(gpu_figures.device_lines()))
 #
 # **`zero_grad` between `backward` and `step`**: the update never sees a gradient.
 
-# %%
+# %% tags=["answers-zero-grad-after-backward"]
 c = show("zero_grad_after_backward")
 print("logged grad norms:", sorted(set(c.bugged.grad_norm)), " step() calls:", c.bugged.updates[-1])
 
@@ -342,7 +342,7 @@ print("logged grad norms:", sorted(set(c.bugged.grad_norm)), " step() calls:", c
 # **Clipping before `backward` or after `step`**: the run is the run without clipping. At SGD lr 3.0 the
 # clipping (to norm 0.5) is what keeps training stable, so losing it shows as loss spikes.
 
-# %%
+# %% tags=["answers-clip-after-step"]
 unclipped = Session(TrainConfig(**{**EXHIBITS["clip_after_step"], "clip_norm": None}))
 unclipped.run_to_end()
 for bug in ["clip_before_backward", "clip_after_step"]:
@@ -370,7 +370,7 @@ print("bugged lr, first 8 batches:", [sig(x) for x in c.bugged.lr[:8]])
 # higher (the last line: how sure each model is of the validation predictions it gets wrong). Don't
 # judge this bug by the score; check the mode (the first line reads it from the loop).
 
-# %%
+# %% tags=["answers-missing-train-switch"]
 from course_utils.chapters.ch05_curves import confidence_on_wrong
 c = show("missing_train_switch")
 print("trained in train mode, by epoch 1-3:",
@@ -386,7 +386,7 @@ print(f"mean probability given to its wrong validation predictions: bugged about
 # the factor would cancel (it divides by the gradient's RMS), and at a tiny lr the bigger step could
 # even look like a gain, as with exhibit 1.
 
-# %%
+# %% tags=["answers-unscaled-accumulation"]
 c = show("unscaled_accumulation")
 first = next(i for i, e in enumerate(c.healthy_session.steps) if e.update)
 print("first update's grad norm ratio:", sig(c.bugged.grad_norm[first] / c.healthy.grad_norm[first]))
@@ -398,7 +398,7 @@ print("first update's grad norm ratio:", sig(c.bugged.grad_norm[first] / c.healt
 # update instead, as chapter 0 shows), and averaging validation by
 # batch (122 validation examples in batches of 20: the last batch of 2 counts like a full one).
 
-# %%
+# %% tags=["answers-accumulation-flush"]
 c = show("accumulation_without_flush", figure=False)
 print("updates so far, after epochs 1-3:", c.healthy.updates[:3], "vs", c.bugged.updates[:3], "\n")
 c = show("mean_of_batch_means", figure=False)
@@ -705,7 +705,7 @@ print("torch's random generator where the bare loop left it:", torch.equal(torch
 # forgets `model.eval()` and `no_grad`, and the loss tensors go into a list for a plot later. It runs
 # without an error, and its validation accuracy is worse.
 
-# %%
+# %% tags=["answers-doctor"]
 def monday_loop(model, optimizer, scheduler, train, val, epochs=8):
     losses = []
     for epoch in range(epochs):
@@ -806,7 +806,7 @@ print("validation batch sizes:", [len(yb) for _, yb in val])
 # the mean of k batch means minus the per-example mean is c · (last batch's mean − the full batches' mean), with
 # c = 1/k − n_last/N. Checked on the spiral, then c for the tutorial's own test set:
 
-# %%
+# %% tags=["answers-last-batch-average"]
 def mean_of_means_gap(sizes):
     """c in: mean of batch means - per-example mean = c * (last batch's mean - full batches' mean)."""
     return 1 / len(sizes) - sizes[-1] / sum(sizes)
