@@ -261,18 +261,21 @@ predict(0, "accum-batchnorm")
 # side is also averaged over 50 fresh masks.
 
 # %% tags=["answers-accum-batchnorm"]
-from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
+from course_utils.widgets.predict_view import answer
 
-seeds = range(5)
-for norm in ["none", "layernorm", "groupnorm", "batchnorm", "dropout"]:
-    gaps = [accumulation_gap(norm, s) for s in seeds]
-    equal = sum(g < 1e-12 for g in gaps)
-    far = sum(g > 0.1 for g in gaps)
-    print(f"{norm:<9}: equal to the big batch (gap < 1e-12) on {equal} of 5 seeds, off by more than 10% on {far}")
-single = [accumulation_gap("dropout", s) for s in seeds]
-averaged = [dropout_average_gap(s, draws=50) for s in seeds]
-print("dropout, each side averaged over 50 masks: gap below half the one-mask gap on",
-      sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
+with answer(0, "accum-batchnorm"):
+    from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
+
+    seeds = range(5)
+    for norm in ["none", "layernorm", "groupnorm", "batchnorm", "dropout"]:
+        gaps = [accumulation_gap(norm, s) for s in seeds]
+        equal = sum(g < 1e-12 for g in gaps)
+        far = sum(g > 0.1 for g in gaps)
+        print(f"{norm:<9}: equal to the big batch (gap < 1e-12) on {equal} of 5 seeds, off by more than 10% on {far}")
+    single = [accumulation_gap("dropout", s) for s in seeds]
+    averaged = [dropout_average_gap(s, draws=50) for s in seeds]
+    print("dropout, each side averaged over 50 masks: gap below half the one-mask gap on",
+          sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
 
 # %% [markdown]
 # Without a normalisation layer, and with LayerNorm or GroupNorm (which normalise each example over its

@@ -299,23 +299,26 @@ predict(2, "weighted-ranks")
 # deals it out: rank r keeps draws r, r + 4, r + 8, ...
 
 # %% tags=["answers-weighted-distributed-sampler"]
-from course_utils.chapters.ch02_weighted_ranks import one_process_draw, same_seed_weighted, sharded_weighted
+from course_utils.widgets.predict_view import answer
 
-seeds = range(5)
-naive = [same_seed_weighted(example_w, 1000, 4, seed) for seed in seeds]
-dealt = [sharded_weighted(example_w, 1000, 4, seed) for seed in seeds]
-print("same WeightedRandomSampler on every rank: all 4 ranks drew the same 250 indices on",
-      sum(d.identical for d in naive), "of 5 seeds")
-print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in naive])
-print("DistributedWeightedSampler: ranks drew the same indices on", sum(d.identical for d in dealt), "of 5 seeds")
-print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in dealt])
-print("  the 4 shares together are one process's draw of 1,000 (as a multiset) on",
-      sum(sorted(d.together) == sorted(one_process_draw(example_w, 1000, seed)) for d, seed in zip(dealt, seeds)),
-      "of 5 seeds")
-shares = [float(labels[d.together].double().mean()) for d in dealt]
-print("  cat share of all draws between 0.45 and 0.55 on", sum(0.45 < x < 0.55 for x in shares), "of 5 seeds")
-print("  set_epoch(1) draws a new sample on", sum(sharded_weighted(example_w, 1000, 4, seed, epoch=1).together
-                                               != d.together for d, seed in zip(dealt, seeds)), "of 5 seeds")
+with answer(2, "weighted-ranks"):
+    from course_utils.chapters.ch02_weighted_ranks import one_process_draw, same_seed_weighted, sharded_weighted
+
+    seeds = range(5)
+    naive = [same_seed_weighted(example_w, 1000, 4, seed) for seed in seeds]
+    dealt = [sharded_weighted(example_w, 1000, 4, seed) for seed in seeds]
+    print("same WeightedRandomSampler on every rank: all 4 ranks drew the same 250 indices on",
+          sum(d.identical for d in naive), "of 5 seeds")
+    print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in naive])
+    print("DistributedWeightedSampler: ranks drew the same indices on", sum(d.identical for d in dealt), "of 5 seeds")
+    print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in dealt])
+    print("  the 4 shares together are one process's draw of 1,000 (as a multiset) on",
+          sum(sorted(d.together) == sorted(one_process_draw(example_w, 1000, seed)) for d, seed in zip(dealt, seeds)),
+          "of 5 seeds")
+    shares = [float(labels[d.together].double().mean()) for d in dealt]
+    print("  cat share of all draws between 0.45 and 0.55 on", sum(0.45 < x < 0.55 for x in shares), "of 5 seeds")
+    print("  set_epoch(1) draws a new sample on", sum(sharded_weighted(example_w, 1000, 4, seed, epoch=1).together
+                                                   != d.together for d, seed in zip(dealt, seeds)), "of 5 seeds")
 
 # %% [markdown]
 # The same sampler on every rank draws the same 250 indices on every rank: four processes compute the same
@@ -438,18 +441,21 @@ predict(2, "collate-boxes")
 # `collate_fn` that stacks the images and keeps the targets as a list, one dict per image:
 
 # %% tags=["answers-collate-variable-targets"]
-from course_utils.chapters.ch02_weighted_ranks import BoxesDataset, detection_collate
+from course_utils.widgets.predict_view import answer
 
-boxes = BoxesDataset(8)
-try:
-    next(iter(DataLoader(boxes, batch_size=4)))
-except RuntimeError as err:
-    print("default_collate:", type(err).__name__, "| boxes per image:", [len(boxes[i][1]["boxes"]) for i in range(4)])
-for images, targets in DataLoader(boxes, batch_size=4, collate_fn=detection_collate):
-    print("detection_collate: images", tuple(images.shape), "| targets: a list of", len(targets),
-          "dicts, boxes per image", [tuple(t["boxes"].shape) for t in targets])
-print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(boxes, batch_size=4, collate_fn=detection_collate)
-                                     for t in ts) == sum(len(boxes[i][1]["boxes"]) for i in range(len(boxes))))
+with answer(2, "collate-boxes"):
+    from course_utils.chapters.ch02_weighted_ranks import BoxesDataset, detection_collate
+
+    boxes = BoxesDataset(8)
+    try:
+        next(iter(DataLoader(boxes, batch_size=4)))
+    except RuntimeError as err:
+        print("default_collate:", type(err).__name__, "| boxes per image:", [len(boxes[i][1]["boxes"]) for i in range(4)])
+    for images, targets in DataLoader(boxes, batch_size=4, collate_fn=detection_collate):
+        print("detection_collate: images", tuple(images.shape), "| targets: a list of", len(targets),
+              "dicts, boxes per image", [tuple(t["boxes"].shape) for t in targets])
+    print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(boxes, batch_size=4, collate_fn=detection_collate)
+                                         for t in ts) == sum(len(boxes[i][1]["boxes"]) for i in range(len(boxes))))
 
 # %% [markdown]
 # `detection_collate` is two lines: `default_collate` on the images, a plain list for the targets. The

@@ -464,14 +464,17 @@ from course_utils.widgets.predict_view import predict
 predict(3, "hidden-state")
 
 # %% tags=["answers-error-backward-twice"]
-from course_utils.chapters.ch03_loop_errors import BATCHES, graph_reach, hidden_state_run
+from course_utils.widgets.predict_view import answer
 
-for fix, code in [("none", "h carried over as it is"), ("retain_graph", "backward(retain_graph=True)"),
-                  ("detach", "h = h.detach() at each batch start")]:
-    outcomes = {hidden_state_run(fix, seed).describe() for seed in range(5)}
-    print(f"{code:<36} seeds 0-4: {' | '.join(sorted(outcomes))}")
-print("RNN steps each batch's loss reaches back through, without detach:", graph_reach(detach=False),
-      "| with detach:", graph_reach(detach=True))
+with answer(3, "hidden-state"):
+    from course_utils.chapters.ch03_loop_errors import BATCHES, graph_reach, hidden_state_run
+
+    for fix, code in [("none", "h carried over as it is"), ("retain_graph", "backward(retain_graph=True)"),
+                      ("detach", "h = h.detach() at each batch start")]:
+        outcomes = {hidden_state_run(fix, seed).describe() for seed in range(5)}
+        print(f"{code:<36} seeds 0-4: {' | '.join(sorted(outcomes))}")
+    print("RNN steps each batch's loss reaches back through, without detach:", graph_reach(detach=False),
+          "| with detach:", graph_reach(detach=True))
 
 # %% [markdown]
 # The second batch's graph starts from `h`, and `h` was made by the first batch's graph, so backward
@@ -489,16 +492,19 @@ print("RNN steps each batch's loss reaches back through, without detach:", graph
 predict(3, "inplace")
 
 # %% tags=["answers-error-inplace-saved"]
-from course_utils.chapters.ch03_loop_errors import inplace_run
+from course_utils.widgets.predict_view import answer
 
-for case in ("exp then +=", "exp then +", "linear then +=", "sigmoid then ReLU(inplace=True)",
-             "linear then ReLU(inplace=True)"):
-    runs = [inplace_run(case, seed) for seed in range(5)]
-    r = runs[0]
-    ended = f"{r.error} at backward (a saved tensor was modified in place: {r.says_inplace})" if r.error else "backward works"
-    same = all(x == r for x in runs)
-    print(f"{case:<32} forward ran: {r.forward_ran}; version {r.version_saved} -> {r.version_at_backward}; "
-          f"{ended}; same on seeds 0-4: {same}")
+with answer(3, "inplace"):
+    from course_utils.chapters.ch03_loop_errors import inplace_run
+
+    for case in ("exp then +=", "exp then +", "linear then +=", "sigmoid then ReLU(inplace=True)",
+                 "linear then ReLU(inplace=True)"):
+        runs = [inplace_run(case, seed) for seed in range(5)]
+        r = runs[0]
+        ended = f"{r.error} at backward (a saved tensor was modified in place: {r.says_inplace})" if r.error else "backward works"
+        same = all(x == r for x in runs)
+        print(f"{case:<32} forward ran: {r.forward_ran}; version {r.version_saved} -> {r.version_at_backward}; "
+              f"{ended}; same on seeds 0-4: {same}")
 
 # %% [markdown]
 # Every tensor carries a version counter that each in-place operation (`+=`, `.add_`, `x[i] = ...`,
@@ -519,18 +525,21 @@ for case in ("exp then +=", "exp then +", "linear then +=", "sigmoid then ReLU(i
 predict(3, "wrong-params")
 
 # %% tags=["answers-error-optimizer-wrong-params"]
-from course_utils.chapters.ch03_loop_errors import wrong_params_run
+from course_utils.widgets.predict_view import answer
 
-for case in ("right", "model rebuilt", "generator used twice"):
-    runs = [wrong_params_run(case, seed) for seed in range(5)]
-    r = runs[0]
-    if r.error:
-        print(f"{case:<22} building the optimizer raised {r.error} on seeds 0-4: {all(x.error == r.error for x in runs)}")
-        continue
-    unchanged = sum(x.loss_after == x.loss_before for x in runs)
-    fell = sum(x.loss_after < x.loss_before for x in runs)
-    print(f"{case:<22} parameters of the model the optimizer holds: {r.held} of {r.total}; after 30 steps the loss "
-          f"is exactly unchanged on {unchanged} of 5 seeds, lower on {fell} of 5")
+with answer(3, "wrong-params"):
+    from course_utils.chapters.ch03_loop_errors import wrong_params_run
+
+    for case in ("right", "model rebuilt", "generator used twice"):
+        runs = [wrong_params_run(case, seed) for seed in range(5)]
+        r = runs[0]
+        if r.error:
+            print(f"{case:<22} building the optimizer raised {r.error} on seeds 0-4: {all(x.error == r.error for x in runs)}")
+            continue
+        unchanged = sum(x.loss_after == x.loss_before for x in runs)
+        fell = sum(x.loss_after < x.loss_before for x in runs)
+        print(f"{case:<22} parameters of the model the optimizer holds: {r.held} of {r.total}; after 30 steps the loss "
+              f"is exactly unchanged on {unchanged} of 5 seeds, lower on {fell} of 5")
 
 # %% [markdown]
 # An optimizer holds the Parameter objects it was given when it was built, not the name `model`. Build a

@@ -417,18 +417,21 @@ from course_utils.widgets.predict_view import predict
 predict(5, "val-below-train")
 
 # %% tags=["answers-val-below-train"]
-from course_utils.chapters.ch05_curves import val_below_train
+from course_utils.widgets.predict_view import answer
 
-below = val_below_train()
-n, counts = len(below.ends), below.counts()
-print(f"spiral MLP with dropout 0.5, Adam, 3 epochs on seeds 0-4: {n} epoch ends")
-print(f"logged training loss (mean over the epoch, dropout on) above validation loss: {counts['logged above val']} of {n}")
-print(f"  1. dropout: the same batches, same weights, measured in eval mode, give less: "
-      f"{counts['dropout: logged above the same batches in eval mode']} of {n}")
-print(f"  2. lag: that epoch average is above the end-of-epoch model's loss on the training set: "
-      f"{counts['lag: epoch average above the end-of-epoch model']} of {n}")
-print(f"measured the way validation is (end of epoch, eval mode), training loss above validation loss: "
-      f"{counts['like validation: train above val']} of {n}")
+with answer(5, "val-below-train"):
+    from course_utils.chapters.ch05_curves import val_below_train
+
+    below = val_below_train()
+    n, counts = len(below.ends), below.counts()
+    print(f"spiral MLP with dropout 0.5, Adam, 3 epochs on seeds 0-4: {n} epoch ends")
+    print(f"logged training loss (mean over the epoch, dropout on) above validation loss: {counts['logged above val']} of {n}")
+    print(f"  1. dropout: the same batches, same weights, measured in eval mode, give less: "
+          f"{counts['dropout: logged above the same batches in eval mode']} of {n}")
+    print(f"  2. lag: that epoch average is above the end-of-epoch model's loss on the training set: "
+          f"{counts['lag: epoch average above the end-of-epoch model']} of {n}")
+    print(f"measured the way validation is (end of epoch, eval mode), training loss above validation loss: "
+          f"{counts['like validation: train above val']} of {n}")
 
 # %% [markdown]
 # The two losses are not measured alike. The training loss is taken with dropout on, which makes every
@@ -446,22 +449,25 @@ print(f"measured the way validation is (end of epoch, eval mode), training loss 
 predict(5, "loss-and-accuracy")
 
 # %% tags=["answers-loss-and-accuracy-rise"]
-from course_utils.chapters.ch05_curves import rising_together
+from course_utils.widgets.predict_view import answer
 
-rises = rising_together()
-r = rises[0]
-print("seed 0, full-batch Adam on 150 points of a noisy spiral, validated every 10 steps:")
-for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after)]:
-    print(f"  {label:<23} step {e.step:>3}: loss {sig(e.loss, 2):<5} accuracy {sig(e.accuracy, 2):<5} "
-          f"loss on the right ones {sig(e.loss_right, 2):<5} on the wrong ones {sig(e.loss_wrong, 2)}")
-count = lambda test: f"{sum(test(x) for x in rises)} of {len(rises)}"
-print("seeds 0-4, from the lowest validation loss to the end of training:")
-print("  validation loss rose:", count(lambda x: x.last.loss > x.lowest_loss.loss))
-print("  accuracy peaked after the loss minimum, at a higher loss:", count(lambda x: x.rose_together))
-print("  the loss on the predictions it gets right fell:", count(lambda x: x.last.loss_right < x.lowest_loss.loss_right),
-      "| on those it gets wrong, rose:", count(lambda x: x.last.loss_wrong > x.lowest_loss.loss_wrong))
-print("  its mean confidence in its wrong predictions rose:",
-      count(lambda x: x.last.confidence_wrong > x.lowest_loss.confidence_wrong))
+with answer(5, "loss-and-accuracy"):
+    from course_utils.chapters.ch05_curves import rising_together
+
+    rises = rising_together()
+    r = rises[0]
+    print("seed 0, full-batch Adam on 150 points of a noisy spiral, validated every 10 steps:")
+    for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after)]:
+        print(f"  {label:<23} step {e.step:>3}: loss {sig(e.loss, 2):<5} accuracy {sig(e.accuracy, 2):<5} "
+              f"loss on the right ones {sig(e.loss_right, 2):<5} on the wrong ones {sig(e.loss_wrong, 2)}")
+    count = lambda test: f"{sum(test(x) for x in rises)} of {len(rises)}"
+    print("seeds 0-4, from the lowest validation loss to the end of training:")
+    print("  validation loss rose:", count(lambda x: x.last.loss > x.lowest_loss.loss))
+    print("  accuracy peaked after the loss minimum, at a higher loss:", count(lambda x: x.rose_together))
+    print("  the loss on the predictions it gets right fell:", count(lambda x: x.last.loss_right < x.lowest_loss.loss_right),
+          "| on those it gets wrong, rose:", count(lambda x: x.last.loss_wrong > x.lowest_loss.loss_wrong))
+    print("  its mean confidence in its wrong predictions rose:",
+          count(lambda x: x.last.confidence_wrong > x.lowest_loss.confidence_wrong))
 
 # %% [markdown]
 # Accuracy reads only which class wins. The loss reads the probability given to the right class, and a
@@ -480,27 +486,30 @@ print("  its mean confidence in its wrong predictions rose:",
 predict(5, "best-weights")
 
 # %% tags=["answers-best-weights-references"]
-import copy
-from course_utils.chapters.ch05_curves import KEEPS, best_copies
+from course_utils.widgets.predict_view import answer
 
-demo = MLP(hidden=8, batchnorm=True)
-state = demo.state_dict()
-print("state_dict()['head.weight'] uses the weight's own memory:",
-      state["head.weight"].data_ptr() == demo.head.weight.data_ptr())
-with torch.no_grad():
-    demo.head.weight.add_(1.0)                      # what optimizer.step() does: change the weights in place
-print("after an in-place change of the weight, the 'saved' one equals it:", torch.equal(state["head.weight"], demo.head.weight))
-buffers = [name for name, _ in demo.named_buffers()]
-print(f"state_dict holds {len(state)} tensors: {len(list(demo.parameters()))} parameters and {len(buffers)} buffers "
-      f"({', '.join(b.split('.')[-1] for b in buffers[:3])})")
-runs = [best_copies(seed) for seed in range(5)]
-print("\nBatchNorm MLP, 25 epochs on a noisy spiral, seeds 0-4; best validation epoch before the last on every seed:",
-      all(r[KEEPS[0]].best_epoch < r[KEEPS[0]].epochs for r in runs))
-for how in KEEPS:
-    got = [r[how] for r in runs]
-    print(f"  best kept by {how:<28} shares memory with the live weights: {sum(x.shares_memory for x in got)} of 5; "
-          f"restored, it validates exactly like the best epoch: {sum(x.restored_exactly for x in got)} of 5, "
-          f"like the last: {sum(x.restored_val == x.last_val for x in got)} of 5")
+with answer(5, "best-weights"):
+    import copy
+    from course_utils.chapters.ch05_curves import KEEPS, best_copies
+
+    demo = MLP(hidden=8, batchnorm=True)
+    state = demo.state_dict()
+    print("state_dict()['head.weight'] uses the weight's own memory:",
+          state["head.weight"].data_ptr() == demo.head.weight.data_ptr())
+    with torch.no_grad():
+        demo.head.weight.add_(1.0)                      # what optimizer.step() does: change the weights in place
+    print("after an in-place change of the weight, the 'saved' one equals it:", torch.equal(state["head.weight"], demo.head.weight))
+    buffers = [name for name, _ in demo.named_buffers()]
+    print(f"state_dict holds {len(state)} tensors: {len(list(demo.parameters()))} parameters and {len(buffers)} buffers "
+          f"({', '.join(b.split('.')[-1] for b in buffers[:3])})")
+    runs = [best_copies(seed) for seed in range(5)]
+    print("\nBatchNorm MLP, 25 epochs on a noisy spiral, seeds 0-4; best validation epoch before the last on every seed:",
+          all(r[KEEPS[0]].best_epoch < r[KEEPS[0]].epochs for r in runs))
+    for how in KEEPS:
+        got = [r[how] for r in runs]
+        print(f"  best kept by {how:<28} shares memory with the live weights: {sum(x.shares_memory for x in got)} of 5; "
+              f"restored, it validates exactly like the best epoch: {sum(x.restored_exactly for x in got)} of 5, "
+              f"like the last: {sum(x.restored_val == x.last_val for x in got)} of 5")
 
 # %% [markdown]
 # `state_dict()` returns the model's tensors themselves (detached, same memory), so every
