@@ -188,7 +188,7 @@ def _fit_task_in_child(cfg: FitConfig, make, kill_at_call: int | None, after: st
     if kill_at_call is not None:
         calls = {"n": 0}
         real = task.loss_fn
-        done = Path(cfg.out) / "checkpoints" / f"{after}.sha256"
+        done = Path(cfg.out) / "checkpoints" / after            # written last: its checksum is already there
 
         def loss_then_die(outputs, targets):
             calls["n"] += torch.is_grad_enabled()          # training micro-steps only (not the checks, not validation)
@@ -316,7 +316,7 @@ def test_the_command_line_trains_a_task_from_this_file_and_resumes_bitwise_after
         out = tmp_path / f"cli-{trial}"
         process = subprocess.Popen(cli(out, f"{HERE}:noisy_task", "--workers", "2"), cwd=ROOT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while process.poll() is None and len(list((out / "checkpoints").glob("last-*.sha256"))) <= trial:
+        while process.poll() is None and len(list((out / "checkpoints").glob("last-*.pt"))) <= trial:
             time.sleep(0.002)
         process.kill()
         assert process.wait() == -signal.SIGKILL and not (out / "model.pt").exists(), "killed before the end"
@@ -369,7 +369,7 @@ def test_built_in_tasks_resume_bitwise_after_sigkill(tmp_path, name, flags):
     out = tmp_path / "cut"
     command = [sys.executable, "-m", "course_utils.train", "--task", name, "--out", str(out), *base]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while process.poll() is None and not list((out / "checkpoints").glob("last-*.sha256")):
+    while process.poll() is None and not list((out / "checkpoints").glob("last-*.pt")):
         time.sleep(0.005)
     process.kill()
     assert process.wait() == -signal.SIGKILL and not (out / "model.pt").exists()
