@@ -48,6 +48,7 @@ from course_utils.production import rng
 from course_utils.production.builtin import spiral_task
 from course_utils.production.data_order import SeededBatches
 from course_utils.production.fit import training_seed
+from course_utils.production.writer import snapshot
 from production_overhead import SIZES as SIZES_BY_DEVICE, overhead
 
 SIZES = {   # name: (FitConfig fields, epochs)
@@ -241,7 +242,7 @@ def timed(function, repeats: int) -> float:
 
 
 def checkpoint_parts(folder: Path, repeats: int) -> None:
-    """The epoch-end checkpoint of the tiny default taken apart: capture RNG, serialise, durable write, load."""
+    """The epoch-end checkpoint of the tiny default taken apart: capture RNG, copy, serialise, durable write, load."""
     seed_everything(0)
     model = MLP(2, 64, 3, 2)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -256,8 +257,9 @@ def checkpoint_parts(folder: Path, repeats: int) -> None:
         with open(folder / "plain.pt", "wb") as handle:
             handle.write(payload)
     rows = [("capture RNG states", timed(rng.capture, repeats * 20)),
-            ("serialise (torch.save to memory)", timed(lambda: ckpt.serialize(state), repeats * 20)),
-            ("durable write: .pt + .sha256 (3 fsyncs; on the writer thread)",
+            ("copy the state (the training thread's part)", timed(lambda: snapshot(state), repeats * 20)),
+            ("serialise (torch.save to memory; on the writer thread)", timed(lambda: ckpt.serialize(state), repeats * 20)),
+            ("durable write: .sha256 then .pt (4 fsyncs; on the writer thread)",
              timed(lambda: ckpt.write_checkpoint(folder, "last-e0000-s000000.pt", payload), repeats * 5)),
             ("plain open/write, no fsync (for comparison)", timed(plain_write, repeats * 5)),
             ("verify checksum + torch.load(weights_only=True)",

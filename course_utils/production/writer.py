@@ -22,6 +22,8 @@ import torch
 
 from course_utils.production import checkpoint as ckpt
 
+IMMUTABLE = (int, float, bool, str, bytes, type(None))
+
 
 def snapshot(state: Any) -> Any:
     """A copy of `state` on the CPU that training cannot change; tensors sharing memory still share it."""
@@ -32,7 +34,11 @@ def snapshot(state: Any) -> Any:
         storage = tensor.untyped_storage()
         key = (str(tensor.device), storage.data_ptr())
         whole = copies.get(key) if storage.nbytes() else None
-        if whole is None:                                # the whole storage, once: views and ties survive
+        if whole is None and tensor.device.type == "cpu" and tensor.storage_offset() == 0 \
+                and tensor.is_contiguous() and tensor.numel() * tensor.element_size() == storage.nbytes():
+            copies[key] = tensor.clone()                 # the common case: a tensor that is its whole storage
+            return copies[key]
+        if whole is None:                                # else the whole storage, once: views and ties survive
             source = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)
             pinned = tensor.device.type == "cuda"
             whole = torch.empty(source.shape, dtype=torch.uint8, pin_memory=pinned)
@@ -52,8 +58,10 @@ def snapshot(state: Any) -> Any:
                 out._metadata = copy.deepcopy(value._metadata)
             return out
         if type(value) in (list, tuple):
+            if all(type(v) in IMMUTABLE for v in value):    # e.g. an RNG state's 624 integers: no walk needed
+                return list(value) if type(value) is list else value
             return type(value)(walk(v) for v in value)
-        return copy.deepcopy(value)
+        return value if type(value) in IMMUTABLE else copy.deepcopy(value)
 
     copied = walk(state)
     for device in set(queued):                            # the copies from a GPU: wait for them once
