@@ -47,7 +47,8 @@ class Clock:
     """Marks (label, seconds) on the training thread, the device synchronised first; checkpoint stalls."""
 
     def __init__(self, device: torch.device):
-        self.device, self.marks, self.stalls, self.logging, self.waits = device, [], [], [0.0, 0.0], []
+        self.device, self.marks, self.logging = device, [], [0.0, 0.0]
+        self.stalls, self.stalls_cpu, self.waits = [], [], []
 
     def mark(self, label: str) -> None:
         if self.device.type == "cuda":
@@ -61,6 +62,7 @@ class Clock:
         return {"update": (min(b[1] - a[1] for a, b in pairs) + logging[0]) / per_epoch,
                 "update_cpu": (min(b[2] - a[2] for a, b in pairs) + logging[1]) / per_epoch,
                 "stall": statistics.median(self.stalls), "wait": statistics.median(self.waits or [0.0]),
+                "stall_cpu": statistics.median(self.stalls_cpu or self.stalls),
                 "setup": self.marks[1][1] - self.marks[0][1],
                 "end": end - self.marks[-1][1]}
 
@@ -80,11 +82,12 @@ def watching(clock: Clock):
         return evaluate(*args, **kwargs)
 
     def timed_save(self, *args, **kwargs):
-        begin = time.perf_counter()
+        begin = time.perf_counter(), time.thread_time()
         self.wait()                                      # what save does first: the previous write, timed apart
-        clock.waits.append(time.perf_counter() - begin)
+        clock.waits.append(time.perf_counter() - begin[0])
         save(self, *args, **kwargs)
-        clock.stalls.append(time.perf_counter() - begin)
+        clock.stalls.append(time.perf_counter() - begin[0])
+        clock.stalls_cpu.append(time.thread_time() - begin[1])
         clock.mark("saved")
 
     def timed_hand_over(self):
@@ -141,10 +144,11 @@ def plain(fields: dict, epochs: int, folder: Path, device: torch.device, read: b
                 total += loss_fn(logits, y).double() * len(y)
                 correct += (logits.argmax(1) == y).sum()
         _ = total.item() / len(task.val_data), correct.item() / len(task.val_data)
-        begin = time.perf_counter()
+        begin = time.perf_counter(), time.thread_time()
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
                    folder / "checkpoint.pt")
-        clock.stalls.append(time.perf_counter() - begin)
+        clock.stalls.append(time.perf_counter() - begin[0])
+        clock.stalls_cpu.append(time.thread_time() - begin[1])
         clock.mark("saved")
     updates = epochs * len(loader)
     return clock.phases(updates, time.perf_counter()), weights_digest(model)
@@ -216,13 +220,13 @@ def overhead(root: Path, repeats: int, device: torch.device, fields: dict, epoch
     print(f"\n6. overhead apart on {device.type} ({name}, torch {torch.__version__}): spiral MLP "
           f"{fields['depth']}x{fields['hidden']}, batch {fields['batch_size']}, {fields['n_train']} examples, {epochs} "
           f"epochs ({updates} updates, checkpoint and validation each epoch); min of {repeats} round-robin repeats")
-    print(f"  {'run':<38} {'per update, wall':>22} {'training thread CPU':>22} {'checkpoint stall':>17} "
+    print(f"  {'run':<38} {'per update, wall':>22} {'training thread CPU':>22} {'checkpoint stall wall / CPU':>28} "
           f"{'(waiting)':>10} {'setup':>9} {'end':>8}")
     for label, t in best.items():
         print(f"  {label:<38} {t['update'] * 1e3:12.2f} ms {t['update'] / base['update']:5.3f}x "
               f"{t['update_cpu'] * 1e3:12.2f} ms {t['update_cpu'] / base['update_cpu']:5.3f}x "
-              f"{t['stall'] * 1e3:12.2f} ms {t['wait'] * 1e3:7.2f} ms {t['setup'] * 1e3:6.0f} ms "
-              f"{t['end'] * 1e3:5.0f} ms")
+              f"{t['stall'] * 1e3:15.2f} / {t['stall_cpu'] * 1e3:6.2f} ms {t['wait'] * 1e3:7.2f} ms "
+              f"{t['setup'] * 1e3:6.0f} ms {t['end'] * 1e3:5.0f} ms")
     print(f"  the state alone ({parts['bytes'] / 2**20:.1f} MiB), wall / CPU: copy to the host {parts['copy'] * 1e3:.2f} / "
           f"{parts['copy_cpu'] * 1e3:.2f} ms (fit's whole stall now); serialise {parts['serialise'] * 1e3:.2f} / "
           f"{parts['serialise_cpu'] * 1e3:.2f} ms (on the training thread before, now on the writer)")
