@@ -258,7 +258,8 @@ def checkpoint_parts(folder: Path, repeats: int) -> None:
             handle.write(payload)
     rows = [("capture RNG states", timed(rng.capture, repeats * 20)),
             ("copy the state (the training thread's part)", timed(lambda: snapshot(state), repeats * 20)),
-            ("serialise (torch.save to memory; on the writer thread)", timed(lambda: ckpt.serialize(state), repeats * 20)),
+            ("serialise (torch.save to memory; on the writer thread)",
+             timed(lambda: ckpt.serialize(state), repeats * 20)),
             ("durable write: .sha256 then .pt (4 fsyncs; on the writer thread)",
              timed(lambda: ckpt.write_checkpoint(folder, "last-e0000-s000000.pt", payload), repeats * 5)),
             ("plain open/write, no fsync (for comparison)", timed(plain_write, repeats * 5)),

@@ -70,8 +70,8 @@ class Clock:
 @contextlib.contextmanager
 def watching(clock: Clock):
     """fit()'s phases marked on `clock`, by wrapping what fit calls."""
-    start_epoch, evaluate, save, hand_over = data_order.start_epoch, FIT.evaluate, BackgroundWriter.save, RunLog.hand_over
-    wait = BackgroundWriter.wait
+    start_epoch, evaluate = data_order.start_epoch, FIT.evaluate
+    save, hand_over, wait = BackgroundWriter.save, RunLog.hand_over, BackgroundWriter.wait
 
     def marked_start(*args, **kwargs):
         clock.mark("epoch")
@@ -227,7 +227,8 @@ def overhead(root: Path, repeats: int, device: torch.device, fields: dict, epoch
               f"{t['update_cpu'] * 1e3:12.2f} ms {t['update_cpu'] / base['update_cpu']:5.3f}x "
               f"{t['stall'] * 1e3:15.2f} / {t['stall_cpu'] * 1e3:6.2f} ms {t['wait'] * 1e3:7.2f} ms "
               f"{t['setup'] * 1e3:6.0f} ms {t['end'] * 1e3:5.0f} ms")
-    print(f"  the state alone ({parts['bytes'] / 2**20:.1f} MiB), wall / CPU: copy to the host {parts['copy'] * 1e3:.2f} / "
+    print(f"  the state alone ({parts['bytes'] / 2**20:.1f} MiB), wall / CPU: copy to the host "
+          f"{parts['copy'] * 1e3:.2f} / "
           f"{parts['copy_cpu'] * 1e3:.2f} ms (fit's whole stall now); serialise {parts['serialise'] * 1e3:.2f} / "
           f"{parts['serialise_cpu'] * 1e3:.2f} ms (on the training thread before, now on the writer)")
     print("  same final weights in all four:", "yes" if same else "NO")

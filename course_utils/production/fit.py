@@ -155,6 +155,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             return
         log.hand_over()                                   # the steps logged so far reach disk before the checkpoint
         kinds = ("best", "last") if best else ("last",)   # the best first: a 'last' naming it finds it
+        names = [ckpt.checkpoint_name(kind, epoch, position) for kind in kinds]
         writer.save({
             "format": ckpt.FORMAT, "config": plain_config, "task": identity, "epoch": epoch,
             "position": position, "updates": state["updates"], "skipped": state["skipped"],
@@ -162,8 +163,7 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             "best": dict(state["best"]), "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
-            "world_size": ranks.world_size, "ranks": per_rank}, folder, [ckpt.checkpoint_name(kind, epoch, position)
-                                                                        for kind in kinds])
+            "world_size": ranks.world_size, "ranks": per_rank}, folder, names)
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
