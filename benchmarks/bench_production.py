@@ -13,8 +13,10 @@
 2. fit() at the tiny default with one component changed at a time.
 3. Each component timed alone, as a share of one plain training step.
 4. One checkpoint taken apart; 5. what seeded batches (exact random augmentation) cost.
+6. fit()'s overhead apart, on the CPU or a GPU (--device): per update, per checkpoint stall, per run
+   (production_overhead.py).
 
-Run: .venv/bin/python benchmarks/bench_production.py [--repeats 5] [--quick]
+Run: .venv/bin/python benchmarks/bench_production.py [--repeats 5] [--only overhead --device cuda]
 Figures are minima over repeats taken round-robin (the machine is shared: minima are the least disturbed,
 and a change of load hits every variant alike). DataLoader workers are left out: their processes' CPU
 time is not the benchmark's own.
@@ -46,6 +48,8 @@ from course_utils.production import rng
 from course_utils.production.builtin import spiral_task
 from course_utils.production.data_order import SeededBatches
 from course_utils.production.fit import training_seed
+from course_utils.production.writer import snapshot
+from production_overhead import SIZES as SIZES_BY_DEVICE, overhead
 
 SIZES = {   # name: (FitConfig fields, epochs)
     "tiny default (spiral MLP 2x64, batch 32, 600 examples)":
@@ -238,7 +242,7 @@ def timed(function, repeats: int) -> float:
 
 
 def checkpoint_parts(folder: Path, repeats: int) -> None:
-    """The epoch-end checkpoint of the tiny default taken apart: capture RNG, serialise, durable write, load."""
+    """The epoch-end checkpoint of the tiny default taken apart: capture RNG, copy, serialise, durable write, load."""
     seed_everything(0)
     model = MLP(2, 64, 3, 2)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -253,8 +257,10 @@ def checkpoint_parts(folder: Path, repeats: int) -> None:
         with open(folder / "plain.pt", "wb") as handle:
             handle.write(payload)
     rows = [("capture RNG states", timed(rng.capture, repeats * 20)),
-            ("serialise (torch.save to memory)", timed(lambda: ckpt.serialize(state), repeats * 20)),
-            ("durable write: .pt + .sha256 (3 fsyncs; on the writer thread)",
+            ("copy the state (the training thread's part)", timed(lambda: snapshot(state), repeats * 20)),
+            ("serialise (torch.save to memory; on the writer thread)",
+             timed(lambda: ckpt.serialize(state), repeats * 20)),
+            ("durable write: .sha256 then .pt (4 fsyncs; on the writer thread)",
              timed(lambda: ckpt.write_checkpoint(folder, "last-e0000-s000000.pt", payload), repeats * 5)),
             ("plain open/write, no fsync (for comparison)", timed(plain_write, repeats * 5)),
             ("verify checksum + torch.load(weights_only=True)",
@@ -300,13 +306,28 @@ def seeded_batches(repeats: int) -> None:
     print("  at resume: nothing (no batch is replayed; the skipped batches are never loaded)")
 
 
+def overhead_size(args) -> tuple[dict, int]:
+    """Section 6's spiral fields and epochs: the device's default, with the flags given instead."""
+    fields = dict(SIZES_BY_DEVICE[args.device])
+    fields.update({name: getattr(args, name) for name in ("hidden", "depth", "batch_size", "n_train")
+                   if getattr(args, name) is not None})
+    return fields, args.epochs or 3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", choices=("plain", "variants", "components", "checkpoint", "seeded"))
+    parser.add_argument("--only", choices=("plain", "variants", "components", "checkpoint", "seeded", "overhead"))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where section 6 (overhead apart) trains; sections 1-5 run on the CPU, and with cuda only "
+                             "section 6 runs unless --only says otherwise")
+    for flag in ("--hidden", "--depth", "--batch-size", "--n-train", "--epochs"):
+        parser.add_argument(flag, type=int, help="section 6: instead of the device's default size")
     parser.add_argument("--sizes", nargs="*", choices=("tiny", "wide", "short"), default=("tiny", "wide", "short"),
                         help="which sizes step 1 compares")
     args = parser.parse_args()
+    if args.device == "cuda" and args.only is None:
+        args.only = "overhead"
     torch.set_num_threads(1)
     from torch.utils.tensorboard import SummaryWriter  # noqa: F401  (import once, outside the timings)
 
@@ -314,7 +335,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}, min of {args.repeats} repeats")
     steps = {"plain": lambda r, n: against_plain(r, n, tuple(args.sizes)), "variants": variants, "components": lambda r, n: components(r / "c", n),
-             "checkpoint": lambda r, n: checkpoint_parts(r / "k", n), "seeded": lambda r, n: seeded_batches(n)}
+             "checkpoint": lambda r, n: checkpoint_parts(r / "k", n), "seeded": lambda r, n: seeded_batches(n),
+             "overhead": lambda r, n: overhead(r / "o", n, torch.device(args.device), *overhead_size(args))}
     for name, step in steps.items():
         if args.only in (None, name):
             step(root, args.repeats)

@@ -1,5 +1,5 @@
 """Chapter 7's exact resume: a run SIGKILLed at random moments and resumed ends bitwise identical to an
-uninterrupted run (weights, metrics.jsonl line for line, TensorBoard scalars); damaged, incomplete and
+uninterrupted run (weights, metrics.jsonl line for line, TensorBoard scalars); damaged, unfinished and
 unsafe checkpoints are handled as the issue says. The oracle is always the uninterrupted run."""
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.production import CheckpointError, FitConfig, UnsafeCheckpointError, fit, load_checkpoint
+from course_utils.production import (CheckpointError, FitConfig, NoUsableCheckpointError, UnsafeCheckpointError, fit,
+                                     load_checkpoint)
 from course_utils.production import checkpoint as ckpt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,15 +135,16 @@ def _die_while_saving(cfg: FitConfig, call: int, phase: str) -> None:
         real_bytes(path, data, **options)
 
     def checksum(path, text):
-        if calls["n"] == call and phase == "before-checksum":
-            os.kill(os.getpid(), signal.SIGKILL)        # the .pt is in place, its checksum not yet
+        if calls["n"] == call - 1 and phase == "checksum-only":
+            real_text(path, text)
+            os.kill(os.getpid(), signal.SIGKILL)        # the checksum is in place, the .pt not yet
         real_text(path, text)
 
     ckpt.atomic_write_bytes, ckpt.atomic_write_text = writing, checksum
     _quiet_fit(cfg)
 
 
-@pytest.mark.parametrize("phase", ["half-written", "before-checksum"])
+@pytest.mark.parametrize("phase", ["half-written", "checksum-only"])
 def test_killed_during_a_save_resumes_exactly(tmp_path, reference, phase):
     for call in (2, 4):                                  # the end of epoch 1; mid-epoch 2
         out = tmp_path / f"{phase}-{call}"
@@ -155,8 +157,8 @@ def test_killed_during_a_save_resumes_exactly(tmp_path, reference, phase):
             warnings.simplefilter("always")
             fit(cfg)
         assert_same_run(out, reference[0])
-        if phase == "before-checksum":                  # the unverifiable newest file was skipped, with a warning
-            assert any("incomplete" in str(w.message) for w in caught)
+        assert not [w for w in caught if "checkpoint" in str(w.message)]   # a killed save: nothing refused
+        assert not [p for p in (out / "checkpoints").glob("*.sha256") if not p.with_suffix("").exists()]
         assert not list((out / "checkpoints").glob("*.tmp"))
 
 
@@ -210,11 +212,13 @@ def test_a_malicious_pickle_is_refused_without_running_it(tmp_path):
 def test_checkpoints_that_all_fail_refuse_instead_of_starting_over(tmp_path):
     out = tmp_path / "run"
     _quiet_fit(config(out, epochs=1))
+    names = sorted(p.name for p in ckpt.checkpoint_files(out / "checkpoints"))
     for path in ckpt.checkpoint_files(out / "checkpoints"):
         path.with_name(path.name + ".sha256").write_text("sha256 0 0\n")
-    with pytest.raises(CheckpointError, match="no usable checkpoint"):
+    with pytest.raises(NoUsableCheckpointError, match=f"none of the {len(names)} checkpoints"):
         fit(config(out, epochs=1, resume=True))
-    assert len(ckpt.checkpoint_files(out / "checkpoints")) >= 1    # nothing set aside, nothing overwritten
+    kept = sorted(p.name.split(".corrupt-")[0] for p in ckpt.set_aside_files(out / "checkpoints"))
+    assert kept == names                                             # every one set aside, none deleted
 
 
 def test_resume_without_checkpoints_starts_fresh_with_a_notice(tmp_path, reference, capsys):

@@ -9,11 +9,12 @@ course_utils.production``, and under ``torchrun``); ``--task`` names a built-in 
 in ``builtin.py``) or your own ``MODULE:FUNCTION``. It uses the engine (models, schedules, the loop's
 arithmetic) and infra (storage, checks), never a chapter or a view.
 """
-from course_utils.production.checkpoint import CheckpointError, UnsafeCheckpointError, load_checkpoint
+from course_utils.production.checkpoint import (CheckpointError, NoUsableCheckpointError, UnsafeCheckpointError,
+                                                load_checkpoint)
 from course_utils.production.config import FitConfig
 from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.fit import FitResult, fit, weights_digest
 from course_utils.production.task import Task, TaskError
 
 __all__ = ["FitConfig", "FitResult", "Task", "TaskError", "fit", "load_checkpoint", "EarlyStopping",
-           "CheckpointError", "UnsafeCheckpointError", "weights_digest"]
+           "CheckpointError", "NoUsableCheckpointError", "UnsafeCheckpointError", "weights_digest"]

@@ -1,10 +1,13 @@
-"""Checkpoints that survive a crash (chapter 7): durable atomic writes, a checksum written last, safe loading.
+"""Checkpoints that survive a crash (chapter 7): durable atomic writes, a checksum written first, safe loading.
 
-A checkpoint is one dict of tensors and plain Python values, serialised once in memory and written
-with ``storage.atomic_write_bytes`` (temp file in the same folder, fsync, ``os.replace``) as
-``NAME.pt``; then its SHA-256 goes, the same way, to ``NAME.pt.sha256``, and one fsync of the folder
-makes both renames durable. The sidecar is written last, so a checkpoint without one, or whose bytes
-do not match it, is incomplete or damaged (whichever of the two renames a power cut kept).
+A checkpoint is one dict of tensors and plain Python values, serialised once in memory. Its SHA-256
+and size go first, with ``storage.atomic_write_text`` (temp file in the same folder, fsync,
+``os.replace``, folder fsync), to ``NAME.pt.sha256``; then the bytes go the same way to ``NAME.pt``.
+So a ``NAME.pt`` is never on disk without the checksum of exactly its bytes: a kill at any moment
+leaves the new checkpoint either complete or absent (a lone checksum file, or a temporary file, both
+removed at the next resume), never one that looks damaged or one that passes and is wrong. A
+checkpoint refused at resume is therefore really missing its checksum, unreadable, cut short,
+replaced or changed; the warning says which.
 Loading checks the checksum *before* unpickling anything and then uses
 ``torch.load(weights_only=True)`` with no allowlist: a pickle that would run code is refused.
 
@@ -12,13 +15,7 @@ Names sort by position in the run: ``last-e0003-s000012.pt`` was taken in epoch 
 micro-batches; ``last-e0004-s000000.pt`` at the end of epoch 3. ``best-...`` holds the best
 validation so far: the same state as the 'last' file of that moment, so it is that file's second name
 (a hard link, where the file system has them), not a second copy. Old files are pruned only after
-the new pair is complete.
-
-The training thread serialises the state into memory (a copy: training may then change the tensors);
-``BackgroundWriter`` checksums and writes the bytes on a thread while training goes on. That thread
-needs almost no GIL (hashing, writing and fsync release it), so it does not hold training back.
-Writes go one at a time, in order; a kill during one leaves the previous checkpoints untouched,
-exactly as a kill during a write in the training thread would.
+the new pair is complete. ``writer.py`` writes them behind training's back.
 """
 from __future__ import annotations
 
@@ -27,9 +24,8 @@ import hashlib
 import io
 import pickle
 import re
-import threading
 import warnings
-from collections.abc import Callable
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +34,27 @@ import torch
 from course_utils.infra.storage import atomic_link, atomic_write_bytes, atomic_write_text, set_aside
 
 NAME = re.compile(r"^(last|best)-e(\d{4,})-s(\d{6,})\.pt$")
+FORMAT = "course_utils.production/1"
 
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be used; the message is one line and names the file."""
 
-
-class IncompleteCheckpointError(CheckpointError):
-    """A checkpoint whose checksum file was never written: the run stopped while saving it."""
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message    # what is wrong, without the file's path
 
 
 class UnsafeCheckpointError(CheckpointError):
     """A checkpoint whose pickle would import or run code: refused, never loaded."""
+
+
+class NoUsableCheckpointError(CheckpointError):
+    """Resume was asked for, checkpoints are there, and none can be used: nothing trained (CLI exit code 2)."""
+
+
+def _refuse(path: Path, reason: str, kind: type[CheckpointError] = CheckpointError) -> CheckpointError:
+    return kind(f"checkpoint {path} {reason}", reason)
 
 
 def checkpoint_name(kind: str, epoch: int, position: int) -> str:
@@ -75,6 +80,13 @@ def checkpoint_files(folder: str | Path, kind: str | None = None) -> list[Path]:
     return sorted(found, key=_position, reverse=True)
 
 
+def set_aside_files(folder: str | Path) -> list[Path]:
+    """Checkpoints set aside earlier as unusable (`NAME.pt.corrupt-<time>`), which a resume never reads."""
+    folder = Path(folder)
+    found = folder.glob("*.pt.corrupt-*") if folder.is_dir() else []
+    return sorted(p for p in found if NAME.match(p.name.split(".corrupt-")[0]))
+
+
 def serialize(state: dict[str, Any]) -> memoryview:
     """The bytes torch.save writes for `state` (a view of the buffer torch wrote them to: no second copy)."""
     buffer = io.BytesIO()
@@ -83,77 +95,18 @@ def serialize(state: dict[str, Any]) -> memoryview:
 
 
 def write_checkpoint(folder: str | Path, name: str, payload: bytes | memoryview) -> Path:
-    """Write `payload` as folder/name durably, then its checksum (last); returns the path (chapter 7)."""
+    """Write `payload`'s checksum, then `payload` as folder/name, each durably; returns the path (chapter 7)."""
     path = Path(folder) / name
-    atomic_write_bytes(path, payload, sync_folder=False)        # its rename is made durable with the checksum's
     atomic_write_text(_sidecar(path), f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n")
+    atomic_write_bytes(path, payload)                 # only now can the checkpoint be found
     return path
-
-
-class BackgroundWriter:
-    """Writes checkpoints in order on one thread while training goes on (chapter 7).
-
-    ``submit(job, size)`` queues a write of `size` bytes and returns at once, unless the writes already
-    waiting hold `budget` bytes: then training waits for the disk (with durable writes, a disk slower
-    than the checkpoint cadence has to hold training back somewhere; one write always may wait). Every
-    job is written, in order; ``wait()`` returns once all are on disk and raises what a write raised (so
-    does the next ``submit``). The thread lives while there is work and for `idle` seconds after.
-    """
-
-    def __init__(self, finish: Callable[[], None] = lambda: None, budget: int = 256 * 2**20, idle: float = 2.0):
-        self.finish, self.budget, self.idle = finish, budget, idle   # finish: after each write (pruning)
-        self.ready = threading.Condition()
-        self.pending: list[tuple[Callable[[], None], int]] = []      # the one being written comes first
-        self.thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def submit(self, job: Callable[[], None], size: int = 0) -> None:
-        """Queue `job`; wait first while the queued writes hold `budget` bytes."""
-        with self.ready:
-            while (self.pending and sum(n for _, n in self.pending) + size > self.budget
-                   and self.error is None):
-                self.ready.wait()
-            self._raise()
-            self.pending.append((job, size))
-            self.ready.notify_all()
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._serve, name="checkpoint-writer", daemon=True)
-                self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            with self.ready:
-                if not self.pending and not self.ready.wait_for(lambda: self.pending, timeout=self.idle):
-                    self.thread = None                   # idle: the next submit starts a new thread
-                    return
-                job = self.pending[0][0]
-            try:
-                if self.error is None:
-                    job()
-                    self.finish()
-            except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()/submit()
-                self.error = exc
-            with self.ready:
-                self.pending.pop(0)
-                self.ready.notify_all()
-
-    def wait(self) -> None:
-        """Block until every queued write is on disk; raise what a write raised."""
-        with self.ready:
-            self.ready.wait_for(lambda: not self.pending)
-            self._raise()
-
-    def _raise(self) -> None:
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
 
 
 def copy_checkpoint(folder: str | Path, name: str, new_name: str, payload: bytes | memoryview) -> Path:
     """The checkpoint `name` under a second name: hard links (no bytes written twice), else a durable copy."""
     folder = Path(folder)
     source, path = folder / name, folder / new_name
-    if atomic_link(source, path, sync_folder=False) and atomic_link(_sidecar(source), _sidecar(path)):
+    if atomic_link(_sidecar(source), _sidecar(path)) and atomic_link(source, path):   # the checksum first
         return path
     return write_checkpoint(folder, new_name, payload)
 
@@ -163,7 +116,7 @@ def prune(folder: str | Path, kind: str, keep: int) -> list[Path]:
     removed = []
     for path in checkpoint_files(folder, kind)[keep:]:
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()          # the checkpoint first: a lone sidecar is ignored, a lone .pt looks damaged
+            path.unlink()          # the checkpoint first: a lone checksum file is an unfinished save's
         with contextlib.suppress(FileNotFoundError):
             _sidecar(path).unlink()
         removed.append(path)
@@ -171,14 +124,39 @@ def prune(folder: str | Path, kind: str, keep: int) -> list[Path]:
 
 
 def remove_unfinished(folder: str | Path) -> int:
-    """Delete temporary files a killed writer left behind (`NAME.pt.XXXX.tmp`); returns how many."""
+    """Delete what a killed save left: temporary files (`NAME.pt.XXXX.tmp`), a checksum whose checkpoint never
+    arrived. Returns how many."""
     folder = Path(folder)
+    if not folder.is_dir():
+        return 0
+    unfinished = list(folder.glob("*.pt*.tmp"))
+    unfinished += [p for p in folder.glob("*.pt.sha256") if NAME.match(p.name[:-7]) and not p.with_suffix("").exists()]
     count = 0
-    for path in folder.glob("*.pt*.tmp") if folder.is_dir() else []:
+    for path in unfinished:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             count += 1
     return count
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _recorded(path: Path) -> tuple[str, int]:
+    """The (sha256, size) the checksum file records; CheckpointError saying what is wrong with that file."""
+    try:
+        raw = _sidecar(path).read_bytes()
+    except FileNotFoundError:
+        raise _refuse(path, "cannot be verified: its .sha256 checksum file is missing") from None
+    except OSError as exc:
+        raise _refuse(path, f"cannot be verified: its .sha256 checksum file is unreadable ({_why(exc)})") from None
+    fields = raw.split()
+    if (len(fields) != 3 or fields[0] != b"sha256" or not re.fullmatch(rb"[0-9a-f]{64}", fields[1])
+            or not fields[2].isdigit()):
+        raise _refuse(path, "cannot be verified: its .sha256 checksum file is unreadable (it holds no "
+                            "'sha256 DIGEST SIZE' line)")
+    return fields[1].decode(), int(fields[2])
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -187,16 +165,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
-    try:
-        recorded = _sidecar(path).read_text(encoding="utf-8").split()
-    except (OSError, UnicodeDecodeError):
-        raise IncompleteCheckpointError(f"checkpoint {path} is incomplete: its checksum file {_sidecar(path).name} "
-                                        "is missing (the run was probably stopped while saving)") from None
-    actual = hashlib.sha256(data).hexdigest()
-    if len(recorded) != 3 or recorded[0] != "sha256" or recorded[1] != actual or recorded[2] != str(len(data)):
-        raise CheckpointError(f"checkpoint {path} is damaged: its bytes do not match the checksum in "
-                              f"{_sidecar(path).name}")
+        raise _refuse(path, f"cannot be read ({_why(exc)})") from None
+    digest, size = _recorded(path)
+    if len(data) < size and not zipfile.is_zipfile(io.BytesIO(data)):     # a torch file ends with the zip's index
+        raise _refuse(path, f"is damaged: cut short to {len(data)} of the {size} bytes its checksum file records")
+    if len(data) != size:
+        raise _refuse(path, f"is damaged: it holds {len(data)} bytes where its checksum file records {size} "
+                            f"(replaced{' or added to' if len(data) > size else ' by another file'})")
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise _refuse(path, "is damaged: its bytes do not match its checksum file (the right size, other content: "
+                            "changed or replaced)")
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
@@ -204,54 +182,71 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         if "weights_only" in str(exc) or "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
             raise UnsafeCheckpointError(f"refusing checkpoint {path}: it asks to import or run code, which "
                                         f"weights_only loading forbids ({first[:120]})") from None
-        raise CheckpointError(f"checkpoint {path} cannot be unpickled ({first[:120]})") from None
+        raise _refuse(path, f"cannot be unpickled ({first[:120]})") from None
     except Exception as exc:  # noqa: BLE001 - any other failure of a matching file: report it, one line
-        raise CheckpointError(f"checkpoint {path} cannot be loaded ({type(exc).__name__}: "
-                              f"{str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''})") from None
+        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ""
+        raise _refuse(path, f"cannot be loaded ({type(exc).__name__}: {first})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint {path} is not a checkpoint of this trainer (format "
-                              f"{state.get('format') if isinstance(state, dict) else type(state).__name__})")
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise _refuse(path, f"is not a checkpoint of this trainer (format {found})")
     return state
-
-
-FORMAT = "course_utils.production/1"
 
 
 def newest_valid(folder: str | Path, say=print) -> tuple[Path, dict[str, Any]] | None:
     """The newest checkpoint in `folder` that loads, damaged newer ones set aside with a warning (chapter 7).
 
-    None when the folder holds no complete checkpoint: none at all, or only ones whose save never
-    finished (no checksum file; set aside with a warning). A checkpoint that would run code stops the
-    search at once (UnsafeCheckpointError); if complete checkpoints exist but none loads, CheckpointError.
+    None when the folder holds no checkpoint and never did. A checkpoint that would run code stops the
+    search at once (UnsafeCheckpointError). If checkpoints are there and none can be used, or only ones set
+    aside earlier are, NoUsableCheckpointError: each set aside (never deleted), nothing started.
     """
     removed = remove_unfinished(folder)
     if removed:
-        say(f"removed {removed} unfinished temporary file(s) from {folder}")
+        say(f"removed {removed} file(s) of an unfinished save from {folder}")
     files = checkpoint_files(folder)
     if not files:
+        earlier = set_aside_files(folder)
+        if earlier:
+            raise NoUsableCheckpointError(
+                f"--resume: {folder} holds no usable checkpoint, only {len(earlier)} set aside earlier as "
+                f"unusable ({', '.join(p.name for p in earlier[:3])}{', ...' if len(earlier) > 3 else ''}); "
+                "nothing was trained; run without --resume to start over")
         return None
-    damaged: list[tuple[Path, str, bool]] = []
+    refused: list[tuple[Path, str]] = []
     for path in files:
         try:
             state = load_checkpoint(path)
         except UnsafeCheckpointError:
             raise
         except CheckpointError as exc:
-            damaged.append((path, str(exc), isinstance(exc, IncompleteCheckpointError)))
+            refused.append((path, exc.reason))
             continue
-        _set_aside(damaged, f"resuming from {path.name}")   # only once a good one is found: never start over
+        for bad, reason in refused:               # only once a good one is found: never start over
+            where = _put_aside(bad)
+            warnings.warn(f"checkpoint {bad.name} {reason}; {where}; resuming from {path.name}", RuntimeWarning,
+                          stacklevel=2)
         return path, state
-    if all(incomplete for _, _, incomplete in damaged):      # killed while saving the first checkpoint
-        _set_aside(damaged, "no complete checkpoint: starting fresh")
-        return None
-    raise CheckpointError(f"no usable checkpoint in {folder}: the newest, {files[0].name}, failed: {damaged[0][1]}")
+    why = "; ".join(f"{bad.name} {reason}" for bad, reason in refused)
+    moved = [(bad.name, _move_aside(bad)) for bad, _ in refused]
+    suffixes = {new.name[len(old):] for old, new in moved if new is not None}
+    if len(suffixes) == 1 and all(new is not None for _, new in moved):
+        where = f"each was set aside in that folder as <its name>{suffixes.pop()}"
+    else:
+        where = "set aside: " + ", ".join(f"{old} as {new.name}" if new else f"{old} could not be moved"
+                                          for old, new in moved)
+    several = f"none of the {len(files)} checkpoints" if len(files) > 1 else "the one checkpoint"
+    raise NoUsableCheckpointError(
+        f"--resume: {several} in {folder} can be used, so nothing was trained: {why}; {where} (nothing was "
+        "deleted); run without --resume to start over")
 
 
-def _set_aside(damaged: list[tuple[Path, str, bool]], then: str) -> None:
-    """Move damaged or incomplete checkpoints aside (never deleted), each with a warning."""
-    for bad, problem, _ in damaged:
-        moved = set_aside(bad, "damaged")
-        if moved is not None and _sidecar(bad).exists():
-            set_aside(_sidecar(bad), "damaged")
-        where = f"; set aside as {moved.name}" if moved else ""
-        warnings.warn(f"skipping {problem}{where}; {then}", RuntimeWarning, stacklevel=3)
+def _move_aside(path: Path) -> Path | None:
+    """Move an unusable checkpoint (and its checksum file) aside, never deleting it; where it went (None: stuck)."""
+    moved = set_aside(path, "unusable")
+    if _sidecar(path).exists():
+        set_aside(_sidecar(path), "unusable")
+    return moved
+
+
+def _put_aside(path: Path) -> str:
+    moved = _move_aside(path)
+    return f"set aside as {moved.name}" if moved else "it could not be moved aside"

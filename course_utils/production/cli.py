@@ -7,8 +7,9 @@
     torchrun --nproc_per_node=2 -m course_utils.train --out runs/ddp --epochs 5
 
 Writes DIR/metrics.jsonl, DIR/model.pt, DIR/summary.json, DIR/checkpoints/ and DIR/tb/. Bad flags or
-values, or a task that cannot be trained: one line on stderr, exit code 2. A checkpoint that cannot be
-used, or a run that diverged: one line, exit code 1.
+values, a task that cannot be trained, or --resume where checkpoints are and none can be used (each one set
+aside, nothing trained, nothing deleted): one line on stderr, exit code 2. A checkpoint that would run code
+or belongs to another run, or a run that diverged: one line, exit code 1.
 """
 from __future__ import annotations
 
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="mixed precision: bf16 (CPU or CUDA, no scaler) or fp16 (CUDA, with a GradScaler)")
     a("--compile", action="store_true", help="torch.compile the model")
     a("--resume", action="store_true",
-      help="continue from the newest valid checkpoint in OUT/checkpoints (none: start fresh, with a notice); "
+      help="continue from the newest valid checkpoint in OUT/checkpoints (none there: start fresh, with a notice; "
+           "some there and none usable: set aside, nothing trained, exit code 2); "
            "every setting that changes the numbers must match the checkpoint's, except that --epochs may grow "
            "when --schedule is constant (the other schedules are sized by the run's length)")
     a("--clip-norm", type=_none_or(float), default=None,
@@ -128,18 +130,21 @@ def config_from_args(argv: list[str] | None = None) -> FitConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the trainer; returns the exit code (0 done, 1 refused or diverged, 2 bad usage)."""
+    """Run the trainer; returns the exit code (0 done, 1 refused or diverged, 2 bad usage or nothing to resume)."""
     try:
         config = config_from_args(argv)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    from course_utils.production import CheckpointError, fit   # torch imports after the flags are checked
+    from course_utils.production import CheckpointError, NoUsableCheckpointError, fit   # torch after the flags
 
     warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"
     main_rank = os.environ.get("RANK", "0") == "0"        # under torchrun every rank meets the same error
     try:
         result = fit(config)
+    except NoUsableCheckpointError as exc:    # --resume and no checkpoint can be used: nothing trained
+        print(f"{PROG}: error: {exc}", file=sys.stderr) if main_rank else None
+        return 2
     except CheckpointError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr) if main_rank else None
         return 1

@@ -32,6 +32,7 @@ from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
 from course_utils.production.logs import RunLog
 from course_utils.production.task import Task, TaskError
+from course_utils.production.writer import BackgroundWriter
 from course_utils.engine.schedules import make_scheduler
 from course_utils.infra.storage import atomic_write_bytes
 
@@ -144,29 +145,25 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
     log = RunLog(out, main, state["history"], state["updates"] if found else None, config.tensorboard,
                  config.progress)
     plain_config = config.as_plain()
-    writer = ckpt.BackgroundWriter(lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
+    writer = BackgroundWriter(before=log.flush_events,
+                              after=lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
-        """Every piece of state, written by rank 0 only, durably (on a thread); the old ones pruned after."""
+        """Every piece of state, by rank 0 only: copied here, written durably on a thread, the old ones pruned after."""
         per_rank = distributed.gather({"rng": rng.capture(), "running": list(state["running"])}, ranks)
         if not main:
             return
-        log.flush()
-        payload = ckpt.serialize({
+        log.hand_over()                                   # the steps logged so far reach disk before the checkpoint
+        kinds = ("best", "last") if best else ("last",)   # the best first: a 'last' naming it finds it
+        names = [ckpt.checkpoint_name(kind, epoch, position) for kind in kinds]
+        writer.save({
             "format": ckpt.FORMAT, "config": plain_config, "task": identity, "epoch": epoch,
             "position": position, "updates": state["updates"], "skipped": state["skipped"],
             "bad_in_a_row": state["bad_in_a_row"], "running": list(state["running"]), "history": state["history"],
             "best": dict(state["best"]), "elapsed_s": state["elapsed_s"] + time.perf_counter() - started,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
-            "world_size": ranks.world_size, "ranks": per_rank})
-        last = ckpt.checkpoint_name("last", epoch, position)
-        if not best:                                              # written on a thread; training goes on
-            writer.submit(lambda: ckpt.write_checkpoint(folder, last, payload), len(payload))
-            return
-        best_name = ckpt.checkpoint_name("best", epoch, position)  # the best first: a 'last' naming it finds it
-        writer.submit(lambda: (ckpt.write_checkpoint(folder, best_name, payload),
-                               ckpt.copy_checkpoint(folder, best_name, last, payload)), len(payload))
+            "world_size": ranks.world_size, "ranks": per_rank}, folder, names)
 
     # -- 8. the loop ---------------------------------------------------------------------------
     started = time.perf_counter()
@@ -204,10 +201,9 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             grad_norm = global_norm([p.grad for p in params if p.grad is not None])
             if config.clip_norm:
                 nn.utils.clip_grads_with_norm_(params, config.clip_norm, grad_norm)
-            grad_norm = grad_norm.item()                              # the one sync of an update
+            grad_norm, *losses = on_host([grad_norm, *window])         # the one host sync of an update
             in_window = sizes[i + 1 - len(window):i + 1]
             window_examples = sum(in_window)
-            losses = [window[0].item()] if len(window) == 1 else torch.stack(window).tolist()
             window_mean = sum(value * n for value, n in zip(losses, in_window)) / window_examples
             window.clear()
             stepped = math.isfinite(grad_norm) and math.isfinite(window_mean)
@@ -263,9 +259,9 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
             break
 
     # -- 9. the end: every checkpoint on disk; the weights delivered (the best ones with early stopping)
-    log.close()
     if main:
-        writer.wait()
+        writer.wait()                                  # the last checkpoint on disk before anything below
+    log.close()
     digests = distributed.gather(weights_digest(model), ranks)     # also waits for rank 0's last write
     paths = {"out": str(out), "metrics": str(out / "metrics.jsonl"), "checkpoints": str(folder),
              "tb": str(out / "tb"), "model": str(out / "model.pt")}
@@ -295,6 +291,14 @@ def fit(config: FitConfig, task: Task | None = None) -> FitResult:
     distributed.teardown(ranks)
     return FitResult(stop_reason, state["updates"], state["skipped"], len(state["history"]), state["history"],
                      state["best"], str(resumed_from) if resumed_from else None, paths, delivered)
+
+
+def on_host(tensors: list[torch.Tensor]) -> list[float]:
+    """The values of 0-dim tensors as Python floats, read in one host sync (chapter 7's NaN guard reads the norm
+    and the window's losses); exactly the floats ``.item()`` would give."""
+    if all(t.dtype == tensors[0].dtype for t in tensors):
+        return torch.stack(tensors).tolist()
+    return torch.stack([t.double() for t in tensors]).tolist()
 
 
 def _the_task(config: FitConfig, task: Task | None) -> Task:
@@ -345,7 +349,7 @@ def _best_weights(folder: Path, epoch: int) -> dict[str, torch.Tensor]:
 def _find_resume(config: FitConfig, identity: dict[str, Any], folder: Path, ranks,
                  say) -> tuple[Path, dict[str, Any]] | None:
     """Rank 0 picks the checkpoint (or the error); every rank then loads the same file."""
-    choice: tuple[str, str] | None = None   # ("path", p) | ("error", message) | None
+    choice: tuple[str, str] | None = None   # ("path", p) | (error type's name, message) | None
     if ranks.is_main:
         try:
             if not config.resume:
@@ -359,12 +363,12 @@ def _find_resume(config: FitConfig, identity: dict[str, Any], folder: Path, rank
                 else:
                     choice = ("path", str(found[0]))
         except ckpt.CheckpointError as exc:
-            choice = ("error", str(exc))
+            choice = (type(exc).__name__, str(exc))
     choice = distributed.share(choice, ranks)
     if choice is None:
         return None
-    if choice[0] == "error":
-        raise (ckpt.UnsafeCheckpointError if "refusing" in choice[1] else ckpt.CheckpointError)(choice[1])
+    if choice[0] != "path":                            # every rank raises rank 0's error, of its type
+        raise getattr(ckpt, choice[0])(choice[1])
     path = Path(choice[1])
     saved = ckpt.load_checkpoint(path)
     changed = config.differences(saved["config"])

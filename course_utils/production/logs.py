@@ -3,7 +3,8 @@
 Only rank 0 logs. On resume the history saved in the checkpoint is written back as metrics.jsonl
 (so no epoch appears twice or goes missing), and TensorBoard's writer is opened with
 ``purge_step`` so readers drop the steps logged after that checkpoint by the killed run. Event
-files are flushed before every checkpoint, so everything up to a checkpoint is on disk. Since the
+files are flushed (by the checkpoint writer's thread) before every checkpoint is written, so
+everything up to a checkpoint is on disk. Since the
 checkpoint's history is what a resume writes back, metrics.jsonl is flushed but not fsynced.
 
 Per update, the three scalars go into one TensorBoard event (one summary with three values): a third
@@ -100,14 +101,14 @@ class RunLog:
         with open(self.metrics_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
         if self.writer is not None:
-            self._hand_over()                            # the updates' steps come before the epoch's
+            self.hand_over()                             # the updates' steps come before the epoch's
             for key, value in record.items():
                 tag = epoch_tag(key)
                 if tag is not None:
                     self.writer.add_scalar(tag, value, record["updates"])
 
-    def _hand_over(self) -> None:
-        """The kept per-update scalars to TensorBoard's writer, one event per update."""
+    def hand_over(self) -> None:
+        """The kept per-update scalars to TensorBoard's writer, one event per update (before a checkpoint)."""
         from tensorboard.compat.proto.summary_pb2 import Summary
 
         for updates, values in self.pending:
@@ -115,15 +116,14 @@ class RunLog:
                                                    for key, tag in STEP_TAGS.items()]), updates)
         self.pending.clear()
 
-    def flush(self) -> None:
-        """Everything logged so far onto disk (before a checkpoint)."""
+    def flush_events(self) -> None:
+        """Everything handed over so far onto disk (the checkpoint writer's thread, before it writes)."""
         if self.writer is not None:
-            self._hand_over()
             self.writer.flush()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
         if self.writer is not None:
-            self._hand_over()
+            self.hand_over()
             self.writer.close()

@@ -169,10 +169,11 @@ for name, generator in [("no generator", None), ("its own generator", torch.Gene
 #
 # **Problem:** a crash or a time limit throws away hours of work. A checkpoint must hold *everything*
 # the next update depends on, or the resumed run quietly differs from the one that was not
-# interrupted. The trainer writes each checkpoint durably (temporary file in the same folder, fsync,
-# `os.replace`; then its checksum the same way; then an fsync of the folder) and keeps the last few plus
-# the best. Training does not wait for the disk: it copies the state in memory, and a second thread
-# serialises and writes it.
+# interrupted. The trainer writes each checkpoint durably (its checksum first, then the file: each a temporary
+# file in the same folder, fsync, `os.replace`, an fsync of the folder), so a kill leaves the new checkpoint
+# whole or absent, and keeps the last few plus the best. Training does not wait for the disk: it copies the
+# state in memory, and a second thread serialises and writes it. A `--resume` that finds checkpoints and can
+# use none of them stops (exit code 2) instead of starting over: it sets them aside and says why.
 #
 # The experiment: the same configuration twice. Once uninterrupted. Once as a separate process
 # (`python -m course_utils.train`), killed with `SIGKILL` as soon as a checkpoint is on disk (mid-epoch),
@@ -191,7 +192,7 @@ def kill_once_checkpointed(process, folder):
     """
     while process.poll() is None:
         os.kill(process.pid, signal.SIGSTOP)
-        if list(folder.glob("last-*.pt.sha256")):
+        if list(folder.glob("last-*.pt")):
             process.kill()                        # SIGKILL: no handler runs, nothing is cleaned up
             return process.wait()
         os.kill(process.pid, signal.SIGCONT)
@@ -207,7 +208,7 @@ process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out",
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 checkpoints = RUNS / "cut" / "checkpoints"
 print("the second run was killed:", kill_once_checkpointed(process, checkpoints) == -signal.SIGKILL)
-print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt.sha256"))))
+print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt"))))
 print("it had not finished:", not (RUNS / "cut" / "model.pt").exists())
 
 resumed, said = quiet_fit(out=str(RUNS / "cut"), resume=True, **CONFIG)
@@ -920,7 +921,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 #   barrier, so that no rank moves on (or, at the end, reads `best.pt`) before the file is complete. The
 #   trainer needs no barrier there: every rank first hands rank 0 its random streams (a gather, which all ranks
 #   must reach), then rank 0 writes while the others train on, and a resume reads only checkpoints whose
-#   checksum file is complete.
+#   bytes match their checksum file.
 # - **Every rank evaluates the whole validation set.** That is W times the work, but each rank gets the full
 #   metric without an all-reduce, and early stopping takes the same decision everywhere. Lightning shards
 #   validation instead and averages the metric across ranks (`sync_dist=True`); nanoGPT evaluates on rank 0
