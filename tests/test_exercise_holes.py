@@ -281,9 +281,12 @@ STATED = {  # what each statement must say for a learner to write exactly what t
     "clip_gradients": ["model.parameters()", "generator", "as a float"],
     "race_to_target": ["int64", "at least", "no graph", "counted from 1", "never more"],
     "examples_processed": ["may be 0", "drop_last", "int"],
-    "weighted_shard": ["list of indices (ints)", "torch.multinomial", "untouched"],
-    "rank_metrics": ["Python floats", "each counted once", "Leave the tensors"],
-    "token_window_losses": ["scalar tensors", "generator", "ValueError"],
+    "weighted_shard": ["list of indices (ints)", "torch.multinomial", "untouched", "num_samples ≥ 1",
+                       "accepts either"],
+    "rank_metrics": ["Python floats", "each counted once", "Leave the tensors", "smaller than world_size",
+                     "1e-5 relative"],
+    "token_window_losses": ["scalar tensors", "generator", "ValueError", "both the values",
+                            "built from its token losses", "inputs unchanged"],
 }
 
 
