@@ -28,6 +28,29 @@ def _time(action, repeats: int) -> list[float]:
     return out
 
 
+def _messages_per_step() -> str:
+    """Count every widget's outgoing comm messages for the first Steps after a Reset, the page acknowledging each."""
+    from ipywidgets import Widget
+    from course_utils.widgets.simulator import simulator
+    view, counts = simulator(), []
+    view.plot._on_message(view.plot, {"type": "ready"}, [])
+    original = Widget._send
+
+    def counting(widget, msg, buffers=None):
+        counts[-1] += 1
+        original(widget, msg, buffers)
+        if widget is view.plot and "seq" in msg.get("content", {}):
+            view.plot._on_message(view.plot, {"type": "ack", "seq": msg["content"]["seq"]}, [])
+    Widget._send = counting
+    try:
+        for _ in range(5):
+            counts.append(0)
+            view.step()
+    finally:
+        Widget._send = original
+    return ", ".join(map(str, counts)) + " (Steps 1-5)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -54,6 +77,7 @@ def main() -> None:
         name = "default run" if not bugs else f"with {bugs[0]} (+ ghost)"
         print(f"{name:<34} Step median {statistics.median(steps):6.1f} ms (min {min(steps):5.1f})   "
               f"Train epoch median {statistics.median(epochs):6.1f} ms (min {min(epochs):5.1f})")
+    print(f"comm messages per Step (every widget's, a page showing the view): {_messages_per_step()}")
     view.train_to_end()
     png = _time(lambda: figure_png(run_figure(view.session)), 3)
     print(f"for comparison: one matplotlib PNG of the same panels  median {statistics.median(png):6.1f} ms "

@@ -288,3 +288,6 @@ from tests.exercise_ranks import RIGHT_RANKS  # noqa: E402 - exercises 2.4 and 4
 RIGHT.update(RIGHT_RANKS)
 from tests.exercise_token_accum_cases import RIGHTS as _TOKEN_RIGHTS  # noqa: E402 (exercise 7.5, chapter 7)
 RIGHT["token_window_losses"] = _TOKEN_RIGHTS
+from tests import exercise_snapshot_cases as _snapshot  # noqa: E402 - exercise 5.3 lives in its own module
+
+RIGHT["snapshot"] = _snapshot.RIGHT

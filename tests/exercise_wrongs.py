@@ -805,3 +805,6 @@ from tests.exercise_ranks import WRONG_RANKS  # noqa: E402 - exercises 2.4 and 4
 WRONG.update(WRONG_RANKS)
 from tests.exercise_token_accum_cases import WRONGS as _TOKEN_WRONGS  # noqa: E402 (exercise 7.5, chapter 7)
 WRONG["token_window_losses"] = _TOKEN_WRONGS
+from tests import exercise_snapshot_cases as _snapshot  # noqa: E402 - exercise 5.3 lives in its own module
+
+WRONG["snapshot"] = _snapshot.WRONG

@@ -137,3 +137,25 @@ def test_every_message_stays_small_however_long_the_run():
             plot.flush()
     sizes = [len(m["series"]["loss"][1]) for m in sent if m.get("series")]
     assert max(sizes) <= LIMIT and np.median(sizes) <= 2 and len(plot.data["loss"]) <= LIMIT
+
+
+def test_an_unchanged_boundary_is_sent_once():
+    """The same grid again (a Step that moved no prediction) is not sent, so the page does not redraw it; a new one
+    is, and after a clear the same grid goes again (the page forgot it)."""
+    plot, sent = _plot()
+    plot.set_grid(2, b"\x00\x01\x01\x00", b"\x10\x20\x30\x40")
+    plot.flush()
+    assert "grid" in sent[-1]
+    plot._on_message(plot, {"type": "ack", "seq": sent[-1]["seq"]}, [])
+    plot.set_grid(2, b"\x00\x01\x01\x00", b"\x10\x20\x30\x40")
+    plot.add("loss", 1, 1.0)
+    plot.flush()
+    assert "grid" not in sent[-1] and "series" in sent[-1]
+    plot.set_grid(2, b"\x00\x01\x01\x00", b"\x10\x20\x30\x41")
+    plot.flush()
+    assert "grid" in sent[-1]
+    plot._on_message(plot, {"type": "ack", "seq": sent[-1]["seq"]}, [])
+    plot.clear()
+    plot.set_grid(2, b"\x00\x01\x01\x00", b"\x10\x20\x30\x41")
+    plot.flush()
+    assert sent[-2]["type"] == "reset" and "grid" in sent[-1]

@@ -1,10 +1,14 @@
 """Chapter 5's engine: exhibits where each bug hurts, a fair mystery game, panels that show every bug."""
+import math
+
 import pytest
 
 from course_utils.engine.bugs import LOOP_BUGS
 from course_utils.chapters.ch05_museum import EXHIBITS, HARMS, MYSTERY, SIGNATURE_PANEL, VARIATIONS, Harm, compare, exhibit
 from course_utils.chapters.ch05_museum_figure import PANELS, comparison_figure, visible_panels
 from course_utils.chapters.ch05_mystery import MysteryGame
+from course_utils.chapters.ch05_curves import confidence_on_wrong
+from course_utils.infra.notebook import sig
 
 # bugs whose harm is a worse model (the others change a measurement, memory or bookkeeping)
 HARMFUL = ("missing_zero_grad", "zero_grad_after_backward", "clip_before_backward", "clip_after_step",
@@ -15,6 +19,15 @@ def test_every_loop_bug_has_an_exhibit_that_differs_from_healthy():
     assert set(EXHIBITS) == set(LOOP_BUGS)
     for bug in LOOP_BUGS:
         assert not exhibit(bug).identical(), bug
+
+
+def test_the_healthy_accuracies_chapter_5_states():
+    """The introduction: above 0.8, except four exhibits hard by design, between 0.55 and 0.85 (the clipping
+    runs are chaotic: their exact accuracy differs by CPU kernel, these bounds do not)."""
+    hard = {"clip_before_backward", "clip_after_step", "missing_train_switch", "data_leakage"}
+    for bug in LOOP_BUGS:
+        acc = exhibit(bug).healthy.val_acc[-1]
+        assert (0.55 < acc < 0.85) if bug in hard else acc > 0.8, (bug, acc)
 
 
 @pytest.mark.parametrize("bug", HARMFUL)
@@ -53,6 +66,19 @@ def test_missing_train_switch_passes_for_an_improvement_on_accuracy():
     higher = sum(c.bugged.test_acc[-1] > c.healthy.test_acc[-1] for c in runs)
     lower = sum(c.bugged.test_acc[-1] < c.healthy.test_acc[-1] for c in runs)
     assert higher >= lower, (higher, lower)
+    sure = [(confidence_on_wrong(c.bugged_session.model, c.bugged_session.state.splits.val),
+             confidence_on_wrong(c.healthy_session.model, c.healthy_session.state.splits.val)) for c in runs]
+    assert all(bugged > healthy + 0.15 for bugged, healthy in sure), sure     # more confident in its mistakes
+    assert (sig(sure[0][0], 1), sig(sure[0][1], 1)) == (0.9, 0.6)            # as chapter 5 prints seed 0
+
+
+def test_missing_zero_grad_climbs_with_dips_and_no_nan():
+    """Chapter 5's words: a climb with dips (its printed claim says more than 4 times healthy), never NaN."""
+    for seed in SEEDS:
+        c = compare(("missing_zero_grad",), **{**EXHIBITS["missing_zero_grad"], "seed": seed})
+        b = c.bugged.grad_norm
+        assert any(y < x for x, y in zip(b, b[1:])) and max(b) > 4 * max(c.healthy.grad_norm), seed
+        assert not any(math.isnan(v) for v in c.bugged.loss), seed
 
 
 def test_a_claim_that_does_not_hold_prints_no():

@@ -53,7 +53,7 @@ def test_unknown_predictions_and_bad_ids_raise(tmp_path):
     with pytest.raises(KeyError):
         prediction(6, "no-such-experiment")
     with pytest.raises(ValueError, match="no question bank"):
-        prediction_bank(3)
+        prediction_bank(42)
 
 
 # --- the measurement stays out of sight until the card is answered (review finding 06.1) ----------------------

@@ -34,3 +34,13 @@ def test_ch04_keys():
     assert check(bank.question("inference-mode"), {0, 1}).correct
     assert check(bank.question("nograd-vs-eval"), 0).correct
     assert check(bank.question("ranks-accuracy"), 0).correct
+
+
+def test_ch03_hidden_state_key_is_the_fix_the_run_shows():
+    from course_utils.chapters.ch03_loop_errors import hidden_state_run
+
+    q = load_bank(3).question("hidden-state-fix")
+    assert [o.text for o in q.options if o.correct] == ["h = h.detach() at the start of each batch"]
+    assert not hidden_state_run("detach").error
+    assert hidden_state_run("retain_graph").says_inplace and hidden_state_run("none").says_freed
+    assert load_bank(3).questions[-1].id == "new-loss"          # the chapter calls it the last question

@@ -25,7 +25,7 @@ def test_a_growing_gradient_norm_is_missing_zero_grad():
     h, b = [e.grad_norm for e in healthy], [e.grad_norm for e in bugged]
     third = len(b) // 3
     early = b[:2 * third]
-    assert all(later > earlier for earlier, later in zip(early[::3], early[3::3]))   # climbs steadily
+    assert all(later > earlier for earlier, later in zip(early[::3], early[3::3]))   # climbs in trend
     assert median(b[-third:]) > 8 * median(h[-third:])                                  # ~10x the healthy norm
     assert bugged[third].loss < healthy[third].loss                                     # at first falls faster
     swing = lambda steps: max(e.loss for e in steps[-third:]) - min(e.loss for e in steps[-third:])
@@ -39,3 +39,12 @@ def test_half_after_adam_steps_raises_a_dtype_error():
     assert "RuntimeError" in _key("half-after-adam-steps")
     error = half_after_optimizer().stateful_step_error
     assert error.startswith("RuntimeError") and "dtype" in error
+
+
+def test_best_weights_key_is_the_copy_that_restores_the_best_epoch():
+    from course_utils.chapters.ch05_curves import best_copies
+
+    assert _key("best-weights-copy") == "best = copy.deepcopy(model.state_dict())"
+    runs = best_copies(0)
+    assert runs["copy.deepcopy(state_dict())"].restored_exactly
+    assert not runs["state_dict()"].restored_exactly and not runs["clone the parameters only"].restored_exactly

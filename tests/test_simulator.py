@@ -91,11 +91,12 @@ def test_a_step_reaches_the_browser_as_one_message_with_the_readouts(monkeypatch
     from ipywidgets import Widget
     view = SimulatorView(SMALL)
     _shown(view.plot, [])
-    view.step()                                     # the first Step also changes the note above the plot
     sent = []
     original = Widget._send
     monkeypatch.setattr(Widget, "_send", lambda self, msg, buffers=None: (sent.append((self, msg)),
                                                                          original(self, msg, buffers)))
+    view.step()                                     # the first Step also changes the note above the plot
+    assert len(sent) == 2 and sent[-1][0] is view.plot, [(type(w).__name__, m) for w, m in sent]
     for n in (2, 3):
         sent.clear()
         view.step()
@@ -275,7 +276,8 @@ def test_boundary_grid_predicts_like_the_model_and_leaves_it_unchanged():
     before = [p.clone() for p in s.model.parameters()]
     extent = data_extent(s.state.splits.train.tensors[0])
     classes, confidence = boundary_grid(s.model, extent, 8)
-    assert s.model.training and all(torch.equal(a, b) for a, b in zip(before, s.model.parameters()))
+    assert all(m.training for m in s.model.modules())           # every module back in training mode
+    assert all(torch.equal(a, b) for a, b in zip(before, s.model.parameters()))
     corner = torch.tensor([[extent[0], extent[2]], [extent[1], extent[3]]])
     s.model.eval()
     expected = s.model(corner).argmax(dim=1).tolist()

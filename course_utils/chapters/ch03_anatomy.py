@@ -143,6 +143,45 @@ def adam_step_by_hand(lr: float = LR, betas: tuple[float, float] = (0.9, 0.999),
     return AdamStep(g, m, v, m_hat, v_hat, update, W_new, _mat(model.weight))
 
 
+@dataclass(frozen=True)
+class MomentumSteps:
+    """Two SGD-with-momentum updates of TinyLinear's W on the same example, by hand and by torch (chapter 3)."""
+
+    g1: Mat          # the first gradient
+    v1: Mat          # the buffer after step 1: v = g1
+    W1: Mat          # W - lr v1: the same as plain SGD
+    g2: Mat          # the gradient at W1
+    v2: Mat          # mu v1 + g2
+    W2: Mat          # W1 - lr v2
+    torch_W1: Mat
+    torch_W2: Mat
+
+
+def momentum_steps_by_hand(lr: float = LR, mu: float = 0.9) -> MomentumSteps:
+    """SGD with momentum (v <- mu v + g; w <- w - lr v), two steps by hand and by torch.optim.SGD (chapter 3)."""
+    first = tiny_step(lr)
+
+    def each(f, *mats):
+        return tuple(tuple(f(*vals) for vals in zip(*rows)) for rows in zip(*mats))
+
+    v1 = first.dL_dW
+    W1 = each(lambda w, v: w - lr * v, first.W, v1)
+    dL_dy2 = tuple(2 * (y - t) / len(T) for y, t in zip(first.y_new, T))   # the gradient at the new weights
+    g2 = tuple(tuple(d * xj for xj in X) for d in dL_dy2)
+    v2 = each(lambda a, b: mu * a + b, v1, g2)
+    W2 = each(lambda w, v: w - lr * v, W1, v2)
+    model = TinyLinear().double()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=mu)
+    x, t = torch.tensor(X, dtype=torch.float64), torch.tensor(T, dtype=torch.float64)
+    seen = []
+    for _ in range(2):
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), t).backward()
+        optimizer.step()
+        seen.append(_mat(model.weight))
+    return MomentumSteps(first.dL_dW, v1, W1, g2, v2, W2, seen[0], seen[1])
+
+
 # --- the step-through engine ------------------------------------------------------------------
 
 @dataclass

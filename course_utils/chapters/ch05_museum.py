@@ -315,7 +315,7 @@ def exhibit(bug: str) -> Comparison:
 
 # one line per bug for chapter 5's quick-reference table (the registry's `symptom` is the long form)
 ONE_LINE = {
-    "missing_zero_grad": "gradient norm climbs to many times healthy; SGD loss oscillates, then blows up",
+    "missing_zero_grad": "gradient norm climbs in trend, with dips, to several times healthy; SGD loss swings high",
     "zero_grad_after_backward": "gradient norm reads 0, weights never move, loss stays near ln C",
     "eval_in_train_mode": "validation noisy and lower; training unchanged",
     "missing_no_grad": "evaluation graph memory above 0; metrics unchanged",
@@ -329,6 +329,11 @@ ONE_LINE = {
                                   "next epoch's first update",
     "mean_of_batch_means": "validation loss/accuracy off when the last batch is small",
     "data_leakage": "validation accuracy well above a clean test set's",
+    # exhibit 5's demonstrations (not loop variations): what each one shows
+    "freeze_after_optimizer":
+        "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
+    "head_after_optimizer": "the new head never moves; the model trains around a random head",
+    "half_after_optimizer": "the next Adam step raises a dtype RuntimeError (SGD runs on)",
 }
 
 
@@ -338,5 +343,5 @@ def reference_markdown() -> str:
     for name in LOOP_BUGS:
         rows.append(f"| `{name}` | {ONE_LINE[name]} | {BUGS[name].fix} |")
     for name in ("freeze_after_optimizer", "head_after_optimizer", "half_after_optimizer"):
-        rows.append(f"| `{name}` | {BUGS[name].title} (exhibit 5) | {BUGS[name].fix} |")
+        rows.append(f"| `{name}` | {ONE_LINE[name]} (exhibit 5) | {BUGS[name].fix} |")
     return "\n".join(rows)

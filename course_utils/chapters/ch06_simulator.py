@@ -8,6 +8,7 @@ The chapter's experiments, each over five seeds, are in ``ch06_simulator_seeds.p
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,18 @@ def data_extent(points: torch.Tensor, margin: float = 0.15) -> tuple[float, floa
     return (cx - half, cx + half, cy - half, cy + half)
 
 
+# modules that compute differently in eval mode: only these are switched for the grid's forward pass
+_MODE_DEPENDENT = (nn.Dropout, nn.modules.batchnorm._BatchNorm)
+
+
+@functools.lru_cache(maxsize=8)
+def _grid_points(extent: tuple[float, float, float, float], n: int) -> torch.Tensor:
+    """The n x n inputs of the boundary grid, rows from the bottom (computed once per extent; never mutated)."""
+    xs = torch.linspace(extent[0], extent[1], n)
+    ys = torch.linspace(extent[2], extent[3], n)
+    return torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).reshape(-1, 2)
+
+
 def boundary_grid(model: nn.Module, extent: tuple[float, float, float, float], n: int = 48) -> tuple[bytes, bytes]:
     """Predicted class and confidence (0-255) on an n x n grid, rows from the bottom (chapter 6).
 
@@ -39,16 +52,17 @@ def boundary_grid(model: nn.Module, extent: tuple[float, float, float, float], n
     """
     if not isinstance(n, int) or n < 2:
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
-    xs = torch.linspace(extent[0], extent[1], n)
-    ys = torch.linspace(extent[2], extent[3], n)
-    grid = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).reshape(-1, 2)
-    was_training = model.training
-    model.eval()
+    grid = _grid_points(tuple(float(e) for e in extent), n)
+    # eval mode for the modules it changes only: a Step's grid costs one forward pass, not two walks of the model
+    switched = [m for m in model.modules() if m.training and isinstance(m, _MODE_DEPENDENT)]
     try:
+        for m in switched:
+            m.training = False
         with torch.no_grad():
             probs = torch.softmax(model(grid), dim=1)
     finally:
-        model.train(was_training)
+        for m in switched:
+            m.training = True
     confidence, classes = probs.max(dim=1)
     classes_count = probs.shape[1]
     # confidence runs from 1/C (a guess) to 1 (certain): stretch it onto 0-255

@@ -160,7 +160,8 @@ _ENTRIES = [
         "backward() adds into .grad, so every update uses the sum of all gradients so far: the gradient "
         "norm climbs far above the healthy run's (it grows while the gradients agree, then levels off once new "
         "ones average out). Plain SGD then acts like momentum that never decays: at a small lr it "
-        "may even learn faster at first, then the loss oscillates; at a larger lr it blows up. Adam does not "
+        "may even learn faster at first, then the loss oscillates; at a larger lr it swings far above the "
+        "healthy run's (without reaching NaN in chapter 5's exhibit). Adam does not "
         "explode (it normalises each update to about lr) but follows stale gradients: the loss stalls and "
         "wanders, validation accuracy stays far below the healthy run's.",
         "Call optimizer.zero_grad() once per update, before the next backward()."),
@@ -219,9 +220,10 @@ _ENTRIES = [
     Bug("accumulation_without_flush", "Accumulation without the end-of-epoch flush", "optimizer_step",
         "no_flush",
         "With only `if (i + 1) % K == 0: step()`, an epoch of n micro-batches makes floor(n/K) updates "
-        "instead of ceil(n/K); the last partial window's gradients are either wiped by the next zero_grad() "
-        "and never used (chapter 0's 78 instead of 79) or, with zero_grad after each step, added into the "
-        "next epoch's first update, which then sums more than K micro-batches.",
+        "instead of ceil(n/K) (chapter 0's 78 instead of 79). The last partial window's gradients are either "
+        "wiped by a zero_grad() at the next epoch's start, and never used (what this registry's variant does), "
+        "or, in a loop that clears only after a step, added into the next epoch's first update, which then "
+        "sums more than K micro-batches.",
         "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`."),
     Bug("mean_of_batch_means", "Averaging validation by batch", "average", "batch",
         "The mean of per-batch means weights a small last batch like a full one: validation loss and "

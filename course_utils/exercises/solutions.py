@@ -11,6 +11,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
+from course_utils.exercises import ch05_snapshot as S5
+
 
 # --- chapter 0 ---------------------------------------------------------------------------------------------
 
@@ -286,3 +288,4 @@ def rank_metrics(losses, correct, n):
 SOLUTIONS.update({"weighted_shard": (weighted_shard,), "rank_metrics": (rank_metrics,)})
 from course_utils.exercises.ch07_token_accum import reference_token_window_losses  # noqa: E402 (exercise 7.5)
 SOLUTIONS["token_window_losses"] = (reference_token_window_losses,)
+SOLUTIONS["snapshot"] = (S5.reference_snapshot,)     # chapter 5, exercise 5.3 (its own module)

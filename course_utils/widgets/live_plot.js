@@ -184,9 +184,9 @@ function render({ model, el }) {
       const d = document.createElement("div"); d.textContent = line; return d;
     }));
   }
-  function draw() {
+  function draw(changed) {      // changed(panel): redraw only the panels a message touched (all when absent)
     const start = performance.now();
-    for (const p of panels) (p.kind === "line" ? drawLine : drawBoundary)(p);
+    for (const p of panels) if (!changed || changed(p)) (p.kind === "line" ? drawLine : drawBoundary)(p);
     root.dataset.drawMs = (performance.now() - start).toFixed(1);   // what the browser spent drawing
     root.dataset.drawn = String(Object.values(data).reduce((n, list) => n + list.length, 0));   // buckets held
     root.dataset.version = String(++version);
@@ -197,19 +197,24 @@ function render({ model, el }) {
     ackFrame = requestAnimationFrame(() => { ackFrame = 0; model.send({ type: "ack", seq: acked }); });
   }
   model.on("msg:custom", (msg, buffers) => {
-    if (msg.type === "reset") { data = {}; points = null; grid = null; }
+    const all = msg.type === "reset";
+    if (all) { data = {}; points = null; grid = null; }
     if (msg.series) for (const [id, [from, buckets]] of Object.entries(msg.series)) {
       const list = data[id] || (data[id] = []); list.length = Math.min(list.length, from); list.push(...buckets);
     }
+    const axis = !!msg.xmax && msg.xmax !== xmax;
     if (msg.xmax) xmax = msg.xmax;
     if (msg.points) points = { xy: floatsOf(buffers[msg.points.xy]), cls: bytesOf(buffers[msg.points.cls]) };
     if (msg.grid) grid = { n: msg.grid.n, cls: bytesOf(buffers[msg.grid.cls]), conf: bytesOf(buffers[msg.grid.conf]) };
     if (msg.text) { text = msg.text; showText(); }
-    draw();                     // at once: one message per update, no wait for the next animation frame
+    const series = msg.series || {};
+    // at once: one message per update, no wait for the next animation frame; only what it changed is redrawn
+    draw(all ? null : p => p.kind === "line" ? axis || p.spec.series.some(s => s.id in series)
+                                             : !!(msg.points || msg.grid));
     if (msg.seq) ack(msg.seq);
   });
   for (const name of ["panels", "boundary", "panel_width", "panel_height", "boundary_size", "text_lines"]) model.on("change:" + name, build);
-  for (const name of ["extent", "xlabel"]) model.on("change:" + name, draw);
+  for (const name of ["extent", "xlabel"]) model.on("change:" + name, () => draw());
   build();
   model.send({ type: "ready" });
   return () => { if (ackFrame) cancelAnimationFrame(ackFrame); };

@@ -183,8 +183,9 @@ class LivePlot(anywidget.AnyWidget):
 
     def set_grid(self, n: int, classes: bytes, confidence: bytes) -> None:
         """The boundary: n x n predicted classes and confidences (uint8, rows from the bottom), sent at the next flush."""
-        self._grid = (n, classes, confidence)
-        self._grid_pending = True
+        grid = (n, classes, confidence)
+        if grid != self._grid:                  # an unchanged boundary is neither sent nor drawn again
+            self._grid, self._grid_pending = grid, True
 
     def _mark_sent(self) -> None:
         for curve in self.curves.values():

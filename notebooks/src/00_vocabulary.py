@@ -82,7 +82,7 @@ plt.show()
 # Now accumulate K = 4 micro-batches per update. The effective batch is 32 × 4 = 128. The number
 # of forward passes does not change; the number of updates drops to about a quarter.
 
-# %%
+# %% tags=["answers-count-updates"]
 accum = training_arithmetic(N, B, E, accum_steps=4)
 for name in ["effective_batch_size", "iters_per_epoch", "updates_per_epoch", "total_micro_steps",
              "total_weight_updates", "total_examples_seen"]:
@@ -130,7 +130,7 @@ for when in [100, 1_000]:
 # the run's 237 updates, but the loop calls `scheduler.step()` after every micro-batch instead of after
 # every update:
 
-# %%
+# %% tags=["answers-step-ambiguous"]
 def lr_after(calls: int, total_updates: int) -> float:
     """The lr of a cosine schedule sized for `total_updates`, after `calls` scheduler steps."""
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
@@ -159,7 +159,7 @@ print(f"  stepped per micro-batch: lr = {lr_after(K * (total // 4), total):.4f} 
 # loops: naive (the leftover leaks), naive with `zero_grad()` at each epoch start (the leftover
 # is wiped), and flushing.
 
-# %%
+# %% tags=["answers-accum-remainder"]
 def count_updates(n_examples: int, batch_size: int, k: int, epochs: int, ending: str):
     """Run a real accumulation loop; return updates per epoch and how many micro-batches each update summed."""
     torch.manual_seed(0)
@@ -208,7 +208,7 @@ print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.
 # the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that
 # update too small; dividing by the number of micro-batches (3) over-weights the 24 examples by 4/3.
 
-# %%
+# %% tags=["answers-accum-weighting"]
 from course_utils.engine.arithmetic import accumulation_window, batch_sizes, loss_weight
 
 sizes = batch_sizes(600, 32)
@@ -261,18 +261,21 @@ predict(0, "accum-batchnorm")
 # side is also averaged over 50 fresh masks.
 
 # %% tags=["answers-accum-batchnorm"]
-from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
+from course_utils.widgets.predict_view import answer
 
-seeds = range(5)
-for norm in ["none", "layernorm", "groupnorm", "batchnorm", "dropout"]:
-    gaps = [accumulation_gap(norm, s) for s in seeds]
-    equal = sum(g < 1e-12 for g in gaps)
-    far = sum(g > 0.1 for g in gaps)
-    print(f"{norm:<9}: equal to the big batch (gap < 1e-12) on {equal} of 5 seeds, off by more than 10% on {far}")
-single = [accumulation_gap("dropout", s) for s in seeds]
-averaged = [dropout_average_gap(s, draws=50) for s in seeds]
-print("dropout, each side averaged over 50 masks: gap below half the one-mask gap on",
-      sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
+with answer(0, "accum-batchnorm"):
+    from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
+
+    seeds = range(5)
+    for norm in ["none", "layernorm", "groupnorm", "batchnorm", "dropout"]:
+        gaps = [accumulation_gap(norm, s) for s in seeds]
+        equal = sum(g < 1e-12 for g in gaps)
+        far = sum(g > 0.1 for g in gaps)
+        print(f"{norm:<9}: equal to the big batch (gap < 1e-12) on {equal} of 5 seeds, off by more than 10% on {far}")
+    single = [accumulation_gap("dropout", s) for s in seeds]
+    averaged = [dropout_average_gap(s, draws=50) for s in seeds]
+    print("dropout, each side averaged over 50 masks: gap below half the one-mask gap on",
+          sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
 
 # %% [markdown]
 # Without a normalisation layer, and with LayerNorm or GroupNorm (which normalise each example over its
@@ -303,7 +306,7 @@ print("calculator, updates per epoch:", config.arithmetic().updates_per_epoch,
 # the data. `DistributedSampler` gives each rank ⌈N / W⌉ indices and, when N does not divide
 # evenly, pads by repeating the first indices so every rank runs the same number of steps.
 
-# %%
+# %% tags=["answers-world-size"]
 toy = TensorDataset(torch.arange(10))
 for rank in range(4):
     shard = list(DistributedSampler(toy, num_replicas=4, rank=rank, shuffle=False))

@@ -49,7 +49,7 @@ print("squares[7]   =", squares[7])
 # The `DataLoader` asks the dataset for examples by index, groups them into batches and stacks
 # each batch into tensors. Its settings, with the defaults read from torch's own signature:
 
-# %%
+# %% tags=["answers-dataloader-defaults"]
 from course_utils.chapters.ch01_pipeline import dataloader_defaults
 
 for name, default in dataloader_defaults().items():
@@ -125,7 +125,7 @@ for shuffle in (False, True):
 #
 # So one epoch has ceil(100 / 16) = 7 batches. Let us compute it, then ask a real DataLoader.
 
-# %%
+# %% tags=["answers-batch-count"]
 import math
 
 from course_utils.chapters.ch01_pipeline import trace_pipeline
@@ -157,7 +157,7 @@ print("(the pipeline view in section 6 shows every batch)")
 # permutation. Over many epochs an example is very likely to be seen: it sits out a given epoch
 # with probability 4/100, so all E epochs with probability 0.04^E. Three epochs of one loader:
 
-# %%
+# %% tags=["answers-drop-last"]
 dropping = trace_pipeline(N, B, shuffle=True, drop_last=True, seed=0, epochs=3)
 print("batches per epoch:", dropping.num_batches, "| sizes:", dropping.batch_sizes)
 for e in dropping.epochs:
@@ -266,7 +266,7 @@ print(f"3 epochs, 2 workers: started every epoch {sig(fresh, 2)} s, persistent {
 # A class defined in a notebook lives in `__main__`, which they cannot import, so the loader fails.
 # Linux uses fork by default, but we can ask for spawn and watch it fail:
 
-# %%
+# %% tags=["answers-workers-start-method"]
 import torch.multiprocessing as mp
 
 print("worker start method here:", mp.get_start_method())
@@ -311,12 +311,15 @@ predict(1, "main-guard")
 # import in every child (the course's tests run the same script with a real `DataLoader(num_workers=2)`).
 
 # %% tags=["answers-workers-main-guard"]
-from course_utils.chapters.ch01_workers import run_spawn_script
+from course_utils.widgets.predict_view import answer
 
-for guarded in (False, True):
-    run = run_spawn_script(guarded)
-    print(f"guard {'present' if guarded else 'missing'}: the script printed {run.printed}, "
-          f"the child raised: {run.child_error or 'nothing'}")
+with answer(1, "main-guard"):
+    from course_utils.chapters.ch01_workers import run_spawn_script
+
+    for guarded in (False, True):
+        run = run_spawn_script(guarded)
+        print(f"guard {'present' if guarded else 'missing'}: the script printed {run.printed}, "
+              f"the child raised: {run.child_error or 'nothing'}")
 
 # %% [markdown]
 # Without the guard the child raised a `RuntimeError` (Python's message says the process tried to start a
@@ -349,11 +352,14 @@ predict(1, "worker-hang")
 # then with `timeout=0.1`; a worker that kills itself on example 1; a dataset whose lookup fails on example 2.
 
 # %% tags=["answers-workers-hang"]
-from course_utils.chapters.ch01_workers import worker_outcomes
+from course_utils.widgets.predict_view import answer
 
-for outcome in worker_outcomes(slow_seconds=0.5, timeout=0.1):
-    waited = f", waited at least 0.5 s: {outcome.seconds >= 0.5}" if outcome.case.endswith("(the default)") else ""
-    print(f"{outcome.case:<38} -> {outcome.error or 'no error'}; {outcome.detail}{waited}")
+with answer(1, "worker-hang"):
+    from course_utils.chapters.ch01_workers import worker_outcomes
+
+    for outcome in worker_outcomes(slow_seconds=0.5, timeout=0.1):
+        waited = f", waited at least 0.5 s: {outcome.seconds >= 0.5}" if outcome.case.endswith("(the default)") else ""
+        print(f"{outcome.case:<38} -> {outcome.error or 'no error'}; {outcome.detail}{waited}")
 
 # %% [markdown]
 # - With `timeout=0` the loop waits as long as the worker takes: a worker that never returns stalls
@@ -379,15 +385,18 @@ predict(1, "dataset-rng")
 # Two workers, batches of 2, two epochs; batch k comes from worker k % 2.
 
 # %% tags=["answers-worker-rng-dataset-generator"]
-from course_utils.chapters.ch01_workers import worker_draws
+from course_utils.widgets.predict_view import answer
 
-cases = [("the dataset's own generator", dict(own_generator=True, init_fn=False)),
-         ("NumPy's global np.random", dict(own_generator=False, init_fn=False, epochs=1)),
-         ("own generator + worker_init_fn", dict(own_generator=True, init_fn=True))]
-for name, kwargs in cases:
-    draws = worker_draws(**kwargs)
-    again = "" if len(draws.epochs) < 2 else f" | epoch 2 repeats epoch 1: {draws.epochs_agree}"
-    print(f"{name:<31}: the 2 workers drew the same numbers: {draws.workers_agree}{again}")
+with answer(1, "dataset-rng"):
+    from course_utils.chapters.ch01_workers import worker_draws
+
+    cases = [("the dataset's own generator", dict(own_generator=True, init_fn=False)),
+             ("NumPy's global np.random", dict(own_generator=False, init_fn=False, epochs=1)),
+             ("own generator + worker_init_fn", dict(own_generator=True, init_fn=True))]
+    for name, kwargs in cases:
+        draws = worker_draws(**kwargs)
+        again = "" if len(draws.epochs) < 2 else f" | epoch 2 repeats epoch 1: {draws.epochs_agree}"
+        print(f"{name:<31}: the 2 workers drew the same numbers: {draws.workers_agree}{again}")
 
 # %% [markdown]
 # The dataset's generator is copied into both workers in the same state, so both draw the same "random"
@@ -412,7 +421,7 @@ for name, kwargs in cases:
 # can run in the background with `batch.to("cuda", non_blocking=True)`. Without an accelerator
 # there is no such copy: torch ignores the flag and says so.
 
-# %%
+# %% tags=["answers-pin-memory"]
 import warnings
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -448,7 +457,7 @@ print("\n".join(gpu_figures.pinned_lines()))
 # 2 workers, then with each worker keeping only its share (`get_worker_info()` tells a worker its
 # `id` and the number of workers; in the main process it returns None).
 
-# %%
+# %% tags=["answers-iterable-workers-duplicate"]
 from collections import Counter
 
 from course_utils.chapters.ch01_pipeline import NumberStream

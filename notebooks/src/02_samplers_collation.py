@@ -37,7 +37,7 @@ for shuffle in (False, True):
 # We train the same MLP, with the same seed, for 5 epochs on the 600 points: once in sorted order,
 # once shuffled. Then we measure loss and accuracy on the whole training set.
 
-# %%
+# %% tags=["answers-why-shuffle"]
 import math
 
 import matplotlib.pyplot as plt
@@ -178,7 +178,7 @@ except ValueError as err:
 # And passing the two **class** weights where per-example weights belong. Nothing fails: the
 # sampler reads `[1/900, 1/100]` as the weights of examples 0 and 1, and draws only those two.
 
-# %%
+# %% tags=["answers-weighted-sampler"]
 wrong = WeightedRandomSampler(class_w, num_samples=1000, replacement=True, generator=torch.Generator().manual_seed(0))
 print("indices drawn with class weights:", sorted(set(wrong)))
 
@@ -239,7 +239,7 @@ sampling_strategies(batch_size=32, n_batches=30)
 # In a real multi-GPU script each process builds its own sampler with its rank, and calls
 # `set_epoch` before each epoch. Here one process plays the four ranks:
 
-# %%
+# %% tags=["answers-distributed-padding"]
 from torch.utils.data import DistributedSampler
 
 for rank in range(4):
@@ -275,7 +275,7 @@ print("drop_last=True:", dropping.shards, "| dropped:", dropping.dropped, "| pad
 # you tell it with `sampler.set_epoch(epoch)` before each epoch. Forget it, and every epoch repeats
 # the first epoch's order. Rank 0 of 2, 12 examples, 3 epochs:
 
-# %%
+# %% tags=["answers-set-epoch"]
 from course_utils.chapters.ch02_sampling import rank_orders
 
 for call in (False, True):
@@ -299,23 +299,26 @@ predict(2, "weighted-ranks")
 # deals it out: rank r keeps draws r, r + 4, r + 8, ...
 
 # %% tags=["answers-weighted-distributed-sampler"]
-from course_utils.chapters.ch02_weighted_ranks import one_process_draw, same_seed_weighted, sharded_weighted
+from course_utils.widgets.predict_view import answer
 
-seeds = range(5)
-naive = [same_seed_weighted(example_w, 1000, 4, seed) for seed in seeds]
-dealt = [sharded_weighted(example_w, 1000, 4, seed) for seed in seeds]
-print("same WeightedRandomSampler on every rank: all 4 ranks drew the same 250 indices on",
-      sum(d.identical for d in naive), "of 5 seeds")
-print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in naive])
-print("DistributedWeightedSampler: ranks drew the same indices on", sum(d.identical for d in dealt), "of 5 seeds")
-print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in dealt])
-print("  the 4 shares together are one process's draw of 1,000 (as a multiset) on",
-      sum(sorted(d.together) == sorted(one_process_draw(example_w, 1000, seed)) for d, seed in zip(dealt, seeds)),
-      "of 5 seeds")
-shares = [float(labels[d.together].double().mean()) for d in dealt]
-print("  cat share of all draws between 0.45 and 0.55 on", sum(0.45 < x < 0.55 for x in shares), "of 5 seeds")
-print("  set_epoch(1) draws a new sample on", sum(sharded_weighted(example_w, 1000, 4, seed, epoch=1).together
-                                               != d.together for d, seed in zip(dealt, seeds)), "of 5 seeds")
+with answer(2, "weighted-ranks"):
+    from course_utils.chapters.ch02_weighted_ranks import one_process_draw, same_seed_weighted, sharded_weighted
+
+    seeds = range(5)
+    naive = [same_seed_weighted(example_w, 1000, 4, seed) for seed in seeds]
+    dealt = [sharded_weighted(example_w, 1000, 4, seed) for seed in seeds]
+    print("same WeightedRandomSampler on every rank: all 4 ranks drew the same 250 indices on",
+          sum(d.identical for d in naive), "of 5 seeds")
+    print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in naive])
+    print("DistributedWeightedSampler: ranks drew the same indices on", sum(d.identical for d in dealt), "of 5 seeds")
+    print("  distinct examples per epoch, all ranks together:", [len(set(d.together)) for d in dealt])
+    print("  the 4 shares together are one process's draw of 1,000 (as a multiset) on",
+          sum(sorted(d.together) == sorted(one_process_draw(example_w, 1000, seed)) for d, seed in zip(dealt, seeds)),
+          "of 5 seeds")
+    shares = [float(labels[d.together].double().mean()) for d in dealt]
+    print("  cat share of all draws between 0.45 and 0.55 on", sum(0.45 < x < 0.55 for x in shares), "of 5 seeds")
+    print("  set_epoch(1) draws a new sample on", sum(sharded_weighted(example_w, 1000, 4, seed, epoch=1).together
+                                                   != d.together for d, seed in zip(dealt, seeds)), "of 5 seeds")
 
 # %% [markdown]
 # The same sampler on every rank draws the same 250 indices on every rank: four processes compute the same
@@ -361,7 +364,7 @@ except RuntimeError as err:
 #
 # Here it is, written out: the function you pass as `collate_fn`.
 
-# %%
+# %% tags=["answers-pad-collate"]
 from course_utils.engine.data import PAD_ID, make_sequences
 
 
@@ -405,7 +408,7 @@ print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
 # **Bucketing** groups sequences of similar length into the same batch: shuffle, take a pool of
 # 8 batches' worth, sort the pool by length, cut it into batches, then shuffle the batches.
 
-# %%
+# %% tags=["answers-bucketing"]
 from course_utils.chapters.ch02_sampling import padding_stats
 
 for bucketing in (False, True):
@@ -438,18 +441,21 @@ predict(2, "collate-boxes")
 # `collate_fn` that stacks the images and keeps the targets as a list, one dict per image:
 
 # %% tags=["answers-collate-variable-targets"]
-from course_utils.chapters.ch02_weighted_ranks import BoxesDataset, detection_collate
+from course_utils.widgets.predict_view import answer
 
-boxes = BoxesDataset(8)
-try:
-    next(iter(DataLoader(boxes, batch_size=4)))
-except RuntimeError as err:
-    print("default_collate:", type(err).__name__, "| boxes per image:", [len(boxes[i][1]["boxes"]) for i in range(4)])
-for images, targets in DataLoader(boxes, batch_size=4, collate_fn=detection_collate):
-    print("detection_collate: images", tuple(images.shape), "| targets: a list of", len(targets),
-          "dicts, boxes per image", [tuple(t["boxes"].shape) for t in targets])
-print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(boxes, batch_size=4, collate_fn=detection_collate)
-                                     for t in ts) == sum(len(boxes[i][1]["boxes"]) for i in range(len(boxes))))
+with answer(2, "collate-boxes"):
+    from course_utils.chapters.ch02_weighted_ranks import BoxesDataset, detection_collate
+
+    boxes = BoxesDataset(8)
+    try:
+        next(iter(DataLoader(boxes, batch_size=4)))
+    except RuntimeError as err:
+        print("default_collate:", type(err).__name__, "| boxes per image:", [len(boxes[i][1]["boxes"]) for i in range(4)])
+    for images, targets in DataLoader(boxes, batch_size=4, collate_fn=detection_collate):
+        print("detection_collate: images", tuple(images.shape), "| targets: a list of", len(targets),
+              "dicts, boxes per image", [tuple(t["boxes"].shape) for t in targets])
+    print("every box arrives once:", sum(len(t["boxes"]) for _, ts in DataLoader(boxes, batch_size=4, collate_fn=detection_collate)
+                                         for t in ts) == sum(len(boxes[i][1]["boxes"]) for i in range(len(boxes))))
 
 # %% [markdown]
 # `detection_collate` is two lines: `default_collate` on the images, a plain list for the targets. The

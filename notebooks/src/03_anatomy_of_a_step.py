@@ -109,11 +109,12 @@ print("weights are still", fmt(model.weight), "— backward never moves them")
 # %% [markdown]
 # Backward also frees the graph it used: a second `backward()` on the same loss fails.
 
-# %%
+# %% tags=["answers-graph-freed"]
 try:
     loss.backward()
 except RuntimeError as exc:
-    print("RuntimeError:", str(exc).split(".")[0])
+    freed = "second time" in str(exc)
+    print(f"{type(exc).__name__}; torch says the graph was already freed: {freed}")
 
 # %% [markdown]
 # ## `zero_grad` clears to `None`
@@ -121,7 +122,7 @@ except RuntimeError as exc:
 # Since torch 2.0 `zero_grad()` sets every `.grad` to `None` (`set_to_none=True` is the default).
 # `None` means "no gradient yet"; it is not a tensor of zeros.
 
-# %%
+# %% tags=["answers-zero-grad-none"]
 optimizer.zero_grad()
 print("after zero_grad: W.grad =", model.weight.grad, "| b.grad =", model.bias.grad)
 
@@ -144,7 +145,7 @@ print("b after step: ", fmt(model.bias))
 # `zero_grad` may come first in the step or right after `optimizer.step()`.
 # What matters is only that the gradients are clear before the next `backward()`. Three steps both ways:
 
-# %%
+# %% tags=["answers-grads-accumulate"]
 def three_steps(zero_grad_first):
     m = TinyLinear()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -235,8 +236,10 @@ print("new loss below the old one,", sig(hand.loss), ":", hand.loss_new < hand.l
 # 3. w ← w − lr · m̂ / (√v̂ + ε), with ε = 1e-8 against division by zero.
 #
 # At the first step m̂ = g and v̂ = g², so the update is lr · g / |g| = lr · sign(g): every weight moves
-# by about lr, whatever the size of its gradient. That is why a constant factor on the loss barely
-# changes Adam (chapter 5). One step on TinyLinear, same gradient as above, lr = 0.01:
+# by about lr, whatever the size of its gradient. A separate fact, true at every step: multiply every
+# gradient by a constant c and m̂ grows by c, √v̂ by |c|, so m̂ / √v̂ is unchanged (up to ε). That is why a
+# constant factor on the loss barely changes Adam (chapter 5). One step on TinyLinear, same gradient as
+# above, lr = 0.01:
 
 # %%
 from course_utils.chapters.ch03_anatomy import adam_step_by_hand
@@ -252,6 +255,28 @@ print("first update = lr * sign(g) for every weight (to 1e-6):",
 # %% [markdown]
 # Compare with SGD's update of the same gradient: −lr·g = [[0.011, 0.022], [−0.018, −0.036]], four
 # different sizes. Adam moves all four weights by 0.01.
+#
+# ## SGD with momentum
+#
+# Chapters 5 to 8 also train with SGD *with momentum*. It keeps one buffer v per weight, a running sum of
+# past gradients that decays by μ (`momentum`, typically 0.9) each step. torch's rule (with its default
+# `dampening=0`):
+#
+# 1. v ← μ·v + g (at the first step, v = g);
+# 2. w ← w − lr·v.
+#
+# So the first step is exactly plain SGD's; from the second on, the old gradients push too. Two steps on
+# TinyLinear by hand, on the same example, μ = 0.9, lr = 0.01, checked against `torch.optim.SGD(momentum=0.9)`:
+
+# %%
+from course_utils.chapters.ch03_anatomy import momentum_steps_by_hand
+
+mom = momentum_steps_by_hand(lr=0.01, mu=0.9)
+for name in ("g1", "v1", "W1", "g2", "v2", "W2"):
+    print(f"{name:3s}", show(getattr(mom, name)))
+close = lambda a, b: max(abs(p - q) for ra, rb in zip(a, b) for p, q in zip(ra, rb)) < 1e-6
+print("step 1 equals plain SGD's W_new:", mom.W1 == hand.W_new)
+print("torch.optim.SGD(momentum=0.9) gives W1 and W2 (to 1e-6):", close(mom.W1, mom.torch_W1) and close(mom.W2, mom.torch_W2))
 
 # %% [markdown]
 # ## Where clipping goes
@@ -271,7 +296,7 @@ print("global norm = sqrt(sum of squares) =", sig(torch.linalg.vector_norm(grads
 # Clipping only makes sense between `backward()` (which writes the gradients) and `step()` (which uses
 # them). We clip to 1.0 in three places.
 
-# %%
+# %% tags=["answers-clip-placement"]
 def one_step(clip_at):
     m = TinyLinear()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -303,7 +328,7 @@ for place in ("no clipping", "before backward", "between backward and step", "af
 # `scheduler.step()` moves the learning rate one unit along its schedule.
 # Call it after `optimizer.step()`; the other way round, torch warns:
 
-# %%
+# %% tags=["answers-scheduler-order-warning"]
 print(scheduler_before_optimizer_warning())
 
 # %% [markdown]
@@ -337,7 +362,7 @@ print("lr used by each update, scheduler first (wrong):", steplr_sequence(True))
 # accumulation over K micro-batches, that is once every K micro-batches, not every batch).
 # Below, 3 epochs of 4 batches with a 3-epoch cosine schedule, stepped both ways.
 
-# %%
+# %% tags=["answers-scheduler-cadence"]
 def lrs(per_batch):
     opt = torch.optim.SGD(TinyLinear().parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)
@@ -392,7 +417,9 @@ view
 #
 # Put together, a training loop repeats the step for every batch of a DataLoader (chapter 1), epoch
 # after epoch. Validation is the anti-step: forward and loss only, in eval mode, no graph, no backward,
-# no step (chapter 4 explains the switches). Here on the spiral, with Adam:
+# no step (chapter 4 explains the switches). The training loss it prints is the mean over the epoch's
+# examples: each batch's mean loss times its size, summed, divided by the examples seen (the last batch
+# holds 24, not 32; chapter 4 shows why a plain mean of batch means is off). Here on the spiral, with Adam:
 
 # %%
 from torch.utils.data import DataLoader
@@ -407,15 +434,128 @@ optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
 for epoch in range(1, 6):
     model.train()
+    seen_loss, seen = 0.0, 0
     for inputs, targets in train_loader:
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(inputs), targets)
         loss.backward()
         optimizer.step()
+        seen_loss += loss.item() * len(targets)          # each batch weighted by its size (the last holds 24)
+        seen += len(targets)
     model.eval()
     with torch.no_grad():
         hits = sum((model(xb).argmax(dim=1) == yb).sum().item() for xb, yb in val_loader)
-    print(f"epoch {epoch}: last training loss {sig(loss.item())}, validation accuracy {sig(hits / len(splits.val))}")
+    print(f"epoch {epoch}: training loss {sig(seen_loss / seen)} (mean over the epoch's {seen} examples), "
+          f"validation accuracy {sig(hits / len(splits.val))}")
+
+# %% [markdown]
+# ## Three errors of first loops
+#
+# Each step above touches the graph, the weights or the optimizer. Three mistakes with them show up
+# in almost every first loop: two raise an error far from the line that caused it, one raises nothing.
+# The cells print the exception's type and what torch reports, over seeds 0 to 4.
+#
+# ### Backward through a freed graph: a hidden state carried across batches
+#
+# A recurrent model reading a long stream keeps its hidden state `h` from one batch to the next.
+
+# %%
+from course_utils.widgets.predict_view import predict
+predict(3, "hidden-state")
+
+# %% tags=["answers-error-backward-twice"]
+from course_utils.widgets.predict_view import answer
+
+with answer(3, "hidden-state"):
+    from course_utils.chapters.ch03_loop_errors import BATCHES, graph_reach, hidden_state_run
+
+    for fix, code in [("none", "h carried over as it is"), ("retain_graph", "backward(retain_graph=True)"),
+                      ("detach", "h = h.detach() at each batch start")]:
+        outcomes = {hidden_state_run(fix, seed).describe() for seed in range(5)}
+        print(f"{code:<36} seeds 0-4: {' | '.join(sorted(outcomes))}")
+    print("RNN steps each batch's loss reaches back through, without detach:", graph_reach(detach=False),
+          "| with detach:", graph_reach(detach=True))
+
+# %% [markdown]
+# The second batch's graph starts from `h`, and `h` was made by the first batch's graph, so backward
+# walks on into batch 1, whose saved tensors the first backward freed. `retain_graph=True`, the fix the
+# message seems to suggest, only moves the error: the graph of batch 1 now survives, but it saved the
+# weights as they were, and `optimizer.step()` has changed them in place since (the next error). Even
+# without a step, every backward would reach one batch further back (the graph grows: 3, 6, 9, 12 steps).
+# `h.detach()` keeps the values and cuts the link: each batch's backward stops at its own first step
+# (truncated backpropagation through time). The same error comes from any tensor that outlives its
+# batch and feeds the next one: a running average computed from outputs, a cached embedding.
+#
+# ### An in-place change of a tensor autograd saved
+
+# %%
+predict(3, "inplace")
+
+# %% tags=["answers-error-inplace-saved"]
+from course_utils.widgets.predict_view import answer
+
+with answer(3, "inplace"):
+    from course_utils.chapters.ch03_loop_errors import inplace_run
+
+    for case in ("exp then +=", "exp then +", "linear then +=", "sigmoid then ReLU(inplace=True)",
+                 "linear then ReLU(inplace=True)"):
+        runs = [inplace_run(case, seed) for seed in range(5)]
+        r = runs[0]
+        ended = f"{r.error} at backward (a saved tensor was modified in place: {r.says_inplace})" if r.error else "backward works"
+        same = all(x == r for x in runs)
+        print(f"{case:<32} forward ran: {r.forward_ran}; version {r.version_saved} -> {r.version_at_backward}; "
+              f"{ended}; same on seeds 0-4: {same}")
+
+# %% [markdown]
+# Every tensor carries a version counter that each in-place operation (`+=`, `.add_`, `x[i] = ...`,
+# `ReLU(inplace=True)`) increments. When an operation saves a tensor for its backward, autograd notes
+# the version; at backward it compares, and raises if the tensor changed. So the error needs both: an
+# in-place change, *and* a tensor some operation saved. `exp` and `sigmoid` save their output (their
+# derivatives are computed from it), so changing that output in place breaks backward; a Linear
+# layer's output is saved by nobody, so `+=` or an in-place ReLU on it is fine. The error is raised at
+# `backward()`, not at the line that did it. Fixes: write it out of place (`h = h + 1`,
+# `ReLU(inplace=False)`), or clone before changing. `torch.autograd.set_detect_anomaly(True)` names the
+# forward operation whose saved tensor changed, at a cost in speed: for debugging only. The same error
+# comes from `optimizer.step()` run between a forward and a backward that uses its graph, as with
+# `retain_graph=True` above, or a GAN that steps one network before the other's backward.
+#
+# ### An optimizer over the wrong parameters: nothing learns, no error
+
+# %%
+predict(3, "wrong-params")
+
+# %% tags=["answers-error-optimizer-wrong-params"]
+from course_utils.widgets.predict_view import answer
+
+with answer(3, "wrong-params"):
+    from course_utils.chapters.ch03_loop_errors import wrong_params_run
+
+    for case in ("right", "model rebuilt", "generator used twice"):
+        runs = [wrong_params_run(case, seed) for seed in range(5)]
+        r = runs[0]
+        if r.error:
+            print(f"{case:<22} building the optimizer raised {r.error} on seeds 0-4: {all(x.error == r.error for x in runs)}")
+            continue
+        unchanged = sum(x.loss_after == x.loss_before for x in runs)
+        fell = sum(x.loss_after < x.loss_before for x in runs)
+        print(f"{case:<22} parameters of the model the optimizer holds: {r.held} of {r.total}; after 30 steps the loss "
+              f"is exactly unchanged on {unchanged} of 5 seeds, lower on {fell} of 5")
+
+# %% [markdown]
+# An optimizer holds the Parameter objects it was given when it was built, not the name `model`. Build a
+# new model after it (re-running a notebook cell is the usual way), and the optimizer steps the old one
+# while the loop trains the new one: nothing moves, nothing complains. `model.parameters()` is a
+# generator: if something used it up first (a count of the weights, a first optimizer), the second
+# consumer gets nothing, and torch refuses an empty parameter list. A layer replaced or added after the
+# optimizer was built is the same bug on part of the model: that layer never trains (chapter 5, exhibit 5).
+# The check costs one line, right after building the optimizer: every parameter of the model must be in it.
+
+# %%
+from course_utils.chapters.ch03_loop_errors import held_by
+
+model = MLP(hidden=16)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+print("optimizer holds every parameter of the model:", held_by(model, optimizer) == len(list(model.parameters())))
 
 # %% [markdown]
 # ## Exercises: write it yourself
@@ -486,7 +626,12 @@ quiz(3)
 # - The loss is a scalar with a `grad_fn`; backward fills `.grad` and *adds* to what is there.
 # - Only `optimizer.step()` changes the weights; `zero_grad()` leaves `.grad` as `None`.
 # - By hand: y = [−0.1, 1.8], L = 2.225, ∂L/∂W = [[−1.1, −2.2], [1.8, 3.6]], W_new = [[0.511, −0.278], [0.182, 0.764]] — autograd agrees.
-# - Adam keeps two moments per weight; its first update is about lr·sign(g) for every weight.
+# - Adam keeps two moments per weight; its first update is about lr·sign(g) for every weight. SGD with
+#   momentum keeps one buffer, v ← μ·v + g, and steps w ← w − lr·v: its first step is plain SGD's.
 # - Backward frees the graph; forward keeps more activations for a bigger batch.
+# - Three errors of first loops: a state carried across batches without `.detach()` makes the next
+#   backward hit a freed graph (`retain_graph=True` only trades it for the next error); an in-place change
+#   of a tensor an operation saved fails at backward; an optimizer built over other parameters (a model
+#   rebuilt after it) trains nothing, silently: check that it holds every parameter of the model.
 # - Clip the global norm between backward and step; step the scheduler after the optimizer, at the cadence
 #   of its unit (per epoch for T_max in epochs, once per optimizer update for OneCycleLR).

@@ -50,7 +50,7 @@ print("Linear: two train passes differ, two eval passes differ:", train_eval_dif
 # The two you meet in every model are Dropout and BatchNorm. Dropout first. Input [0.8, 1.2, 0.3, 0.9], p = 0.5. In train mode each value is zeroed with
 # probability 0.5, and the survivors are scaled by 1/(1 − p) = 2 so the expected sum stays the same.
 
-# %%
+# %% tags=["answers-eval-dropout"]
 demo = dropout_demo((0.8, 1.2, 0.3, 0.9), p=0.5, passes=2)
 for i, out in enumerate(demo.train_passes, 1):
     print(f"train pass {i}: {list(out)}")
@@ -76,7 +76,7 @@ print("mask", mask.tolist(), "-> output", [sig(v) for v in (x4 * mask / (1 - p))
 # BatchNorm next. In train mode it normalises with the mean and variance *of this batch*.
 # In eval mode it uses the running averages it collected during training.
 
-# %%
+# %% tags=["answers-eval-batchnorm"]
 bn = batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean=3.0, running_var=4.0)
 print("batch statistics:   mean", bn.batch_mean, " var", bn.batch_var, "-> train-mode output", list(bn.train_out))
 print("running statistics: mean", bn.running_mean, " var", bn.running_var, "-> eval-mode output ", list(bn.eval_out))
@@ -112,7 +112,7 @@ for batch in [(1.0, 5.0), (100.0, 100.5), (3.0,)]:
 #
 # The two switches are independent. `eval()` does not stop gradients:
 
-# %%
+# %% tags=["answers-no-grad-vs-eval"]
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
 splits = spiral_splits(600, 300)
@@ -169,7 +169,7 @@ print(f"evaluation under no_grad:     {without:,} bytes")
 # Each tensor is counted once, even when two operations save it (a ReLU output is saved by the ReLU and
 # by the next Linear); the weights are not counted, they live anyway.
 
-# %%
+# %% tags=["answers-no-grad-memory"]
 n = len(ys)
 parts = [("input x (by the first Linear)", n * 2 * 4), ("ReLU output, layer 1", n * 64 * 4),
          ("ReLU output, layer 2", n * 64 * 4), ("log-probabilities (log_softmax)", n * 3 * 4),
@@ -184,7 +184,7 @@ print(f"  {'sum':34s} {sum(b for _, b in parts):>8,} bytes | measured {with_grad
 # `torch.inference_mode()` is a stricter `no_grad`: it also skips autograd's bookkeeping on the tensors it makes.
 # The price: those *inference tensors* have two real restrictions outside the block. Here are the actual errors.
 
-# %%
+# %% tags=["answers-inference-mode"]
 for case, outcome in inference_mode_errors().items():
     print(f"{case:34s} {outcome}")
 
@@ -255,7 +255,7 @@ print(f"7B training with torch.autocast, at its peak: {plain_amp / 1e9:g} GB + 1
 # A loader returns the mean loss of each batch. The mean of those means is biased when the last batch is smaller.
 # By hand: batch means 1.0, 1.0, 4.0 with sizes 4, 4, 1.
 
-# %%
+# %% tags=["answers-eval-average"]
 avg = average_losses([1.0, 1.0, 4.0], [4, 4, 1])
 print("per example (weighted):", sig(avg.per_example), "| mean of batch means:", sig(avg.per_batch))
 
@@ -295,16 +295,19 @@ predict(4, "eval-shuffle")
 # shuffled with five seeds: per example, as a mean of batch means, and shuffled with `drop_last=True`.
 
 # %% tags=["answers-eval-shuffle"]
-from course_utils.chapters.ch04_eval_pitfalls import shuffle_effect
+from course_utils.widgets.predict_view import answer
 
-torch.manual_seed(0)
-effect = shuffle_effect(MLP(), splits.val, batch_size=64, seeds=range(5))
-print("per example: accuracy identical on", sum(acc == effect.ordered[1] for _, acc in effect.shuffled),
-      "of 5 shuffles; loss within 1e-6 on", sum(abs(l - effect.ordered[0]) < 1e-6 for l, _ in effect.shuffled))
-print("mean of batch means: differs from the per-example loss by more than 1e-4 on",
-      sum(abs(m - effect.ordered[0]) > 1e-4 for m in effect.batch_mean_losses), "of 5 shuffles")
-print(f"drop_last=True: {effect.drop_last_counted} of 300 examples counted; the accuracy changes from shuffle to shuffle:",
-      len(set(effect.drop_last_accuracies)) > 1)
+with answer(4, "eval-shuffle"):
+    from course_utils.chapters.ch04_eval_pitfalls import shuffle_effect
+
+    torch.manual_seed(0)
+    effect = shuffle_effect(MLP(), splits.val, batch_size=64, seeds=range(5))
+    print("per example: accuracy identical on", sum(acc == effect.ordered[1] for _, acc in effect.shuffled),
+          "of 5 shuffles; loss within 1e-6 on", sum(abs(l - effect.ordered[0]) < 1e-6 for l, _ in effect.shuffled))
+    print("mean of batch means: differs from the per-example loss by more than 1e-4 on",
+          sum(abs(m - effect.ordered[0]) > 1e-4 for m in effect.batch_mean_losses), "of 5 shuffles")
+    print(f"drop_last=True: {effect.drop_last_counted} of 300 examples counted; the accuracy changes from shuffle to shuffle:",
+          len(set(effect.drop_last_accuracies)) > 1)
 
 # %% [markdown]
 # Shuffled or not, the per-example loss and accuracy are the same (the loss up to float rounding). Shuffling
@@ -328,14 +331,17 @@ predict(4, "ddp-padding")
 # first indices, and deals them out, so rank r's j-th example is slot r + j·W and it is a copy exactly when
 # r + j·W ≥ N. For N = 10, W = 4:
 
-# %% tags=["answers-eval-ddp-padding-duplicates"]
-from course_utils.chapters.ch04_ranks import padding_layout
-from course_utils.engine.rank_shards import real_slots
+# %%
+from course_utils.widgets.predict_view import answer
 
-for r, shard in enumerate(padding_layout(10, 4)):
-    print(f"rank {r}: indices {shard}, real (r + j*W < N): {real_slots(10, 4, r)}")
-layout = padding_layout(100, 8)
-print("N = 100, W = 8:", sum(len(s) for s in layout), "slots, padding copies of", layout[4][-1], "to", layout[7][-1])
+with answer(4, "ddp-padding"):
+    from course_utils.chapters.ch04_ranks import padding_layout
+    from course_utils.engine.rank_shards import real_slots
+
+    for r, shard in enumerate(padding_layout(10, 4)):
+        print(f"rank {r}: indices {shard}, real (r + j*W < N): {real_slots(10, 4, r)}")
+    layout = padding_layout(100, 8)
+    print("N = 100, W = 8:", sum(len(s) for s in layout), "slots, padding copies of", layout[4][-1], "to", layout[7][-1])
 
 # %% [markdown]
 # Now the four ways of combining, measured. `sharded_metrics` runs every rank's evaluation loader
@@ -348,20 +354,23 @@ print("N = 100, W = 8:", sum(len(s) for s in layout), "slots, padding copies of"
 predict(4, "mean-of-means")
 
 # %% tags=["answers-eval-allreduce-sums", "answers-eval-ddp-padding-duplicates"]
-from course_utils.chapters.ch04_ranks import sharded_metrics
+from course_utils.widgets.predict_view import answer
 
-models = []
-for seed in range(5):
-    torch.manual_seed(seed)
-    models.append(MLP())
-small_val = spiral_splits(600, 100).val.tensors
-results = sharded_metrics(models, *small_val, world_size=8)
-print("examples counted:", 100 + results[0].duplicates, "slots for 100 examples | real examples per rank:",
-      results[0].real_per_rank)
-for name in ("with_padding", "mean_of_means", "reduced_sums"):
-    loss_off = sum(abs(getattr(r, name)[0] - r.single[0]) > 1e-6 * r.single[0] for r in results)
-    acc_off = sum(abs(getattr(r, name)[1] - r.single[1]) > 1e-9 for r in results)
-    print(f"{name:<13}: loss differs from one process on {loss_off} of 5 models, accuracy on {acc_off}")
+with answer(4, "mean-of-means"):
+    from course_utils.chapters.ch04_ranks import sharded_metrics
+
+    models = []
+    for seed in range(5):
+        torch.manual_seed(seed)
+        models.append(MLP())
+    small_val = spiral_splits(600, 100).val.tensors
+    results = sharded_metrics(models, *small_val, world_size=8)
+    print("examples counted:", 100 + results[0].duplicates, "slots for 100 examples | real examples per rank:",
+          results[0].real_per_rank)
+    for name in ("with_padding", "mean_of_means", "reduced_sums"):
+        loss_off = sum(abs(getattr(r, name)[0] - r.single[0]) > 1e-6 * r.single[0] for r in results)
+        acc_off = sum(abs(getattr(r, name)[1] - r.single[1]) > 1e-9 for r in results)
+        print(f"{name:<13}: loss differs from one process on {loss_off} of 5 models, accuracy on {acc_off}")
 
 # %% [markdown]
 # Counting the duplicates biases both numbers on every model; so does averaging the 8 ranks' means, although
@@ -399,14 +408,17 @@ predict(4, "bn-collapse")
 # in standard deviations.
 
 # %% tags=["answers-eval-bn-collapse"]
-from course_utils.chapters.ch04_eval_pitfalls import bn_collapse
+from course_utils.widgets.predict_view import answer
 
-runs = [bn_collapse(seed) for seed in range(5)]
-print("train mode (batch statistics): accuracy above 0.7 on", sum(r.train_mode_accuracy > 0.7 for r in runs), "of 5")
-print("eval mode (running statistics): accuracy below 0.6 on", sum(r.eval_mode_accuracy < 0.6 for r in runs), "of 5")
-print("eval mode after re-estimating:  accuracy above 0.7 on", sum(r.recalibrated_accuracy > 0.7 for r in runs), "of 5")
-print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r in runs),
-      "of 5; after re-estimating, below 0.05 std on", sum(r.gap_after < 0.05 for r in runs))
+with answer(4, "bn-collapse"):
+    from course_utils.chapters.ch04_eval_pitfalls import bn_collapse
+
+    runs = [bn_collapse(seed) for seed in range(5)]
+    print("train mode (batch statistics): accuracy above 0.7 on", sum(r.train_mode_accuracy > 0.7 for r in runs), "of 5")
+    print("eval mode (running statistics): accuracy below 0.6 on", sum(r.eval_mode_accuracy < 0.6 for r in runs), "of 5")
+    print("eval mode after re-estimating:  accuracy above 0.7 on", sum(r.recalibrated_accuracy > 0.7 for r in runs), "of 5")
+    print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r in runs),
+          "of 5; after re-estimating, below 0.05 std on", sum(r.gap_after < 0.05 for r in runs))
 
 # %% [markdown]
 # The model is fine; its running statistics are not. Compare `running_mean` and `running_var` of each
@@ -422,7 +434,7 @@ print("running mean off by more than 0.5 std on", sum(r.gap_before > 0.5 for r i
 # `course_evaluate` (the engine's `evaluate`) leaves the model in eval mode. If the next epoch starts
 # without `model.train()`, dropout stays off and the model trains without the regularisation you asked for.
 
-# %%
+# %% tags=["answers-forgot-train"]
 torch.manual_seed(0)
 model = MLP(dropout=0.5)
 course_evaluate(model, splits.val)

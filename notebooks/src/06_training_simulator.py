@@ -60,7 +60,7 @@ sim
 # %%
 predict(6, "adam-lr-one")
 
-# %%
+# %% tags=["answers-adam-lr-one"]
 lr_one = seeds.lr_one()
 with answer(6, "adam-lr-one"):
     print(lr_one.text())
@@ -131,7 +131,7 @@ plt.close(fig)
 #
 # Is the suggestion a number, or an order of magnitude? The same sweep on each of the five seeds:
 
-# %%
+# %% tags=["answers-lr-range-test"]
 for optimizer in ("adam", "sgd"):
     print(lr_races.suggestions(optimizer).text())
 
@@ -183,7 +183,7 @@ with answer(6, "same-lr"):
 # %%
 predict(6, "fair-race")
 
-# %%
+# %% tags=["answers-sgd-vs-adam"]
 with answer(6, "fair-race"):
     print(lr_races.fair_race().text())
     print(lr_races.fair_race(sweep_seed=None).text())

@@ -130,7 +130,7 @@ print("files written:", sorted(p.name for p in (RUNS / "flowchart-full" / "check
 # **Lines:** `seed_everything(seed)` (Python's `random`, NumPy, torch and every GPU) and a `torch.Generator`
 # for the shuffle. Whatever happened before the call, the seeded loop gives the same run:
 
-# %%
+# %% tags=["answers-seeding"]
 runs = []
 for before in (1, 2):
     torch.manual_seed(before)  # some earlier, different use of the random streams
@@ -219,7 +219,7 @@ print("in the middle of an epoch:", " after 0 batches" not in resumed_at and " b
 # %% tags=["nbval-ignore-output"]
 print(resumed_at)  # where exactly depends on how far the killed run got: here, and on your machine
 
-# %%
+# %% tags=["answers-resume-exact"]
 def metrics(run):
     """metrics.jsonl, wall-clock time aside."""
     lines = (RUNS / run / "metrics.jsonl").read_text().splitlines()
@@ -305,7 +305,7 @@ except pickle.UnpicklingError as error:
 # Why not just pass `weights_only=False`? Because unpickling can run any code. A file is all it takes:
 
 
-# %%
+# %% tags=["answers-weights-only"]
 class Payload:
     """What an attacker (or a corrupted tool) can put in a .pt file: a call that runs while loading."""
 
@@ -371,7 +371,7 @@ print("best val loss", sig(best), "at epoch", stopped.best["epoch"],
 # `fit()` says which one it delivered (Keras calls this `restore_best_weights`; Lightning leaves it to a
 # `ModelCheckpoint` callback and `ckpt_path="best"`). Evaluated afresh on the validation set:
 
-# %%
+# %% tags=["answers-early-stopping"]
 def val_loss_of(path, n_val=200):
     """Validation loss of saved MLP weights on the run's validation set (chapter 4's evaluation)."""
     model = MLP()
@@ -426,7 +426,7 @@ for seed in (101, 102):
 # ends with a window of one micro-batch. Against one big batch of 32 on the same examples in the same
 # order:
 
-# %%
+# %% tags=["answers-accumulation-trainer"]
 small, _ = quiet_fit(out=str(RUNS / "accumulated"), epochs=2, n_train=200, batch_size=8, accum_steps=4)
 big, _ = quiet_fit(out=str(RUNS / "big-batch"), epochs=2, n_train=200, batch_size=32)
 a, b = final_weights(RUNS / "accumulated" / "model.pt"), final_weights(RUNS / "big-batch" / "model.pt")
@@ -580,7 +580,7 @@ with answer(7, "scaler-warning"):
 # runs but is deprecated; the current one names the device, `torch.autocast("cuda", dtype=...)` and
 # `torch.amp.GradScaler("cuda")`. Torch says so itself, even on this CPU:
 
-# %%
+# %% tags=["answers-autocast-warnings"]
 import warnings
 
 with warnings.catch_warnings(record=True) as caught:
@@ -602,7 +602,7 @@ print("torch.cuda.amp.GradScaler() is deprecated, torch says:",
 # and with the wild batch clipped at `max_norm` 2.5, for SGD with momentum and for AdamW, on five seeds. Every
 # update logs the pre-clip norm and the size of its step. Seed 0, then what holds on all five seeds:
 
-# %%
+# %% tags=["answers-clipping-spikes"]
 from course_utils.chapters.ch07_clipping import claims, claims_text, figures_text, spike_study, trace_figure
 
 spikes = spike_study(range(5))
@@ -648,7 +648,7 @@ print("no guard, final val loss:", h[-1]["val_loss"])
 # many in a row, stop with a clear message and keep the last good checkpoint. The trainer can inject a
 # NaN loss at chosen micro-steps to show it:
 
-# %%
+# %% tags=["answers-nan-guard"]
 guarded, said = quiet_fit(out=str(RUNS / "nan-once"), epochs=2, n_train=200, inject_nan_at=(5,))
 print("skipped updates:", guarded.skipped_updates, "| stop reason:", guarded.stop_reason,
       "| final val loss finite:", math.isfinite(guarded.final["val_loss"]))
@@ -719,12 +719,38 @@ print(f"factor 0.5, patience 2: the LR was cut at least 3 times: {halvings >= 3}
 # %% [markdown]
 # The cadence is not a detail. Stepped at the wrong one, the same schedulers do something else:
 
-# %%
+# %% tags=["answers-schedule-gallery"]
 onecycle = curve("OneCycleLR", cadence="epoch")
 cosine = curve("CosineAnnealingLR", cadence="update")
 print("OneCycleLR stepped per epoch: highest LR", sig(max(onecycle), 3), "of max_lr 0.1")
 print("CosineAnnealingLR stepped per update: climbs back up",
       sum(b > a for a, b in zip(cosine, cosine[1:])), "times (the cosine is periodic past T_max)")
+
+# %% [markdown]
+# ### Warmup: why, and for how long
+#
+# Many recipes start the learning rate near zero and ramp it up over the first updates (exercise 7.3 below
+# builds warmup + cosine). Why would the start need a smaller rate than the middle? Adam's own steps say.
+
+# %%
+predict(7, "warmup")
+
+# %% tags=["answers-warmup-why", "answers-warmup-how-long"]
+from course_utils.chapters.ch07_warmup import warmup
+
+with answer(7, "warmup"):
+    print(warmup().text())
+
+# %% [markdown]
+# Adam moves each weight by lr · m / √v. At the first update both running averages hold one gradient, so the
+# ratio is ±1: every weight with a gradient moves by the full learning rate, however small or noisy its
+# gradient. Those first steps are the largest of the run and the least informed. Warmup scales them down
+# until the averages hold some history.
+#
+# How long? Here, the mean step fell below a quarter of the first one within 10 to 80 updates on every seed:
+# that is the scale of warmup this run needs. In general it grows with Adam's memory: β₂ = 0.999 averages
+# about 1 / (1 − β₂) = 1,000 squared gradients, which is why recipes for long runs often warm up for
+# hundreds to thousands of updates. Measure it on your run as above, and warm up for about as long as the steps take to settle.
 
 # %% [markdown]
 # ## 12. Logging: TensorBoard
@@ -760,7 +786,7 @@ print("val/loss in TensorBoard = metrics.jsonl:",
 # one-off code generation, measured below. Here the flowchart's compiled loop runs with the `eager` backend:
 # Dynamo captures the model's graph and runs it without generating code. Same numbers as the plain loop:
 
-# %%
+# %% tags=["answers-compile-prefix"]
 compiled_model, compiled = flow_run(["compile"], compile_backend="eager")
 print("compiled val losses:", [sig(r["val_loss"]) for r in compiled])
 print("plain    val losses:", [sig(r["val_loss"]) for r in minimal_history], "(section 1's run)")
@@ -810,7 +836,7 @@ print("\n".join(gpu_figures.compile_lines()))
 # `DistributedSampler` with `set_epoch(epoch)`, `DDP(model)`, and rank 0 alone writing checkpoints and logs.
 # The same trainer, two processes, launched from this notebook:
 
-# %%
+# %% tags=["answers-ddp-run"]
 env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent)}
 launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
           "-m", "course_utils.train", "--out", str(RUNS / "ddp"), "--epochs", "2", "--n-train", "200",
@@ -849,7 +875,7 @@ print("disjoint:", not set(shards[0]) & set(shards[1]), "| together all 200:", l
 # forward whether the coming backward will reduce). The flowchart's loop, as one gloo rank, with a
 # communication hook counting DDP's all-reduces (micro-batches of 8, K = 4):
 
-# %%
+# %% tags=["answers-no-sync"]
 from course_utils.chapters.ch07_flowchart_costs import count_allreduces
 
 with_sync = count_allreduces(("accumulation", "scale_out"))
@@ -971,7 +997,7 @@ print(f"confident, correct logits: loss {sig(right, 3)}; the same after a softma
 # Check the first loss before anything else: a model that knows nothing gives each of C classes
 # probability 1/C, so its cross-entropy is log C.
 
-# %%
+# %% tags=["answers-sick-run"]
 for classes in (3, 5):
     measured, expected = initial_loss_check(classes=classes)
     print(f"{classes} classes: fresh MLP's loss {sig(measured, 3)}, log C = {sig(expected, 3)}, "

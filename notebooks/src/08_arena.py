@@ -61,7 +61,7 @@ plt.close(fig)
 # examples are counted batch by batch, not as updates × B: 600 is not a multiple of 16 or 64, so each
 # of their epochs ends with a smaller batch (8 and 24 examples).
 
-# %%
+# %% tags=["answers-batch-vs-updates"]
 batches = arena_seeds.batch_trade(challenge)
 print(batches.text())
 
@@ -85,7 +85,7 @@ print(batches.time_text())
 # usual rules: for SGD, multiply the learning rate by k when you multiply the batch by k (linear
 # scaling, Goyal et al. 2017); for Adam, by about √k (Malladi et al. 2022). From batch 32 to 128:
 
-# %%
+# %% tags=["answers-lr-scaling"]
 print(arena_seeds.scaling(challenge).text())
 
 # %% [markdown]

@@ -1,0 +1,200 @@
+"""Chapter 3: three errors learners hit in their first loops, each run, caught and fixed.
+
+- ``hidden_state_run``: a recurrent state carried from batch to batch without ``.detach()`` makes the
+  second batch's backward walk into the first batch's freed graph (RuntimeError); ``retain_graph=True``
+  trades it for another RuntimeError, because ``optimizer.step()`` changed weights that graph saved;
+  ``.detach()`` at each batch start is the fix.
+- ``inplace_run``: an in-place change of a tensor autograd saved for backward fails at backward, not
+  where it happened; autograd notices through the tensor's version counter.
+- ``wrong_params_run``: an optimizer built over parameters the loop does not use trains nothing, silently.
+
+Every function returns facts (exception type names, booleans, counts), never an error message's text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from course_utils.engine.models import MLP
+
+BATCHES = 4          # batches of the hidden-state run
+SEQ = 3              # time steps per batch
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: the batch (1-based) whose backward raised and the exception's type name, or no error."""
+
+    error: str = ""            # "" when every batch trained
+    at_batch: int = 0          # the batch whose backward raised (0: none)
+    says_freed: bool = False   # torch's message reports the graph as already freed
+    says_inplace: bool = False  # torch's message reports a saved tensor modified in place
+    updates: int = 0           # optimizer steps taken
+
+    def describe(self) -> str:
+        """One line: what happened, in facts (never torch's own words)."""
+        if not self.error:
+            return f"no error, {self.updates} updates"
+        reason = "the graph was already freed" if self.says_freed else \
+            "a saved tensor was modified in place" if self.says_inplace else "another reason"
+        return f"{self.error} at batch {self.at_batch}'s backward ({reason})"
+
+
+def _outcome(exc: Exception, batch: int, updates: int) -> Outcome:
+    text = str(exc)
+    return Outcome(type(exc).__name__, batch, "second time" in text or "already been freed" in text,
+                   "modified by an inplace operation" in text, updates)
+
+
+def hidden_state_run(fix: str = "none", seed: int = 0) -> Outcome:
+    """A small RNN trained on consecutive batches with its hidden state carried over (chapter 3).
+
+    fix: "none" (the bug), "detach" (``h = h.detach()`` at each batch start), or "retain_graph"
+    (``backward(retain_graph=True)``, the fix the first error seems to ask for).
+    """
+    if fix not in ("none", "detach", "retain_graph"):
+        raise ValueError(f"fix must be 'none', 'detach' or 'retain_graph', got {fix!r}")
+    torch.manual_seed(seed)
+    cell, head = nn.RNNCell(2, 8), nn.Linear(8, 1)
+    optimizer = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+    g = torch.Generator().manual_seed(seed)
+    h = torch.zeros(4, 8)
+    for batch in range(1, BATCHES + 1):
+        x, target = torch.randn(SEQ, 4, 2, generator=g), torch.randn(4, 1, generator=g)
+        if fix == "detach":
+            h = h.detach()                      # keep the values, cut the link to the previous batch's graph
+        for step in range(SEQ):
+            h = cell(x[step], h)
+        loss = nn.functional.mse_loss(head(h), target)
+        optimizer.zero_grad()
+        try:
+            loss.backward(retain_graph=fix == "retain_graph")
+        except RuntimeError as exc:
+            return _outcome(exc, batch, batch - 1)
+        optimizer.step()
+    return Outcome(updates=BATCHES)
+
+
+def graph_reach(detach: bool, batches: int = BATCHES, seed: int = 0) -> list[int]:
+    """How many RNN-cell steps each batch's loss reaches back through, with or without detach (chapter 3)."""
+    torch.manual_seed(seed)
+    cell = nn.RNNCell(2, 8)
+    g = torch.Generator().manual_seed(seed)
+    h, reach = torch.zeros(4, 8), []
+    for _ in range(batches):
+        if detach:
+            h = h.detach()
+        for _ in range(SEQ):
+            h = cell(torch.randn(4, 2, generator=g), h)
+        reach.append(_count(h.grad_fn, "TanhBackward0"))
+    return reach
+
+
+def _count(node, name: str) -> int:
+    """Distinct nodes called `name` reachable from `node` in the autograd graph."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        stack.extend(child for child, _ in n.next_functions)
+    return sum(type(n).__name__ == name for n in seen)
+
+
+@dataclass(frozen=True)
+class InplaceResult:
+    """One in-place case: did forward pass, did backward raise, and the saved tensor's version counter."""
+
+    forward_ran: bool
+    error: str                 # exception type name at backward, "" if none
+    says_inplace: bool
+    version_saved: int         # the tensor's version when autograd saved it
+    version_at_backward: int
+
+
+def inplace_run(case: str, seed: int = 0) -> InplaceResult:
+    """Change a tensor in place after an operation (chapter 3) and try backward.
+
+    case: "exp then +=" (exp saves its output: fails), "exp then +" (out of place: fine),
+    "linear then +=" (a Linear does not save its output: fine), "sigmoid then ReLU(inplace=True)"
+    (sigmoid saves its output: fails), "linear then ReLU(inplace=True)" (fine).
+    """
+    torch.manual_seed(seed)
+    layer = nn.Linear(3, 3)
+    x = torch.randn(4, 3)
+    first, second = case.split(" then ")
+    z = layer(x)
+    h = torch.exp(z) if first == "exp" else torch.sigmoid(z) if first == "sigmoid" else z
+    saved = h._version
+    if second == "+=":
+        h += 1
+    elif second == "+":
+        h = h + 1
+    elif second == "ReLU(inplace=True)":
+        h = nn.ReLU(inplace=True)(h)
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    after = h._version
+    try:
+        h.sum().backward()
+    except RuntimeError as exc:
+        return InplaceResult(True, type(exc).__name__, "modified by an inplace operation" in str(exc), saved, after)
+    return InplaceResult(True, "", False, saved, after)
+
+
+@dataclass(frozen=True)
+class WrongParams:
+    """An optimizer over the wrong parameters: how much of the model it holds and what training did."""
+
+    held: int                  # the model's parameters the optimizer holds
+    total: int                 # the model's parameters
+    loss_before: float
+    loss_after: float
+    error: str = ""            # exception type name when building the optimizer failed
+
+
+def held_by(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """How many of the model's parameters the optimizer updates (the check to print after building it; chapter 3)."""
+    ids = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    return sum(id(p) in ids for p in model.parameters())
+
+
+def wrong_params_run(case: str, seed: int = 0, steps: int = 30) -> WrongParams:
+    """Train the spiral MLP on one fixed batch with an optimizer built one of three ways (chapter 3).
+
+    case: "right" (built over the model the loop trains); "model rebuilt" (``model = MLP()`` again after
+    the optimizer, like re-running a notebook cell); "generator used twice" (``params = model.parameters()``
+    passed to a first consumer, then to the optimizer: it gets nothing).
+    """
+    from course_utils.engine.data import make_spiral
+
+    x, y = make_spiral(96, seed=seed).tensors
+    torch.manual_seed(seed)
+    model = MLP(hidden=16)
+    if case == "right":
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    elif case == "model rebuilt":
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        model = MLP(hidden=16)                               # a new model; the optimizer holds the old one
+    elif case == "generator used twice":
+        params = model.parameters()
+        sum(p.numel() for p in params)                        # e.g. counting the parameters: uses the generator up
+        try:
+            optimizer = torch.optim.Adam(params, lr=0.01)
+        except ValueError as exc:
+            return WrongParams(0, len(list(model.parameters())), float("nan"), float("nan"), type(exc).__name__)
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    with torch.no_grad():
+        before = nn.functional.cross_entropy(model(x), y).item()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    with torch.no_grad():
+        after = nn.functional.cross_entropy(model(x), y).item()
+    return WrongParams(held_by(model, optimizer), len(list(model.parameters())), before, after)
+
