@@ -235,6 +235,18 @@ VERDICTS: dict[str, dict[str, str]] = {
         "wrong_bitwise_not_mask": "your function runs on the same case with bool masks",
         "wrong_detached_values": "is a new leaf tensor (no grad_fn)",
     },
+    "snapshot": {
+        "wrong_plain_state_dict": "it is the model's own tensor (the same memory)",
+        "wrong_shallow_dict_copy": "it is the model's own tensor (the same memory)",
+        "wrong_detach_only": ".detach() (or .cpu() on a CPU model) returns the same memory",
+        "wrong_shallow_module_copy": "copy.copy(model) hold the model's tensors themselves",
+        "wrong_parameters_only": "lacks 3 buffers of the state dict: `1.running_mean`",
+        "wrong_buffers_by_reference": "snapshot's `1.running_mean` had changed: it is the model's own tensor",
+        "wrong_zip_order": "snapshot's `1.running_mean` holds the model's `4.weight`",
+        "wrong_all_to_float": "`1.num_batches_tracked` is torch.float32 on cpu; the model's is torch.int64",
+        "wrong_leaves_eval_mode": "the model was in train mode and your function left it in eval mode",
+        "wrong_non_persistent_buffers": "names the state dict does not: `1.mask`",
+    },
 }
 
 RIGHT_BY_STATEMENT: dict[str, dict[str, str]] = {

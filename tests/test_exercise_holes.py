@@ -287,6 +287,8 @@ STATED = {  # what each statement must say for a learner to write exactly what t
                      "1e-5 relative"],
     "token_window_losses": ["scalar tensors", "generator", "ValueError", "both the values",
                             "built from its token losses", "inputs unchanged"],
+    "snapshot": ["names `model.state_dict()` uses", "persistent=False", "`OrderedDict`", "no `grad_fn`",
+                 "the grad mode", "dtype and shape"],
 }
 
 
