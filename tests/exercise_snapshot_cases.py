@@ -106,6 +106,6 @@ WRONG = [
     ("the model itself", (snap_model,), "a model (an nn.Module), not a state dict"),
     ("one store for every call", (snap_one_store,), "a second snapshot changed the first one's"),
     ("switches to eval mode", (snap_switches_eval,), "left it in eval mode"),
-    ("switches grad mode off", (snap_grad_off,), "left gradient tracking switched off"),
+    ("switches grad mode off", (snap_grad_off,), "gradients were still switched off"),
     ("clones attached to the graph", (snap_keep_vars,), "attached to the autograd graph"),
 ]

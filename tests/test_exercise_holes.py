@@ -12,7 +12,7 @@ from course_utils.exercises import EXERCISES
 from course_utils.exercises import solutions as S
 from course_utils.exercises.ch08 import VAL_SIZE, _curve
 from course_utils.exercises.guards import OneShot
-from course_utils.exercises.words import pair, values_pair
+from course_utils.exercises.words import explain, pair, values_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -219,6 +219,15 @@ def test_dtypes_and_degenerate_sizes_are_tried():
 
     failed_with("dropout", "dtype float64; it should be float32", dropout_float64_mask)
 
+    def nan_share(token_losses, masks):                  # own mean x token share: 0/0 on an all-padding micro-batch
+        pairs = [(t, m.bool()) for t, m in zip(token_losses, masks)]
+        counts = [int(m.sum()) for _, m in pairs]
+        if not sum(counts):
+            raise ValueError("no real token")
+        return [k / sum(counts) * t[m].mean() for (t, m), k in zip(pairs, counts)]
+
+    failed_with("token_window_losses", "is nan; it should be 0", nan_share)   # its gradient is right: values count
+
 
 # --- messages that find the bug ----------------------------------------------------------------------------
 
@@ -229,6 +238,16 @@ def test_messages_print_numbers_to_the_digits_that_differ_and_hints_follow_evide
     assert a != b
     mine, right = values_pair(torch.tensor([0.5, 1.23456]), torch.tensor([0.5, 1.23461]))
     assert (mine, right) == ("[0.5, 1.23456]", "[0.5, 1.23461]")
+
+    def divides_in_a_comprehension():
+        return [1 / x for x in [0]]
+
+    try:
+        divides_in_a_comprehension()
+    except ZeroDivisionError as exc:                      # a comprehension's frame is named by its function
+        code = divides_in_a_comprehension.__code__
+        problem, _ = explain(exc, {code.co_filename}, {f"{code.co_filename}:{code.co_name}": code.co_firstlineno})
+        assert "at line 2 of `divides_in_a_comprehension`" in problem, problem
 
     message = failed_with("race_to_target", "max_updates is", _race(budget=False))
     assert "eval mode" not in message                        # the budget, not a mode, is what this bug gets wrong
@@ -281,9 +300,14 @@ STATED = {  # what each statement must say for a learner to write exactly what t
     "clip_gradients": ["model.parameters()", "generator", "as a float"],
     "race_to_target": ["int64", "at least", "no graph", "counted from 1", "never more"],
     "examples_processed": ["may be 0", "drop_last", "int"],
-    "weighted_shard": ["list of indices (ints)", "torch.multinomial", "untouched"],
-    "rank_metrics": ["Python floats", "each counted once", "Leave the tensors"],
-    "token_window_losses": ["scalar tensors", "generator", "ValueError"],
+    "weighted_shard": ["list of indices (ints)", "torch.multinomial", "untouched", "num_samples ≥ 1",
+                       "accepts either"],
+    "rank_metrics": ["Python floats", "each counted once", "Leave the tensors", "smaller than world_size",
+                     "1e-5 relative"],
+    "token_window_losses": ["scalar tensors", "generator", "ValueError", "both the values",
+                            "built from its token losses", "inputs unchanged"],
+    "snapshot": ["names `model.state_dict()` uses", "persistent=False", "`OrderedDict`", "no `grad_fn`",
+                 "the grad mode", "dtype and shape"],
 }
 
 

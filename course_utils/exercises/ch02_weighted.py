@@ -12,9 +12,11 @@ from course_utils.exercises.search import search
 from course_utils.exercises.words import Fail, as_numbers, kind, show
 
 
-def _draw(weights: torch.Tensor, total: int, seed: int) -> list[int]:
-    """torch.multinomial with the weights as given (the float32 path may differ from WeightedRandomSampler's double)."""
-    return torch.multinomial(weights, total, replacement=True, generator=torch.Generator().manual_seed(seed)).tolist()
+def _draw(weights: torch.Tensor, total: int, seed: int | None) -> list[int]:
+    """torch.multinomial with the weights as given (the float32 path may differ from WeightedRandomSampler's double);
+    seed None: a fresh Generator() left at torch's default seed."""
+    g = torch.Generator() if seed is None else torch.Generator().manual_seed(seed)
+    return torch.multinomial(weights, total, replacement=True, generator=g).tolist() if total > 0 else []
 
 
 def _right_answers(weights: torch.Tensor, num_samples: int, world_size: int, rank: int, epoch: int,
@@ -24,27 +26,69 @@ def _right_answers(weights: torch.Tensor, num_samples: int, world_size: int, ran
             _draw(weights, total, seed + epoch)[rank::world_size]]
 
 
-def _diagnose(got: list[int], weights: torch.Tensor, num_samples: int, W: int, rank: int, epoch: int,
-              seed: int) -> str:
-    """A hint naming the likely mistake, found by comparing with the usual wrong recipes."""
-    total = W * math.ceil(num_samples / W)
-    per_rank = total // W
-    full = _draw(weights.double(), total, seed + epoch)
-    if got == _draw(weights.double(), total, seed + epoch + rank)[rank::W] and rank > 0:
-        return ("Every rank seeds its generator with seed + epoch, the same number on every rank. With seed + rank + "
-                "epoch, rank 1's epoch 0 is rank 0's epoch 1.")
-    if got == _draw(weights.double(), total, seed)[rank::W] or got == _draw(weights, total, seed)[rank::W]:
-        return "The draw must change from epoch to epoch: seed the generator with seed + epoch."
-    if got == full or got == full[:num_samples]:
-        return "Each rank keeps only its share of the draw: every world_size-th index, starting at its rank."
-    if got == full[rank * per_rank:(rank + 1) * per_rank]:
-        return ("Deal the draw out like DistributedSampler: rank r keeps draws r, r + world_size, r + 2·world_size, "
-                "..., not one contiguous block.")
-    if len(got) != per_rank:
-        return (f"Every rank draws the same number, ceil(num_samples / world_size) = {per_rank}: the whole draw holds "
-                f"world_size * ceil(num_samples / world_size) = {total} indices.")
-    return ("Draw with torch.multinomial(weights, total, replacement=True, generator=g), g seeded with seed + epoch, "
+def _slips(weights: torch.Tensor, n: int, W: int, rank: int, epoch: int, seed: int) -> list[tuple[list[int], str]]:
+    """What the usual wrong recipes give this rank, each with the hint naming it (weights as given, and in float64)."""
+    per_rank = math.ceil(n / W)
+    total = W * per_rank
+    found = []
+    for w in (weights, weights.double()):
+        full = _draw(w, total, seed + epoch)
+        padded = _draw(w, n, seed + epoch)
+        padded += padded[:total - n]
+        found += [
+            (_draw(w, per_rank, seed + epoch + rank), _SEED_RANK),
+            (_draw(w, total, seed + epoch + rank)[rank::W], _SEED_RANK),
+            (_draw(w, per_rank, seed + epoch), _SAME_DRAW),
+            (_draw(w, total, seed)[rank::W], _NO_EPOCH),
+            (_draw(w, total, None)[rank::W], _UNSEEDED),
+            (full, _WHOLE), (full[:n], _WHOLE), (_draw(w, n, seed + epoch), _WHOLE),
+            (full[rank * per_rank:(rank + 1) * per_rank], _BLOCKS),
+            (_draw(w, W * (n // W), seed + epoch)[rank::W], _FLOOR), (_draw(w, n, seed + epoch)[rank::W], _FLOOR),
+            (padded[rank::W], _PADDED)]
+    return found
+
+
+_SEED_RANK = ("Every rank seeds its generator with seed + epoch, the same number on every rank: with seed + epoch + "
+              "rank the ranks make different draws, and rank 1's epoch 0 is rank 0's epoch 1.")
+_SAME_DRAW = ("Every rank drew the same ceil(num_samples / world_size) indices, so the ranks train on one sample "
+              "world_size times. Draw the whole total = world_size * ceil(num_samples / world_size) once, then keep "
+              "draws rank, rank + world_size, ...")
+_NO_EPOCH = "The draw must change from epoch to epoch: seed the generator with seed + epoch."
+_UNSEEDED = ("A new torch.Generator() starts from its own fixed default seed, whatever torch.manual_seed did: seed "
+             "the generator itself, g = torch.Generator().manual_seed(seed + epoch).")
+_WHOLE = "Each rank keeps only its share of the draw: every world_size-th index, starting at its rank."
+_BLOCKS = ("Deal the draw out like DistributedSampler: rank r keeps draws r, r + world_size, r + 2·world_size, "
+           "..., not one contiguous block.")
+_FLOOR = ("Every rank draws the same number, ceil(num_samples / world_size): the whole draw holds "
+          "world_size * ceil(num_samples / world_size) indices, not num_samples or fewer.")
+_PADDED = ("Draw the whole total = world_size * ceil(num_samples / world_size) at once: padding a draw of num_samples "
+           "with its first indices, as DistributedSampler pads a dataset, is not the same draw.")
+_NEUTRAL = ("Draw with torch.multinomial(weights, total, replacement=True, generator=g), g seeded with seed + epoch, "
             "then keep draws rank, rank + world_size, ...")
+
+
+def _diagnose(attempt: Attempt, got: list[int], weights: torch.Tensor, n: int, W: int, rank: int, epoch: int,
+              seed: int) -> str:
+    """The hint of the one wrong recipe the answer fits; where several fit this rank, the learner's function is
+    probed on the other ranks too (ch00_01._singled_out's rule); the neutral hint where none or several remain."""
+    hints = {hint for answer, hint in _slips(weights, n, W, rank, epoch, seed) if answer == got}
+    if len(hints) > 1:
+        for other in range(W):
+            if other == rank:
+                continue
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    answer = as_numbers(attempt.fn(weights.clone(), n, W, other, epoch, seed))
+            except Exception:  # noqa: BLE001 - a probe that raises is no evidence
+                return _NEUTRAL
+            hints &= {hint for recipe, hint in _slips(weights, n, W, other, epoch, seed) if recipe == answer}
+    if len(hints) == 1:
+        return hints.pop()
+    per_rank = math.ceil(n / W)
+    if not hints and len(got) != per_rank:
+        return (f"Every rank draws the same number, ceil(num_samples / world_size) = {per_rank}: the whole draw holds "
+                f"world_size * ceil(num_samples / world_size) = {W * per_rank} indices.")
+    return _NEUTRAL
 
 
 def _case(attempt: Attempt, weights: torch.Tensor, num_samples: int, W: int, rank: int, epoch: int,
@@ -56,22 +100,32 @@ def _case(attempt: Attempt, weights: torch.Tensor, num_samples: int, W: int, ran
     if not torch.equal(weights, before_w) or weights.dtype != before_w.dtype:
         raise Fail("your function changed the `weights` tensor it was given (the sampler uses it again next epoch).",
                    "Leave the input alone: work on a copy, or on a new tensor.")
-    if not torch.equal(torch.get_rng_state(), before_rng):
-        raise Fail("your function drew from torch's global random state (it changed after the call). Every rank "
-                   "must make the same draw whatever else the script has drawn before.",
-                   "Draw from your own generator: g = torch.Generator().manual_seed(seed + epoch).")
+    moved = not torch.equal(torch.get_rng_state(), before_rng)
+    torch.set_rng_state(before_rng)
+    if isinstance(got, (list, tuple)) and got and all(isinstance(i, torch.Tensor) for i in got):
+        raise Fail(f"your function returned {kind(got)} of tensors ({show(got)}), not a list of indices (ints).",
+                   "`list(tensor)` gives 0-d tensors; `tensor.tolist()` gives ints.")
     listed = as_numbers(list(got) if isinstance(got, range) else got)
     if listed is None or not all(isinstance(i, int) for i in listed):
         raise Fail(f"your function returned {kind(got)} ({show(got)}), not a list of indices.",
                    "Return a list of ints (`.tolist()` turns a tensor into one).")
-    if any(weights[i] == 0 for i in listed if 0 <= i < len(weights)) or any(not 0 <= i < len(weights) for i in listed):
+    if any(not 0 <= i < len(weights) for i in listed) or any(weights[i] == 0 for i in listed):
         raise Fail(f"rank {rank} got {show(listed, 60)}: an index out of range or of weight 0.",
                    "Draw indices of examples, in proportion to the weights.")
-    if listed in _right_answers(weights, num_samples, W, rank, epoch, seed):
+    right = listed in _right_answers(weights, num_samples, W, rank, epoch, seed)
+    if moved:
+        drew = (f"rank {rank}'s indices are right, but your function" if right else
+                f"rank {rank} drew {show(listed, 70)}, not its share of the shared draw, and your function")
+        raise Fail(f"{drew} changed torch's global random state (it seeded it or drew from it): every rank must make "
+                   "the same draw whatever else the script has drawn before, and the script's own random numbers "
+                   "must not move.",
+                   _diagnose(attempt, listed, weights, num_samples, W, rank, epoch, seed) if not right else
+                   "Draw from your own generator: g = torch.Generator().manual_seed(seed + epoch).")
+    if right:
         return
     want = _right_answers(weights, num_samples, W, rank, epoch, seed)[0]
     raise Fail(f"rank {rank} drew {show(listed, 70)}; the shared draw gives it {show(want, 70)}.",
-               _diagnose(listed, weights, num_samples, W, rank, epoch, seed))
+               _diagnose(attempt, listed, weights, num_samples, W, rank, epoch, seed))
 
 
 def _all_ranks(attempt: Attempt, weights: torch.Tensor, num_samples: int, W: int, epoch: int, seed: int) -> None:

@@ -10,7 +10,7 @@ from torch.utils.data import DistributedSampler
 from course_utils.engine.rank_shards import metric_without_padding
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, need_float, need_tuple, number
+from course_utils.exercises.words import Fail, need_float, need_tuple, pair
 
 
 def _shards(n: int, W: int, seed: int, shuffle: bool, tied: bool):
@@ -25,22 +25,83 @@ def _shards(n: int, W: int, seed: int, shuffle: bool, tied: bool):
     return [losses[i].clone() for i in idx], [hits[i].clone() for i in idx]
 
 
-def _naive(losses, correct, per_rank_means: bool, skip_padding: bool, n: int) -> tuple[float, float]:
-    """What the usual wrong recipes return, to name the mistake."""
-    W = len(losses)
-    keeps = [torch.tensor([r + j * W < n if skip_padding else True for j in range(len(losses[r]))])
-             for r in range(W)]
-    if per_rank_means:
-        parts = [(float(l[k].double().mean()), float(c[k].double().mean())) for l, c, k in zip(losses, correct, keeps)
-                 if k.any()]
-        return sum(p[0] for p in parts) / len(parts), sum(p[1] for p in parts) / len(parts)
-    total = sum(int(k.sum()) for k in keeps)
-    return (sum(float(l[k].double().sum()) for l, k in zip(losses, keeps)) / total,
-            sum(int(c[k].sum()) for c, k in zip(correct, keeps)) / total)
+def _kept(losses, correct, keeps) -> tuple[float, float, int]:
+    """Loss sum, hits and count over the entries each `keeps[r]` (bool mask or index tensor) picks."""
+    return (sum(float(l.double()[k].sum()) for l, k in zip(losses, keeps)),
+            sum(int(c[k].sum()) for c, k in zip(correct, keeps)), sum(int(c[k].numel()) for c, k in zip(correct, keeps)))
+
+
+def _slips(losses, correct, n: int) -> list[tuple[tuple[float, float], str, str]]:
+    """What the usual wrong recipes return: (loss, accuracy), the words naming the mistake, its hint."""
+    W, per_rank = len(losses), len(losses[0])
+    slot = [torch.arange(per_rank) * W + r for r in range(W)]
+    real = [s < n for s in slot]
+    found = []
+
+    def ratio(keeps, divisor: int | None = None) -> tuple[float, float]:
+        loss, hits, count = _kept(losses, correct, keeps)
+        count = divisor or count
+        return (loss / count, hits / count) if count else (math.nan, math.nan)
+
+    means = [(float(l.double()[k].mean()), float(c[k].double().mean())) for l, c, k in zip(losses, correct, real)
+             if k.any()]
+    if W * per_rank > n:
+        found.append((ratio([torch.ones(per_rank, dtype=torch.bool)] * W),
+                      f"you counted the {W * per_rank - n} padding copies too",
+                      "Rank r's j-th entry sits at slot r + j·world_size of the sampler's layout; the slots from n on "
+                      "are copies. Leave them out."))
+    found.append(((sum(m[0] for m in means) / len(means), sum(m[1] for m in means) / len(means)),
+                  "that is an average of the ranks' averages",
+                  "Ranks hold different numbers of real examples: add up the losses, the hits and the counts over "
+                  "all ranks first, then divide once."))
+    loss_all, hits_all = torch.cat(losses).double(), torch.cat(correct)
+    found.append(((float(loss_all[:n].mean()), float(hits_all[:n].double().mean())),
+                  "the first n entries rank after rank are not the n examples",
+                  "The sampler deals the examples out in turn: rank r holds slots r, r + world_size, ... Rank 0's "
+                  "entries are not examples 0, 1, 2, ..."))
+    but_last = ratio([torch.arange(per_rank) < per_rank - 1] * W)
+    if n % W:
+        found.append((but_last, "you left out every rank's last entry, real ones too",
+                      f"Only the ranks r with r ≥ n % world_size (here {n % W}) hold a copy in their last entry; the "
+                      "ranks below hold a real example there."))
+    else:
+        found.append((but_last, f"you left out every rank's last entry, but world_size divides n={n}: there is no "
+                      "copy at all", "When n % world_size is 0, every entry is a real example."))
+    found.append((ratio([s <= n for s in slot]), "you kept slot n too (`<=` where `<` is meant): it is a copy",
+                  "The n examples sit at slots 0 .. n − 1; keep rank r's entry j exactly when r + j·world_size < n."))
+    found.append((ratio([k.long() for k in real], sum(int(k.sum()) for k in real)),
+                  "a mask of 0s and 1s used as an index picks entries 0 and 1, not the real ones",
+                  "Make the mask bool (dtype=torch.bool, or `slot < n`), or multiply by it."))
+    found.append((ratio(real, W * per_rank), f"you divided by all {W * per_rank} entries, not by the {n} examples",
+                  "Divide the sums of the real entries by their count, n."))
+    return found
 
 
 def _close(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return math.isclose(a[0], b[0], rel_tol=1e-5, abs_tol=1e-7) and math.isclose(a[1], b[1], rel_tol=1e-9, abs_tol=1e-12)
+
+
+_PROBES = [(10, 4, 1), (12, 4, 0), (7, 3, 5), (13, 5, 2), (9, 2, 3)]
+
+
+def _singled_out(attempt: Attempt, mine: tuple[float, float], losses, correct, n: int) -> tuple[str, str]:
+    """(words, hint) of the one wrong recipe the answer fits; where several fit, the learner's function is probed on
+    a few more layouts (ch00_01._singled_out's rule); ('', neutral hint) where none or several remain."""
+    fits = {(words, hint) for value, words, hint in _slips(losses, correct, n) if _close(mine, value)}
+    if len({hint for _, hint in fits}) > 1:
+        for probe_n, probe_W, seed in _PROBES:
+            probe_losses, probe_correct = _shards(probe_n, probe_W, seed, False, False)
+            try:
+                answer = tuple(float(v) for v in attempt.fn(probe_losses, probe_correct, probe_n))
+            except Exception:  # noqa: BLE001 - a probe that raises is no evidence
+                fits = set()
+                break
+            fits = {(w, h) for w, h in fits if any(h == hint and _close(answer, value) for value, _, hint
+                                                   in _slips(probe_losses, probe_correct, probe_n))}
+    if len({hint for _, hint in fits}) == 1:
+        return sorted(fits)[0]
+    return "", ("Keep rank r's entry j exactly when r + j·world_size < n, sum losses and hits over those, divide by "
+                "their count.")
 
 
 def _case(attempt: Attempt, n: int, W: int, seed: int, shuffle: bool = False, tied: bool = False) -> None:
@@ -58,19 +119,11 @@ def _case(attempt: Attempt, n: int, W: int, seed: int, shuffle: bool = False, ti
     want = metric_without_padding(losses, correct, n)
     if _close(mine, want):
         return
-    shown = f"(loss {number(mine[0])}, accuracy {number(mine[1])}); over the {n} examples it is " \
-            f"(loss {number(want[0])}, accuracy {number(want[1])})"
-    if pad and _close(mine, _naive(losses, correct, False, False, n)):
-        raise Fail(f"you returned {shown}: you counted the {pad} padding copies too.",
-                   "Rank r's j-th entry sits at slot r + j·world_size of the sampler's layout; the slots from n on are "
-                   "copies. Leave them out.")
-    if any(_close(mine, _naive(losses, correct, True, skip, n)) for skip in (True, False)):
-        raise Fail(f"you returned {shown}: that is an average of the ranks' averages.",
-                   "Ranks hold different numbers of real examples: add up the losses, the hits and the counts over "
-                   "all ranks first, then divide once.")
-    raise Fail(f"you returned {shown}.",
-               "Keep rank r's entry j exactly when r + j·world_size < n, sum losses and hits over those, divide by "
-               "their count.")
+    loss_pair, acc_pair = pair(mine[0], want[0]), pair(mine[1], want[1])
+    shown = (f"(loss {loss_pair[0]}, accuracy {acc_pair[0]}); over the {n} examples it is "
+             f"(loss {loss_pair[1]}, accuracy {acc_pair[1]})")
+    words, hint = _singled_out(attempt, mine, losses, correct, n)
+    raise Fail(f"you returned {shown}" + (f": {words}." if words else "."), hint)
 
 
 def check_rank_metrics(attempt: Attempt) -> str:

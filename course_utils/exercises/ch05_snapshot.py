@@ -98,9 +98,19 @@ def _check_entries(snap: Mapping, truth: dict[str, torch.Tensor], model: nn.Modu
         got = snap[name]
         if not isinstance(got, torch.Tensor):
             raise Fail(f"your snapshot's `{name}` is {show(got)}, not a tensor.", "Keep each entry a tensor.")
-        if got.dtype != want.dtype or got.device != want.device or got.shape != want.shape:
-            raise Fail(f"your snapshot's `{name}` is {got.dtype} on {got.device}, shape {tuple(got.shape)}; the "
-                       f"model's is {want.dtype} on {want.device}, shape {tuple(want.shape)}.",
+        owner = _owner(got, name, truth)
+        shapes = f"shape {tuple(got.shape)}; the model's `{name}` has shape {tuple(want.shape)}"
+        if owner:
+            raise Fail(f"your snapshot's `{name}` holds the model's `{owner}`"
+                       + (f" ({shapes})." if got.shape != want.shape else "."),
+                       "Take each name and its tensor together, from model.state_dict().items(): parameters() and "
+                       "buffers() come in another order than the state dict's names.")
+        if got.shape != want.shape:
+            raise Fail(f"your snapshot's `{name}` has {shapes}.",
+                       "Copy each tensor of model.state_dict() under its own name, as it is.")
+        if got.dtype != want.dtype or got.device != want.device:
+            raise Fail(f"your snapshot's `{name}` is {got.dtype} on {got.device}; the model's is {want.dtype} on "
+                       f"{want.device}.",
                        "Copy each tensor as it is: no change of dtype or device (a float copy of an int64 "
                        "counter, a half copy of float32 weights, is not the same state).")
         if got.grad_fn is not None:
@@ -110,6 +120,13 @@ def _check_entries(snap: Mapping, truth: dict[str, torch.Tensor], model: nn.Modu
             gap = (got.double() - want.double()).abs().max().item()
             raise Fail(f"your snapshot's `{name}` differs from the model's at the time of the call (by up to "
                        f"{number(gap)}).", "Copy the values exactly as they are.")
+
+
+def _owner(got: torch.Tensor, name: str, truth: dict[str, torch.Tensor]) -> str:
+    """The other state-dict entry whose value `got` is, where it is not `name`'s own ('' if none or its own)."""
+    if _same(got.detach(), truth[name]):
+        return ""
+    return next((k for k, v in truth.items() if k != name and _same(got.detach(), v)), "")
 
 
 def _shares(snap_value: torch.Tensor, live: torch.Tensor) -> bool:
@@ -134,11 +151,7 @@ def _case(attempt: Attempt, kind: str, seed: int, before: int, after: int, mode:
     case = (f"{what}, after {before} step{'s' * (before != 1)} of SGD with momentum, in {mode} mode"
             f"{'' if grad_mode else ', called under torch.no_grad()'}; then {after} more steps")
     with torch.set_grad_enabled(grad_mode):
-        got = attempt.call(case, model)
-        if torch.is_grad_enabled() != grad_mode:
-            raise Fail("your function left gradient tracking switched "
-                       f"{'on' if torch.is_grad_enabled() else 'off'}.",
-                       "Use `with torch.no_grad():` blocks, not torch.set_grad_enabled(...) on its own.")
+        got = attempt.call(case, model)          # (Attempt.run fails a function that leaves the grad mode changed)
     snap = _need_mapping(got, "your function returned")
     if model.training != (mode == "train"):
         raise Fail(f"the model was in {mode} mode and your function left it in "
@@ -157,8 +170,9 @@ def _case(attempt: Attempt, kind: str, seed: int, before: int, after: int, mode:
             raise Fail(f"after {after} more training steps your snapshot's `{name}` had changed"
                        + (": it is the model's own tensor (the same memory), so it follows training."
                           if shared else "."),
-                       "state_dict() returns the model's tensors themselves, and .detach() (or .cpu() on a CPU "
-                       "model) returns the same memory: copy each tensor (.clone()) or copy.deepcopy the dict."
+                       "state_dict(), a dict(...) of it and copy.copy(model) hold the model's tensors themselves, "
+                       "and .detach() (or .cpu() on a CPU model) returns the same memory: copy each tensor (.clone()) "
+                       "or copy.deepcopy the dict."
                        if shared else "Keep the copy away from anything training writes to.")
     second = _need_mapping(attempt.call(case + "; then a second snapshot", model), "your second call returned")
     for name, want in truth.items():

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import torch
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.words import Fail, number, show
+from course_utils.exercises.words import Fail, number, pair, show
 
 NAME = "token_window_losses"
 
@@ -49,7 +49,14 @@ def _run_case(attempt: Attempt, what: str, lengths: list[list[int]], width: list
     total = sum(tokens)
     want = [(l.detach() * m).sum().item() / total for l, m in zip(losses, bool_masks)]
     args = ((l for l in losses), (m for m in masks)) if generators else (losses, masks)
-    got = attempt.call(what, *args)
+    try:
+        got = attempt.call(what, *args)
+    except Fail as failure:
+        if dtype is torch.bool or not _runs_with_bool(attempt, lengths, width, seed):
+            raise
+        raise Fail(failure.problem, f"The masks here are {str(dtype).removeprefix('torch.')} (0 and 1), and your "
+                   "function runs on the same case with bool masks: `~`, masked_fill and indexing treat an int mask "
+                   "differently. Turn each mask into bool first (`m.bool()`), or multiply by it.") from None
     if isinstance(got, torch.Tensor) and got.dim() == 1:
         raise Fail("your function returned one tensor of losses; the loop needs one scalar loss per micro-batch "
                    "to call backward() on after each forward.", "Return a list of K 0-d tensors.")
@@ -65,19 +72,27 @@ def _run_case(attempt: Attempt, what: str, lengths: list[list[int]], width: list
     for i, loss in enumerate(got):
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise Fail(f"loss {i} is {show(loss)}, not a 0-d tensor.", "Each loss must be a scalar tensor.")
-        if not loss.requires_grad:
-            raise Fail(f"loss {i} carries no gradient (requires_grad is False).",
-                       "Compute it from the token losses with tensor operations: no .item(), no torch.tensor(...).")
+        if not loss.requires_grad or loss.grad_fn is None:
+            cut = ("carries no gradient (requires_grad is False)" if not loss.requires_grad else
+                   "is a new leaf tensor (no grad_fn): backward() on it stops there and never reaches the token losses")
+            empty = ("A micro-batch with no real token still needs a loss made from its token losses, one whose "
+                     "value and gradient are 0: `(token_losses * 0).sum()`, or the masked sum. "
+                     if not tokens[i] else "")
+            raise Fail(f"loss {i} {cut}.", empty + "Compute it from the token losses with tensor operations: no "
+                       ".item(), no torch.tensor(...).")
     if [m.tolist() for m in masks] != [m.tolist() for m in before[0]] or any(
             not torch.equal(l.detach(), b) for l, b in zip(losses, before[1])):
         raise Fail("your function changed its inputs (a mask or a token loss).", "Compute new tensors; leave the "
                    "inputs as they came.")
     values = [loss.item() for loss in got]
     for i, (g, w) in enumerate(zip(values, want)):
-        if abs(g - w) > 1e-5 * max(1.0, abs(w)):
+        if not abs(g - w) <= 1e-5 * max(1.0, abs(w)):          # (a NaN is never close)
             mean_i = want[i] * total / tokens[i] if tokens[i] else float("nan")
             rows = sum(len(m) for m in bool_masks)
-            if tokens[i] and abs(g - mean_i * len(bool_masks[i]) / rows) < 1e-5 * max(1.0, abs(g)):
+            if g != g:
+                hint = ("A micro-batch with no real token has no mean (0 / 0 is NaN): its share of the window's loss "
+                        "is 0." if not tokens[i] else "A NaN: was something divided by a count of 0?")
+            elif tokens[i] and abs(g - mean_i * len(bool_masks[i]) / rows) < 1e-5 * max(1.0, abs(g)):
                 hint = ("That weights micro-batch i by its examples (rows). With padding, rows hold different "
                         "numbers of real tokens: weight by real tokens instead.")
             elif tokens[i] and abs(g - mean_i / len(losses)) < 1e-5 * max(1.0, abs(g)):
@@ -86,14 +101,16 @@ def _run_case(attempt: Attempt, what: str, lengths: list[list[int]], width: list
             elif dtype is not torch.bool and _indexed(losses[i], masks[i], total, g):
                 hint = ("These masks are integers (0 and 1): as an index they pick rows 0 and 1, not the real "
                         "tokens. Turn a mask into bool first, or multiply by it.")
-            elif g != g:
-                hint = "A micro-batch with no real token has no mean: its share of the window's loss is 0."
+            elif abs(g - want[i] * total / sum(l.numel() for l in losses)) < 1e-5 * max(1.0, abs(g)):
+                hint = (f"That divides by all {sum(l.numel() for l in losses)} positions of the window, padding "
+                        f"included: divide by its {total} real tokens.")
             elif abs(g) > 10:
                 hint = "Padding positions hold arbitrary numbers: leave them out (the mask says which are real)."
             else:
                 hint = ("The window's loss is the sum of its real tokens' losses over the number of real tokens in "
                         "the whole window (all K micro-batches).")
-            raise Fail(f"loss {i} is {number(g)}; it should be {number(w)} (micro-batch {i} has {tokens[i]} real "
+            shown = pair(g, w)
+            raise Fail(f"loss {i} is {shown[0]}; it should be {shown[1]} (micro-batch {i} has {tokens[i]} real "
                        f"tokens of {total} in the window).", hint)
     for loss in got:
         loss.backward()
@@ -103,6 +120,15 @@ def _run_case(attempt: Attempt, what: str, lengths: list[list[int]], width: list
             raise Fail(f"after backward() on every loss, micro-batch {i}'s token losses have the gradient "
                        f"{show(l.grad)}; one big batch gives {number(1 / total)} at each real token and 0 at "
                        "padding.", "Build each loss from its own micro-batch's token losses only.")
+
+
+def _runs_with_bool(attempt: Attempt, lengths: list[list[int]], width: list[int], seed: int) -> bool:
+    """Does the learner's function return without raising on this case given bool masks (probe, no verdict)?"""
+    try:
+        attempt.functions[0](*_case(lengths, width, seed, torch.bool))
+    except Exception:  # noqa: BLE001 - it raises either way: the masks' dtype is not singled out
+        return False
+    return True
 
 
 def _indexed(loss: torch.Tensor, mask: torch.Tensor, total: int, got: float) -> bool:

@@ -253,11 +253,15 @@ def where(exc: BaseException, files: set[str], first_lines: dict[str, int]) -> s
             return ""
         frame = frames[-1]
         text = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
-        first = first_lines.get(f"{frame.filename}:{frame.name}")
+        name, first = frame.name, first_lines.get(f"{frame.filename}:{frame.name}")
+        if first is None:   # a comprehension's own frame (Python < 3.12): name the function it sits in
+            around = [(start, key.rsplit(":", 1)[1]) for key, start in first_lines.items()
+                      if key.rsplit(":", 1)[0] == frame.filename and start <= frame.lineno]
+            first, name = max(around) if around else (None, name)
         line = f"line {frame.lineno - first + 1}" if first else f"line {frame.lineno}"
         inside = "" if frame is every[-1] else ", inside a call it made"
         code = f": `{text[:70]}`" if text else ""
-        return f" (at {line} of `{frame.name}`{code}{inside})"
+        return f" (at {line} of `{name}`{code}{inside})"
     except Exception:  # noqa: BLE001 - the place is a courtesy; never let it hide the message
         return ""
 

@@ -521,10 +521,12 @@ check("shard_indices")
 # ### Exercise 2.4: a weighted sampler shared out between ranks
 #
 # Write `weighted_shard(weights, num_samples, world_size, rank, epoch, seed=0)`: the list of indices (ints)
-# that rank `rank` of `world_size` ranks draws in epoch `epoch`. `weights` is a 1-D float tensor, one weight
-# per example. Every rank makes the same draw: `total = world_size * ceil(num_samples / world_size)` indices,
-# with replacement, in proportion to the weights, by `torch.multinomial(weights, total, replacement=True,
-# generator=g)` (what `WeightedRandomSampler` calls) with `g = torch.Generator().manual_seed(seed + epoch)`.
+# that rank `rank` of `world_size` ranks draws in epoch `epoch` (a 1-D int64 tensor of them is accepted too).
+# `weights` is a 1-D float32 or float64 tensor, one weight per example; `num_samples ≥ 1`. Every rank makes
+# the same draw: `total = world_size * ceil(num_samples / world_size)` indices, with replacement, in
+# proportion to the weights, by `torch.multinomial(weights, total, replacement=True, generator=g)` with
+# `g = torch.Generator().manual_seed(seed + epoch)`. (`WeightedRandomSampler` makes this call on
+# `weights.double()`; on float32 weights the two can differ in a rare draw, and the check accepts either.)
 # Rank r keeps draws r, r + world_size, r + 2·world_size, ..., as `DistributedSampler` deals indices out.
 # Leave `weights` and torch's global random state untouched.
 

@@ -512,9 +512,11 @@ check("dropout")
 # rank=r)` (with `drop_last=False`) over n examples. `losses[r]` is a 1-D float32 tensor of rank r's
 # per-example losses and `correct[r]` a 1-D bool tensor (True where the prediction was right), both in the
 # order of rank r's sampler; every rank has ⌈n / world_size⌉ entries, and `world_size = len(losses)`.
-# Write `rank_metrics(losses, correct, n)` returning `(mean_loss, accuracy)` as Python floats over the n
-# distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's
-# layout, and the slots from n on are padding copies. Leave the tensors as they are.
+# Write `rank_metrics(losses, correct, n)` returning the tuple `(mean_loss, accuracy)` as Python floats over
+# the n distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's
+# layout, and the slots from n on are padding copies. n ≥ 1 and may be smaller than world_size (then whole
+# ranks hold only copies). The loss is compared to within 1e-5 relative (a float32 sum is fine), the
+# accuracy exactly. Leave the tensors as they are.
 
 # %%
 def rank_metrics(losses, correct, n):

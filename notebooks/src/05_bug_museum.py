@@ -920,11 +920,13 @@ check("accumulate_epoch")
 # ### Exercise 5.3: a true copy of the best weights
 #
 # Write `snapshot(model)`: return a copy of the model's state dict (every parameter *and* buffer, under
-# the names `model.state_dict()` uses) that later training does not change, so that
-# `model.load_state_dict(snapshot(model))` after more training brings back the weights of the moment of the
-# call. Leave the model as it was (its mode, its weights). The check takes snapshots of models with
-# BatchNorm and Dropout between steps of SGD with momentum, trains on, and compares every tensor, its
-# dtype included, with what the model held at the time.
+# the names `model.state_dict()` uses, and no other: a buffer registered with `persistent=False` is not in
+# it) that later training does not change, so that `model.load_state_dict(snapshot(model))` after more
+# training brings back the weights of the moment of the call. A `dict` or the `OrderedDict` that
+# `state_dict()` returns, of detached tensors (no `grad_fn`), are both fine. Leave the model as it was (its
+# mode, its weights, the grad mode). The check takes snapshots between steps of SGD with momentum of models
+# with BatchNorm and Dropout, a float64 layer and a buffer that is not saved, trains on, and compares every
+# tensor, its dtype and shape included, with what the model held at the time.
 
 # %%
 def snapshot(model):

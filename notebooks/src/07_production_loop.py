@@ -1208,9 +1208,11 @@ check("clip_gradients")
 # Write `token_window_losses(token_losses, masks)` for one accumulation window of K micro-batches.
 # `token_losses` holds K tensors of per-token losses (shape B_i × T_i; padding positions hold arbitrary
 # finite numbers), `masks` K tensors of the same shapes, 1 or True at a real token (int or bool). Either
-# may be a generator. Return K scalar tensors: calling `.backward()` on each in turn must accumulate the
-# gradient of the window's mean loss over its real tokens, one big batch's. A micro-batch with no real token
-# contributes 0; a window with no real token at all raises `ValueError`.
+# may be a generator. Return a list of K scalar tensors, loss i = micro-batch i's sum over its real tokens
+# divided by the number of real tokens in the whole window, so that they add up to the window's mean loss
+# and `.backward()` on each in turn accumulates one big batch's gradient (the check compares both the values
+# and the gradients). A micro-batch with no real token gives a 0 built from its token losses (so its
+# `.backward()` runs); a window with no real token at all raises `ValueError`. Leave the inputs unchanged.
 
 # %%
 def token_window_losses(token_losses, masks):
