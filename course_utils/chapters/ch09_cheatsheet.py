@@ -221,20 +221,21 @@ def template() -> Section:
 
 def save_resume() -> Section:
     """The lines that save a resumable checkpoint and load it safely (executed by the tests)."""
-    return Section("Save and resume", _code(SAVE_RESUME), SAVE_RESUME.strip())
+    shown = SAVE_RESUME.strip().split("\n\n", 1)[1]      # the set-up lines are the template's: only save and resume
+    note = "Set up as in the template, the loader shuffled by a seeded generator `order`; then:"
+    return Section("Save and resume", f"<p>{_inline(note)}</p>{_code(shown)}", f"{note}\n{shown}")
 
 
 # --- bugs, schedulers, DataLoader, checklist -------------------------------------------------------
 
 SIGNS = {  # what you see, for the registry's bugs that chapter 5's quick reference does not list
-    "freeze_after_optimizer": "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
-    "head_after_optimizer": "the new head never moves; the model trains around a random head",
     "scheduler_before_optimizer": "torch warns once; each update uses the next update's LR",
     "softmax_before_cross_entropy": "the loss cannot go below a floor ({floor} for 3 classes); training crawls",
-    "half_after_optimizer": "the next Adam step raises a dtype or device RuntimeError (SGD runs on)",
     "update_schedule_per_epoch": "the lr stays near its starting value: warmup never ends, no annealing",
 }
-FIXES = {"accumulation_without_flush": "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`."}
+FIXES = {"accumulation_without_flush": "Also step after an epoch's last micro-batch: `(i + 1) % K == 0 or i + 1 == len(loader)`.",
+         "unscaled_accumulation": "Weight each micro-batch's mean loss by n_i / n_window, its share of the window's "
+                                  "examples (1/K only for equal batches)."}
 
 
 def signature(name: str) -> str:
@@ -271,8 +272,8 @@ DATALOADER_ARGS = {  # argument: (what it does, when to change it)
     "collate_fn": ("merges examples into a batch", "variable lengths: pad and mask"),
     "pin_memory": ("page-locked host memory", "GPU training: faster copies, non_blocking"),
     "drop_last": ("skip the last short batch", "BatchNorm on tiny last batches; fixed shapes"),
-    "worker_init_fn": ("runs in each worker at start", "seeding other libraries: torch already seeds random and "
-                                                        "NumPy per worker"),
+    "worker_init_fn": ("runs in each worker at start", "other libraries, a generator your dataset holds (torch "
+                                                        "seeds random, NumPy, torch)"),
     "generator": ("the RNG of shuffling and worker seeds", "always, seeded: order and epochs reproducible"),
     "prefetch_factor": ("batches each worker loads ahead", "workers starve the GPU"),
     "persistent_workers": ("keep workers between epochs", "worker start-up is slow"),
@@ -301,8 +302,8 @@ def dataloader_section() -> Section:
 
 
 CHECKLIST = (
-    "Seed torch, NumPy and random; a seeded generator on every DataLoader (workers: torch seeds random and NumPy; "
-    "worker_init_fn only for other libraries).",
+    "Seed torch, NumPy and random; a seeded generator on every DataLoader (worker_init_fn for other libraries "
+    "and for a generator your dataset holds).",
     "Checkpoint all the next update needs (model, optimizer, scheduler, scaler, counters, best metric, RNG states, "
     "data position); write atomically; load with weights_only=True.",
     "Keep the last k checkpoints and the best; delete old ones only once the new one is safe.",

@@ -105,9 +105,8 @@ state = {"model": model.state_dict(),
          "scheduler": scheduler.state_dict(),
          "epoch": epoch, "order": order.get_state(),
          "rng": torch.get_rng_state()}  # + CUDA, NumPy...
-with open(path + ".tmp", "wb") as f:
-    torch.save(state, f)          # tensors, plain values
-    f.flush(); os.fsync(f.fileno())  # on the disk
+with open(path + ".tmp", "wb") as f:  # tensors, plain
+    torch.save(state, f); f.flush(); os.fsync(f.fileno())
 os.replace(path + ".tmp", path)   # never half a file
 
 # resume: set up as above, then load the state back

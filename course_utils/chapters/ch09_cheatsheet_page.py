@@ -21,7 +21,7 @@ from course_utils.infra.storage import atomic_write_bytes, atomic_write_text
 
 CSS = """
 @page { size: A4; margin: 5mm 6mm 4mm 6mm; }
-body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 8pt; line-height: 1.13; margin: 0; color: #111; }
+body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 8pt; line-height: 1.1; margin: 0; color: #111; }
 h1 { font-size: 11.5pt; margin: 0; display: inline; }
 .sub { color: #444; display: inline; margin-left: 6px; }
 .flow { column-count: 2; column-gap: 4mm; column-fill: balance; }
@@ -34,7 +34,7 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; vertical-align: top; padding: 0 3px !important; border-bottom: 1px solid #e2e2e2; }
 th { background: #eee; }
 code, pre { font-family: "DejaVu Sans Mono", monospace; font-size: 7.5pt; }
-pre { background: #f5f5f5; padding: 2px 3px; margin: 1px 0; white-space: pre; line-height: 1.08; overflow: visible !important; }
+pre { background: #f5f5f5; padding: 2px 3px; margin: 1px 0; white-space: pre; line-height: 1.0; overflow: visible !important; }
 ol { margin: 0; padding-left: 16px; } p { margin: 1px 0; }
 """
 
