@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--amp", default=d.amp, choices=AMP_MODES,
       help="mixed precision: bf16 (CPU or CUDA, no scaler) or fp16 (CUDA, with a GradScaler)")
     a("--compile", action="store_true", help="torch.compile the model")
+    a("--deterministic", action="store_true",
+      help="deterministic kernels for the run (torch.use_deterministic_algorithms, cuDNN's autotuner off): what "
+           "bitwise resume needs on a GPU, where it also needs CUBLAS_WORKSPACE_CONFIG=:4096:8 set before the start")
     a("--resume", action="store_true",
       help="continue from the newest valid checkpoint in OUT/checkpoints (none there: start fresh, with a notice; "
            "some there and none usable: set aside, nothing trained, exit code 2); "

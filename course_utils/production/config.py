@@ -50,6 +50,7 @@ class FitConfig:
     monitor: str = "val_loss"             # val_loss (lower is better), val_acc (higher), or a task's val_NAME
     amp: str = "none"                     # none, bf16 (CPU or CUDA, no scaler), fp16 (CUDA, GradScaler)
     compile: bool = False                 # torch.compile the model
+    deterministic: bool = False           # deterministic kernels, cuDNN autotuner off (GPU: needs CUBLAS_WORKSPACE_CONFIG)
     resume: bool = False                  # continue from the newest valid checkpoint in out/checkpoints
     clip_norm: float | None = None        # clip the global gradient norm to this (None: measure only)
     max_bad_steps: int = 3                # stop after this many non-finite updates in a row
@@ -90,7 +91,7 @@ class FitConfig:
         _require(isinstance(self.monitor, str) and self.monitor.startswith("val_") and self.monitor[4:].isidentifier(),
                  "monitor", "val_loss, val_acc or val_NAME (a task's metric)", self.monitor)
         _require(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}", self.device)
-        for name in ("compile", "resume", "progress", "tensorboard"):
+        for name in ("compile", "deterministic", "resume", "progress", "tensorboard"):
             _require(isinstance(getattr(self, name), bool), name, "True or False", getattr(self, name))
         steps = self.inject_nan_at
         _require(not isinstance(steps, (str, bytes)) and hasattr(steps, "__iter__"), "inject_nan_at",

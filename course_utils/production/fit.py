@@ -23,6 +23,7 @@ from course_utils.engine.arithmetic import batch_sizes, is_update_step, loss_wei
 from course_utils.engine.loop import global_norm
 from course_utils.engine.models import make_optimizer
 from course_utils.infra.notebook import seed_everything
+from course_utils.production.determinism import deterministic
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import data_order, distributed, rng
 from course_utils.production.amp import Precision
@@ -72,6 +73,13 @@ def weights_digest(model: nn.Module) -> str:
 
 def fit(config: FitConfig, task: Task | None = None) -> FitResult:
     """Train `task` (else config.task: the spiral MLP by default) with exact resume, AMP, DDP (chapter 7)."""
+    cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    with deterministic(torch.device("cuda" if cuda else "cpu"), config.deterministic):
+        return _fit(config, task)
+
+
+def _fit(config: FitConfig, task: Task | None) -> FitResult:
+    """fit's body: the steps of chapter 7's flowchart, in order."""
     # -- 1. where am I: alone, or one rank of `torchrun --nproc_per_node=N` ----------------------
     ranks = distributed.setup(config.device)
     device, main = ranks.device, ranks.is_main

@@ -258,6 +258,10 @@ print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 # - the same world size: it decides each rank's shard and the order of the all-reduce sums (the trainer
 #   refuses to resume with another one).
 #
+# The trainer's `--deterministic` (`FitConfig(deterministic=True)`) does the second and third for the run
+# and puts the settings back when it returns; on CUDA it refuses to start, in one line and with exit code 2,
+# unless `CUBLAS_WORKSPACE_CONFIG` is set, since cuBLAS reads it only once.
+#
 # ### Checkpoints that travel
 #
 # A checkpoint records the device of every tensor it holds. This CPU cannot write a GPU checkpoint, so the
