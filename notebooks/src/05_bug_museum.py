@@ -526,8 +526,9 @@ with answer(5, "best-weights"):
 # Accumulation is "missing zero_grad" done on purpose: each micro-batch's loss weighted, one step per
 # window. The weight is the micro-batch's share of its window's *examples*
 # (`course_utils.engine.arithmetic.loss_weight`), so a window, even the short last one with a partial batch,
-# gives exactly the gradient of one big batch of the same examples. Dividing by K instead is right only
-# when every micro-batch is full. Here: 120 examples in batches of 32, K = 4, so the one window holds
+# gives exactly the gradient of one big batch of the same examples, for a model that treats each example on
+# its own (with BatchNorm or dropout it does not: chapter 0 measures both). Dividing by K instead is right
+# only when every micro-batch is full. Here: 120 examples in batches of 32, K = 4, so the one window holds
 # 32 + 32 + 32 + 24 examples.
 
 # %%
@@ -961,7 +962,8 @@ quiz(5)
 #   alone returns the live tensors, and the parameters alone miss BatchNorm's buffers.
 # - Misplaced `zero_grad`, clip, scheduler, `train()`, unscaled accumulation: each has a measured signature;
 #   several can pass for an improvement on an under-trained or non-overfitting run, so compare at convergence.
-# - Accumulation weighted by each window's examples equals one big batch, partial last batch included.
+# - Accumulation weighted by each window's examples equals one big batch, partial last batch included
+#   (without BatchNorm or dropout, chapter 0).
 # - Your own loop: wrap it, unchanged, in `with LoopDoctor(model):` (add your data if the loop has no
 #   DataLoader); it names these bugs with the evidence it measured, and the weights come out bit for bit the same.
 #   It found a real one in PyTorch's own quickstart tutorial: a test loss averaged over batches of unequal size.
