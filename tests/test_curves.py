@@ -97,7 +97,7 @@ def test_every_row_of_the_quick_reference_has_a_signature_and_a_copyable_flush_f
     for row in table.splitlines()[2:]:
         name = row.split("`")[1]
         assert ONE_LINE[name] in row
-    assert "wiped, or leaks" in ONE_LINE["accumulation_without_flush"]
+    assert "wiped, or added into the next" in ONE_LINE["accumulation_without_flush"]
     assert "`(i + 1) % K == 0 or i + 1 == len(loader)`" in table
 
 

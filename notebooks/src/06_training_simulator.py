@@ -171,13 +171,16 @@ predict(6, "same-lr")
 
 # %%
 with answer(6, "same-lr"):
-    for lr, epochs in ((0.01, 10), (0.3, 15)):
-        print(lr_races.race({"sgd": lr, "adam": lr}, epochs=epochs).text())
+    print(lr_races.race({"sgd": 0.01, "adam": 0.01}, epochs=10).text())
+    high = lr_races.race({"sgd": 0.3, "adam": 0.3}, epochs=15)
+    print(f"same lr 0.3, 15 epochs: SGD reaches 90% on {high.reached('sgd')} of 5 seeds; Adam on fewer of them:",
+          high.reached("adam") < high.reached("sgd"))
 
 # %% [markdown]
 # At one shared rate the comparison measures the rate, not the optimizer. At 0.01, Adam's default,
 # plain SGD never gets there. At 0.3 it is the other way round: SGD gets there on every seed, and Adam,
-# thirty times above its default, fails on most of them. A fair race gives each optimizer its own good
+# thirty times above its default, fails on some. How many is not printed: at that rate Adam's runs are
+# chaotic, and the count moves with the last bits of the arithmetic (another CPU's kernels change it). A fair race gives each optimizer its own good
 # rate, and the range test above finds one.
 
 # %%

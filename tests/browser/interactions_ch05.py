@@ -15,7 +15,7 @@ def use_bug_detector(page) -> None:
     select = page.locator(".widget-dropdown", has_text="diagnosis").first.locator("select")
     select.scroll_into_view_if_needed()
     select.select_option(index=1)
-    page.locator("button", has_text="Check").first.click()
+    mystery_check(page).click()
     page.wait_for_function("() => [...document.querySelectorAll('.widget-html')]"
                            ".some(x => x.innerText.includes('The hidden bug was'))", timeout=30_000)
 
@@ -23,11 +23,17 @@ def use_bug_detector(page) -> None:
 INTERACTIONS = {"05_bug_museum.ipynb": use_bug_detector}
 
 
+def mystery_check(page):
+    """The mystery game's own Check (the chapter's prediction cards and quiz have Check buttons too)."""
+    game = page.locator(".widget-vbox", has=page.locator(".widget-dropdown", has_text="diagnosis")).first
+    return game.locator("button", has_text="Check").first
+
+
 def _diagnose(page) -> None:
     select = page.locator(".widget-dropdown", has_text="diagnosis").first.locator("select")
     select.scroll_into_view_if_needed()
     select.select_option(index=3)
-    click_button("Check")(page)
+    mystery_check(page).click()
 
 
 TIMINGS = {

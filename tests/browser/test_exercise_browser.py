@@ -1,7 +1,7 @@
 """Browser test of a checked exercise (issue 25): solve exercise 0.1 in JupyterLab, see it pass, restart, see it counted.
 
 The learner's path, in headless Chromium: run chapter 0, type a solution into the stub cell of
-`updates_per_epoch` (first the textbook formula, which the check rejects with a hint about the flush,
+`updates_per_epoch` (first a formula that floors twice, which the check rejects with a hint to count the batches,
 then a right one), run it and its check cell, read "passed"; restart the kernel (nothing in memory
 survives), run the course-progress cell, and read that chapter 0 has 1 of its 2 exercises solved: the
 result came back from the durable progress file. Screenshots: tests/artifacts/exercise-*.png.
@@ -15,7 +15,7 @@ from tests.browser.test_lab import ARTIFACTS, browser, lab, menu, run_all, shutd
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 NOTEBOOK = "00_vocabulary.ipynb"
-FIRST_TRY = ("def updates_per_epoch(N, B, K, drop_last=False):\n"   # the textbook loop: no flush
+FIRST_TRY = ("def updates_per_epoch(N, B, K, drop_last=False):\n"   # floors twice: no partial batch, no flush
              "    return (N // B) // K\n")
 SOLUTION = ("def updates_per_epoch(N, B, K, drop_last=False):\n"
             "    batches = N // B if drop_last or N % B == 0 else N // B + 1\n"
@@ -48,7 +48,7 @@ def test_solving_an_exercise_passes_and_survives_a_kernel_restart(lab, browser):
         assert "still raises NotImplementedError: it is the stub" in check.inner_text()
 
         stub = code_cell(page, "def updates_per_epoch")
-        for attempt, code, verdict in ((1, FIRST_TRY, "Hint: The short last window still ends with an update"),
+        for attempt, code, verdict in ((1, FIRST_TRY, "Hint: Count the batches first (is the partial last batch kept?)"),
                                        (2, SOLUTION, "✓ updates_per_epoch: passed.")):
             stub.locator(".jp-InputArea-editor").first.click()
             page.keyboard.press("Control+a")
