@@ -74,13 +74,14 @@ def batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean: float = 3.0, runnin
 
 
 def tiny_batch_outputs(batch) -> tuple[float, ...] | str:
-    """BatchNorm1d(1) in train mode on a tiny batch: outputs, or the error torch raises (a batch of one)."""
+    """BatchNorm1d(1) in train mode on a tiny batch: outputs, or what torch refuses (a batch of one), in our words."""
     bn = nn.BatchNorm1d(1, affine=False).train()
     try:
         with torch.no_grad():
             return tuple(round(v, 4) for v in bn(torch.tensor(batch).reshape(-1, 1)).reshape(-1).tolist())
-    except ValueError as exc:
-        return f"ValueError: {exc}"
+    except ValueError as exc:      # torch's wording may change between releases: print the fact, checked
+        says_one_value = "more than 1 value per channel" in str(exc)
+        return f"ValueError: {'one value per channel cannot be normalised in train mode' if says_one_value else exc}"
 
 
 # --- no_grad vs inference_mode ---------------------------------------------------------------
