@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from course_utils.chapters.ch00_accumulation_norms import accumulation_gap, dropout_average_gap
-from course_utils.chapters.ch01_workers import run_spawn_script, worker_draws, worker_outcomes
+from course_utils.chapters.ch01_workers import child_error_type, run_spawn_script, worker_draws, worker_outcomes
 from course_utils.chapters.ch04_eval_pitfalls import bn_collapse, recalibrate_batchnorm, shuffle_effect
 from course_utils.chapters.ch06_predictions import prediction_bank
 from course_utils.engine.data import spiral_splits
@@ -32,6 +32,17 @@ def test_the_unguarded_script_fails_in_its_child_and_the_guarded_one_runs():
     bad, good = run_spawn_script(False), run_spawn_script(True)
     assert bad.printed == ["exit code 1"] and bad.child_error == "RuntimeError"
     assert good.printed == ["child computed 9", "exit code 0"] and good.child_error == ""
+
+
+def test_the_child_error_is_named_the_same_on_every_python():
+    """Python 3.13 colours a traceback when it may (FORCE_COLOR, which a Jupyter kernel's children can inherit);
+    the chapter's printed conclusion must not carry the colour codes (found by the Debian 13 check)."""
+    message = "\n        An attempt has been made to start a new process before the\n        current process has finished"
+    plain = f"Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\nRuntimeError: {message}\n"
+    coloured = ("\x1b[1;35mTraceback\x1b[0m (most recent call last):\n  File \x1b[35m\"train.py\"\x1b[0m, line 9\n"
+                f"\x1b[1;35mRuntimeError\x1b[0m: \x1b[35m{message}\x1b[0m\n")
+    assert child_error_type(plain) == child_error_type(coloured) == "RuntimeError"
+    assert child_error_type("") == ""
 
 
 def test_a_real_dataloader_script_without_the_guard_fails_with_spawn(tmp_path):

@@ -234,12 +234,17 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
     return seen, worker_error_conclusion(text, type(dataset).__name__)
 
 
+def without_colour(text: str) -> str:
+    """Text a Python process wrote to stderr, without the ANSI colour codes Python 3.13 may add to tracebacks."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 def worker_error_conclusion(stderr: str, class_name: str) -> str:
     """What a worker's traceback says (chapter 1): its last exception's type and whether it cannot find the class.
 
     Python words (and since 3.13 may colour) the message its own way per release, so only this conclusion is shown.
     """
-    text = re.sub(r"\x1b\[[0-9;]*m", "", stderr)
+    text = without_colour(stderr)
     errors = re.findall(r"^\s*(\w+(?:Error|Exception)):(.*)$", text, flags=re.M)
     if not errors:
         return "(the worker printed no error)"

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from course_utils.chapters.ch01_pipeline import without_colour
+
 # --- the main guard -----------------------------------------------------------------------------------------
 
 _SCRIPT = '''\
@@ -56,9 +58,13 @@ def run_spawn_script(guarded: bool) -> ScriptRun:
         script = Path(tmp) / "train.py"
         script.write_text(_SCRIPT.format(body=body))
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp)
-    last = [line for line in done.stderr.splitlines() if line and not line.startswith(" ")]
-    error = last[-1].split(":")[0] if last else ""
-    return ScriptRun(guarded, done.stdout.split("\n")[:-1], error)
+    return ScriptRun(guarded, done.stdout.split("\n")[:-1], child_error_type(done.stderr))
+
+
+def child_error_type(stderr: str) -> str:
+    """The exception type on a traceback's last unindented line ('' when none), whatever colours Python added."""
+    last = [line for line in without_colour(stderr).splitlines() if line and not line.startswith(" ")]
+    return last[-1].split(":")[0] if last else ""
 
 
 # --- workers that hang, die or raise -----------------------------------------------------------------------
