@@ -1,11 +1,14 @@
 """pytest setup for the whole repository (tests/ and nbval over notebooks/).
 
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
-never read or written). The browser tests run last, alone, because they time what a learner waits for. The
-perturbed nbval pass (tests/test_nbval_perturbed.py) starts in the background as soon as the tests are
-collected: its two kernels share the machine with the unit, widget and nbval tests, and its result is read
-just before the browser tests begin. The end of a run prints where the time went, per part: unit, widget,
-nbval, perturbed nbval, browser.
+never read or written). `make test` checks the notebooks in two background passes (tests/test_nbval_passes.py):
+nbval as `make nbval` runs it ("pinned") and under another CPU's numerics ("other-host"), each in its own
+pytest process over copies of the notebooks. They start when the machine has a core to spare: at collection on
+4 cores or more, else with the browser tests (the unit tests keep a 2-core machine busy; the browser tests leave
+more than a core idle, waiting on the page). Their verdicts are read at the end. Run with `--nbval`, the
+notebooks are checked in this session instead, cell by cell, and the pinned background pass is left out. The
+browser tests run after the rest, because they time what a learner waits for. The end of a run prints where
+the time went, per part: unit, widget, nbval, perturbed nbval, browser.
 """
 import os
 import re
@@ -23,8 +26,10 @@ os.environ["COURSE_PROGRESS"] = os.path.join(_PROGRESS_DIR, "progress.json")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 PARTS = ("unit", "widget", "nbval", "perturbed nbval", "browser")
-PERTURBED = "tests/test_nbval_perturbed.py"
+PASSES = "tests/test_nbval_passes.py"
+PINNED = "pinned"                  # the passes' name for nbval as `make nbval` runs it (no perturbation)
 BACKGROUND = pytest.StashKey[Future]()
+_CONFIGS = pytest.StashKey[list]()
 _WIDGET_FILE = re.compile(r"tests/test_(widget\w*|\w*_view|view_fuzz)\.py")
 _seconds: dict[str, float] = defaultdict(float)
 _counts: dict[str, int] = defaultdict(int)
@@ -36,25 +41,51 @@ def part_of(nodeid: str) -> str:
     path = nodeid.split("::")[0]
     if path.startswith("tests/browser/"):
         return "browser"
-    if path.endswith(".ipynb"):
+    if path.endswith(".ipynb") or (path == PASSES and f"[{PINNED}]" in nodeid):
         return "nbval"
-    if path == PERTURBED:
+    if path == PASSES:
         return "perturbed nbval"
     return "widget" if _WIDGET_FILE.fullmatch(path) else "unit"
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """Browser tests last; the perturbed pass's verdicts just before them, its runs started now."""
-    order = {"browser": 2, "perturbed nbval": 1}
-    items.sort(key=lambda item: order.get(part_of(item.nodeid), 0))   # stable: the rest keeps its order
-    if any(part_of(item.nodeid) == "perturbed nbval" and "outputs_hold" in item.nodeid for item in items):
-        sys.path.insert(0, str(Path(__file__).parent / "tools"))
-        import nbval_perturbed
+def is_verdict(item) -> bool:
+    """A test that reads a background notebook pass's result."""
+    return item.nodeid.startswith(PASSES) and "outputs_hold" in item.nodeid
 
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturbed-nbval")
-        config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, nbval_perturbed.SUITE,
-                                               nbval_perturbed.notebooks([]), 2)
-        pool.shutdown(wait=False)
+
+def pytest_collection_modifyitems(session, config, items):
+    """Browser tests after the rest, the background passes' verdicts last; the passes start now on 4+ cores."""
+    if any(item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid for item in items):   # --nbval: in session
+        kept = [item for item in items if not (is_verdict(item) and f"[{PINNED}]" in item.nodeid)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+    order = {"browser": 2}
+    items.sort(key=lambda item: 3 if is_verdict(item) else order.get(part_of(item.nodeid), 0))   # stable sort
+    configs = [item.callspec.params["config"] for item in items if is_verdict(item)]
+    if configs:
+        config.stash[_CONFIGS] = configs
+        if (os.cpu_count() or 1) >= 4:
+            start_passes(config)
+
+
+def start_passes(config) -> None:
+    """Start the collected notebook passes in a background thread, once; each is a pytest process of its own."""
+    if BACKGROUND in config.stash or _CONFIGS not in config.stash:
+        return
+    sys.path.insert(0, str(Path(__file__).parent / "tools"))
+    import nbval_perturbed
+
+    configs = [None if c == PINNED else c for c in config.stash[_CONFIGS]]
+    jobs = 2 if (os.cpu_count() or 1) >= 4 else 1
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
+    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]), jobs)
+    pool.shutdown(wait=False)
+
+
+def pytest_runtest_setup(item):
+    """On fewer than 4 cores the passes start with the first browser test (or verdict, if there is none)."""
+    if part_of(item.nodeid) == "browser" or is_verdict(item):
+        start_passes(item.config)
 
 
 def pytest_runtest_logreport(report):
@@ -74,8 +105,11 @@ def pytest_terminal_summary(terminalreporter, config):
         if not _counts[part]:
             continue
         note = ""
-        if part == "perturbed nbval" and background is not None and background.done() and not background.exception():
-            runs = ", ".join(f"{o.config} {o.seconds:.0f} s" for o in background.result())
-            note = f"   waited for; ran in the background ({runs}) beside the parts above"
+        if part in ("nbval", "perturbed nbval") and background is not None and background.done() \
+                and not background.exception():
+            runs = {o.config: o.seconds for o in background.result()}
+            mine = [f"{name} {seconds:.0f} s" for name, seconds in runs.items() if (name == PINNED) == (part == "nbval")]
+            if mine:
+                note = f"   waited for; ran in the background ({', '.join(mine)}) beside the other parts"
         write(f"{part:<16} {_seconds[part]:7.1f} s   {_counts[part]:4d} tests{note}")
     write(f"{'total':<16} {time.perf_counter() - _started:7.1f} s   (wall clock, collection included)")

@@ -103,7 +103,7 @@ def main(argv: list[str]) -> None:
     elif argv[0] == "test":
         if os.name != "nt" and shutil.which("bash"):
             run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
-        run(venv_bin("python"), "-m", "pytest", *NBVAL)
+        run(venv_bin("python"), "-m", "pytest", "-p", "no:randomly")   # the notebooks: nbval in background passes
     else:
         run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
 

@@ -84,6 +84,12 @@ def environment(config: str | None, progress: Path, **extra: str) -> dict[str, s
     return env
 
 
+def nbval_arguments() -> list[str]:
+    """The instructor command's nbval arguments (tools/course.py, `make nbval`), with the sanitize file's full path."""
+    from course import NBVAL                         # tools/ is on sys.path: this file's own folder
+    return [str(SANITIZE) if arg == "tests/nbval_sanitize.cfg" else arg for arg in NBVAL]
+
+
 def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra: str) -> Outcome:
     """Run nbval on copies of `paths` in a fresh folder under a configuration (None: the pin alone).
 
@@ -95,8 +101,7 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra
         folder.mkdir()
         for path in paths:
             shutil.copy(path, folder / path.name)
-        command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout=300",
-                   f"--nbval-sanitize-with={SANITIZE}", "-p", "no:randomly", "-p", "no:cacheprovider",
+        command = [sys.executable, "-m", "pytest", *nbval_arguments(), "-p", "no:cacheprovider",
                    "-q", "--no-header", "-rf", f"--rootdir={tmp}", "-c", os.devnull, str(folder)]
         done = subprocess.run(command, cwd=tmp, env=environment(config, Path(tmp) / "progress.json", **extra),
                               capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -107,8 +112,9 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra
     return Outcome(label or config or "pinned", failed, summary, time.perf_counter() - start, done.returncode, log)
 
 
-def run_all(configs: list[str], paths: list[Path], jobs: int = 2) -> list[Outcome]:
-    """Run every configuration, `jobs` at a time (each kernel uses one thread: setup_notebook fixes it)."""
+def run_all(configs: list[str | None], paths: list[Path], jobs: int = 2) -> list[Outcome]:
+    """Run every configuration (None: the pin alone, as `make nbval`), `jobs` at a time (each kernel uses one
+    thread: setup_notebook fixes it)."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(lambda c: nbval(paths, c), configs))
 

@@ -1,0 +1,108 @@
+"""The committed outputs hold, checked by two nbval passes in the background (conftest.py starts them): "pinned",
+nbval exactly as `make nbval` runs it (the instructor command), and issue 21's perturbed configuration of
+tools/nbval_perturbed.py that the suite runs (``SUITE``: ATen, MKL and oneDNN on their AVX2 paths without the
+pin, NumPy's dispatch and libm's variants lowered: another CPU). Each pass is one pytest process over copies of
+the notebooks; its failing cells and log are this test's message. `pytest --nbval` checks the notebooks cell by
+cell in the session instead, and then the pinned pass is left out (conftest.py)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import course  # noqa: E402
+import nbval_perturbed  # noqa: E402
+
+pytestmark = pytest.mark.timeout(1800)
+PASSES = ["pinned", *nbval_perturbed.SUITE]
+
+
+@pytest.fixture(scope="module")
+def outcomes(request):
+    """The passes conftest.py started in the background, or, if it did not, the ones collected, run now."""
+    import conftest
+    conftest.start_passes(request.config)
+    background = request.config.stash.get(conftest.BACKGROUND, None)
+    runs = background.result() if background is not None else nbval_perturbed.run_all(
+        [None if c == "pinned" else c for c in PASSES], nbval_perturbed.notebooks([]), jobs=1)
+    for o in runs:
+        print(f"[nbval pass] {o.config}: {o.summary} ({o.seconds:.0f} s)")
+    return {o.config: o for o in runs}
+
+
+@pytest.mark.parametrize("config", PASSES)
+def test_committed_outputs_hold(outcomes, config):
+    outcome = outcomes[config]
+    assert "passed" in outcome.summary, outcome.log[-3000:]           # nbval ran the notebooks at all
+    assert outcome.passed, (f"{len(outcome.failed)} cell(s) differ under {config}: {outcome.failed}\n"
+                            + outcome.log[-6000:])
+
+
+def test_the_pinned_pass_is_the_instructor_command():
+    """The background pass runs nbval with `make nbval`'s own arguments (tools/course.py), over every notebook."""
+    arguments = nbval_perturbed.nbval_arguments()
+    assert arguments == [str(ROOT / a) if a.endswith(".cfg") else a for a in course.NBVAL]
+    assert Path(arguments[arguments.index("--nbval-sanitize-with") + 1]).is_file()
+    assert [p.name for p in nbval_perturbed.notebooks([])] == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert nbval_perturbed.environment(None, Path("p.json")).keys().isdisjoint(nbval_perturbed.PIN_VARIABLES)
+
+
+def test_the_configurations_really_perturb():
+    """Each configuration changes what it claims to: ATen's path, or NumPy's dispatch and libm's variants."""
+    import subprocess
+    probe = ("import os, torch; from course_utils.infra.notebook import pin_numerics; pin_numerics(); "
+             "from numpy._core._multiarray_umath import __cpu_features__ as f; "
+             "print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'], f['X86_V3'])")
+    seen = {}
+    for config in [None, *nbval_perturbed.CONFIGS]:
+        env = nbval_perturbed.environment(config, Path("unused"))
+        seen[config] = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                      check=True).stdout.split()
+    assert seen[None][:2] == ["DEFAULT", "COMPATIBLE,STRICT"]          # the pin, as the chapters run
+    assert seen["avx2-unpinned"][:2] == ["AVX2", "AVX2"]
+    assert seen["pinned-other-libs"] == ["DEFAULT", "COMPATIBLE,STRICT", "False"]
+    assert seen["other-host"] == ["AVX2", "AVX2", "False"]
+
+
+def test_the_libm_perturbation_reaches_the_dynamic_loader():
+    """glibc reads GLIBC_TUNABLES: with AVX2 and FMA masked, its x86-64-v3/v4 library variants are inactive."""
+    import subprocess
+    loader = Path("/lib64/ld-linux-x86-64.so.2")
+    if not loader.exists():
+        pytest.skip("not an x86-64 glibc system")
+    def active(config):
+        out = subprocess.run([str(loader), "--list-diagnostics"], capture_output=True, text=True,
+                             env=nbval_perturbed.environment(config, Path("unused"))).stdout
+        return int(next(line for line in out.splitlines() if line.startswith("dl_hwcaps_subdirs_active=")
+                        ).split("=")[1], 16)
+    base = active(None)
+    for config in ("pinned-other-libs", "other-host"):
+        lowered = active(config)
+        assert lowered & base == lowered and bin(lowered).count("1") <= 1   # at most x86-64-v2 left
+
+
+def _collected(*args: str) -> list[str]:
+    import subprocess
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "--collect-only", "-q", *args],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_make_test_checks_the_notebooks_once_in_the_background_and_verdicts_come_last(monkeypatch):
+    """`make test` (no --nbval): both passes' verdicts, after the browser tests; with --nbval the cells are
+    items of the session and the pinned pass is not run a second time."""
+    ran = []
+    monkeypatch.setattr(course, "installed", lambda: None)
+    monkeypatch.setattr(course, "run", lambda *args: ran.append([str(a) for a in args]))
+    course.main(["test"])
+    assert "--nbval" not in ran[-1] and ran[-1][1:3] == ["-m", "pytest"]      # what `make test` runs
+    plain = _collected(*ran[-1][3:], "tests/test_nbval_passes.py", "tests/browser/test_lab.py")
+    kinds = ["verdict" if "outputs_hold" in line else "browser" if "tests/browser/" in line else "other"
+             for line in plain]
+    assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
+    assert plain[-2:] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
+    cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
+    assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
+    assert not any("[pinned]" in line for line in cells) and any("[other-host]" in line for line in cells)
