@@ -3,7 +3,9 @@
 written on a writer thread, one at a time, holding the state at their position however slow the disk."""
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import threading
 import time
 import warnings
@@ -47,6 +49,7 @@ def _marked(monkeypatch, events: list, reads: list[str]) -> None:
         wrap(torch.Tensor, name, name)
     wrap(torch.cuda, "synchronize", "synchronize")
     wrap(RunLog, "update", "UPDATE")
+    wrap(BackgroundWriter, "save", "CHECKPOINT")
     wrap(data_order, "start_epoch", "EPOCH")
     wrap(fit_module, "evaluate", "EVAL")
 
@@ -66,14 +69,22 @@ def per_update(events: list[str]) -> list[list[str]]:
     return spans
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("accum", [1, 3])
-def test_fit_reads_the_device_once_per_update(tmp_path, monkeypatch, accum):
+def test_fit_reads_the_device_once_per_update(tmp_path, monkeypatch, accum, device):
+    """The NaN guard's one read per update, nothing else; an update that takes a checkpoint adds, on a GPU, one
+    wait for the state's copies to reach the host (the snapshot the writer thread then saves)."""
     events: list[str] = []
     _marked(monkeypatch, events, READS)
-    _quiet_fit(config(tmp_path / "run", accum_steps=accum, epochs=2, checkpoint_every=2))
+    _quiet_fit(config(tmp_path / "run", accum_steps=accum, epochs=2, checkpoint_every=2, device=device))
     spans = per_update(events)
     assert len(spans) >= (10 if accum == 1 else 4)
-    assert all(span == ["tolist"] for span in spans), spans      # the NaN guard's one read, nothing else
+    checkpoint = ["CHECKPOINT", "synchronize"] if device == "cuda" else ["CHECKPOINT"]
+    assert all(span in (["tolist"], [*checkpoint, "tolist"]) for span in spans), spans
+    assert any(span[0] == "CHECKPOINT" for span in spans), spans    # the count saw checkpoints taken mid-epoch
 
 
 def test_the_counter_sees_a_second_read(tmp_path, monkeypatch):
@@ -165,9 +176,12 @@ def test_on_cuda_an_update_synchronises_once(tmp_path, monkeypatch):
         monkeypatch.setattr(RunLog, "update", lambda self, *args: (marks.append(len(caught)), original(self, *args)))
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            _quiet_fit(config(tmp_path / "run", device="cuda", epochs=2, checkpoint_every=0))
+            with contextlib.redirect_stdout(io.StringIO()):        # warnings shown: they are what is counted
+                fit_module.fit(config(tmp_path / "run", device="cuda", epochs=2, checkpoint_every=0))
         finally:
             torch.cuda.set_sync_debug_mode(0)
+    syncs = [i for i, w in enumerate(caught) if "synchronizing CUDA operation" in str(w.message)]
+    marks = [sum(1 for i in syncs if i < mark) for mark in marks]      # syncs before each update's log line
     per_epoch = 4                                       # updates an epoch (validation follows the last)
     gaps = [marks[i + 1] - marks[i] for i in range(len(marks) - 1) if (i + 1) % per_epoch]
     assert len(marks) == 2 * per_epoch and gaps and all(gap == 1 for gap in gaps), gaps

@@ -8,7 +8,6 @@ import dataclasses
 import io
 import json
 import math
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -28,9 +27,12 @@ from course_utils.engine.session import TrainConfig
 from course_utils.production import CheckpointError, EarlyStopping, FitConfig, fit, load_checkpoint
 from course_utils.production import checkpoint as ckpt
 from course_utils.production.cli import build_parser, main
+from tests import killed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(n_val=30, hidden=8, threads=1, progress=False, tensorboard=False)
+# On the CPU wherever a GPU is present too: these tests compare with CPU oracles bit for bit and fork children that
+# train (a forked child cannot use CUDA once its parent has); the GPU's own tests below name device="cuda".
+TINY = dict(n_val=30, hidden=8, threads=1, progress=False, tensorboard=False, device="cpu")
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
 
 
@@ -218,7 +220,7 @@ def test_tensorboard_files_read_back_and_survive_a_kill(tmp_path):
         assert [v for _, v in whole[tag]] == pytest.approx([r[key] for r in result.history], rel=1e-6)
     # killed after the fourth checkpoint file, then resumed: the reader shows no duplicated or missing step
     cut = FitConfig(out=str(tmp_path / "cut"), resume=True, **options)
-    child = multiprocessing.get_context("fork").Process(target=_killed_after_checkpoints, args=(cut, 4))
+    child = killed_runs.process(_killed_after_checkpoints, cut, 4)
     child.start()
     child.join()
     assert child.exitcode == -signal.SIGKILL
@@ -275,9 +277,8 @@ def test_bf16_autocast_runs_on_the_cpu_without_a_scaler(tmp_path):
 
 
 def test_fp16_is_refused_on_the_cpu_with_a_clear_message(tmp_path, capsys):
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: fp16 is allowed")
-    assert main(["--out", str(tmp_path / "run"), "--amp", "fp16"]) == 2
+    device = [] if not torch.cuda.is_available() else ["--device", "cpu"]   # auto is the CPU here; else name it
+    assert main(["--out", str(tmp_path / "run"), "--amp", "fp16", *device]) == 2
     assert "amp fp16 needs a CUDA GPU" in capsys.readouterr().err
 
 
@@ -300,9 +301,38 @@ def test_fp16_with_grad_scaler_on_cuda_resumes_exactly(tmp_path):
 
 @NEEDS_CUDA
 def test_compile_and_pinned_memory_on_cuda(tmp_path):
-    result, _ = quiet(FitConfig(out=str(tmp_path / "run"), epochs=1, n_train=60, device="cuda", compile=True,
-                                workers=1, **TINY))
+    result, _ = quiet(FitConfig(out=str(tmp_path / "run"), epochs=1, n_train=60, compile=True, workers=1,
+                                **dict(TINY, device="cuda")))
     assert result.completed and math.isfinite(result.final["val_loss"])
+
+
+@NEEDS_CUDA
+def test_a_gpu_runs_model_pt_loads_where_there_is_no_gpu(tmp_path):
+    """model.pt and model-last.pt of a CUDA run hold CPU tensors, as the checkpoints do: a plain torch.load in a
+    process that sees no GPU reads them (a file of cuda:0 tensors raises there without map_location)."""
+    quiet(FitConfig(out=str(tmp_path / "run"), epochs=6, n_train=40, lr=0.03, patience=2,
+                    **dict(TINY, device="cuda")))
+    for name in ("model.pt", "model-last.pt"):
+        if (tmp_path / "run" / name).exists():
+            assert all(t.device.type == "cpu" for t in torch.load(tmp_path / "run" / name, weights_only=True).values())
+    code = ("import sys, torch; assert not torch.cuda.is_available(); "
+            "s = torch.load(sys.argv[1], weights_only=True); print(len(s), {str(t.device) for t in s.values()})")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run" / "model.pt")], capture_output=True,
+                          text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert done.returncode == 0 and "{'cpu'}" in done.stdout, done.stderr[-2000:]
+
+
+@NEEDS_CUDA
+def test_a_cpu_run_on_a_gpu_machine_never_touches_the_gpu(tmp_path):
+    """No CUDA context for a CPU run (its RNG states are the CPU's alone): none of the GPU's memory, and the run
+    can train in a forked process, which CUDA forbids once a context exists."""
+    code = ("import sys, torch; from course_utils.production import FitConfig, fit; "
+            "fit(FitConfig(out=sys.argv[1], epochs=2, n_train=40, n_val=30, hidden=8, checkpoint_every=1, "
+            "progress=False, device='cpu')); fit(FitConfig(out=sys.argv[1], epochs=3, n_train=40, n_val=30, "
+            "hidden=8, progress=False, device='cpu', resume=True)); print('cuda initialized:', torch.cuda.is_initialized())")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert done.returncode == 0 and "cuda initialized: False" in done.stdout, done.stderr[-2000:]
 
 
 # --- configuration and the command line ------------------------------------------------------------

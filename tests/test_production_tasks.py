@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import multiprocessing
 import os
 import random
 import shutil
@@ -30,11 +29,11 @@ from torch.utils.data import Dataset, DistributedSampler
 from course_utils.engine.arithmetic import training_arithmetic
 from course_utils.production import FitConfig, Task, fit, load_checkpoint
 from course_utils.production import checkpoint as ckpt
-from course_utils.production.task import TaskError
+from course_utils.production.task import TaskError, loss_on_cpu_copies
 from course_utils.production.cli import main
+from tests import killed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-FORK = multiprocessing.get_context("fork")
 HERE = "tests.test_production_tasks"
 
 
@@ -153,8 +152,9 @@ def too_few_logits_task(config):
 
 # --- helpers -----------------------------------------------------------------------------------------
 
+# device="cpu" on a GPU machine too: bitwise claims, and children forked to be killed cannot use CUDA.
 BASE = dict(epochs=3, batch_size=10, accum_steps=2, lr=0.02, optimizer="adamw", schedule="onecycle",
-            checkpoint_every=2, keep=2, threads=1, progress=False, tensorboard=False)
+            checkpoint_every=2, keep=2, threads=1, progress=False, tensorboard=False, device="cpu")
 
 
 def config(out: Path, **changes) -> FitConfig:
@@ -205,7 +205,7 @@ def _fit_task_in_child(cfg: FitConfig, make, kill_at_call: int | None, after: st
 def run_in_child(cfg: FitConfig, make, delay: float = 600, kill_at_call: int | None = None,
                  after: str | None = None) -> bool:
     """The Python API in a forked child, SIGKILLed after `delay` s or at a loss call; True if it was killed."""
-    child = FORK.Process(target=_fit_task_in_child, args=(cfg, make, kill_at_call, after))
+    child = killed_runs.process(_fit_task_in_child, cfg, make, kill_at_call, after)
     child.start()
     child.join(delay)
     if child.is_alive():
@@ -218,7 +218,7 @@ def cli(out: Path, task: str, *flags: str) -> list[str]:
     return [sys.executable, "-m", "course_utils.train", "--task", task, "--out", str(out), "--epochs",
             str(BASE["epochs"]), "--batch-size", "10", "--accum-steps", "2", "--lr", "0.02", "--optimizer", "adamw",
             "--schedule", "onecycle", "--checkpoint-every", "2", "--keep", "2", "--threads", "1", "--no-progress",
-            "--no-tensorboard", *flags]
+            "--no-tensorboard", "--device", "cpu", *flags]                  # as BASE: compared with its runs
 
 
 def positions(folder: Path) -> set[tuple[int, int]]:
@@ -252,6 +252,7 @@ def test_api_killed_mid_window_mid_epoch_and_at_random_moments_resumes_bitwise(t
         assert any(position > 0 for _, position in positions(out / "checkpoints")), "a mid-epoch checkpoint"
         run_in_child(cfg, noisy_task)                                   # resume to the end, workers again
         assert_same_run(out, noisy_reference)
+    killed_runs.ready()
     start = time.perf_counter()
     assert not run_in_child(config(tmp_path / "timed", workers=2), noisy_task)
     window = time.perf_counter() - start                                # how long a whole run takes in a child
@@ -295,7 +296,7 @@ def test_killed_mid_save_falls_back_and_resumes_bitwise(tmp_path, noisy_referenc
     for call in (1, 3):                      # the very first checkpoint, and one with an older one to fall back to
         out = tmp_path / f"{phase}-{call}"
         cfg = config(out, workers=2, resume=True)
-        child = FORK.Process(target=_die_while_saving, args=(cfg, call, phase))
+        child = killed_runs.process(_die_while_saving, cfg, call, phase)
         child.start()
         child.join()
         assert child.exitcode == -signal.SIGKILL
@@ -362,7 +363,8 @@ def test_without_seeded_batches_two_workers_would_not_resume_exactly(tmp_path):
 @pytest.mark.parametrize("name, flags", [("chars", ["--epochs", "1", "--checkpoint-every", "8"]),
                                          ("shapes", ["--epochs", "1", "--checkpoint-every", "16", "--workers", "2"])])
 def test_built_in_tasks_resume_bitwise_after_sigkill(tmp_path, name, flags):
-    base = ["--batch-size", "32", "--lr", "0.003", "--threads", "1", "--no-progress", "--no-tensorboard", *flags]
+    base = ["--batch-size", "32", "--lr", "0.003", "--threads", "1", "--no-progress", "--no-tensorboard",
+            "--device", "cpu", *flags]                                  # bitwise: the CPU, on a GPU machine too
     whole = tmp_path / "whole"
     assert main(["--task", name, "--out", str(whole), *base]) == 0
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -413,7 +415,7 @@ def test_accumulation_on_dict_batches_equals_one_big_batch(tmp_path):
     """47 examples, micro-batches of 5, K = 4: windows of 20, 20 and a short 7 (with a partial batch of 2)."""
     epochs, lr = 2, 0.3
     cfg = FitConfig(out=str(tmp_path / "run"), epochs=epochs, batch_size=5, accum_steps=4, optimizer="sgd", lr=lr,
-                    threads=1, progress=False, tensorboard=False)
+                    threads=1, progress=False, tensorboard=False, device="cpu")        # the oracle is on the CPU
     result = quiet(cfg, curve_task(cfg))
     oracle = curve_task(cfg)                                    # the same initial weights (seeded by the task)
     optimizer = torch.optim.SGD(oracle.model.parameters(), lr=lr)
@@ -538,6 +540,32 @@ def test_a_bad_task_through_the_real_command_line(tmp_path):
                            str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "does not fit the loss" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_first_batchs_loss_is_tried_on_cpu_copies_where_a_gpu_would_assert():
+    """What a GPU turns into a device-side assert (a dead CUDA context), CPU copies turn into torch's own error."""
+    logits, bad = torch.randn(10, 2, dtype=torch.float16), torch.tensor([0, 1, 2] + [0] * 7)
+    with pytest.raises(IndexError, match="Target 2 is out of bounds"):
+        loss_on_cpu_copies(nn.CrossEntropyLoss(), logits, bad)
+    with pytest.raises(RuntimeError, match="between 0 and 1"):              # BCELoss given logits, not probabilities
+        loss_on_cpu_copies(nn.BCELoss(), torch.tensor([1.5, -0.2]), torch.tensor([1.0, 0.0]))
+    weighted = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0]))
+    weight = weighted.weight
+    assert loss_on_cpu_copies(weighted, logits, bad % 2) is None and weighted.weight is weight   # a copy is moved
+    assert loss_on_cpu_copies(lambda o, t: F.cross_entropy(o["logits"], t[0]), {"logits": logits}, [bad % 2]) is None
+
+    def keeps_its_own_tensors_on_the_gpu(outputs, targets):
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices")
+    assert loss_on_cpu_copies(keeps_its_own_tensors_on_the_gpu, logits, bad) is None     # left to the GPU
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+def test_on_cuda_a_bad_task_is_one_line_and_the_gpu_still_works(tmp_path, capsys):
+    spec = f"{HERE}:too_few_logits_task"
+    assert main(["--task", spec, "--out", str(tmp_path / "run"), "--epochs", "1", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "IndexError: Target 2 is out of bounds." in err, err
+    assert torch.ones(3, device="cuda").sum().item() == 3.0                 # no device-side assert happened
 
 
 def test_spiral_flags_are_refused_with_a_task(tmp_path, capsys):

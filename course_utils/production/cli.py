@@ -6,7 +6,8 @@
     python -m course_utils.train --task mytasks:make_task --out runs/mine     # make_task(config) -> Task
     torchrun --nproc_per_node=2 -m course_utils.train --out runs/ddp --epochs 5
 
-Writes DIR/metrics.jsonl, DIR/model.pt, DIR/summary.json, DIR/checkpoints/ and DIR/tb/. Bad flags or
+Writes DIR/metrics.jsonl, DIR/model.pt, DIR/summary.json, DIR/checkpoints/ and DIR/tb/ (the weights and the
+checkpoints hold CPU tensors: a GPU run's files load on a machine without one). Bad flags or
 values, a task that cannot be trained, or --resume where checkpoints are and none can be used (each one set
 aside, nothing trained, nothing deleted): one line on stderr, exit code 2. A checkpoint that would run code
 or belongs to another run, or a run that diverged: one line, exit code 1.

@@ -33,7 +33,7 @@ from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
 from course_utils.production.logs import RunLog
 from course_utils.production.task import Task, TaskError
-from course_utils.production.writer import BackgroundWriter
+from course_utils.production.writer import BackgroundWriter, snapshot
 from course_utils.engine.schedules import make_scheduler
 from course_utils.infra.storage import atomic_write_bytes
 
@@ -140,7 +140,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         stopper.load_state_dict(saved["early_stopping"])
         state = {key: saved[key] for key in state}
         mine = saved["ranks"][ranks.rank]               # this rank's RNG states and running sums
-        rng.restore(mine["rng"])
+        rng.restore(mine["rng"], device)
         state["running"] = list(mine["running"])
         say(f"resumed from {resumed_from} (epoch {state['epoch'] + 1}, after {state['position']} batches, "
             f"{state['updates']} updates)")
@@ -158,7 +158,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
         """Every piece of state, by rank 0 only: copied here, written durably on a thread, the old ones pruned after."""
-        per_rank = distributed.gather({"rng": rng.capture(), "running": list(state["running"])}, ranks)
+        per_rank = distributed.gather({"rng": rng.capture(device), "running": list(state["running"])}, ranks)
         if not main:
             return
         log.hand_over()                                   # the steps logged so far reach disk before the checkpoint
@@ -275,7 +275,8 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
              "tb": str(out / "tb"), "model": str(out / "model.pt")}
     diverged = stop_reason.startswith("diverged")
     delivered = "best" if stopping and not diverged and state["best"]["epoch"] is not None else "last"
-    last_weights = ckpt.serialize(model.state_dict()) if main and not diverged else None
+    # model.pt and model-last.pt hold CPU tensors, as the checkpoints do: they load on a machine without a GPU
+    last_weights = ckpt.serialize(snapshot(model.state_dict())) if main and not diverged else None
     if delivered == "best":                          # Keras's restore_best_weights: the model object too
         try:
             model.load_state_dict(_best_weights(folder, state["best"]["epoch"]))
@@ -289,7 +290,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         if delivered == "best":
             atomic_write_bytes(out / "model-last.pt", last_weights)
         atomic_write_bytes(out / "model.pt", last_weights if delivered == "last" else
-                           ckpt.serialize(model.state_dict()))
+                           ckpt.serialize(snapshot(model.state_dict())))
     if main:
         summary = {"stop_reason": stop_reason, "updates": state["updates"], "skipped_updates": state["skipped"],
                    "world_size": ranks.world_size, "backend": ranks.backend or None, "device": str(device),

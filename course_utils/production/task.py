@@ -26,6 +26,7 @@ attribute (``self.rng = np.random.default_rng()``) is not reseeded, and its draw
 """
 from __future__ import annotations
 
+import copy
 import traceback
 import warnings
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.data import Dataset, IterableDataset
 
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
@@ -189,6 +191,7 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
     try:
         with torch.no_grad(), autocast(), warnings.catch_warnings():
             warnings.filterwarnings("error", message=".*target size.*different to the input size")
+            _loss_on_the_cpu_first(task.loss_fn, outputs, targets)
             loss = task.loss_fn(outputs, targets)   # torch broadcasts (N, 1) against (N,) with only that warning
     except Exception as exc:  # noqa: BLE001
         raise TaskError(f"the model's output does not fit the loss: {_name(task.loss_fn)} got outputs "
@@ -204,6 +207,32 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
             raise TaskError(f"metric {task.metric_name!r} must return one number for a batch: {one_line(exc)}") \
                 from None
     return class_dim(outputs, targets)
+
+
+def _loss_on_the_cpu_first(loss_fn: Callable, outputs: Any, targets: Any) -> None:
+    """For a batch on a GPU, the loss on CPU copies first (`loss_on_cpu_copies`), raising what the CPU raises.
+
+    On a GPU a class index out of range, or a probability outside [0, 1] given to BCELoss, is a device-side
+    assert: it ends the process's CUDA context with a message that names neither. The CPU raises torch's own
+    one-line error instead.
+    """
+    if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in tree_flatten((outputs, targets))[0]):
+        loss_on_cpu_copies(loss_fn, outputs, targets)
+
+
+def loss_on_cpu_copies(loss_fn: Callable, outputs: Any, targets: Any) -> None:
+    """`loss_fn` (a copy, if a module) on CPU copies of a batch's outputs (float32) and targets; raises what torch
+    raises there, except a device mismatch: a loss that keeps its own tensors on the GPU (a function over CUDA
+    constants) is left to the GPU, since the mismatch says nothing about the batch."""
+    cpu = lambda t: (t.detach().float() if t.is_floating_point() else t.detach()).cpu() \
+        if isinstance(t, torch.Tensor) else t                                        # noqa: E731
+    on_cpu = copy.deepcopy(loss_fn).cpu() if isinstance(loss_fn, nn.Module) else loss_fn
+    try:
+        with torch.autocast("cpu", enabled=False):
+            on_cpu(tree_map(cpu, outputs), tree_map(cpu, targets))
+    except RuntimeError as exc:
+        if "same device" not in str(exc):
+            raise
 
 
 # --- naming a task on the command line -------------------------------------------------------------
