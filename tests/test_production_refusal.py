@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(epochs=2, keep=3)      # 4 updates an epoch, a checkpoint every 2: three 'last' files and the best
 FLAGS = ["--epochs", "2", "--keep", "3", "--n-train", "96", "--n-val", "48", "--batch-size", "10", "--accum-steps",
          "3", "--dropout", "0.2", "--optimizer", "adamw", "--schedule", "onecycle", "--lr", "0.02", "--hidden", "16",
-         "--checkpoint-every", "2", "--threads", "1", "--no-progress"]
+         "--checkpoint-every", "2", "--threads", "1", "--no-progress", "--device", "cpu"]     # as BASE (the CPU)
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -4,7 +4,6 @@ unsafe checkpoints are handled as the issue says. The oracle is always the unint
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import random
 import signal
@@ -20,13 +19,15 @@ import torch
 from course_utils.production import (CheckpointError, FitConfig, NoUsableCheckpointError, UnsafeCheckpointError, fit,
                                      load_checkpoint)
 from course_utils.production import checkpoint as ckpt
+from tests import killed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-FORK = multiprocessing.get_context("fork")
 # 10 micro-batches per epoch (the last of 6 examples), windows of 3, 3, 3 and a flushed 1; dropout draws
 # from the global RNG; onecycle and AdamW carry scheduler and optimizer state; 4 updates per epoch.
+# device="cpu" on a GPU machine too: bitwise claims, and children forked to be killed cannot use CUDA.
 BASE = dict(epochs=4, n_train=96, n_val=48, batch_size=10, accum_steps=3, dropout=0.2, optimizer="adamw",
-            schedule="onecycle", lr=0.02, hidden=16, checkpoint_every=2, keep=2, threads=1, progress=False)
+            schedule="onecycle", lr=0.02, hidden=16, checkpoint_every=2, keep=2, threads=1, progress=False,
+            device="cpu")
 
 
 def config(out: Path, **changes) -> FitConfig:
@@ -61,7 +62,7 @@ def _quiet_fit(cfg: FitConfig) -> None:
 
 def run_and_kill(cfg: FitConfig, delay: float) -> bool:
     """fit(cfg) in a forked child, SIGKILLed after `delay` seconds; True when it was killed before finishing."""
-    child = FORK.Process(target=_quiet_fit, args=(cfg,))
+    child = killed_runs.process(_quiet_fit, cfg)
     child.start()
     child.join(delay)
     killed = child.is_alive()
@@ -80,6 +81,7 @@ def reference(tmp_path_factory) -> tuple[Path, float]:
     """The uninterrupted run, and how long a forked child takes for it (the window the kills land in)."""
     out = tmp_path_factory.mktemp("reference")
     _quiet_fit(config(out))
+    killed_runs.ready()
     start = time.perf_counter()
     assert not run_and_kill(config(tmp_path_factory.mktemp("timed")), 600)
     return out, time.perf_counter() - start
@@ -149,7 +151,7 @@ def test_killed_during_a_save_resumes_exactly(tmp_path, reference, phase):
     for call in (2, 4):                                  # the end of epoch 1; mid-epoch 2
         out = tmp_path / f"{phase}-{call}"
         cfg = config(out, resume=True)
-        child = FORK.Process(target=_die_while_saving, args=(cfg, call, phase))
+        child = killed_runs.process(_die_while_saving, cfg, call, phase)
         child.start()
         child.join()
         assert child.exitcode == -signal.SIGKILL
