@@ -25,9 +25,13 @@ _PROGRESS_DIR = tempfile.mkdtemp(prefix="course-progress-")
 os.environ["COURSE_PROGRESS"] = os.path.join(_PROGRESS_DIR, "progress.json")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+sys.path.insert(0, str(Path(__file__).parent / "tools"))
+import nbval_perturbed  # noqa: E402  (standard library only: the passes' runner)
+from nbval_perturbed import PINNED  # noqa: E402  (nbval as `make nbval` runs it)
+
 PARTS = ("unit", "widget", "nbval", "perturbed nbval", "browser")
 PASSES = "tests/test_nbval_passes.py"
-PINNED = "pinned"                  # the passes' name for nbval as `make nbval` runs it (no perturbation)
+SPARE_CORES = (os.cpu_count() or 1) >= 4   # enough for the passes beside the unit tests
 BACKGROUND = pytest.StashKey[Future]()
 _CONFIGS = pytest.StashKey[list]()
 _WIDGET_FILE = re.compile(r"tests/test_(widget\w*|\w*_view|view_fuzz)\.py")
@@ -55,7 +59,7 @@ def is_verdict(item) -> bool:
 
 def pytest_collection_modifyitems(session, config, items):
     """Browser tests after the rest, the background passes' verdicts last; the passes start now on 4+ cores."""
-    if any(item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid for item in items):   # --nbval: in session
+    if any(".ipynb::" in item.nodeid for item in items):                  # --nbval: the cells are in the session
         kept = [item for item in items if not (is_verdict(item) and f"[{PINNED}]" in item.nodeid)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
@@ -64,7 +68,7 @@ def pytest_collection_modifyitems(session, config, items):
     configs = [item.callspec.params["config"] for item in items if is_verdict(item)]
     if configs:
         config.stash[_CONFIGS] = configs
-        if (os.cpu_count() or 1) >= 4:
+        if SPARE_CORES:
             start_passes(config)
 
 
@@ -72,13 +76,9 @@ def start_passes(config) -> None:
     """Start the collected notebook passes in a background thread, once; each is a pytest process of its own."""
     if BACKGROUND in config.stash or _CONFIGS not in config.stash:
         return
-    sys.path.insert(0, str(Path(__file__).parent / "tools"))
-    import nbval_perturbed
-
-    configs = [None if c == PINNED else c for c in config.stash[_CONFIGS]]
-    jobs = 2 if (os.cpu_count() or 1) >= 4 else 1
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
-    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]), jobs)
+    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, config.stash[_CONFIGS],
+                                           nbval_perturbed.notebooks([]), 2 if SPARE_CORES else 1)
     pool.shutdown(wait=False)
 
 

@@ -45,6 +45,7 @@ CONFIGS: dict[str, dict[str, str]] = {
 # `make test` runs one pass, everything moved at once (its plain nbval pass already runs the pin as is);
 # the two halves are there to tell which library moved a cell that differs.
 SUITE = ["other-host"]
+PINNED = "pinned"           # no perturbation: the pin alone, as `make nbval` runs the notebooks
 PIN_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES",
                  "GLIBC_TUNABLES")
 TIMEOUT_S = 900
@@ -79,7 +80,7 @@ def notebooks(selected: list[str]) -> list[Path]:
 def environment(config: str | None, progress: Path, **extra: str) -> dict[str, str]:
     """This process's environment without inherited pin variables, plus the configuration's and `extra`."""
     env = {k: v for k, v in os.environ.items() if k not in PIN_VARIABLES}
-    env.update(CONFIGS[config] if config else {})
+    env.update(CONFIGS[config] if config not in (None, PINNED) else {})
     env.update(COURSE_PROGRESS=str(progress), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", **extra)
     return env
 
@@ -109,12 +110,12 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra
     failed = re.findall(r"^FAILED \S*?(\d\d_\w+\.ipynb::Cell \d+)", log, flags=re.M)
     ends = re.findall(r"^=*\s*(\d+ (?:passed|failed|error).* in [\d.]+s.*?)\s*=*$", log, flags=re.M)
     summary = ends[-1] if ends else (log.strip().splitlines()[-1] if log.strip() else "no output")
-    return Outcome(label or config or "pinned", failed, summary, time.perf_counter() - start, done.returncode, log)
+    return Outcome(label or config or PINNED, failed, summary, time.perf_counter() - start, done.returncode, log)
 
 
 def run_all(configs: list[str | None], paths: list[Path], jobs: int = 2) -> list[Outcome]:
-    """Run every configuration (None: the pin alone, as `make nbval`), `jobs` at a time (each kernel uses one
-    thread: setup_notebook fixes it)."""
+    """Run every configuration (PINNED or None: the pin alone, as `make nbval`), `jobs` at a time (each kernel
+    uses one thread: setup_notebook fixes it)."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(lambda c: nbval(paths, c), configs))
 
