@@ -3,11 +3,11 @@
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
 never read or written). `make test` checks the notebooks in two background passes (tests/test_nbval_passes.py):
 nbval as `make nbval` runs it ("pinned") and under another CPU's numerics ("other-host"), each in its own
-pytest process over copies of the notebooks. They start when the machine has a core to spare: at collection on
-4 cores or more, else with the browser tests (the unit tests keep a 2-core machine busy; the browser tests leave
-more than a core idle, waiting on the page). Their verdicts are read at the end. Run with `--nbval`, the
-notebooks are checked in this session instead, cell by cell, and the pinned background pass is left out. The
-browser tests run after the rest, because they time what a learner waits for. The end of a run prints where
+pytest process over copies of the notebooks. They start as soon as collection is final (one at a time on a
+machine with fewer than 4 cores, both at once on more), beside the unit and widget tests, and the browser tests
+wait for them: the browser tests time what a learner waits for, so they run with the machine to themselves.
+Their verdicts are read at the end. Run with `--nbval`, the notebooks are checked in this session instead,
+cell by cell, and the pinned background pass is left out; `--collect-only` starts nothing. The end of a run prints where
 the time went, per part: unit, widget, nbval, perturbed nbval, browser.
 """
 import os
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -31,13 +31,13 @@ from nbval_perturbed import PINNED  # noqa: E402  (nbval as `make nbval` runs it
 
 PARTS = ("unit", "widget", "nbval", "perturbed nbval", "browser")
 PASSES = "tests/test_nbval_passes.py"
-SPARE_CORES = (os.cpu_count() or 1) >= 4   # enough for the passes beside the unit tests
+SPARE_CORES = (os.cpu_count() or 1) >= 4   # enough for both passes at once beside the unit tests
 BACKGROUND = pytest.StashKey[Future]()
-_CONFIGS = pytest.StashKey[list]()
 _WIDGET_FILE = re.compile(r"tests/test_(widget\w*|\w*_view|view_fuzz)\.py")
 _seconds: dict[str, float] = defaultdict(float)
 _counts: dict[str, int] = defaultdict(int)
 _started = time.perf_counter()
+_waited: float | None = None   # seconds the browser tests waited for the passes
 
 
 def part_of(nodeid: str) -> str:
@@ -58,34 +58,41 @@ def is_verdict(item) -> bool:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Browser tests after the rest, the background passes' verdicts last; the passes start now on 4+ cores."""
+    """Browser tests after the rest, the background passes' verdicts last."""
     if any(".ipynb::" in item.nodeid for item in items):                  # --nbval: the cells are in the session
         kept = [item for item in items if not (is_verdict(item) and f"[{PINNED}]" in item.nodeid)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
     order = {"browser": 2}
     items.sort(key=lambda item: 3 if is_verdict(item) else order.get(part_of(item.nodeid), 0))   # stable sort
+
+
+def pytest_collection_finish(session):
+    """The passes start once collection is final (after -k, --deselect, --nbval); `--collect-only` runs nothing."""
+    if not session.config.option.collectonly:
+        start_passes(session.config, session.items)
+
+
+def start_passes(config, items) -> None:
+    """Start the notebook passes whose verdicts are among `items`, in a background thread, once; each pass is a
+    pytest process of its own."""
     configs = [item.callspec.params["config"] for item in items if is_verdict(item)]
-    if configs:
-        config.stash[_CONFIGS] = configs
-        if SPARE_CORES:
-            start_passes(config)
-
-
-def start_passes(config) -> None:
-    """Start the collected notebook passes in a background thread, once; each is a pytest process of its own."""
-    if BACKGROUND in config.stash or _CONFIGS not in config.stash:
+    if not configs or BACKGROUND in config.stash:
         return
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
-    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, config.stash[_CONFIGS],
-                                           nbval_perturbed.notebooks([]), 2 if SPARE_CORES else 1)
+    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]),
+                                           2 if SPARE_CORES else 1)
     pool.shutdown(wait=False)
 
 
 def pytest_runtest_setup(item):
-    """On fewer than 4 cores the passes start with the first browser test (or verdict, if there is none)."""
-    if part_of(item.nodeid) == "browser" or is_verdict(item):
-        start_passes(item.config)
+    """The first browser test waits for the background passes: its timings are a learner's, not a busy machine's."""
+    global _waited
+    background = item.config.stash.get(BACKGROUND, None)
+    if _waited is None and part_of(item.nodeid) == "browser" and background is not None:
+        start = time.perf_counter()
+        wait([background])
+        _waited = time.perf_counter() - start
 
 
 def pytest_runtest_logreport(report):
@@ -110,6 +117,9 @@ def pytest_terminal_summary(terminalreporter, config):
             runs = {o.config: o.seconds for o in background.result()}
             mine = [f"{name} {seconds:.0f} s" for name, seconds in runs.items() if (name == PINNED) == (part == "nbval")]
             if mine:
-                note = f"   waited for; ran in the background ({', '.join(mine)}) beside the other parts"
-        write(f"{part:<16} {_seconds[part]:7.1f} s   {_counts[part]:4d} tests{note}")
+                note = f"   ran in the background ({', '.join(mine)}) beside the unit and widget tests"
+        seconds = _seconds[part] - ((_waited or 0.0) if part == "browser" else 0.0)   # the wait is shown apart
+        write(f"{part:<16} {seconds:7.1f} s   {_counts[part]:4d} tests{note}")
+    if _waited is not None:
+        write(f"{'(waiting)':<16} {_waited:7.1f} s   before the browser tests, for the notebook passes to finish")
     write(f"{'total':<16} {time.perf_counter() - _started:7.1f} s   (wall clock, collection included)")

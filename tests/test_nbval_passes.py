@@ -22,7 +22,7 @@ PASSES = [nbval_perturbed.PINNED, *nbval_perturbed.SUITE]
 def outcomes(request):
     """The passes conftest.py started for the verdicts collected (now, if it had not yet)."""
     import conftest
-    conftest.start_passes(request.config)
+    conftest.start_passes(request.config, request.session.items)
     runs = request.config.stash[conftest.BACKGROUND].result()
     for o in runs:
         print(f"[nbval pass] {o.config}: {o.summary} ({o.seconds:.0f} s)")
@@ -104,3 +104,61 @@ def test_make_test_checks_the_notebooks_once_in_the_background_and_verdicts_come
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
     assert not any("[pinned]" in line for line in cells) and any("[other-host]" in line for line in cells)
+
+
+def _item(nodeid: str, config: str | None = None):
+    from types import SimpleNamespace
+    return SimpleNamespace(nodeid=nodeid, callspec=SimpleNamespace(params={"config": config}))
+
+
+def _session(items, collect_only=False):
+    from types import SimpleNamespace
+    config = SimpleNamespace(stash=pytest.Stash(), option=SimpleNamespace(collectonly=collect_only))
+    return SimpleNamespace(config=config, items=items)
+
+
+def test_the_passes_start_at_collection_for_the_verdicts_kept_and_never_for_collect_only(monkeypatch):
+    """Once collection is final, one background run of exactly the verdicts left (after -k or --nbval); a
+    `--collect-only` run starts none (it would wait minutes at exit for passes nobody reads)."""
+    import threading
+    import conftest
+    started, release = [], threading.Event()
+    monkeypatch.setattr(nbval_perturbed, "run_all",
+                        lambda configs, paths, jobs: started.append((configs, len(paths), jobs)) or release.wait(5))
+    unit = _item("tests/test_loop.py::test_x")
+    verdicts = [_item(f"{conftest.PASSES}::test_committed_outputs_hold[{c}]", c) for c in PASSES]
+    listing = _session([unit, *verdicts], collect_only=True)
+    conftest.pytest_collection_finish(listing)
+    assert conftest.BACKGROUND not in listing.config.stash
+    kept = _session([unit, verdicts[1]])                                   # e.g. --nbval left the pinned one out
+    conftest.pytest_collection_finish(kept)
+    conftest.start_passes(kept.config, kept.items)                         # the verdicts' fixture: no second run
+    release.set()
+    kept.config.stash[conftest.BACKGROUND].result()
+    assert started == [([PASSES[1]], len(nbval_perturbed.notebooks([])), 2 if conftest.SPARE_CORES else 1)]
+    none = _session([unit])
+    conftest.pytest_collection_finish(none)
+    assert conftest.BACKGROUND not in none.config.stash and len(started) == 1
+
+
+def test_the_browser_tests_wait_for_the_passes(monkeypatch):
+    """The first browser test starts only once the background passes are done; other tests do not wait."""
+    import threading
+    from concurrent.futures import Future
+    import conftest
+    monkeypatch.setattr(conftest, "_waited", None)
+    session = _session([])
+    pending = Future()
+    session.config.stash[conftest.BACKGROUND] = pending
+    unit = _item("tests/test_loop.py::test_x")
+    unit.config = session.config
+    conftest.pytest_runtest_setup(unit)                                    # returns at once
+    browser = _item("tests/browser/test_lab.py::test_y")
+    browser.config = session.config
+    runner = threading.Thread(target=conftest.pytest_runtest_setup, args=(browser,))
+    runner.start()
+    runner.join(0.5)
+    assert runner.is_alive()                                               # still waiting for the passes
+    pending.set_result([])
+    runner.join(5)
+    assert not runner.is_alive() and conftest._waited >= 0.5
