@@ -3,12 +3,12 @@
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
 never read or written). `make test` checks the notebooks in two background passes (tests/test_nbval_passes.py):
 nbval as `make nbval` runs it ("pinned") and under another CPU's numerics ("other-host"), each in its own
-pytest process over copies of the notebooks. They start as soon as collection is final (one at a time on a
-machine with fewer than 4 cores, both at once on more), beside the unit and widget tests, and the browser tests
-wait for them: the browser tests time what a learner waits for, so they run with the machine to themselves.
-Their verdicts are read at the end. Run with `--nbval`, the notebooks are checked in this session instead,
-cell by cell, and the pinned background pass is left out; `--collect-only` starts nothing. The end of a run prints where
-the time went, per part: unit, widget, nbval, perturbed nbval, browser.
+pytest process over copies of the notebooks. They start as soon as collection is final, at the lowest priority
+(niceness 19, their kernels too): they run on the CPU time the tests leave idle and do not slow what a test
+times (the browser tests time what a learner waits for). Their verdicts are read at the end. Run with
+`--nbval`, the notebooks are checked in this session instead, cell by cell, and the pinned background pass is
+left out; `--collect-only` starts nothing. The end of a run prints where the time went, per part: unit,
+widget, nbval, perturbed nbval, browser.
 """
 import os
 import re
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,13 +31,12 @@ from nbval_perturbed import PINNED  # noqa: E402  (nbval as `make nbval` runs it
 
 PARTS = ("unit", "widget", "nbval", "perturbed nbval", "browser")
 PASSES = "tests/test_nbval_passes.py"
-SPARE_CORES = (os.cpu_count() or 1) >= 4   # enough for both passes at once beside the unit tests
+NICENESS = 19   # the passes' priority: the lowest, so every test comes first
 BACKGROUND = pytest.StashKey[Future]()
 _WIDGET_FILE = re.compile(r"tests/test_(widget\w*|\w*_view|view_fuzz)\.py")
 _seconds: dict[str, float] = defaultdict(float)
 _counts: dict[str, int] = defaultdict(int)
 _started = time.perf_counter()
-_waited: float | None = None   # seconds the browser tests waited for the passes
 
 
 def part_of(nodeid: str) -> str:
@@ -81,18 +80,8 @@ def start_passes(config, items) -> None:
         return
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
     config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]),
-                                           2 if SPARE_CORES else 1)
+                                           jobs=2, niceness=NICENESS)
     pool.shutdown(wait=False)
-
-
-def pytest_runtest_setup(item):
-    """The first browser test waits for the background passes: its timings are a learner's, not a busy machine's."""
-    global _waited
-    background = item.config.stash.get(BACKGROUND, None)
-    if _waited is None and part_of(item.nodeid) == "browser" and background is not None:
-        start = time.perf_counter()
-        wait([background])
-        _waited = time.perf_counter() - start
 
 
 def pytest_runtest_logreport(report):
@@ -117,9 +106,6 @@ def pytest_terminal_summary(terminalreporter, config):
             runs = {o.config: o.seconds for o in background.result()}
             mine = [f"{name} {seconds:.0f} s" for name, seconds in runs.items() if (name == PINNED) == (part == "nbval")]
             if mine:
-                note = f"   ran in the background ({', '.join(mine)}) beside the unit and widget tests"
-        seconds = _seconds[part] - ((_waited or 0.0) if part == "browser" else 0.0)   # the wait is shown apart
-        write(f"{part:<16} {seconds:7.1f} s   {_counts[part]:4d} tests{note}")
-    if _waited is not None:
-        write(f"{'(waiting)':<16} {_waited:7.1f} s   before the browser tests, for the notebook passes to finish")
+                note = f"   ran in the background ({', '.join(mine)}), at the lowest priority"
+        write(f"{part:<16} {_seconds[part]:7.1f} s   {_counts[part]:4d} tests{note}")
     write(f"{'total':<16} {time.perf_counter() - _started:7.1f} s   (wall clock, collection included)")

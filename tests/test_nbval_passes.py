@@ -124,7 +124,8 @@ def test_the_passes_start_at_collection_for_the_verdicts_kept_and_never_for_coll
     import conftest
     started, release = [], threading.Event()
     monkeypatch.setattr(nbval_perturbed, "run_all",
-                        lambda configs, paths, jobs: started.append((configs, len(paths), jobs)) or release.wait(5))
+                        lambda configs, paths, jobs, niceness: started.append((configs, len(paths), jobs, niceness))
+                        or release.wait(5))
     unit = _item("tests/test_loop.py::test_x")
     verdicts = [_item(f"{conftest.PASSES}::test_committed_outputs_hold[{c}]", c) for c in PASSES]
     listing = _session([unit, *verdicts], collect_only=True)
@@ -135,30 +136,24 @@ def test_the_passes_start_at_collection_for_the_verdicts_kept_and_never_for_coll
     conftest.start_passes(kept.config, kept.items)                         # the verdicts' fixture: no second run
     release.set()
     kept.config.stash[conftest.BACKGROUND].result()
-    assert started == [([PASSES[1]], len(nbval_perturbed.notebooks([])), 2 if conftest.SPARE_CORES else 1)]
+    assert started == [([PASSES[1]], len(nbval_perturbed.notebooks([])), 2, conftest.NICENESS)]
     none = _session([unit])
     conftest.pytest_collection_finish(none)
     assert conftest.BACKGROUND not in none.config.stash and len(started) == 1
 
 
-def test_the_browser_tests_wait_for_the_passes(monkeypatch):
-    """The first browser test starts only once the background passes are done; other tests do not wait."""
-    import threading
-    from concurrent.futures import Future
-    import conftest
-    monkeypatch.setattr(conftest, "_waited", None)
-    session = _session([])
-    pending = Future()
-    session.config.stash[conftest.BACKGROUND] = pending
-    unit = _item("tests/test_loop.py::test_x")
-    unit.config = session.config
-    conftest.pytest_runtest_setup(unit)                                    # returns at once
-    browser = _item("tests/browser/test_lab.py::test_y")
-    browser.config = session.config
-    runner = threading.Thread(target=conftest.pytest_runtest_setup, args=(browser,))
-    runner.start()
-    runner.join(0.5)
-    assert runner.is_alive()                                               # still waiting for the passes
-    pending.set_result([])
-    runner.join(5)
-    assert not runner.is_alive() and conftest._waited >= 0.5
+def test_a_niced_pass_runs_its_kernels_at_that_niceness(tmp_path):
+    """The niceness reaches the kernels that do the work: a cell printing its own niceness holds at 19 only."""
+    import os
+    import nbformat
+    if not hasattr(os, "nice") or os.nice(0) >= 19:
+        pytest.skip("no nice() here, or this process is already at the lowest priority")
+    cell = nbformat.v4.new_code_cell("import os\nprint(os.nice(0))", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="19\n")]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "00_niceness.ipynb"
+    nbformat.write(notebook, path)
+    assert nbval_perturbed.nbval([path], niceness=19).passed
+    plain = nbval_perturbed.nbval([path])
+    assert not plain.passed and plain.failed == ["00_niceness.ipynb::Cell 0"], plain.log[-2000:]

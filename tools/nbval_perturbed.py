@@ -49,6 +49,10 @@ PINNED = "pinned"           # no perturbation: the pin alone, as `make nbval` ru
 PIN_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES",
                  "GLIBC_TUNABLES")
 TIMEOUT_S = 900
+# pytest, lowered by argv[1] first (a niceness a process sets for itself is inherited by every kernel it starts)
+_NICE_PYTEST = ("import os, sys, pytest\n"
+                "if hasattr(os, 'nice') and int(sys.argv[1]) > 0: os.nice(int(sys.argv[1]))\n"
+                "sys.exit(pytest.main(sys.argv[2:]))")
 
 
 @dataclass
@@ -91,10 +95,12 @@ def nbval_arguments() -> list[str]:
     return [str(SANITIZE) if arg == "tests/nbval_sanitize.cfg" else arg for arg in NBVAL]
 
 
-def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra: str) -> Outcome:
+def nbval(paths: list[Path], config: str | None = None, label: str = "", niceness: int = 0, **extra: str) -> Outcome:
     """Run nbval on copies of `paths` in a fresh folder under a configuration (None: the pin alone).
 
-    `extra` variables go into the kernels' environment too (a mutation test puts a mutant on PYTHONPATH).
+    `niceness` > 0 lowers the priority of the pass and its kernels (where the OS has `nice`): it then runs on
+    the CPU time others leave idle. `extra` variables go into the kernels' environment too (a mutation test
+    puts a mutant on PYTHONPATH).
     """
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nbval-") as tmp:
@@ -102,7 +108,7 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra
         folder.mkdir()
         for path in paths:
             shutil.copy(path, folder / path.name)
-        command = [sys.executable, "-m", "pytest", *nbval_arguments(), "-p", "no:cacheprovider",
+        command = [sys.executable, "-c", _NICE_PYTEST, str(niceness), *nbval_arguments(), "-p", "no:cacheprovider",
                    "-q", "--no-header", "-rf", f"--rootdir={tmp}", "-c", os.devnull, str(folder)]
         done = subprocess.run(command, cwd=tmp, env=environment(config, Path(tmp) / "progress.json", **extra),
                               capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -113,11 +119,11 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", **extra
     return Outcome(label or config or PINNED, failed, summary, time.perf_counter() - start, done.returncode, log)
 
 
-def run_all(configs: list[str | None], paths: list[Path], jobs: int = 2) -> list[Outcome]:
+def run_all(configs: list[str | None], paths: list[Path], jobs: int = 2, niceness: int = 0) -> list[Outcome]:
     """Run every configuration (PINNED or None: the pin alone, as `make nbval`), `jobs` at a time (each kernel
-    uses one thread: setup_notebook fixes it)."""
+    uses one thread: setup_notebook fixes it), at `niceness`."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda c: nbval(paths, c), configs))
+        return list(pool.map(lambda c: nbval(paths, c, niceness=niceness), configs))
 
 
 def main(argv: list[str]) -> int:
