@@ -15,10 +15,14 @@ numbers do not depend on the number of workers.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
+import os
 import random
+import signal
 import struct
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,10 +107,37 @@ def draws_nothing(dataset: Dataset) -> bool:
 
 
 def seed_worker(worker_id: int) -> None:
-    """worker_init_fn: seed NumPy and `random` in a worker from the seed torch gave it."""
+    """Seed NumPy and `random` in a worker from the seed torch gave it."""
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
+
+
+class WorkerStart:
+    """worker_init_fn of the training loader: a worker that outlives its trainer exits, then seed_worker.
+
+    A worker notices its trainer's death by its parent pid changing, measured from when the worker's loop starts
+    (torch's ManagerWatchdog). A trainer SIGKILLed while its workers are starting (a checkpoint written as the
+    next epoch's workers fork, then `kill -9`) leaves workers that measured the orphaned parent pid already: they
+    wait for batches forever (600 MB each here). So a worker starts by asking the kernel for SIGKILL when the
+    thread that forked it dies (Linux), then checks that its parent is still the process that built the loader.
+    """
+
+    def __init__(self) -> None:
+        self.trainer = os.getpid()           # the loader is built in the process that iterates it (fit)
+
+    def __call__(self, worker_id: int) -> None:
+        die_with_parent()
+        if os.getppid() != self.trainer:     # died before the request above: nothing will ever read this worker
+            os._exit(0)
+        seed_worker(worker_id)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the thread that forked it exits (prctl PR_SET_PDEATHSIG); elsewhere
+    nothing."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # 1: PR_SET_PDEATHSIG
 
 
 def _source(dataset: Dataset, seed: int, collate_fn, seeded: bool) -> tuple[Dataset, Callable]:
@@ -121,7 +152,7 @@ def train_loader(dataset: Dataset, sampler: ResumableSampler, batch_size: int, w
     """The training DataLoader: resumable sampler, seeded generator and workers, optionally seeded batches."""
     source, collate = _source(dataset, seed, collate_fn, seeded)
     return DataLoader(source, batch_size=batch_size, sampler=sampler, num_workers=workers, collate_fn=collate,
-                      worker_init_fn=seed_worker, generator=torch.Generator().manual_seed(seed),
+                      worker_init_fn=WorkerStart(), generator=torch.Generator().manual_seed(seed),
                       pin_memory=pin_memory, persistent_workers=False)
 
 
