@@ -67,20 +67,14 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    """The passes start once collection is final (after -k, --deselect, --nbval); `--collect-only` runs nothing."""
-    if not session.config.option.collectonly:
-        start_passes(session.config, session.items)
-
-
-def start_passes(config, items) -> None:
-    """Start the notebook passes whose verdicts are among `items`, in a background thread, once; each pass is a
-    pytest process of its own."""
-    configs = [item.callspec.params["config"] for item in items if is_verdict(item)]
-    if not configs or BACKGROUND in config.stash:
+    """Start the notebook passes whose verdicts survived collection (-k, --deselect, --nbval) in a background
+    thread; each pass is a pytest process of its own. `--collect-only` runs nothing, so starts nothing."""
+    configs = [item.callspec.params["config"] for item in session.items if is_verdict(item)]
+    if not configs or session.config.option.collectonly:
         return
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
-    config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]),
-                                           jobs=2, niceness=NICENESS)
+    session.config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]),
+                                                   jobs=2, niceness=NICENESS)
     pool.shutdown(wait=False)
 
 

@@ -20,9 +20,8 @@ PASSES = [nbval_perturbed.PINNED, *nbval_perturbed.SUITE]
 
 @pytest.fixture(scope="module")
 def outcomes(request):
-    """The passes conftest.py started for the verdicts collected (now, if it had not yet)."""
+    """The passes conftest.py started once collection was final."""
     import conftest
-    conftest.start_passes(request.config, request.session.items)
     runs = request.config.stash[conftest.BACKGROUND].result()
     for o in runs:
         print(f"[nbval pass] {o.config}: {o.summary} ({o.seconds:.0f} s)")
@@ -133,7 +132,6 @@ def test_the_passes_start_at_collection_for_the_verdicts_kept_and_never_for_coll
     assert conftest.BACKGROUND not in listing.config.stash
     kept = _session([unit, verdicts[1]])                                   # e.g. --nbval left the pinned one out
     conftest.pytest_collection_finish(kept)
-    conftest.start_passes(kept.config, kept.items)                         # the verdicts' fixture: no second run
     release.set()
     kept.config.stash[conftest.BACKGROUND].result()
     assert started == [([PASSES[1]], len(nbval_perturbed.notebooks([])), 2, conftest.NICENESS)]
