@@ -6,8 +6,10 @@ module paths still import (``_moved.py``).
 """
 from course_utils import _moved
 from course_utils.engine.arithmetic import TrainingArithmetic, training_arithmetic
+from course_utils.infra import nudge as _nudge
 from course_utils.infra.notebook import seed_everything, setup_notebook, sig
 
 _moved.install()
+_nudge.install()   # only under COURSE_NUDGE: nbval's nudged pass (infra/nudge.py)
 
 __all__ = ["setup_notebook", "seed_everything", "sig", "training_arithmetic", "TrainingArithmetic"]

@@ -42,3 +42,17 @@ def ready() -> None:
         import multiprocessing.forkserver
         context()
         multiprocessing.forkserver.ensure_running()
+
+
+def kill_lands(kill, folder, window: float, rng, tries: int = 6) -> tuple[bool, float]:
+    """kill(delay) SIGKILLs a run in `folder` after `delay` s (uniform in [0.02 s, window]) and says whether it
+    landed before the run ended. A miss means the machine got faster than when `window` was measured (the load
+    dropped): the finished run is removed and the next try aims at half the window. Whether kills land then
+    does not depend on the load; returns (landed, the window to use from now on)."""
+    import shutil
+    for _ in range(tries):
+        if kill(rng.uniform(0.02, window)):
+            return True, window
+        shutil.rmtree(folder, ignore_errors=True)
+        window /= 2
+    return False, window

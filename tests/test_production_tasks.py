@@ -261,8 +261,9 @@ def test_api_killed_mid_window_mid_epoch_and_at_random_moments_resumes_bitwise(t
     for trial in range(3):                                              # and at random moments in it
         out = tmp_path / f"random-{trial}"
         cfg = config(out, workers=2, resume=True)
-        for _ in range(2):
-            kills += run_in_child(cfg, noisy_task, delay=rng.uniform(0.02, window))
+        landed, window = killed_runs.kill_lands(lambda delay: run_in_child(cfg, noisy_task, delay=delay), out,
+                                                window, rng)                # the first kill sure to land, any load
+        kills += landed + run_in_child(cfg, noisy_task, delay=rng.uniform(0.02, window))
         quiet(cfg, noisy_task(cfg))
         assert_same_run(out, noisy_reference)
     assert kills >= 3

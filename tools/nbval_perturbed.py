@@ -9,7 +9,11 @@ different host would move:
   did not take (or a build without MKL). Everything nbval compares must be a conclusion robust to that.
 - ``pinned-other-libs``: the pin in force, and what it does not cover lowered: NumPy's dispatch to its
   baseline, glibc's libm without AVX2/FMA/AVX-512 variants.
-- ``other-host``: both at once, the one `make test` runs (``SUITE``).
+- ``other-host``: both at once, one of the two `make test` runs (``SUITE``).
+- ``nudged``: the pin in force, and every random initialisation and generated point moved by a relative 1e-6
+  (``course_utils/infra/nudge.py``). A host can only lower itself to code paths it has; the nudge moves every
+  chaotic trajectory on any host, as another CPU's last bits would, so a compared output that holds under it is a
+  conclusion, not one machine's digits. The other of the two `make test` runs.
 
     python tools/nbval_perturbed.py [NN ...] [--config NAME ...] [--jobs N]
 
@@ -37,17 +41,20 @@ SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 _KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 _OTHER_LIBS = {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
                "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F"}
+NUDGE = {"COURSE_NUDGE": "1e-6"}       # course_utils/infra/nudge.py: every random init and generated point moved
 CONFIGS: dict[str, dict[str, str]] = {
     "avx2-unpinned": _KERNELS,
     "pinned-other-libs": _OTHER_LIBS,
     "other-host": {**_KERNELS, **_OTHER_LIBS},
+    "nudged": NUDGE,
 }
-# `make test` runs one pass, everything moved at once (its plain nbval pass already runs the pin as is);
-# the two halves are there to tell which library moved a cell that differs.
-SUITE = ["other-host"]
+# `make test` runs two of them beside its plain nbval pass (the pin as is): everything another host could move moved
+# at once (the two halves are there to tell which library moved a cell that differs), and the nudge, which moves
+# every chaotic run on any host, whatever its CPU (issue 38: the pin did not give the same digits on an AMD EPYC).
+SUITE = ["other-host", "nudged"]
 PINNED = "pinned"           # no perturbation: the pin alone, as `make nbval` runs the notebooks
 PIN_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES",
-                 "GLIBC_TUNABLES")
+                 "GLIBC_TUNABLES", "COURSE_NUDGE")
 TIMEOUT_S = 900
 # pytest, lowered by argv[1] first (a niceness a process sets for itself is inherited by every kernel it starts)
 _NICE_PYTEST = ("import os, sys, pytest\n"

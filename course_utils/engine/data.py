@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
+from course_utils.infra.nudge import nudge
+
 PAD_ID = 0  # token id that make_sequences never emits, so a pad collate can use it
 
 
@@ -34,7 +36,7 @@ def make_spiral(n: int, classes: int = 3, noise: float = 0.2, seed: int = 0) -> 
     t = torch.rand(n, generator=g)
     angle = 2 * math.pi * y / classes + 4.0 * t + noise * torch.randn(n, generator=g)
     x = torch.stack([t * torch.sin(angle), t * torch.cos(angle)], dim=1)
-    return TensorDataset(x.float(), y.long())
+    return TensorDataset(nudge(x.float()), y.long())
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def make_imbalanced(n_major: int = 900, n_minor: int = 100, seed: int = 0) -> Te
     major = torch.randn(n_major, 2, generator=g) + torch.tensor([-1.0, 0.0])
     minor = 0.7 * torch.randn(n_minor, 2, generator=g) + torch.tensor([1.2, 0.8])
     y = torch.cat([torch.zeros(n_major, dtype=torch.long), torch.ones(n_minor, dtype=torch.long)])
-    return TensorDataset(torch.cat([major, minor]), y)
+    return TensorDataset(nudge(torch.cat([major, minor])), y)
 
 
 class SequenceDataset(Dataset):
