@@ -307,3 +307,56 @@ def test_make_cheatsheet_writes_html_and_a_pdf_of_at_most_two_pages_with_whole_c
         flat = " ".join(text.split())
         for line in (TEMPLATE + SAVE_RESUME.strip().split("\n\n", 1)[1]).strip().splitlines():  # the sheet says the set-up
             assert " ".join(line.split()) in flat, line
+
+
+READS = ["item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__", "nonzero"]
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    """Every way a tensor's value reaches Python (a host sync on a GPU), recorded as it happens; except the
+    DataLoader's own read of the CPU seed it draws for its workers when an epoch's iterator starts."""
+    seen: list[str] = []
+
+    def record(name, original):
+        def read(*args, **kwargs):
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if not caller.startswith("torch.utils.data"):
+                seen.append(name)
+            return original(*args, **kwargs)
+        return read
+    for name in READS:
+        monkeypatch.setattr(torch.Tensor, name, record(name, getattr(torch.Tensor, name)))
+    return seen
+
+
+@pytest.mark.parametrize("batches", [4, 16])
+def test_the_template_reads_the_device_a_fixed_number_of_times_per_epoch(monkeypatch, batches):
+    """Chapter 5 measures a host read per step as costly on a GPU: the template learners copy keeps losses, counts
+    and norms on the device and reads each once per epoch, however many batches the epoch has (issue 42 item 1)."""
+    names = template_namespace()
+    split = spiral_splits(8 * batches, 8 * batches, seed=0)
+    model = MLP(hidden=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)           # no optimizer state: no counter reads
+    train, val = DataLoader(split.train, batch_size=8), DataLoader(split.val, batch_size=8)
+    reads = _count_reads(monkeypatch)
+    history = names["fit"](model, train, val, torch.nn.functional.cross_entropy, optimizer, 2, "cpu", 3, 1.0)
+    monkeypatch.undo()
+    assert len(history) == 2 and len(reads) == 2 * 4, reads   # per epoch: losses, top norm; eval's losses, hits
+
+
+def test_the_template_returns_the_largest_pre_clip_norm_of_each_epoch(monkeypatch):
+    """09.4 (wave 4): the value clip_grad_norm_ returns is kept, the epoch's largest returned with the loss."""
+    returned: list[float] = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: returned.append(real(*a, **k)) or
+                        returned[-1])
+    names = template_namespace()
+    split = spiral_splits(96, 32, seed=0)
+    torch.manual_seed(0)
+    model = MLP(hidden=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    loss, top = names["train_one_epoch"](model, DataLoader(split.train, batch_size=16), torch.nn.functional.cross_entropy,
+                                         optimizer, "cpu", 2, 0.1)
+    assert len(returned) == 3 and top == max(float(r) for r in returned) > 0.1   # pre-clip: above max_norm
+    assert names["train_one_epoch"](model, DataLoader(split.train, batch_size=16), torch.nn.functional.cross_entropy,
+                                    optimizer, "cpu")[1] is None          # no clipping asked: no norm

@@ -1,5 +1,4 @@
 """Chapter 5's curve readings and best-weights runs: the counts the chapter prints hold on seeds 0-4, far from ties."""
-import math
 
 import pytest
 import torch
@@ -11,7 +10,6 @@ from course_utils.chapters.ch05_museum import ONE_LINE, reference_markdown
 from course_utils.chapters.ch06_predictions import prediction_bank
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
-from course_utils.infra.notebook import sig
 
 SEEDS = range(5)
 
@@ -58,27 +56,24 @@ def test_loss_rises_on_the_wrong_ones_while_the_right_ones_improve(seed):
     assert last.loss_right < low.loss_right and last.loss_wrong > 1.5 * low.loss_wrong
     assert last.confidence_wrong > low.confidence_wrong + 0.05
     later = [e.accuracy for e in ev if e.step > low.step]
-    if rise.rose_together:       # by at least two validation examples, so no rounding can flip it
-        assert rise.best_after.accuracy >= low.accuracy + 2 / 300 - 1e-6 and rise.best_after.loss > low.loss + 0.05
-    else:
-        assert max(later) <= low.accuracy - 1 / 300 + 1e-6
+    if rise.rose_together:       # by 3 validation points more than the margin, so a near tie cannot flip it
+        assert rise.best_after.accuracy >= low.accuracy + rise.MARGIN + 3 / 300 - 1e-6
+        assert rise.best_after.loss > low.loss + 0.05
+    else:                        # 3 points short of the margin at most
+        assert max(later) <= low.accuracy + rise.MARGIN - 3 / 300 + 1e-6
     others = sorted(e.loss for e in ev)
     assert others[1] - others[0] > 1e-3             # the minimum is not a near tie
 
 
-def test_four_seeds_of_five_rise_together_and_seed_0_matches_the_prediction_card():
+def test_four_seeds_of_five_rise_together_and_seed_0_fits_the_prediction_card():
+    """The card says "from about 0.6 to a little higher", loss rising too: true of seed 0's run on any CPU, whose
+    exact digits (issue 38: 0.63 on an AMD EPYC, 0.64 here) the chapter shows only as this machine's."""
     rises = rising_together()
     assert sum(r.rose_together for r in rises) == 4
     r = rises[0]
-    assert (r.lowest_loss.step, r.best_after.step) == (30, 90)
-    shown = [sig(v, 2) for v in (r.lowest_loss.accuracy, r.best_after.accuracy, r.lowest_loss.loss, r.best_after.loss)]
-    assert shown == [0.61, 0.64, 0.99, 1.1]
+    assert r.rose_together and abs(r.lowest_loss.accuracy - 0.6) < 0.05 and r.best_after.accuracy < 0.7
     prompt = prediction_bank(5).question("predict-loss-and-accuracy").prompt
-    assert "from 0.61 to 0.64" in prompt and "from 0.99 to 1.1." in prompt
-    for v in (r.lowest_loss.loss, r.best_after.loss, r.lowest_loss.loss_right, r.best_after.loss_right,
-              r.lowest_loss.loss_wrong, r.best_after.loss_wrong):   # printed to 2 digits: far from a rounding edge
-        scaled = v / 10 ** (math.floor(math.log10(v)) - 1)
-        assert abs(scaled - math.floor(scaled) - 0.5) > 0.02
+    assert "about 0.6 to a little higher" in prompt and not any(d in prompt for d in ("0.61", "0.64", "0.99"))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

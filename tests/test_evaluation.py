@@ -23,7 +23,18 @@ def test_batchnorm_batch_vs_running():
     assert bn.eval_out == (-0.5, 0.5, 1.5, 2.5)
     assert bn.train_out[0] == pytest.approx(-3 / 5 ** 0.5, abs=1e-3)
     assert tiny_batch_outputs((1.0, 5.0)) == (-1.0, 1.0)
-    assert tiny_batch_outputs((3.0,)) == "ValueError: one value per channel cannot be normalised in train mode"
+    message = tiny_batch_outputs((3.0,))
+    with pytest.raises(ValueError) as torch_says:                         # torch's own words, not a paraphrase
+        torch.nn.BatchNorm1d(1).train()(torch.tensor([[3.0]]))
+    assert message == f"ValueError: {torch_says.value}" and "more than 1 value per channel" in message
+
+
+def test_one_example_is_refused_only_with_one_value_per_channel():
+    from course_utils.chapters.ch04_evaluation import one_example_in_train_mode
+    found = {shape: (per_channel, what) for shape, per_channel, what in one_example_in_train_mode()}
+    assert found[(1, 3)][0] == found[(1, 3, 1, 1)][0] == 1 and found[(1, 3, 4, 4)] == (16, "trains")
+    assert all(what.startswith("ValueError: Expected more than 1 value per channel")
+               for shape, (n, what) in found.items() if n == 1)
 
 
 def test_inference_tensors_have_the_two_restrictions():

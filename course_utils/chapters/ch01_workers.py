@@ -198,3 +198,25 @@ def worker_draws(own_generator: bool, init_fn: bool, seed: int = 0, epochs: int 
             drawn[k % 2] += [round(float(v), 6) for v in batch]
         record.append(drawn)
     return WorkerDraws(record)
+
+
+# --- workers started every epoch, or once -------------------------------------------------------------------
+
+def _note_start(folder: str, worker_id: int) -> None:
+    """worker_init_fn: leave one file per worker process started (its pid), for the parent to count."""
+    Path(folder, f"{os.getpid()}-{time.monotonic_ns()}").touch()     # a pid reused later still counts apart
+
+
+def worker_starts(persistent: bool, epochs: int = 3, num_workers: int = 2) -> int:
+    """How many worker processes a DataLoader starts over `epochs` epochs, with or without persistent_workers
+    (chapter 1). Each start pays the process's start-up and, under spawn, unpickles the whole dataset."""
+    import functools
+    data = torch.arange(64.0).reshape(32, 2)
+    with tempfile.TemporaryDirectory() as folder:
+        loader = DataLoader(data, batch_size=8, num_workers=num_workers, persistent_workers=persistent,
+                            worker_init_fn=functools.partial(_note_start, folder))
+        for _ in range(epochs):
+            for _batch in loader:
+                pass
+        del loader                                     # persistent workers end with their loader
+        return len(os.listdir(folder))

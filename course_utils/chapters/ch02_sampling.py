@@ -323,3 +323,56 @@ def order_experiment(shuffle: bool, n: int = 600, epochs: int = 5, batch_size: i
     class_accuracy = [(predicted[targets == c] == c).float().mean().item() for c in range(n_classes)]
     predicted_share = [(predicted == c).float().mean().item() for c in range(n_classes)]
     return OrderRun(shuffle, losses, final_loss, final_acc, classes, class_accuracy, predicted_share)
+
+
+@dataclass(frozen=True)
+class OrderSeeds:
+    """order_experiment sorted and shuffled on several seeds, and on how many of them each claim holds (chapter 2).
+
+    Training on sorted data is chaotic: one seed's loss and accuracies move in their last digits between CPUs, so
+    chapter 2 compares these counts and shows one seed's digits as an illustration only.
+    """
+
+    sorted_runs: tuple[OrderRun, ...]
+    shuffled_runs: tuple[OrderRun, ...]
+    per_epoch: int                     # batches in one epoch (the sorted run's last epoch is averaged over them)
+
+    def last_epoch_loss(self, run: OrderRun) -> float:
+        """The mean batch loss of a run's last epoch."""
+        return sum(run.batch_losses[-self.per_epoch:]) / self.per_epoch
+
+    def claims(self) -> dict[str, tuple[int, int]]:
+        """Each claim: (seeds where it holds for the sorted run, for the shuffled run)."""
+        import math
+
+        def count(test) -> tuple[int, int]:
+            return sum(map(test, self.sorted_runs)), sum(map(test, self.shuffled_runs))
+
+        return {
+            "last epoch's mean batch loss within 0.25 of ln 3 (guessing)":
+                count(lambda r: abs(self.last_epoch_loss(r) - math.log(3)) < 0.25),
+            "accuracy on the whole set above 1/3": count(lambda r: r.final_acc > 1 / 3),
+            "accuracy on the whole set above 0.9": count(lambda r: r.final_acc > 0.9),
+            "some class's accuracy below 0.6": count(lambda r: min(r.class_accuracy) < 0.6),
+            "most and least predicted class 10 points or more apart":
+                count(lambda r: max(r.predicted_share) - min(r.predicted_share) >= 0.1),
+        }
+
+    def shuffled_lower_loss(self) -> int:
+        """On how many seeds the shuffled run ends with the lower loss on the whole set."""
+        return sum(h.final_loss < s.final_loss for s, h in zip(self.sorted_runs, self.shuffled_runs))
+
+    def text(self) -> str:
+        n = len(self.sorted_runs)
+        lines = [f"{n} seeds, the same MLP and data, sorted vs shuffled:            sorted   shuffled"]
+        lines += [f"  {claim:<62} {s} of {n}   {h} of {n}" for claim, (s, h) in self.claims().items()]
+        lines.append(f"  shuffled ends with the lower loss on the whole set: {self.shuffled_lower_loss()} of {n} seeds")
+        return "\n".join(lines)
+
+
+def order_over_seeds(seeds: Sequence[int] = range(5), n: int = 600, epochs: int = 5,
+                     batch_size: int = 32) -> OrderSeeds:
+    """order_experiment sorted and shuffled on each seed (chapter 2's conclusions)."""
+    runs = {shuffle: tuple(order_experiment(shuffle, n, epochs, batch_size, seed=s) for s in seeds)
+            for shuffle in (False, True)}
+    return OrderSeeds(runs[False], runs[True], -(-n // batch_size))

@@ -74,14 +74,31 @@ def batchnorm_demo(batch=(2.0, 4.0, 6.0, 8.0), running_mean: float = 3.0, runnin
 
 
 def tiny_batch_outputs(batch) -> tuple[float, ...] | str:
-    """BatchNorm1d(1) in train mode on a tiny batch: outputs, or what torch refuses (a batch of one), in our words."""
+    """BatchNorm1d(1) in train mode on a tiny batch: its outputs, or torch's own error, word for word (chapter 4)."""
     bn = nn.BatchNorm1d(1, affine=False).train()
     try:
         with torch.no_grad():
             return tuple(round(v, 4) for v in bn(torch.tensor(batch).reshape(-1, 1)).reshape(-1).tolist())
-    except ValueError as exc:      # torch's wording may change between releases: print the fact, checked
-        says_one_value = "more than 1 value per channel" in str(exc)
-        return f"ValueError: {'one value per channel cannot be normalised in train mode' if says_one_value else exc}"
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def one_example_in_train_mode(shapes=((1, 3), (1, 3, 1, 1), (1, 3, 4, 4))) -> list[tuple[tuple, int, str]]:
+    """One example through a train-mode BatchNorm of each shape: (shape, values per channel, what happened).
+
+    torch refuses a batch only when a channel has a single value to normalise: a BatchNorm2d trains on one
+    image as long as the image has more than one pixel (chapter 4)."""
+    found = []
+    for shape in shapes:
+        bn = (nn.BatchNorm1d if len(shape) == 2 else nn.BatchNorm2d)(shape[1]).train()
+        per_channel = shape[0] * (shape[2] * shape[3] if len(shape) == 4 else 1)
+        try:
+            with torch.no_grad():
+                bn(torch.randn(shape, generator=torch.Generator().manual_seed(0)))
+            found.append((shape, per_channel, "trains"))
+        except ValueError as exc:
+            found.append((shape, per_channel, f"{type(exc).__name__}: {exc}"))
+    return found
 
 
 # --- no_grad vs inference_mode ---------------------------------------------------------------

@@ -120,3 +120,14 @@ def prefix_lines(wrapped: dict[str, nn.Module], make_plain) -> list[str]:
         lines.append(f"{name}: every key starts with {prefix!r}: {every}; a plain model's load_state_dict: {plain}; "
                      f"with the prefix stripped: {_try(lambda: make_plain().load_state_dict(copy))}")
     return lines
+
+
+def strict_false_line(wrapper: nn.Module, make_plain) -> str:
+    """Chapter 7: what load_state_dict(strict=False) does with a wrapper's prefixed keys: no error, nothing loaded."""
+    plain = make_plain()
+    before = [p.detach().clone() for p in plain.parameters()]
+    result = plain.load_state_dict(wrapper.state_dict(), strict=False)
+    unchanged = all(torch.equal(a, b) for a, b in zip(before, plain.parameters()))
+    total = len(plain.state_dict())
+    return (f"strict=False: no error; weights unchanged: {unchanged}; it returns {len(result.missing_keys)} of "
+            f"{total} keys missing and {len(result.unexpected_keys)} unexpected")

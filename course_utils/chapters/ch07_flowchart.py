@@ -80,11 +80,11 @@ def evaluate(model, loader, device):
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             logits = model(x)
-            total += F.cross_entropy(logits, y, reduction="sum").item()
-            correct += (logits.argmax(dim=1) == y).sum().item()
+            total += F.cross_entropy(logits, y, reduction="sum")  # kept on the device
+            correct += (logits.argmax(dim=1) == y).sum()
             count += len(y)
     model.train()
-    return total / count, correct / count
+    return float(total) / count, int(correct) / count  # read once, at the end
 
 
 def rng_states():                                                          #@ checkpoint
@@ -201,7 +201,7 @@ def fit(
             (loss * loss_weight(i, sizes, accum_steps)).backward()  # its share of the window's examples  #@ accumulation&!scale_out&!amp
             scaler.scale(loss).backward()  # scaled only in fp16           #@ amp&!accumulation
             loss.backward()                                                #@ !amp&!accumulation
-            seen_loss, seen = seen_loss + loss.item() * len(y), seen + len(y)
+            seen_loss, seen = seen_loss + loss.detach() * len(y), seen + len(y)  # on the device: no wait
             finite_loss = finite_loss and math.isfinite(loss.item())       #@ nan_guard&amp
             if not update:  # window not complete yet                      #@ accumulation
                 continue                                                   #@ accumulation
@@ -231,14 +231,15 @@ def fit(
 
         # every rank evaluates the whole validation set: W times the work, but no all-reduce of metrics  #@ scale_out
         val_loss, val_acc = evaluate(model, val_loader, device)
-        history.append({"epoch": epoch + 1, "updates": updates, "train_loss": seen_loss / seen,
+        train_loss = float(seen_loss) / seen  # the epoch's one read of the loss
+        history.append({"epoch": epoch + 1, "updates": updates, "train_loss": train_loss,
                         "val_loss": val_loss, "val_acc": val_acc})
         if val_loss < best - min_delta:  # strictly better, by more than min_delta  #@ early_stop
             best, bad_checks = val_loss, 0                                 #@ early_stop
             best_weights = {k: v.clone() for k, v in raw_model.state_dict().items()}  #@ early_stop&!checkpoint
         else:  # one more check without progress; a NaN/Inf metric stops at once  #@ early_stop
             bad_checks = bad_checks + 1 if math.isfinite(val_loss) else patience  #@ early_stop
-        log_scalars(writer, epoch + 1, {"train/loss": seen_loss / seen, "val/loss": val_loss, "val/acc": val_acc})  #@ logging
+        log_scalars(writer, epoch + 1, {"train/loss": train_loss, "val/loss": val_loss, "val/acc": val_acc})  #@ logging
         state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),  #@ checkpoint
                  "scheduler": scheduler.state_dict(),                      #@ checkpoint&schedule
                  "scaler": scaler.state_dict(),                            #@ checkpoint&amp

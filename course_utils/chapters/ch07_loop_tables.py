@@ -62,6 +62,30 @@ def double_softmax_floor() -> tuple[float, float]:
     return right, wrong
 
 
+def double_softmax_training(seeds=range(3), classes: int = 10, epochs: int = 10) -> dict[bool, list[float]]:
+    """The last epoch's mean loss of the MLP on a 10-class spiral (SGD + momentum 0.9, lr 0.1, batch 50), without
+    and with a softmax before CrossEntropyLoss, one value per seed (chapter 7): {softmax first?: losses}."""
+    found: dict[bool, list[float]] = {False: [], True: []}
+    for softmax in (False, True):
+        for seed in seeds:
+            x, y = make_spiral(600, classes=classes, noise=0.1, seed=seed).tensors
+            seed_everything(seed)
+            model = MLP(hidden=64, out_features=classes)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            order = torch.Generator().manual_seed(seed)
+            for _ in range(epochs):
+                total = 0.0
+                for batch in torch.randperm(len(y), generator=order).split(50):
+                    scores = model(x[batch])
+                    loss = nn.functional.cross_entropy(scores.softmax(dim=1) if softmax else scores, y[batch])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.detach() * len(batch)
+            found[softmax].append((total / len(y)).item())
+    return found
+
+
 @dataclass(frozen=True)
 class Symptom:
     """One line of the debugging table."""
@@ -77,7 +101,8 @@ DEBUG_TABLE: tuple[Symptom, ...] = (
     Symptom("loss stops falling at a floor (about 0.55 for 3 classes)", "softmax applied before the loss: "
             "CrossEntropyLoss applies its own log-softmax", "feed the loss the logits; compare with section 16's floor"),
     Symptom("loss flat at about log(C)", "no gradient reaches the step (zero_grad misplaced, frozen weights), LR far "
-            "too small, data and labels shuffled apart, fp16 without a GradScaler (small gradients underflow to 0)",
+            "too small, data and labels shuffled apart, fp16 without a GradScaler (small gradients underflow to 0), "
+            "a softmax before the loss with many classes (its gradient is tiny: section 16)",
             "print the gradient norm and the LR; overfit one batch"),
     Symptom("loss becomes NaN or Inf", "LR too high, log or division of zero, fp16 overflow (values above 65,504; "
             "a GradScaler skips such steps on purpose and lowers its scale), bad data",

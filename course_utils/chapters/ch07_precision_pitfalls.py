@@ -70,10 +70,13 @@ class Overflow:
     input_scale: float
     largest: dict[int, float]
     runs: dict[str, dict[int, dict]]
+    input_share: dict[int, float]      # the share of the inputs beyond fp16's largest finite value
 
     def claims(self) -> dict[str, bool]:
         fp16, bf16, mixed = (self.runs[k] for k in ("fp16 + GradScaler", "bf16", "fp16, first layer float32"))
         return {
+            "more than a third of the inputs exceed fp16's 65,504 (inf once autocast casts them), on every seed":
+                min(self.input_share.values()) > 1 / 3,
             "the first layer's output exceeds fp16's 65,504 on every seed": min(self.largest.values()) > FP16_MAX,
             "fp16: the loss is inf or NaN at every step, on every seed":
                 all(not any(map(_finite, r["losses"])) for r in fp16.values()),
@@ -99,16 +102,17 @@ def _finite(x: float) -> bool:
 
 def forward_overflow(input_scale: float = 100_000.0) -> Overflow:
     """Chapter 7: fp16 forward overflow against GradScaler, bf16 and a float32 layer, on seeds 0-4."""
-    largest, runs = {}, {"fp16 + GradScaler": {}, "bf16": {}, "fp16, first layer float32": {}}
+    largest, share, runs = {}, {}, {"fp16 + GradScaler": {}, "bf16": {}, "fp16, first layer float32": {}}
     for seed in SEEDS:
         model, x, y = _model_and_data(seed, input_scale, norm=True)
+        share[seed] = (x.abs() > FP16_MAX).float().mean().item()
         with torch.no_grad():
             largest[seed] = model[0](x).abs().max().item()
         for name, dtype, first in (("fp16 + GradScaler", torch.float16, False), ("bf16", torch.bfloat16, False),
                                    ("fp16, first layer float32", torch.float16, True)):
             model, x, y = _model_and_data(seed, input_scale, norm=True)
             runs[name][seed] = _train(model, x, y, dtype, first_fp32=first)
-    return Overflow(input_scale, largest, runs)
+    return Overflow(input_scale, largest, runs, share)
 
 
 @dataclass(frozen=True)

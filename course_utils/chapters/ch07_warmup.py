@@ -89,3 +89,49 @@ class Warmup:
 def warmup(seeds=SEEDS) -> Warmup:
     """Chapter 7: Adam's step sizes without warmup, on every seed."""
     return Warmup(tuple(adam_steps(s) for s in seeds))
+
+
+@dataclass(frozen=True)
+class WarmupRun:
+    """One Adam run with a linear warmup over `warmup` updates (0: none): its early and its final losses."""
+
+    warmup: int
+    early_max: float          # the largest training batch loss of the first 20 updates
+    final_val: float          # validation loss after the last update
+
+
+def warmup_run(seed: int, warmup: int, lr: float = 0.3, updates: int = 200, batch_size: int = 32) -> WarmupRun:
+    """Adam at a high rate on the course's MLP, the rate ramped linearly over the first `warmup` updates."""
+    with one_thread():
+        torch.manual_seed(seed)
+        splits = spiral_splits(600, 300, seed=seed)
+        (x, y), (vx, vy) = splits.train.tensors, splits.val.tensors
+        model = MLP()
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        ramp = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda u: min(1.0, (u + 1) / warmup) if warmup else 1.0)
+        order = torch.Generator().manual_seed(seed)
+        losses = []
+        for _ in range(updates):
+            idx = torch.randint(0, len(x), (batch_size,), generator=order)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            loss.backward()
+            optimizer.step()
+            ramp.step()
+            losses.append(loss.detach())
+        with torch.no_grad():
+            final = torch.nn.functional.cross_entropy(model(vx), vy).item()
+    return WarmupRun(warmup, max(torch.stack(losses[:20]).tolist()), final)
+
+
+def warmup_effect(seeds=SEEDS, warmups=(10, 40), lr: float = 0.3) -> list[str]:
+    """Chapter 7: what a warmup changes at lr 0.3, counted on `seeds` (the early blow-up, the final loss)."""
+    n = len(seeds)
+    runs = {w: [warmup_run(s, w, lr) for s in seeds] for w in (0, *warmups)}
+    lines = [f"Adam at lr {lr:g}, 200 updates of 32, {n} seeds; largest batch loss of the first 20 updates:",
+             f"  no warmup:              above 10 on {sum(r.early_max > 10 for r in runs[0])} of {n}"]
+    lines += [f"  warmup of {w:>2} updates:   below 3 on {sum(r.early_max < 3 for r in runs[w])} of {n}" for w in warmups]
+    lines.append("final validation loss lower than without warmup on every seed:")
+    lines += [f"  warmup of {w:>2} updates:   {all(a.final_val < b.final_val for a, b in zip(runs[w], runs[0]))}"
+              for w in warmups]
+    return lines

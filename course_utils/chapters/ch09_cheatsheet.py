@@ -313,7 +313,8 @@ CHECKLIST = (
     "NaN/Inf guard: skip the update, stop after several in a row, say which step.",
     "Evaluate in eval() under no_grad(), restore the mode, average per example.",
     "Early stopping: patience, min_delta, mode; deliver the best weights, not the last.",
-    "Log floats (loss.item()) to TensorBoard and a progress bar.",
+    "Log floats to TensorBoard and a progress bar, read at log points: keep losses and norms on the device (a "
+    "read, .item() or .tolist(), waits for the GPU; chapter 5 measures it).",
     "Step each scheduler at its cadence; ReduceLROnPlateau takes the validation loss.",
     "DDP: torchrun, DistributedSampler.set_epoch(epoch), no_sync() inside each accumulation window, the LR sized for "
     "B·K·W, save and log on rank 0.",

@@ -21,16 +21,18 @@ def evaluate(model, loader, loss_fn, device):
     """Mean loss, accuracy per example; keeps the mode."""
     was_training = model.training
     model.eval()              # dropout off, BN frozen
-    total, correct, seen = 0.0, 0, 0
+    losses, hits, sizes = [], [], []  # on the device
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         logits = model(x)
-        loss = loss_fn(logits, y)       # a batch mean
-        total += loss.item() * len(y)   # x its size
-        correct += (logits.argmax(1) == y).sum().item()
-        seen += len(y)
+        losses.append(loss_fn(logits, y))  # batch mean
+        hits.append((logits.argmax(1) == y).sum())
+        sizes.append(len(y))
     model.train(was_training)  # put the mode back
-    return total / seen, correct / seen
+    losses = torch.stack(losses).tolist()  # read once
+    hits, seen = torch.stack(hits).tolist(), sum(sizes)
+    total = sum(m * n for m, n in zip(losses, sizes))
+    return total / seen, sum(hits) / seen  # per example
 
 def windows(loader, k):
     """Batches k at a time; the last window can be short."""
@@ -46,35 +48,38 @@ def windows(loader, k):
 def train_one_epoch(model, loader, loss_fn, optimizer,
                     device, accum_steps=1, max_norm=None,
                     scheduler=None):
-    """One update per window of accum_steps batches."""
+    """One update per window; (mean loss, top grad norm)."""
     model.train()             # dropout on, BN training
-    total, seen = 0.0, 0
-    for window in windows(loader, accum_steps):
+    losses, sizes, norms = [], [], []  # kept on device:
+    for window in windows(loader, accum_steps):  # no wait
         n = sum(len(y) for _, y in window)  # examples
         optimizer.zero_grad()        # 1 clear
         for x, y in window:
             x, y = x.to(device), y.to(device)
             loss = loss_fn(model(x), y)  # 2, 3
             (loss * (len(y) / n)).backward()  # 4 backward
-            total += loss.item() * len(y)  # a float
-            seen += len(y)
-        if max_norm is not None:  # 5 clip: returns the
-            torch.nn.utils.clip_grad_norm_(  # norm, log it
-                model.parameters(), max_norm)
+            losses.append(loss.detach())  # not .item()
+            sizes.append(len(y))
+        if max_norm is not None:  # 5 clip; it returns
+            norms.append(torch.nn.utils.clip_grad_norm_(
+                model.parameters(), max_norm))  # the norm
         optimizer.step()             # 6 update
         if scheduler is not None:  # 7 per update:
             scheduler.step()       #   OneCycle, warmup
-    return total / seen
+    losses = torch.stack(losses).tolist()  # read once
+    total = sum(m * n for m, n in zip(losses, sizes))
+    top = torch.stack(norms).max().item() if norms else None
+    return total / sum(sizes), top  # pre-clip, largest
 
 def fit(model, train_loader, val_loader, loss_fn,
         optimizer, epochs, device="cpu", accum_steps=1,
         max_norm=None, scheduler=None,
         epoch_scheduler=None):
-    """[(train_loss, val_loss, val_acc)] per epoch."""
+    """[(train_loss, val_loss, val_acc, top_norm)]."""
     plateau = torch.optim.lr_scheduler.ReduceLROnPlateau
     history = []
     for epoch in range(epochs):
-        train_loss = train_one_epoch(
+        train_loss, top_norm = train_one_epoch(
             model, train_loader, loss_fn, optimizer,
             device, accum_steps, max_norm, scheduler)
         val_loss, val_acc = evaluate(
@@ -83,7 +88,8 @@ def fit(model, train_loader, val_loader, loss_fn,
             epoch_scheduler.step(val_loss)  # the metric
         elif epoch_scheduler is not None:
             epoch_scheduler.step()  # StepLR, cosine...
-        history.append((train_loss, val_loss, val_acc))
+        history.append((train_loss, val_loss, val_acc,
+                        top_norm))  # log them here
     return history
 '''
 
@@ -134,6 +140,7 @@ class TemplateCheck:
     template_history: list[tuple[float, float, float]]
     course_history: list[tuple[float, float, float]]
     same_weights: bool
+    top_norms: list[float | None] = ()      # the template's largest pre-clip gradient norm per epoch
 
     @property
     def identical(self) -> bool:
@@ -163,7 +170,7 @@ def run_template(config=None, source: str | None = None) -> TemplateCheck:
     course.run_to_end()
     course_history = [(e.train_loss, e.val_loss, e.val_acc) for e in course.epochs]
     same = all(torch.equal(p, q) for p, q in zip(state.model.parameters(), course.model.parameters()))
-    return TemplateCheck(history, course_history, same)
+    return TemplateCheck([h[:3] for h in history], course_history, same, [h[3] for h in history])
 
 
 def run_save_resume(epochs: int = 4, stop_after: int = 1) -> tuple[bool, bool]:

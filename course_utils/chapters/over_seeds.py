@@ -63,6 +63,11 @@ class Spread:
                 f"(range {_fmt(self.low, digits)}-{_fmt(self.high, digits)}{unit})")
 
 
+def claims_text(claims: dict[str, bool]) -> list[str]:
+    """One line a claim, 'holds' or 'does NOT hold' (chapters 6 and 8 print their conclusions so)."""
+    return [f"  {claim}: {'holds' if held else 'does NOT hold'}" for claim, held in claims.items()]
+
+
 def tally(flags: Iterable[bool]) -> str:
     """'4 of 5': on how many seeds a claim held."""
     flags = [bool(f) for f in flags]

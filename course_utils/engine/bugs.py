@@ -95,12 +95,14 @@ def _snapshot(module: nn.Module) -> list[torch.Tensor]:
 
 
 def freeze_after_optimizer(optimizer: str = "adam", set_to_none: bool = True, steps: int = 5,
-                           seed: int = 0) -> FreezeDemo:
-    """Exhibit 5: train, then freeze the body with requires_grad_(False) and train on; measure what moved."""
+                           seed: int = 0, weight_decay: float | None = None) -> FreezeDemo:
+    """Exhibit 5: train, then freeze the body with requires_grad_(False) and train on; measure what moved.
+
+    weight_decay=None keeps the optimizer's torch default (0.01 for AdamW, 0 for the others)."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = MLP(hidden=16)
-    opt = make_optimizer(optimizer, model.parameters(), lr=0.05)
+    opt = make_optimizer(optimizer, model.parameters(), lr=0.05, weight_decay=weight_decay)
     batch = _demo_batch(seed)
     _train(model, opt, batch, steps, set_to_none)
     model.body.requires_grad_(False)
@@ -238,7 +240,8 @@ _ENTRIES = [
         "Harmless with the default zero_grad(set_to_none=True): frozen parameters keep .grad = None and "
         "every optimizer skips them. With zero_grad(set_to_none=False) their .grad is a zero tensor and "
         "optimizers with state keep moving them: SGD with momentum (its buffer), Adam and AdamW (their "
-        "moments). Plain SGD without weight decay leaves them still.",
+        "moments), and any optimizer with weight decay, plain SGD included (the decay term lambda*w is not "
+        "zero). Plain SGD without weight decay leaves them still.",
         "Freeze first, then build the optimizer over the trainable parameters only.",
         demo=freeze_after_optimizer),
     Bug("head_after_optimizer", "A head added after building the optimizer", "optimizer", None,

@@ -185,7 +185,8 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
                 mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
                 kind_of = "whole numbers (class labels)" if not w.dtype.is_floating_point else "real numbers"
                 raise Fail(f"batch {b}'s {part} have dtype {mine}; the data's are {right}: {kind_of} (a loss "
-                           "refuses the other kind: CrossEntropyLoss reads float targets as probabilities).",
+                           "refuses the other kind: CrossEntropyLoss given float labels of shape (N,) raises "
+                           "'expected target dtype to be Long or Byte, but got Float').",
                            "Return the stored tensors as they are: a Python number (.item(), float()) becomes "
                            "float64 or int64 when the DataLoader collates it.")
 

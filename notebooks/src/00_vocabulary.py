@@ -146,6 +146,12 @@ print(f"  stepped per update     : lr = {lr_after(total // 4, total):.4f}")
 print(f"  stepped per micro-batch: lr = {lr_after(K * (total // 4), total):.4f}  (already at the bottom of the cosine)")
 
 # %% [markdown]
+# The same drift comes with several processes (chapter 7): this course sizes a schedule in the updates
+# each process makes. Hugging Face Accelerate's prepared scheduler instead steps once per process at
+# every call, W steps for W processes, since it expects a schedule sized for one process; a schedule sized
+# in per-process updates then ends W times too early, exactly like the micro-batch case above.
+
+# %% [markdown]
 # ## The accumulation remainder
 #
 # The textbook accumulation loop steps when `(i + 1) % K == 0`. With 313 micro-batches and
@@ -281,8 +287,10 @@ with answer(0, "accum-batchnorm"):
 # Without a normalisation layer, and with LayerNorm or GroupNorm (which normalise each example over its
 # own features), the window equals the big batch. With BatchNorm it does not, on any seed: the micro-batches
 # see their own statistics. Accumulating K micro-batches of B with BatchNorm is *not* training with batch
-# B·K: BatchNorm still sees batches of B. A larger micro-batch, or GroupNorm or LayerNorm in place of
-# BatchNorm, avoids it. With dropout the two differ on every draw, and agree only on average, as two noisy
+# B·K: BatchNorm still sees batches of B. A larger micro-batch narrows the gap (it closes only when one
+# micro-batch is the whole window, which is no accumulation); GroupNorm or LayerNorm in place of BatchNorm
+# avoids it. Accumulation also changes what eval mode will use: BatchNorm's running statistics take one
+# momentum step per train-mode forward, so K steps per update. With dropout the two differ on every draw, and agree only on average, as two noisy
 # estimates of one gradient do: averaging over more masks shrinks the gap.
 #
 # The course's own training loop (`course_utils.engine.session.run`, built in chapters 3 and 5: it

@@ -261,6 +261,19 @@ fresh, kept = three_epochs(False), three_epochs(True)
 print(f"3 epochs, 2 workers: started every epoch {sig(fresh, 2)} s, persistent {sig(kept, 2)} s")
 
 # %% [markdown]
+# The times vary; what causes them does not. Count the worker processes each loader starts (a
+# `worker_init_fn` leaves a mark in every new worker). Every start is a new process, and under spawn
+# (macOS, Windows, or `multiprocessing_context="spawn"`) a new process also unpickles the whole dataset:
+# a large dataset pays that once per worker per epoch, unless the workers persist.
+
+# %% tags=["answers-persistent-workers"]
+from course_utils.chapters.ch01_workers import worker_starts
+
+for persistent in (False, True):
+    print(f"persistent_workers={persistent!s:<5} 3 epochs, num_workers=2: "
+          f"{worker_starts(persistent, epochs=3, num_workers=2)} worker processes started")
+
+# %% [markdown]
 # One trap: workers started with **spawn** (the default on macOS and Windows, and Python 3.14 makes
 # forkserver the Linux default) begin as fresh interpreters and must *import* the dataset's class.
 # A class defined in a notebook lives in `__main__`, which they cannot import, so the loader fails.
@@ -371,6 +384,12 @@ with answer(1, "worker-hang"):
 # - A bug in `__getitem__` comes back with **its own type** (here `KeyError`), re-raised in the main
 #   process, and its message names the worker and shows the worker's traceback. To debug it, set
 #   `num_workers=0`: the same error then happens in your process, where a debugger can stop at it.
+# - To find where a stuck worker is: `py-spy dump --pid <the worker's pid>` prints a live process's stack,
+#   and `faulthandler.dump_traceback_later(60)` called in a `worker_init_fn` makes a worker print its own
+#   stack once it has been stuck for 60 s. Two common causes of stuck or dying workers: a full `/dev/shm` in a
+#   container (workers pass batches through shared memory; torch's error then suggests raising the limit),
+#   and threads started before the workers are forked. A worker killed by a signal: read the cause chained
+#   to the `RuntimeError`, where torch names the signal (Killed usually means the out-of-memory killer).
 #
 # ### Random numbers in workers: a generator the dataset holds
 #
@@ -402,7 +421,8 @@ with answer(1, "dataset-rng"):
 # The dataset's generator is copied into both workers in the same state, so both draw the same "random"
 # augmentations; and because workers are started afresh every epoch (without `persistent_workers`), every
 # epoch repeats them too. NumPy's global state is fine: torch reseeds `random`, NumPy's global generator and
-# torch in every worker. The fix is a `worker_init_fn` that gives the worker's copy its own generator, from
+# torch in every worker (NumPy's since torch 1.9: older forum answers that print the same `np.random` numbers
+# in every worker predate it). The fix is a `worker_init_fn` that gives the worker's copy its own generator, from
 # the seed torch chose for that worker (different per worker and per epoch, as the last line shows; the
 # loader's `generator` draws those seeds, so a seeded one makes them reproducible):
 #
@@ -413,6 +433,11 @@ with answer(1, "dataset-rng"):
 #
 # DataLoader(dataset, num_workers=2, worker_init_fn=reseed_dataset_generator)
 # ```
+#
+# `info.dataset` is whatever the loader holds. A `Subset` (what `random_split` returns) wraps the dataset,
+# and the line above would set an attribute on the wrapper, leaving the inner generator alone: reseed the
+# object that owns it (`info.dataset.dataset.rng` for a `Subset`), or draw in `__getitem__` from a generator
+# seeded with `(get_worker_info().seed, index)`, which works through any wrapper.
 
 # %% [markdown]
 # ## 9. pin_memory matters only for CPU → GPU copies
@@ -519,6 +544,29 @@ from course_utils.exercises import check
 check("SlidingWindows")
 
 # %% [markdown]
+# ### A label's dtype is part of the contract
+#
+# A `__getitem__` that returns `float(y)` instead of the stored integer label looks harmless: the
+# DataLoader collates it into a float64 tensor of shape (N,). `CrossEntropyLoss` accepts two kinds of
+# target: class indices, an integer tensor of shape (N,), or class *probabilities*, a float tensor shaped
+# like the logits, (N, C). A float tensor of shape (N,) is neither, and torch says so (older versions
+# word it "expected scalar type Long but found Float"):
+
+# %%
+logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 1.5, 0.3]])
+labels = torch.tensor([0, 1])
+for name, target in [("int64 labels, shape (2,)", labels),
+                     ("float labels, shape (2,)", labels.float()),
+                     ("float one-hot rows, shape (2, 3)", torch.nn.functional.one_hot(labels, 3).float())]:
+    try:
+        print(f"{name:<33} loss {torch.nn.functional.cross_entropy(logits, target).item():.4f}")
+    except RuntimeError as error:
+        print(f"{name:<33} RuntimeError: {error}")
+
+# %% [markdown]
+# One-hot probabilities give the same loss as the labels they encode; a float label of shape (N,) is
+# refused. Return the label as the stored integer tensor (or `int(y)`), never as a float.
+#
 # ### Exercise 1.2: a Dataset that reads one file per example
 #
 # A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as
@@ -527,7 +575,7 @@ check("SlidingWindows")
 # `(x, y)` from the file `i.pt` (a tuple, as `TensorDataset` returns; a list `[x, y]` collates the same
 # way and is accepted too), read when it is asked for, in `__getitem__`, so that data larger than memory
 # works. Keep the stored dtypes: `x` float32, `y` an int64 class label (`int(y)` is fine too; a float
-# label is not: `CrossEntropyLoss` reads float targets as probabilities).
+# label is not: the cell above shows what `CrossEntropyLoss` does with one).
 
 # %%
 class FolderDataset(Dataset):

@@ -483,7 +483,8 @@ with answer(3, "hidden-state"):
 # weights as they were, and `optimizer.step()` has changed them in place since (the next error). Even
 # without a step, every backward would reach one batch further back (the graph grows: 3, 6, 9, 12 steps).
 # `h.detach()` keeps the values and cuts the link: each batch's backward stops at its own first step
-# (truncated backpropagation through time). The same error comes from any tensor that outlives its
+# (truncated backpropagation through time). An LSTM carries two tensors: detach both,
+# `h, c = h.detach(), c.detach()`, or the error comes back through `c`. The same error comes from any tensor that outlives its
 # batch and feeds the next one: a running average computed from outputs, a cached embedding.
 #
 # ### An in-place change of a tensor autograd saved
@@ -542,6 +543,10 @@ with answer(3, "wrong-params"):
               f"is exactly unchanged on {unchanged} of 5 seeds, lower on {fell} of 5")
 
 # %% [markdown]
+# These runs train on one fixed batch, so the loss is bit for bit the same step after step. In your own loop,
+# over shuffled mini-batches, it is not: the logged loss jitters around a level that never falls, because each
+# batch is another sample scored by the same, never-updated weights.
+#
 # An optimizer holds the Parameter objects it was given when it was built, not the name `model`. Build a
 # new model after it (re-running a notebook cell is the usual way), and the optimizer steps the old one
 # while the loop trains the new one: nothing moves, nothing complains. `model.parameters()` is a

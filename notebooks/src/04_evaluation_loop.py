@@ -18,8 +18,8 @@ from torch.utils.data import DataLoader
 from course_utils.engine.data import spiral_splits
 from course_utils.chapters.ch04_evaluation import (average_losses, batchnorm_demo, batchnorm_running_update,
                                                    dropout_demo, eval_graph_bytes, inference_mode_errors, memory_budget,
-                                                   modules_reading_training, time_evaluation, tiny_batch_outputs,
-                                                   train_eval_differ)
+                                                   modules_reading_training, one_example_in_train_mode, time_evaluation,
+                                                   tiny_batch_outputs, train_eval_differ)
 from course_utils.engine.loop import evaluate as course_evaluate
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import sig
@@ -96,16 +96,38 @@ print("after one train pass:               ", rs.after_train,
 print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 
 # %% [markdown]
-# Same input, two different outputs. In eval mode one example's output no longer depends on the others in its batch.
+# Same input, two different outputs. In eval mode one example's output no longer depends on the *values* of the
+# others in its batch. It can still move in its last bits with the batch's *size*: another size takes other
+# kernel paths and sums in another order, and float32 rounds each order differently. Both causes, measured on
+# the spiral MLP with BatchNorm, the same 300 validation points in batches of 2, 7 and 64 against one batch:
+
+# %%
+from course_utils.chapters.ch04_eval_pitfalls import batch_dependence
+
+print("\n".join(batch_dependence(batch_sizes=(2, 7, 64))))
+
+# %% [markdown]
+# In train mode the batch changes the answer; in eval mode it changes only float rounding, far below anything
+# a metric can see (one example's prediction could flip only where two classes tie to the last bit).
 #
 # That is why tiny batches hurt in train mode. With 2 examples the outputs are always −1 and +1
 # (up to BatchNorm's eps, which is why [100, 100.5] gives ±0.9999), whatever the values; with 1 example
-# torch refuses outright. A last batch of 1–3 examples gives
-# unreliable statistics: `DataLoader(..., drop_last=True)` skips it.
+# this `BatchNorm1d` has a single value per channel and torch refuses it (its own message, below). A last
+# batch of 1–3 examples gives unreliable statistics: `DataLoader(..., drop_last=True)` skips it.
 
 # %%
 for batch in [(1.0, 5.0), (100.0, 100.5), (3.0,)]:
     print(f"train-mode BatchNorm on {list(batch)}: {tiny_batch_outputs(batch)}")
+
+# %% [markdown]
+# Is one example always refused? No: torch counts the values *per channel*, and a `BatchNorm2d` gets one
+# value per pixel. One 4×4 image trains (each channel is normalised over its own 16 pixels, so the
+# "batch statistics" are that image's alone); one 1×1 image is refused like the `BatchNorm1d` above:
+
+# %%
+for shape, per_channel, what in one_example_in_train_mode():
+    layer = "BatchNorm1d" if len(shape) == 2 else "BatchNorm2d"
+    print(f"{layer} on one example of shape {tuple(shape)}: {per_channel:>2} value(s) per channel -> {what}")
 
 # %% [markdown]
 # ## Switch 2: `torch.no_grad()` stops the graph — and only that
@@ -283,8 +305,7 @@ print("one batch of all 300:     loss", sig(full))
 # %% [markdown]
 # ## Shuffling the evaluation data
 #
-# Should the validation loader shuffle? It cannot help: the model is in eval mode, so each example's output
-# depends on that example alone, and the per-example average is the same sum in another order.
+# The training loader shuffles. Should the validation loader shuffle too?
 
 # %%
 from course_utils.widgets.predict_view import predict
@@ -310,7 +331,9 @@ with answer(4, "eval-shuffle"):
           len(set(effect.drop_last_accuracies)) > 1)
 
 # %% [markdown]
-# Shuffled or not, the per-example loss and accuracy are the same (the loss up to float rounding). Shuffling
+# Shuffled or not, the per-example loss and accuracy are the same (the loss up to float rounding): in eval mode
+# each example's output depends on that example alone (up to float rounding, measured above), and the
+# per-example average is the same sum in another order. Shuffling
 # changes the metric only where the metric is already wrong: a mean of batch means weighs the short batch
 # differently depending on which examples land in it, and `drop_last=True` drops different examples each
 # time. Keep evaluation unshuffled, with `drop_last=False`: results are then comparable run to run, and the
@@ -318,8 +341,9 @@ with answer(4, "eval-shuffle"):
 #
 # ## Evaluating on several ranks
 #
-# With W processes (chapter 2's `DistributedSampler`), each rank evaluates its shard and the results are
-# combined with `torch.distributed.all_reduce`, which adds a tensor over the ranks. Two things go wrong. The
+# With W processes (chapter 2's `DistributedSampler`, with `shuffle=False` for evaluation: it shuffles by
+# default), each rank evaluates its shard and the results are combined with `torch.distributed.all_reduce`,
+# which adds a tensor over the ranks. Two things go wrong. The
 # sampler pads every rank to ⌈N / W⌉ examples by repeating the first indices, so some examples count twice.
 # And an average of per-rank averages weights the ranks, not the examples.
 
@@ -386,15 +410,17 @@ with answer(4, "mean-of-means"):
 #
 # The bias is small here (4 copies in 104 slots) and larger when N is small against W. Two other fixes: give
 # the evaluation loader of every rank but one nothing and evaluate on rank 0 alone (fine for a small
-# validation set), or use a sampler that does not pad, with uneven shards (the sums above handle those too).
+# validation set; evaluate `model.module`, the model inside the DDP wrapper: the wrapper's forward
+# broadcasts buffers such as BatchNorm's running statistics from rank 0, and with the other ranks not
+# calling it, rank 0 waits until the process group's timeout), or use a sampler that does not pad, with uneven shards (the sums above handle those too).
 # Exercise 4.3 asks you to write the metric.
 #
 # ## A BatchNorm model that collapses in eval mode
 #
 # A common report: "my model does well in training, and predicts nonsense after `model.eval()`". With
-# BatchNorm the usual cause is running statistics that do not match the data: too few updates for the
-# running averages to catch up (momentum 0.1 moves them a tenth of the way per update), inputs far from 0,
-# or batches of one class at a time.
+# BatchNorm the usual cause is running statistics that do not match the data. Its running averages move a
+# tenth of the way (momentum 0.1) at every train-mode forward; whether they can follow depends on how fast
+# the data they average moves.
 
 # %%
 predict(4, "bn-collapse")
@@ -423,10 +449,28 @@ with answer(4, "bn-collapse"):
 # %% [markdown]
 # The model is fine; its running statistics are not. Compare `running_mean` and `running_var` of each
 # BatchNorm with the mean and variance of its input on a training batch: a gap of a standard deviation or
-# more explains the collapse. Fixes: normalise the inputs (centre and scale the features); train longer, so
-# the running averages catch up; re-estimate the statistics as here (`recalibrate_batchnorm`: reset them, set
-# `momentum=None` for a plain average, one pass in train mode under `no_grad`); and avoid training batches
-# of one class or of a few examples. Chapter 5's exhibits show the related bug of a forgotten `model.eval()`.
+# more explains the collapse.
+#
+# Why the gap? The running averages *lag* the weights. The first BatchNorm's input mean is about
+# offset × (sum of the weights) + bias, so with inputs around 10 every update moves it ten times as far as
+# with centred inputs, and an average over the last ten or so forwards trails far behind. Does training
+# longer let it catch up? Only once the weights stop moving. Measured, against the two other fixes:
+
+# %%
+from course_utils.chapters.ch04_eval_pitfalls import bn_collapse_fixes
+
+print("\n".join(bn_collapse_fixes(range(5))))
+
+# %% [markdown]
+# So the fixes, in the order the data supports: normalise the inputs (centre and scale the features);
+# re-estimate the statistics after training, as here (`recalibrate_batchnorm`: reset them, set
+# `momentum=None` for a plain average, one pass in train mode under `no_grad`; torch has the same built in
+# as `torch.optim.swa_utils.update_bn(loader, model)`); and avoid training batches of one class or of a few
+# examples. Training longer helps only once the weights settle.
+#
+# Why is eval mode the right one to report, when train mode scored higher? A train-mode score depends on
+# which examples share the batch (here all 300 validation points formed one batch), so it is not a
+# measurement of the model alone. Chapter 5's exhibits show the related bug of a forgotten `model.eval()`.
 
 # %% [markdown]
 # ## Forgetting `model.train()`
@@ -546,5 +590,5 @@ quiz(4)
 #   batch means it does. Evaluate unshuffled, nothing dropped.
 # - On W ranks, `DistributedSampler` repeats a few examples; leave the copies out (slot r + j·W ≥ N) and
 #   all-reduce sums and counts, never means.
-# - A BatchNorm model that collapses in eval mode has running statistics that miss the data: compare them with
-#   a batch's, normalise the inputs, train longer or re-estimate them.
+# - A BatchNorm model that collapses in eval mode has running statistics that lag the data: compare them with
+#   a batch's, normalise the inputs or re-estimate them (`torch.optim.swa_utils.update_bn`).

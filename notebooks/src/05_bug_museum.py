@@ -214,11 +214,18 @@ for opt in ["sgd", "momentum", "adam", "adamw"]:
         d = BUGS["freeze_after_optimizer"].demo(opt, set_to_none=set_to_none)
         print(f"{opt:<9} zero_grad(set_to_none={set_to_none!s:<5}) frozen weights moved {sig(d.frozen_change):<10}"
               f" trained weights moved {sig(d.trained_change)}")
+for set_to_none in (True, False):
+    d = BUGS["freeze_after_optimizer"].demo("sgd", set_to_none=set_to_none, weight_decay=0.01)
+    print(f"sgd, weight_decay=0.01, zero_grad(set_to_none={set_to_none!s:<5}) frozen weights moved "
+          f"{sig(d.frozen_change)}")
 
 # %% [markdown]
 # With the default `set_to_none=True` frozen weights have `.grad = None` and every optimizer skips them.
-# With zero tensors instead, the stateful optimizers (momentum, Adam, AdamW) keep moving them; AdamW also
-# moves them through its weight decay (torch's default 0.01), which is why its row differs from Adam's.
+# With zero tensors instead, the stateful optimizers (momentum, Adam, AdamW) keep moving them. Weight decay
+# moves them too, in any optimizer: its term λ·w does not need a gradient. AdamW has it by default (torch's
+# 0.01), which is why its row differs from Adam's; plain SGD has none by default, and the last two lines give
+# it λ = 0.01: now plain SGD moves zero-gradient weights as well (and skips them, like every optimizer, when
+# their `.grad` is `None`).
 #
 # Second, a head added after the optimizer was built:
 
@@ -455,19 +462,29 @@ with answer(5, "loss-and-accuracy"):
     from course_utils.chapters.ch05_curves import rising_together
 
     rises = rising_together()
-    r = rises[0]
-    print("seed 0, full-batch Adam on 150 points of a noisy spiral, validated every 10 steps:")
-    for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after)]:
-        print(f"  {label:<23} step {e.step:>3}: loss {sig(e.loss, 2):<5} accuracy {sig(e.accuracy, 2):<5} "
-              f"loss on the right ones {sig(e.loss_right, 2):<5} on the wrong ones {sig(e.loss_wrong, 2)}")
     count = lambda test: f"{sum(test(x) for x in rises)} of {len(rises)}"
-    print("seeds 0-4, from the lowest validation loss to the end of training:")
+    print("full-batch Adam on 150 points of a noisy spiral, validated every 10 steps; "
+          "seeds 0-4, from the lowest validation loss to the end of training:")
     print("  validation loss rose:", count(lambda x: x.last.loss > x.lowest_loss.loss))
-    print("  accuracy peaked after the loss minimum, at a higher loss:", count(lambda x: x.rose_together))
+    print(f"  accuracy rose by more than {rises[0].MARGIN:g} after the loss minimum, at a higher loss:",
+          count(lambda x: x.rose_together))
     print("  the loss on the predictions it gets right fell:", count(lambda x: x.last.loss_right < x.lowest_loss.loss_right),
           "| on those it gets wrong, rose:", count(lambda x: x.last.loss_wrong > x.lowest_loss.loss_wrong))
     print("  its mean confidence in its wrong predictions rose:",
           count(lambda x: x.last.confidence_wrong > x.lowest_loss.confidence_wrong))
+
+# %% [markdown]
+# One run up close: seed 0's two evaluations, as this machine computed them. Which evaluation step has the
+# best accuracy is decided by a few of the 300 validation points, and another CPU's last bits can move it
+# (an AMD EPYC host printed another accuracy here), so nbval compares the counts above, not these digits:
+
+# %% tags=["nbval-ignore-output"]
+with answer(5, "loss-and-accuracy"):
+    r = rises[0]
+    print("seed 0, on this machine:")
+    for label, e in [("lowest validation loss", r.lowest_loss), ("best accuracy after it", r.best_after)]:
+        print(f"  {label:<23} step {e.step:>3}: loss {sig(e.loss, 2):<5} accuracy {sig(e.accuracy, 2):<5} "
+              f"loss on the right ones {sig(e.loss_right, 2):<5} on the wrong ones {sig(e.loss_wrong, 2)}")
 
 # %% [markdown]
 # Accuracy reads only which class wins. The loss reads the probability given to the right class, and a

@@ -463,6 +463,11 @@ with answer(7, "token-accum"):
 # examples, so for a token loss over padded sequences it is not the big batch; neither is any
 # accumulation with BatchNorm, whose statistics see one micro-batch at a time (chapter 0). Exercise 7.5
 # below has you write the token rule.
+#
+# Under DDP the same bias comes back across ranks: DDP averages the W ranks' gradients, so a rank that divides
+# by its own window's token count makes each update a mean of per-rank means (chapter 4's bias). All-reduce the
+# window's token count first (N, over every rank), and backward each rank's token sum times W / N: the W
+# undoes DDP's averaging (the Hugging Face Trainer's `average_tokens_across_devices` does this).
 
 # %% [markdown]
 # ## 8. Mixed precision (bf16 autocast on the CPU)
@@ -554,9 +559,11 @@ with answer(7, "fp16-overflow"):
     print(forward_overflow().text())
 
 # %% [markdown]
-# An inf in the first layer turns into NaN in the normalisation, and a NaN loss has no finite scale: the
-# scaler skips the step, halves its scale, and does so at every step. The weights never move, and nothing
-# but the scale says so. Three fixes: bf16, whose range is float32's; the overflowing operation in float32
+# Here the overflow comes before the first layer: many of these inputs already exceed 65,504 (the first line), and
+# autocast's cast to fp16 turns them into inf. (In real networks it is more often an activation that grows
+# inside the network from inputs that fit; the cure is the same.) An inf turns into NaN in the
+# normalisation, and a NaN loss has no finite scale: the scaler skips the step, halves its scale, and does
+# so at every step. The weights never move, and no warning says so: only the loss and the scale do. Three fixes: bf16, whose range is float32's; the overflowing operation in float32
 # (`with torch.autocast(device, enabled=False):` around it, inputs `.float()`), as the cell did for the first
 # layer; or inputs that are normalised in the first place.
 #
@@ -578,7 +585,9 @@ with answer(7, "scaler-warning"):
 # called it. In this loop the warning is harmless: the schedule is one step ahead of the updates made,
 # which over thousands of updates does not matter. To keep them equal, and the log quiet, step the
 # scheduler only when the scale did not fall (`if scaler.get_scale() >= scale_before: scheduler.step()`),
-# as the last line did. The warning is worth reading in a loop *without* a scaler: there it means the
+# as the last line did. On a GPU each `get_scale()` waits for the device (its docstring says it syncs), the
+# per-step cost chapter 5 measures: read the scale once per update, after `update()`, and compare with the
+# value you kept from the update before. The warning is worth reading in a loop *without* a scaler: there it means the
 # calls really are in the wrong order.
 #
 # Code from before torch 2.4 imports `from torch.cuda.amp import autocast, GradScaler`. That spelling still
@@ -740,7 +749,7 @@ print("CosineAnnealingLR stepped per update: climbs back up",
 # %%
 predict(7, "warmup")
 
-# %% tags=["answers-warmup-why", "answers-warmup-how-long"]
+# %% tags=["answers-warmup-why"]
 from course_utils.chapters.ch07_warmup import warmup
 
 with answer(7, "warmup"):
@@ -756,6 +765,22 @@ with answer(7, "warmup"):
 # that is the scale of warmup this run needs. In general it grows with Adam's memory: β₂ = 0.999 averages
 # about 1 / (1 − β₂) = 1,000 squared gradients, which is why recipes for long runs often warm up for
 # hundreds to thousands of updates. Measure it on your run as above, and warm up for about as long as the steps take to settle.
+#
+# And how much does it change the result? At lr 0.01 the first steps are too small to hurt: the run above
+# needs no warmup. At lr 0.3 they are not. The same model trained with no warmup and with a linear warmup
+# (`LambdaLR`, the rate times min(1, (u + 1) / W) at update u) over 10 and over 40 updates:
+
+# %% tags=["answers-warmup-how-long"]
+from course_utils.chapters.ch07_warmup import warmup_effect
+
+print("\n".join(warmup_effect(range(5), warmups=(10, 40), lr=0.3)))
+
+# %% [markdown]
+# Without warmup the first updates blow the loss up ten-fold and more; ten updates of warmup are enough to
+# prevent it, and forty do no better. The end of the run is another matter: after 200 updates at a rate this
+# high, the final validation loss is decided by the rate's own noise, and no warmup wins on every seed. Warmup
+# protects the start; it does not rescue a rate too high for the rest of the run (a schedule that decays it
+# does: chapter 6's cosine experiment measures it).
 
 # %% [markdown]
 # ## 12. Logging: TensorBoard
@@ -811,9 +836,19 @@ print("\n".join(prefix_lines({"nn.DataParallel(model)": torch.nn.DataParallel(ML
                              MLP)))
 
 # %% [markdown]
+# Is `strict=False` the fix? It silences the error and loads nothing whose name differs, which here is every
+# key: the model keeps its random weights, and only the value `load_state_dict` returns says so.
+
+# %%
+from course_utils.chapters.ch07_checkpoint_travel import strict_false_line
+
+print(strict_false_line(torch.nn.DataParallel(MLP()), MLP))
+
+# %% [markdown]
 # Save the unwrapped model (`model.module.state_dict()`, or `getattr(model, "_orig_mod", model)`; the trainer
 # saves the unwrapped module), or strip the prefix of a file you were given with
-# `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`.
+# `torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "module.")`. Keep `strict=False` for
+# keys you expect to differ (a new head), and check what it returns.
 
 # %% [markdown]
 # What inductor costs on a CPU like this one: the trainer's spiral run, 5 epochs, eager and compiled, each in
@@ -898,6 +933,7 @@ print(f"without no_sync: {without.allreduces} all-reduces for {without.updates} 
 ddp_counts = training_arithmetic(200, 32, 2, 1, world_size=2)
 print("examples per update, B x K x W =", ddp_counts.effective_batch_size, "| updates per epoch:",
       ddp_counts.updates_per_epoch, "(each rank: ceil(ceil(200 / 2) / 32) micro-batches, K = 1)")
+print("one process alone, same B and K:", training_arithmetic(200, 32, 2, 1).updates_per_epoch, "updates per epoch")
 
 # %% [markdown]
 # So adding ranks changes the optimisation, not only its speed: twice the ranks, twice the examples per update,
@@ -906,13 +942,35 @@ print("examples per update, B x K x W =", ddp_counts.effective_batch_size, "| up
 # gently (about the square root). Then check with a range test. nanoGPT takes the other way out: it divides K
 # by W, so B·K·W, and with it the learning rate, stays the same whatever the number of GPUs.
 #
+# A schedule is sized, as everywhere in this course, in the updates each rank makes: above, 4 per epoch, not
+# the 7 one process would make. One library counts otherwise: a scheduler passed through Accelerate's
+# `accelerator.prepare` steps W times at every call (once per process, unless `split_batches=True`), because
+# it expects a schedule sized for one process. Size that one in one process's updates, or a schedule sized in
+# per-rank updates ends W times too early (Accelerate's `step_scheduler_with_optimizer=False` turns the
+# multiple stepping off).
+#
 # Three more choices the trainer makes, and why:
 #
 # - **The same seed on every rank.** Every rank starts from the same weights (DDP would also broadcast rank
-#   0's) and draws the same random numbers, so dropout masks repeat across ranks. That is harmless, because
-#   each rank sees other examples, and it keeps one random stream to reason about. nanoGPT offsets the seed by
-#   the rank instead, for independent masks; Lightning's `seed_everything` and Accelerate's `set_seed` give
-#   every rank the same seed unless asked otherwise. The DDP run's last checkpoint keeps each rank's stream:
+#   0's) and draws the same random numbers, so dropout masks repeat across ranks. Is that harmless? In a plain
+#   loop it reaches further than dropout: a DataLoader draws its workers' seeds from the process's generator,
+#   so with one seed on every rank the workers of every rank are seeded alike. Measured on 2 ranks (each run
+#   from the state its own process starts in), one epoch of 16 examples per rank, `DistributedSampler`, two
+#   workers, a random draw in `__getitem__` standing for an augmentation, three seeds:
+
+# %%
+from course_utils.chapters.ch07_rank_seeds import rank_seed_lines
+
+print("\n".join(rank_seed_lines(range(3), world_size=2, num_workers=2)))
+
+# %% [markdown]
+#   The ranks load different examples and apply the same augmentation to each rank's k-th one: W ranks then
+#   see one augmentation stream, not W. The trainer avoids it without a seed per rank: each batch's draws come
+#   from (seed, epoch, the batch's indices), and the ranks' indices differ. nanoGPT offsets the seed by the
+#   rank (independent masks too); Lightning's `seed_everything` gives every rank the same seed, and with
+#   `workers=True` it adds a `worker_init_fn` that mixes the rank into each worker's seed; Accelerate's
+#   `set_seed` gives every rank the same seed unless `device_specific=True`. The DDP run's last checkpoint keeps
+#   each rank's stream:
 
 # %%
 ddp_state = course_load_checkpoint(sorted((RUNS / "ddp" / "checkpoints").glob("last-*.pt"))[-1])
@@ -928,7 +986,8 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 #   bytes match their checksum file.
 # - **Every rank evaluates the whole validation set.** That is W times the work, but each rank gets the full
 #   metric without an all-reduce, and early stopping takes the same decision everywhere. Lightning shards
-#   validation instead and averages the metric across ranks (`sync_dist=True`); nanoGPT evaluates on rank 0
+#   validation instead and averages the metric across ranks (`sync_dist=True`; biased the two ways chapter 4
+#   measures, padding copies and a mean of per-rank means, where torchmetrics' metrics sync sums); nanoGPT evaluates on rank 0
 #   only.
 #
 # The same duties in the libraries you will meet (their documented ways; not run here):
@@ -937,7 +996,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # |---|---|---|---|---|
 # | accumulation under DDP | `no_sync` inside each window | `require_backward_grad_sync` only on the last micro-step (what `no_sync` sets) | `accumulate_grad_batches=K` | `with accelerator.accumulate(model):` |
 # | effective batch | B·K·W, LR as given | K divided by W: B·K·W fixed | B·K·W | B·K·W |
-# | seed per rank | the same | seed + rank | the same (`seed_everything`) | the same (`set_seed`; `device_specific=True` adds the rank) |
+# | seed per rank | the same; batch draws keyed by the batch's indices | seed + rank | the same (`seed_everything`); workers get the rank mixed in with `workers=True` | the same (`set_seed`; `device_specific=True` adds the rank) |
 # | checkpoint | rank 0 (after a gather of every rank's random streams) | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
 # | validation | whole set on every rank | rank 0 only | sharded, metrics synced | sharded, `gather_for_metrics` |
 #
@@ -987,7 +1046,8 @@ print(f"accumulation: {times['accumulation'] / times['minimal loop']:.2f}x the m
 # Each value is the loss computed on the same small batch by the loss itself:
 
 # %%
-from course_utils.chapters.ch07_loop_tables import debug_view, double_softmax_floor, initial_loss_check, loss_view
+from course_utils.chapters.ch07_loop_tables import (debug_view, double_softmax_floor, double_softmax_training,
+                                                    initial_loss_check, loss_view)
 
 display(loss_view())
 right, wrong = double_softmax_floor()
@@ -995,7 +1055,17 @@ print(f"confident, correct logits: loss {sig(right, 3)}; the same after a softma
 
 # %% [markdown]
 # `CrossEntropyLoss` applies log-softmax itself: feed it logits. With a softmax in front, even a perfect
-# prediction cannot push the loss below about 0.55 for three classes, and the gradients shrink.
+# prediction cannot push the loss below about 0.55 for three classes, and the gradients shrink. With many
+# classes they shrink so much that the loss looks stuck at log C, where a fresh model starts. Ten classes,
+# ten epochs, the same model and data with and without a softmax before the loss:
+
+# %% tags=["answers-double-softmax"]
+ends = double_softmax_training(range(3), classes=10, epochs=10)
+n = len(ends[False])
+print(f"10 classes, log 10 = {sig(math.log(10), 3)}; the last epoch's mean loss, {n} seeds:")
+print(f"  logits into the loss:         below 1.9 on {sum(v < 1.9 for v in ends[False])} of {n}")
+print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - math.log(10)) < 0.1 for v in ends[True])} "
+      f"of {n}; above the logits run on {sum(b > a for a, b in zip(ends[False], ends[True]))} of {n}")
 #
 # ## 17. When a run looks sick
 #
