@@ -2,9 +2,10 @@
 schedules within the budget, and the winner's count checked on fresh data.
 
 Each function races the arena's challenge (``ch08_arena.race``) once per seed (another spiral, initialisation
-and shuffle each time: ``Challenge.seed``) and returns a record whose ``text(figures=False)`` the notebook compares (counts of seeds, and the
-``claims()`` the chapter draws, each checked on the runs; ``tests/test_arena_seeds.py`` fails when one stops
-holding) and whose ``text()`` adds the medians and ranges of update counts. Those come from chaotic races: a
+and shuffle each time: ``Challenge.seed``) and returns a record whose ``text(figures=False)`` the notebook
+compares (counts of seeds, and the ``claims()`` the chapter draws, each checked on the runs;
+``tests/test_arena_seeds.py`` fails when one stops holding) and whose ``text()`` adds the medians and ranges of
+update counts. Those come from chaotic races: a
 nudge of 1e-6 to the initial weights moved a range's end (issue 38), and so can another CPU's last bits, so they
 are printed in a cell nbval does not compare, marked as this machine's. So is ``time_text()``: wall-clock time.
 """

@@ -249,12 +249,10 @@ for name, weight in [("loss_weight (examples)", lambda i: loss_weight(i, sizes, 
 # weighted by tokens), which is why the HF Trainer divides by the number of items in the window
 # when it knows it.
 #
-# ### When the window is not one big batch: BatchNorm and dropout
+# ### Accumulation and the layers between
 #
-# The equality above needs every example's loss to depend on that example alone. Two common layers break
-# it. **BatchNorm** normalises each example with the mean and variance of *its batch* (chapter 4), so two
-# micro-batches of 16 are normalised with other statistics than one batch of 32. **Dropout** draws a new
-# random mask on every forward pass, so two runs of the same batch already differ.
+# The equality above holds for this MLP. Real models have more layers between the Linears: normalisation
+# layers (LayerNorm, GroupNorm, BatchNorm) and dropout. Does the window still equal the big batch with them?
 
 # %%
 from course_utils.widgets.predict_view import predict
@@ -284,9 +282,12 @@ with answer(0, "accum-batchnorm"):
           sum(a < g / 2 for a, g in zip(averaged, single)), "of 5 seeds")
 
 # %% [markdown]
-# Without a normalisation layer, and with LayerNorm or GroupNorm (which normalise each example over its
-# own features), the window equals the big batch. With BatchNorm it does not, on any seed: the micro-batches
-# see their own statistics. Accumulating K micro-batches of B with BatchNorm is *not* training with batch
+# The equality needs every example's loss to depend on that example alone. Without a normalisation layer,
+# and with LayerNorm or GroupNorm (which normalise each example over its own features), it does, and the
+# window equals the big batch. **BatchNorm** normalises each example with the mean and variance of *its
+# batch* (chapter 4), so two micro-batches of 16 are normalised with other statistics than one batch of 32:
+# the window differs on every seed. **Dropout** draws a new random mask on every forward pass, so two runs of
+# the same batch already differ. Accumulating K micro-batches of B with BatchNorm is *not* training with batch
 # B·K: BatchNorm still sees batches of B. A larger micro-batch narrows the gap (it closes only when one
 # micro-batch is the whole window, which is no accumulation); GroupNorm or LayerNorm in place of BatchNorm
 # avoids it. Accumulation also changes what eval mode will use: BatchNorm's running statistics take one

@@ -394,7 +394,7 @@ with answer(1, "worker-hang"):
 # ### Random numbers in workers: a generator the dataset holds
 #
 # Random augmentation often draws from a generator the dataset keeps, the modern NumPy idiom
-# `self.rng = np.random.default_rng(seed)` in `__init__`. Every worker gets a *copy* of the dataset.
+# `self.rng = np.random.default_rng(seed)` in `__init__`. What do two workers draw from it?
 
 # %%
 predict(1, "dataset-rng")

@@ -455,7 +455,7 @@ for epoch in range(1, 6):
 # in almost every first loop: two raise an error far from the line that caused it, one raises nothing.
 # The cells print the exception's type and what torch reports, over seeds 0 to 4.
 #
-# ### Backward through a freed graph: a hidden state carried across batches
+# ### A hidden state carried across batches
 #
 # A recurrent model reading a long stream keeps its hidden state `h` from one batch to the next.
 
@@ -484,7 +484,8 @@ with answer(3, "hidden-state"):
 # without a step, every backward would reach one batch further back (the graph grows: 3, 6, 9, 12 steps).
 # `h.detach()` keeps the values and cuts the link: each batch's backward stops at its own first step
 # (truncated backpropagation through time). An LSTM carries two tensors: detach both,
-# `h, c = h.detach(), c.detach()`, or the error comes back through `c`. The same error comes from any tensor that outlives its
+# `h, c = h.detach(), c.detach()`, or the error comes back through `c`. The same error comes from any
+# tensor that outlives its
 # batch and feeds the next one: a running average computed from outputs, a cached embedding.
 #
 # ### An in-place change of a tensor autograd saved
@@ -520,7 +521,7 @@ with answer(3, "inplace"):
 # comes from `optimizer.step()` run between a forward and a backward that uses its graph, as with
 # `retain_graph=True` above, or a GAN that steps one network before the other's backward.
 #
-# ### An optimizer over the wrong parameters: nothing learns, no error
+# ### An optimizer built before the model changed
 
 # %%
 predict(3, "wrong-params")

@@ -343,9 +343,8 @@ with answer(4, "eval-shuffle"):
 #
 # With W processes (chapter 2's `DistributedSampler`, with `shuffle=False` for evaluation: it shuffles by
 # default), each rank evaluates its shard and the results are combined with `torch.distributed.all_reduce`,
-# which adds a tensor over the ranks. Two things go wrong. The
-# sampler pads every rank to ⌈N / W⌉ examples by repeating the first indices, so some examples count twice.
-# And an average of per-rank averages weights the ranks, not the examples.
+# which adds a tensor over the ranks. Two things can go wrong: what the sampler does when N is not a
+# multiple of W, and how the ranks' results are combined.
 
 # %%
 predict(4, "ddp-padding")
@@ -397,7 +396,9 @@ with answer(4, "mean-of-means"):
         print(f"{name:<13}: loss differs from one process on {loss_off} of 5 models, accuracy on {acc_off}")
 
 # %% [markdown]
-# Counting the duplicates biases both numbers on every model; so does averaging the 8 ranks' means, although
+# The sampler pads every rank to ⌈N / W⌉ examples by repeating the first indices, so some examples count
+# twice, and an average of per-rank averages weights the ranks, not the examples. Counting the duplicates
+# biases both numbers on every model; so does averaging the 8 ranks' means, although
 # it counts each example once, because the ranks hold 13 or 12 real examples. All-reducing the sums and the
 # counts over the real examples gives one process's numbers exactly:
 #
@@ -415,12 +416,11 @@ with answer(4, "mean-of-means"):
 # calling it, rank 0 waits until the process group's timeout), or use a sampler that does not pad, with uneven shards (the sums above handle those too).
 # Exercise 4.3 asks you to write the metric.
 #
-# ## A BatchNorm model that collapses in eval mode
+# ## A BatchNorm model, train mode against eval mode
 #
-# A common report: "my model does well in training, and predicts nonsense after `model.eval()`". With
-# BatchNorm the usual cause is running statistics that do not match the data. Its running averages move a
-# tenth of the way (momentum 0.1) at every train-mode forward; whether they can follow depends on how fast
-# the data they average moves.
+# A BatchNorm model scores well in train mode. Eval mode swaps the batch's statistics for the running
+# averages, which move a tenth of the way (momentum 0.1) at every train-mode forward. What does that do to a
+# model trained briefly on raw features?
 
 # %%
 predict(4, "bn-collapse")
@@ -447,7 +447,8 @@ with answer(4, "bn-collapse"):
           "of 5; after re-estimating, below 0.05 std on", sum(r.gap_after < 0.05 for r in runs))
 
 # %% [markdown]
-# The model is fine; its running statistics are not. Compare `running_mean` and `running_var` of each
+# A common report: "my model does well in training, and predicts nonsense after `model.eval()`". With
+# BatchNorm the usual cause is this one. The model is fine; its running statistics are not. Compare `running_mean` and `running_var` of each
 # BatchNorm with the mean and variance of its input on a training batch: a gap of a standard deviation or
 # more explains the collapse.
 #

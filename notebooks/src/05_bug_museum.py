@@ -411,9 +411,9 @@ print("updates so far, after epochs 1-3:", c.healthy.updates[:3], "vs", c.bugged
 c = show("mean_of_batch_means", figure=False)
 
 # %% [markdown]
-# ## Reading the curves: two patterns that are not bugs
+# ## Reading the curves: two patterns learners ask about
 #
-# Two curves send learners looking for a bug that is not there. Each is measured here on five seeds.
+# Two curves that often alarm learners, each measured here on five seeds.
 #
 # ### Validation loss below training loss
 #
@@ -497,7 +497,7 @@ with answer(5, "loss-and-accuracy"):
 # ## Keeping the best weights in memory
 #
 # Early stopping keeps the weights of the best validation epoch and restores them at the end. The obvious
-# line, `best = model.state_dict()`, keeps nothing.
+# line to keep them is `best = model.state_dict()`.
 
 # %%
 predict(5, "best-weights")
@@ -529,7 +529,8 @@ with answer(5, "best-weights"):
               f"like the last: {sum(x.restored_val == x.last_val for x in got)} of 5")
 
 # %% [markdown]
-# `state_dict()` returns the model's tensors themselves (detached, same memory), so every
+# So the obvious line keeps nothing. `state_dict()` returns the model's tensors themselves (detached, same
+# memory), so every
 # `optimizer.step()` changes the "best" too, and loading it at the end restores the last epoch. Copy it:
 # `copy.deepcopy(model.state_dict())`, or `{k: v.detach().clone() for k, v in model.state_dict().items()}`.
 # Cloning only `model.parameters()` misses the buffers: BatchNorm's running mean and variance move on with

@@ -542,12 +542,13 @@ print("the newer settings: torch.backends.cuda.matmul.fp32_precision =", repr(to
 #   step and update the scaler once per window, at the update. Tick accumulation and mixed precision in the
 #   flowchart to see that order.
 #
-# ### What a GradScaler cannot fix: a forward pass that overflows
+# ### A GradScaler and very large values
 #
 # fp16's largest finite value is 65,504. The scaler multiplies the *loss*, after the forward pass, so it
-# guards the gradients against underflow; it cannot help a forward value that overflows. This CPU runs
-# fp16 autocast and `torch.amp.GradScaler("cpu")`, so the whole story runs here: a small network (Linear,
-# LayerNorm, ReLU, Linear) on unnormalised inputs (standard deviation 100,000), eight SGD updates.
+# guards the gradients against underflow. What does it do with a forward pass whose values are too large?
+# This CPU runs fp16 autocast and `torch.amp.GradScaler("cpu")`, so the whole story runs here: a small
+# network (Linear, LayerNorm, ReLU, Linear) on unnormalised inputs (standard deviation 100,000), eight SGD
+# updates.
 
 # %%
 predict(7, "fp16-overflow")
@@ -559,19 +560,20 @@ with answer(7, "fp16-overflow"):
     print(forward_overflow().text())
 
 # %% [markdown]
-# Here the overflow comes before the first layer: many of these inputs already exceed 65,504 (the first line), and
-# autocast's cast to fp16 turns them into inf. (In real networks it is more often an activation that grows
-# inside the network from inputs that fit; the cure is the same.) An inf turns into NaN in the
-# normalisation, and a NaN loss has no finite scale: the scaler skips the step, halves its scale, and does
-# so at every step. The weights never move, and no warning says so: only the loss and the scale do. Three fixes: bf16, whose range is float32's; the overflowing operation in float32
+# A GradScaler cannot fix a forward value that overflows. Here the overflow comes before the first layer:
+# many of these inputs already exceed 65,504 (the first line), and autocast's cast to fp16 turns them into
+# inf. (In real networks it is more often an activation that grows inside the network from inputs that fit;
+# the cure is the same.) An inf turns into NaN in the normalisation, and a NaN loss has no finite scale: the
+# scaler skips the step, halves its scale, and does so at every step. The weights never move, and no warning
+# says so: only the loss and the scale do. Three fixes: bf16, whose range is float32's; the overflowing
+# operation in float32
 # (`with torch.autocast(device, enabled=False):` around it, inputs `.float()`), as the cell did for the first
 # layer; or inputs that are normalised in the first place.
 #
-# ### A warning in a correct loop
+# ### A correct fp16 loop with a scheduler
 #
-# GradScaler's first scale, 65,536, is often too large, and the first fp16 update is skipped while the
-# scaler finds its level. Inputs of standard deviation 10 make that happen here, with a loop in the right
-# order: `scaler.step(optimizer)`, `scaler.update()`, then `scheduler.step()`.
+# GradScaler starts at a scale of 65,536. A loop in the right order, `scaler.step(optimizer)`,
+# `scaler.update()`, then `scheduler.step()`, on inputs of standard deviation 10:
 
 # %%
 predict(7, "scaler-warning")
@@ -581,14 +583,15 @@ with answer(7, "scaler-warning"):
     print(scheduler_warning().text())
 
 # %% [markdown]
+# The first scale is often too large: the first fp16 update is skipped while the scaler finds its level.
 # The scheduler warns when its first step comes before any `optimizer.step()`, and a skipped step never
 # called it. In this loop the warning is harmless: the schedule is one step ahead of the updates made,
 # which over thousands of updates does not matter. To keep them equal, and the log quiet, step the
 # scheduler only when the scale did not fall (`if scaler.get_scale() >= scale_before: scheduler.step()`),
 # as the last line did. On a GPU each `get_scale()` waits for the device (its docstring says it syncs), the
 # per-step cost chapter 5 measures: read the scale once per update, after `update()`, and compare with the
-# value you kept from the update before. The warning is worth reading in a loop *without* a scaler: there it means the
-# calls really are in the wrong order.
+# value you kept from the update before. The warning is worth reading in a loop *without* a scaler: there it
+# means the calls really are in the wrong order.
 #
 # Code from before torch 2.4 imports `from torch.cuda.amp import autocast, GradScaler`. That spelling still
 # runs but is deprecated; the current one names the device, `torch.autocast("cuda", dtype=...)` and
