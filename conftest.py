@@ -1,9 +1,9 @@
 """pytest setup for the whole repository (tests/ and nbval over notebooks/).
 
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
-never read or written). `make test` checks the notebooks in three background passes (tests/test_nbval_passes.py):
-nbval as `make nbval` runs it ("pinned"), under another CPU's numerics ("other-host") and with every chaotic run
-nudged ("nudged", course_utils/infra/nudge.py), each in its own
+never read or written). `make test` checks the notebooks in two background passes (tests/test_nbval_passes.py):
+nbval as `make nbval` runs it ("pinned"), and under another CPU's numerics with every chaotic run nudged as well
+("any-host": course_utils/infra/nudge.py), each in its own
 pytest process over copies of the notebooks. They start as soon as collection is final, at the lowest priority
 (niceness 19, their kernels too): they run on the CPU time the tests leave idle and do not slow what a test
 times (the browser tests time what a learner waits for). Their verdicts are read at the end. Run with

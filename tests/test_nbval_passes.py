@@ -1,8 +1,8 @@
-"""The committed outputs hold, checked by three nbval passes in the background (conftest.py starts them): "pinned",
-nbval exactly as `make nbval` runs it (the instructor command), and the configurations of tools/nbval_perturbed.py
-that the suite runs (``SUITE``): issue 21's "other-host" (ATen, MKL and oneDNN on their AVX2 paths without the
-pin, NumPy's dispatch and libm's variants lowered: another CPU) and issue 38's "nudged" (every random init and
-generated point moved by 1e-6: every chaotic run moved, on any host). Each pass is one pytest process over copies of
+"""The committed outputs hold, checked by two nbval passes in the background (conftest.py starts them): "pinned",
+nbval exactly as `make nbval` runs it (the instructor command), and the configuration of tools/nbval_perturbed.py
+that the suite runs (``SUITE``), "any-host": issue 21's perturbation (ATen, MKL and oneDNN on their AVX2 paths
+without the pin, NumPy's dispatch and libm's variants lowered: another CPU) and issue 38's nudge (every random
+init and generated point moved by 1e-6: every chaotic run moved, on any host) at once. Each pass is one pytest process over copies of
 the notebooks; its failing cells and log are this test's message. `pytest --nbval` checks the notebooks cell by
 cell in the session instead, and then the pinned pass is left out (conftest.py)."""
 import sys
@@ -63,6 +63,8 @@ def test_the_configurations_really_perturb():
     assert seen["other-host"] == ["AVX2", "AVX2", "False"]
     assert seen["nudged"] == seen[None]                                # the nudge leaves the pin alone ...
     assert nbval_perturbed.environment("nudged", Path("u"))["COURSE_NUDGE"] == "1e-6"   # ... and moves the runs
+    assert seen["any-host"] == seen["other-host"]                       # make test's pass: everything at once
+    assert nbval_perturbed.environment("any-host", Path("u"))["COURSE_NUDGE"] == "1e-6"
 
 
 def test_the_libm_perturbation_reaches_the_dynamic_loader():
@@ -103,10 +105,10 @@ def test_make_test_checks_the_notebooks_once_in_the_background_and_verdicts_come
              for line in plain]
     assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
     assert plain[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
-    assert len(PASSES) == 3 and "nudged" in PASSES
+    assert PASSES == [nbval_perturbed.PINNED, "any-host"]
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
-    assert not any("[pinned]" in line for line in cells) and any("[other-host]" in line for line in cells)
+    assert not any("[pinned]" in line for line in cells) and any("[any-host]" in line for line in cells)
 
 
 def _item(nodeid: str, config: str | None = None):

@@ -12,7 +12,8 @@ class changes on cells are not the view answering), stamps the first input event
 for SETTLE_MS (a slow answer keeps the kernel busy, so its last change is not missed), and returns (last change -
 input event) in milliseconds. Helpers below locate the usual widgets.
 `timed` drives a chapter's list, writes tests/artifacts/timing-NN.json and screenshots, and fails on a control
-slower than LIMIT_MS.
+slower than LIMIT_MS twice in a row (a control over the limit is measured once more, so that a burst of other work
+on a loaded machine, such as `make test`'s background notebook passes, does not pass for a slow view).
 """
 from __future__ import annotations
 
@@ -80,7 +81,11 @@ def timed(page, name: str, entries, extra: list | None = None) -> list[dict]:
         page.wait_for_timeout(500)    # let JupyterLab finish rendering the last outputs before the first action
     for label, action, shot in entries:
         ms = measure(page, action)
-        results.append({"control": label, "ms": round(ms), "load": round(os.getloadavg()[0], 2)})
+        record = {"control": label, "ms": round(ms), "load": round(os.getloadavg()[0], 2)}
+        if ms > LIMIT_MS:             # once more: a burst of other work on the machine is not the view's slowness;
+            record["first_ms"] = record["ms"]          # a view that is slow is slow twice
+            record["ms"] = round(measure(page, action))
+        results.append(record)
         if shot:
             shoot_changed_cell(page, ARTIFACTS / f"timing-{stem}-{shot}.png")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
