@@ -235,7 +235,7 @@ def test_nan_guard_skips_a_bad_update_and_carries_on(tmp_path):
                                       inject_nan_at=(5,), **TINY))
     counts = training_arithmetic(40, 10, 2)
     assert result.completed and result.skipped_updates == 1 and result.updates == counts.total_weight_updates - 1
-    assert "skipped update at epoch 2, batch 2" in printed
+    assert "skipped update 6 at epoch 2, batch 2" in printed  # 4 updates an epoch, the 2nd of epoch 2
     assert all(math.isfinite(r["train_loss"]) for r in result.history)
     weights = torch.load(tmp_path / "run" / "model.pt", weights_only=True)
     assert all(torch.isfinite(t).all() for t in weights.values())

@@ -310,7 +310,8 @@ CHECKLIST = (
     "Accumulation: weight each micro-batch by its share of the window's examples; flush at the epoch's end.",
     "Mixed precision: autocast; fp16 needs GradScaler (unscale_ before clipping); bf16 needs neither.",
     "Clip after backward, before step; log the pre-clip norm; max_norm above its typical value.",
-    "NaN/Inf guard: skip the update, stop after several in a row, say which step.",
+    "NaN/Inf guard: skip the update on the device (a fused optimizer's found_inf, as GradScaler does), so nothing "
+    "waits for the GPU; stop after several in a row; say which steps at the next log point.",
     "Evaluate in eval() under no_grad(), restore the mode, average per example.",
     "Early stopping: patience, min_delta, mode; deliver the best weights, not the last.",
     "Log floats to TensorBoard and a progress bar, read at log points: keep losses and norms on the device (a "

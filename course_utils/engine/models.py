@@ -53,20 +53,22 @@ class TinyLinear(nn.Linear):
 
 
 def make_optimizer(name: str, parameters: Iterable[torch.Tensor], *, lr: float, momentum: float = 0.9,
-                   weight_decay: float | None = None) -> torch.optim.Optimizer:
+                   weight_decay: float | None = None, fused: bool | None = None) -> torch.optim.Optimizer:
     """SGD, SGD with momentum, Adam or AdamW by name (chapters 5, 6, 8).
 
     weight_decay=None keeps torch's own default: 0 for SGD and Adam, 0.01 for AdamW (so "adamw" is
-    not a second name for "adam").
+    not a second name for "adam"). fused=True: torch's fused kernels (one per step for all parameters; they
+    take a ``found_inf`` flag and skip on the device, as the production trainer's guard uses them).
     """
     if weight_decay is None:
         weight_decay = 0.01 if name == "adamw" else 0.0
     if name == "sgd":
-        return torch.optim.SGD(parameters, lr=lr, weight_decay=weight_decay)
+        return torch.optim.SGD(parameters, lr=lr, weight_decay=weight_decay, fused=fused)
     if name == "momentum":
-        return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                               fused=fused)
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=fused)
     if name == "adamw":
-        return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay)
+        return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, fused=fused)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

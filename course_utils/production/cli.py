@@ -105,7 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--clip-norm", type=_none_or(float), default=None,
       help="clip the gradient norm to this (default: no clipping; the norm is logged either way)")
     a("--max-bad-steps", type=int, default=d.max_bad_steps,
-      help="stop after this many non-finite (NaN/Inf) updates in a row; each one is skipped")
+      help="stop after this many non-finite (NaN/Inf) updates in a row; each one is skipped (on the device)")
+    a("--log-every", type=int, default=d.log_every,
+      help="read the losses, gradient norms and skipped updates on the host every N updates (and at checkpoints and "
+           "epoch ends); in between the trainer never waits for the device. A diverged run is noticed at the next "
+           "such point")
     a("--device", default=d.device, choices=DEVICES, help="where to train (auto: CUDA when present)")
     a("--threads", type=_none_or(int), default=None, help="torch CPU threads (default: torch's own choice)")
     a("--no-progress", action="store_true", help="no tqdm progress bar (it only shows on a terminal anyway)")

@@ -54,6 +54,8 @@ class FitConfig:
     resume: bool = False                  # continue from the newest valid checkpoint in out/checkpoints
     clip_norm: float | None = None        # clip the global gradient norm to this (None: measure only)
     max_bad_steps: int = 3                # stop after this many non-finite updates in a row
+    log_every: int = 50                   # the host reads losses, norms and skips every N updates (and at checkpoints
+                                          # and epoch ends); between those points nothing waits for the device
     device: str = "auto"                  # auto (CUDA if present), cpu, cuda
     threads: int | None = None            # torch.set_num_threads (None: leave as is)
     progress: bool = True                 # tqdm bar (only on a terminal)
@@ -66,7 +68,8 @@ class FitConfig:
                  "a built-in task's name or MODULE:FUNCTION", self.task)
         for name, minimum in [("epochs", 1), ("batch_size", 1), ("accum_steps", 1), ("seed", 0), ("n_train", 1),
                               ("n_val", 1), ("classes", 2), ("hidden", 1), ("depth", 0), ("workers", 0),
-                              ("checkpoint_every", 0), ("keep", 1), ("max_bad_steps", 1)]:
+                              ("checkpoint_every", 0), ("keep", 1), ("max_bad_steps", 1),
+                              ("log_every", 1)]:
             value = getattr(self, name)
             _require(_is_int(value) and value >= minimum, name, f"an integer >= {minimum}", value)
         _require(self.seed < 2**32, "seed", "an integer in [0, 2**32)", self.seed)   # NumPy's seed range

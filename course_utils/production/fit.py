@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -31,10 +30,12 @@ from course_utils.production.builtin import build_task
 from course_utils.production.config import MONITORS, FitConfig
 from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
+from course_utils.production.guard import APPLIED, SKIPPED, DeviceSchedule, Settled, UpdateGuard, can_fuse, \
+    why_reads_per_update, zero_momentum
 from course_utils.production.logs import RunLog
 from course_utils.production.task import Task, TaskError
 from course_utils.production.writer import BackgroundWriter, snapshot
-from course_utils.engine.schedules import make_scheduler
+from course_utils.engine.schedules import CADENCE, make_scheduler
 from course_utils.infra.storage import atomic_write_bytes
 
 
@@ -112,10 +113,19 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
 
         # -- 4. optimizer, schedule, early stopping ----------------------------------------------
         params = [p for p in model.parameters() if p.requires_grad]
+        fused = can_fuse(params)                    # fused kernels skip a bad update on the device (the guard)
         optimizer = make_optimizer(config.optimizer, params, lr=config.lr, momentum=config.momentum,
-                                   weight_decay=config.weight_decay)
-        scheduler, cadence = make_scheduler(config.schedule, optimizer, epochs=config.epochs,
-                                            steps_per_epoch=counts.updates_per_epoch)
+                                   weight_decay=config.weight_decay, fused=fused or None)
+        if fused:
+            zero_momentum(optimizer)
+        def make(opt):
+            return make_scheduler(config.schedule, opt, epochs=config.epochs, steps_per_epoch=counts.updates_per_epoch)
+        cadence = CADENCE[config.schedule]            # the table first: the scheduler rewrites the groups' rates
+        on_device_lr = DeviceSchedule.build(lambda opt: make(opt).scheduler, optimizer, counts.total_weight_updates,
+                                            device) if fused and cadence == "update" else None
+        scheduler, cadence = make(optimizer)
+        reads_why = why_reads_per_update(fused, cadence, precision, on_device_lr)
+        guard = UpdateGuard(optimizer, precision, ranks.world_size, reads_why is None, on_device_lr)
         stopper = EarlyStopping(config.patience if config.patience is not None else 2**62, config.min_delta, mode)
         stopping = config.patience is not None      # without patience the stopper only tracks the best value
         identity = _identity(task, model)
@@ -145,6 +155,9 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         say(f"resumed from {resumed_from} (epoch {state['epoch'] + 1}, after {state['position']} batches, "
             f"{state['updates']} updates)")
 
+    if guard.schedule is not None:
+        guard.schedule.start(state["updates"])         # the learning rate on the device, from the applied count
+
     # -- 6. wrap: torch.compile, then DistributedDataParallel -----------------------------------
     net = torch.compile(model) if config.compile else model
     net = distributed.wrap(net, ranks)
@@ -154,7 +167,12 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
                  config.progress)
     plain_config = config.as_plain()
     writer = BackgroundWriter(before=log.flush_events,
-                              after=lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)))
+                              after=lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)),
+                              behind=lambda waited, copy, write: say(
+                                  f"checkpoints come faster than they are written: training waited {waited * 1e3:.0f} "
+                                  f"ms for the last write ({write * 1e3:.0f} ms on the writer thread; the copy, "
+                                  f"training's own part, {copy * 1e3:.0f} ms); checkpoint less often "
+                                  "(checkpoint_every) to stop waiting"))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
         """Every piece of state, by rank 0 only: copied here, written durably on a thread, the old ones pruned after."""
@@ -173,7 +191,37 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
             "scaler": precision.state_dict(), "early_stopping": stopper.state_dict(), "rng": per_rank[0]["rng"],
             "world_size": ranks.world_size, "ranks": per_rank}, folder, names)
 
+    def lr_now() -> float:
+        """The first group's learning rate, as a number (on the device, from the schedule's table: no read)."""
+        return guard.schedule.lr(state["updates"]) if guard.schedule else optimizer.param_groups[0]["lr"]
+
+    def account(settled: list[Settled]) -> str | None:
+        """What the host learns at a log point, update by update: counts, the running loss, the per-update log, the
+        skipped updates by number; why to stop (a run of non-finite updates), else None."""
+        for one in settled:
+            if one.outcome == APPLIED:
+                state["updates"] += 1
+                state["bad_in_a_row"] = 0
+                state["running"][0] += one.loss * one.examples
+                state["running"][1] += one.examples
+                if cadence == "update":
+                    scheduler.step()
+                log.update(state["updates"], {"loss": one.loss, "lr": lr_now(), "grad_norm": one.grad_norm})
+            elif one.outcome == SKIPPED:
+                state["skipped"] += 1
+                state["bad_in_a_row"] += 1
+                say(f"skipped update {state['updates'] + state['skipped']} at epoch {one.epoch + 1}, batch "
+                    f"{one.batch + 1}: loss {one.loss:.4g}, "
+                    f"gradient norm {one.grad_norm:.4g} ({state['bad_in_a_row']} in a row)")
+                if state["bad_in_a_row"] >= config.max_bad_steps:
+                    return (f"diverged: {state['bad_in_a_row']} updates in a row had a non-finite loss or gradient "
+                            f"(epoch {one.epoch + 1}, batch {one.batch + 1}); nothing was saved after the last "
+                            "good checkpoint")
+        return None
+
     # -- 8. the loop ---------------------------------------------------------------------------
+    if reads_why:
+        say(f"the NaN guard reads the device once per update: {reads_why}")
     started = time.perf_counter()
     stop_reason = "completed"
     K, micro_per_epoch = config.accum_steps, len(sizes)
@@ -204,47 +252,25 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
             log.micro_step()
             if not update:
                 continue
-            # the update: unscale (fp16), measure and clip the norm, guard against NaN/Inf, step
+            # the update: unscale (fp16), measure and clip the norm, then step, skipped on the device if not finite
             precision.unscale(optimizer)
             grad_norm = global_norm([p.grad for p in params if p.grad is not None])
             if config.clip_norm:
                 nn.utils.clip_grads_with_norm_(params, config.clip_norm, grad_norm)
-            grad_norm, *losses = on_host([grad_norm, *window])         # the one host sync of an update
-            in_window = sizes[i + 1 - len(window):i + 1]
-            window_examples = sum(in_window)
-            window_mean = sum(value * n for value, n in zip(losses, in_window)) / window_examples
+            guard.step(grad_norm, window, sizes[i + 1 - len(window):i + 1], epoch, i)   # no host read (see guard.py)
             window.clear()
-            stepped = math.isfinite(grad_norm) and math.isfinite(window_mean)
-            if stepped:
-                precision.step(optimizer)
-                state["updates"] += 1
-                state["bad_in_a_row"] = 0
-                state["running"][0] += window_mean * window_examples
-                state["running"][1] += window_examples
-                if cadence == "update":
-                    scheduler.step()
-            elif precision.scaler is not None and math.isfinite(window_mean):
-                precision.step(optimizer)                 # fp16 overflow: the scaler skips it and lowers the scale
-            else:
-                if precision.scaler is not None:
-                    precision.step(optimizer)             # fp16: the scaler sees the NaN, skips, and resets
-                state["skipped"] += 1
-                state["bad_in_a_row"] += 1
-                say(f"skipped update at epoch {epoch + 1}, batch {i + 1}: loss {window_mean:.4g}, "
-                    f"gradient norm {grad_norm:.4g} ({state['bad_in_a_row']} in a row)")
             optimizer.zero_grad(set_to_none=True)
-            if state["bad_in_a_row"] >= config.max_bad_steps:
-                stop_reason = (f"diverged: {state['bad_in_a_row']} updates in a row had a non-finite loss or "
-                               f"gradient (epoch {epoch + 1}, batch {i + 1}); nothing was saved after the last "
-                               "good checkpoint")
-                break
-            if not stepped:
-                continue
-            log.update(state["updates"], {"loss": window_mean, "lr": optimizer.param_groups[0]["lr"],
-                                          "grad_norm": grad_norm})
             every = config.checkpoint_every
-            if every and state["updates"] % every == 0 and i + 1 < micro_per_epoch:
+            taken = state["updates"] + state["skipped"] + guard.taken         # applied or skipped
+            checkpoint_now = every and taken % every == 0 and i + 1 < micro_per_epoch
+            if checkpoint_now or guard.taken >= config.log_every or not guard.on_device:
+                stop_reason = account(guard.settle()) or stop_reason             # a log point: the one host read
+                if stop_reason != "completed":
+                    break
+            if checkpoint_now:
                 save_checkpoint(epoch, i + 1)                    # mid-epoch: resume restarts at batch i + 1
+        if stop_reason == "completed":
+            stop_reason = account(guard.settle()) or stop_reason                 # the epoch's last updates
         if stop_reason != "completed":
             break
         # -- end of epoch: schedule, validate, early stopping, log, checkpoint ------------------
@@ -256,7 +282,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         if improved:
             state["best"] = {"metric": config.monitor, "value": stopper.best_score, "epoch": epoch + 1}
         record = {"epoch": epoch + 1, "updates": state["updates"], "train_loss": loss_sum / max(seen, 1),
-                  **validation, "lr": optimizer.param_groups[0]["lr"], "skipped_updates": state["skipped"],
+                  **validation, "lr": lr_now(), "skipped_updates": state["skipped"],
                   "elapsed_s": round(state["elapsed_s"] + time.perf_counter() - started, 3)}
         state["history"].append(record)
         log.epoch(record)
@@ -300,14 +326,6 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
     distributed.teardown(ranks)
     return FitResult(stop_reason, state["updates"], state["skipped"], len(state["history"]), state["history"],
                      state["best"], str(resumed_from) if resumed_from else None, paths, delivered)
-
-
-def on_host(tensors: list[torch.Tensor]) -> list[float]:
-    """The values of 0-dim tensors as Python floats, read in one host sync (chapter 7's NaN guard reads the norm
-    and the window's losses); exactly the floats ``.item()`` would give."""
-    if all(t.dtype == tensors[0].dtype for t in tensors):
-        return torch.stack(tensors).tolist()
-    return torch.stack([t.double() for t in tensors]).tolist()
 
 
 def _the_task(config: FitConfig, task: Task | None) -> Task:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -77,20 +78,36 @@ class BackgroundWriter:
     then runs `after` (pruning). ``wait()`` returns once the write is on disk and raises what it raised.
     """
 
-    def __init__(self, before: Callable[[], None] = lambda: None, after: Callable[[], None] = lambda: None):
-        self.before, self.after = before, after
+    def __init__(self, before: Callable[[], None] = lambda: None, after: Callable[[], None] = lambda: None,
+                 behind: Callable[[float, float, float], None] = lambda waited, copy, write: None):
+        self.before, self.after, self.behind = before, after, behind
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self.write_s = 0.0                     # how long the last write took on the thread
+        self.told = False
 
     def save(self, state: dict[str, Any], folder: Path, names: list[str]) -> None:
-        """Copy `state` now; write it as `names` (the first written, the others its second names) on the thread."""
+        """Copy `state` now; write it as `names` (the first written, the others its second names) on the thread.
+
+        Training's part is the copy. If the previous write is still going, training waits for it (memory holds
+        one copy at a time, so a run never falls behind by more than one checkpoint), and `behind(waited, copy,
+        write)` is called once, the first time that wait is longer than the copy itself: checkpoints come faster
+        than they are written.
+        """
+        start = time.perf_counter()
         self.wait()
+        waited = time.perf_counter() - start
         copied = snapshot(state)
+        copy_s = time.perf_counter() - start - waited
+        if waited > max(copy_s, 1e-3) and not self.told:
+            self.told = True
+            self.behind(waited, copy_s, self.write_s)
         self.thread = threading.Thread(target=self._write, args=(copied, Path(folder), names),
                                        name="checkpoint-writer")   # not a daemon: the interpreter waits for it
         self.thread.start()
 
     def _write(self, state: dict[str, Any], folder: Path, names: list[str]) -> None:
+        start = time.perf_counter()
         try:
             self.before()
             payload = ckpt.serialize(state)
@@ -100,6 +117,7 @@ class BackgroundWriter:
             self.after()
         except BaseException as exc:  # noqa: BLE001 - handed to the training thread by wait()
             self.error = exc
+        self.write_s = time.perf_counter() - start
 
     def wait(self) -> None:
         """Block until the write in progress is on disk; raise what it raised."""

@@ -689,6 +689,40 @@ except FloatingPointError as error:
     print("NaN losses still stop it:", str(error).split(";")[0])
 
 # %% [markdown]
+# **Where the guard reads.** To decide whether to step, the guard needs the gradient norm and the loss. Read
+# on the host, that is one `.tolist()` per update, and on a GPU every read waits until the update's kernels have
+# finished, so the GPU idles while Python fetches the next batch. Chapter 5's H100 record, for a loop that also
+# prepares its batches on the CPU:
+
+# %%
+print(gpu_figures.device_lines()[-1])
+
+# %% [markdown]
+# The trainer decides on the device instead. `not finite(norm) or not finite(loss)` is a 0-dim tensor handed to
+# the **fused** optimizer (`Adam`, `AdamW`, `SGD` with `fused=True`, on the CPU and on CUDA) as `found_inf`, the
+# flag `GradScaler` uses: when it is 1 the kernel leaves weights, moments and step counts exactly as they were.
+# The losses and norms stay on the device until a **log point** (`log_every` updates, 50 by default; a
+# checkpoint; the epoch's end), where one read brings them all, the skipped updates' numbers with them. A
+# schedule stepped per update must know which updates happened: its learning rates become a table on the
+# device, indexed by a count of applied updates. The same run (a NaN at micro-step 5, warmup + cosine, AdamW),
+# read every update and every 50, its reads counted on the training thread:
+
+# %% tags=["answers-device-guard"]
+from course_utils.chapters.ch07_device_guard import guard_runs, guard_text
+
+print(guard_text(guard_runs(RUNS / "guard")))
+
+# %% [markdown]
+# The difference is the per-update reads; the others (the epoch ends and the run's end) are the same in both.
+# What a rare read costs: a run that diverges is noticed at the next log point, up to `log_every - 1` updates
+# later, and those updates were all skipped, so only time is lost. Three things still need a read per update,
+# and the trainer says which at its start: fp16 (its `GradScaler` decides each skip and lowers its scale), a
+# schedule that also cycles momentum or Adam's betas (OneCycleLR with Adam), and parameters with no fused
+# kernel. One torch detail the tests found: fused SGD with momentum whose very first step is skipped leaves its
+# momentum buffers unwritten, so the trainer creates them as zeros first (with torch's default dampening 0 that
+# changes no bit of a normal run).
+
+# %% [markdown]
 # ## 11. Learning-rate schedules: the gallery
 #
 # Each scheduler expects a **cadence**: per epoch, per update, or per validation with the metric. Every
