@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "course_utils"
 LAYERS = {"infra": 0, "_moved": 0, "engine": 1, "production": 2, "doctor": 2, "exercises": 2, "train": 2,
+          "atlas": 2, "explain": 2,
           "chapters": 3, "widgets": 4}
 TOP = 5   # course_utils/__init__.py: the names notebooks import
 

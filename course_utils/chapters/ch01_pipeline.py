@@ -15,6 +15,7 @@ from typing import Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Sampler, SequentialSampler, get_worker_info
 
+from course_utils.atlas.runner import normalise_run
 from course_utils.engine.data import make_spiral
 from course_utils.infra.notebook import valid_seed
 
@@ -212,7 +213,8 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
     A spawned worker is a fresh interpreter that must import the dataset's class; a class defined in a
     notebook lives in __main__ and cannot be imported. The worker's traceback goes to file descriptor 2,
     which is captured here. Both are reported as conclusions (the exception's type, whether the worker's
-    error names the class and __main__), never as message text, which each Python release words its own way.
+    error names the class and __main__); the worker's error text itself is Python's, worded its own way by each
+    release. What the cell sees is torch's message, the pid replaced.
     """
     import os
     import tempfile
@@ -223,9 +225,8 @@ def try_spawned_workers(dataset: Dataset, batch_size: int = 2) -> tuple[str, str
         try:
             next(iter(DataLoader(dataset, batch_size=batch_size, num_workers=1, multiprocessing_context="spawn")))
             seen = "the batch loaded"
-        except RuntimeError as err:
-            died = "exited unexpectedly" in str(err)
-            seen = f"RuntimeError: {'a DataLoader worker exited unexpectedly' if died else 'not a dead worker'}"
+        except RuntimeError as err:        # torch's own words, the worker's pid replaced (it changes every run)
+            seen = f"RuntimeError: {normalise_run(str(err))}"
         finally:
             os.dup2(saved, 2)
             os.close(saved)

@@ -564,6 +564,18 @@ optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 print("optimizer holds every parameter of the model:", held_by(model, optimizer) == len(list(model.parameters())))
 
 # %% [markdown]
+# ## Errors you will meet here
+#
+# The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's
+# own words, with its fix run beside it. It stays folded until you need it; chapter 9 holds the whole atlas,
+# and a box that finds the entry for a message you paste.
+
+# %%
+from course_utils.widgets.explain_view import errors_here
+
+errors_here(3)
+
+# %% [markdown]
 # ## Exercises: write it yourself
 #
 # Each exercise is a stub for you to edit and a check against torch's own optimizers and autograd, on

@@ -889,6 +889,18 @@ display(Markdown(support_table(shown_by=False)))
 # report says when it could not run a check (no data seen, no optimizer step, no epoch ended).
 
 # %% [markdown]
+# ## Errors you will meet here
+#
+# The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's
+# own words, with its fix run beside it. It stays folded until you need it; chapter 9 holds the whole atlas,
+# and a box that finds the entry for a message you paste.
+
+# %%
+from course_utils.widgets.explain_view import errors_here
+
+errors_here(5)
+
+# %% [markdown]
 # ## Exercises: write it yourself
 #
 # ### Exercise 5.1: fix a loop

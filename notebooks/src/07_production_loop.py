@@ -1231,6 +1231,18 @@ print("logged per epoch:", sorted(waved.history[0]))
 print("early stopping watched val_mae; model.pt holds the best:", waved.delivered == "best")
 
 # %% [markdown]
+# ## Errors you will meet here
+#
+# The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's
+# own words, with its fix run beside it. It stays folded until you need it; chapter 9 holds the whole atlas,
+# and a box that finds the entry for a message you paste.
+
+# %%
+from course_utils.widgets.explain_view import errors_here
+
+errors_here(7)
+
+# %% [markdown]
 # ## Exercises: write it yourself
 #
 # Each exercise is a stub for you to edit and a check against an oracle: an uninterrupted run, the

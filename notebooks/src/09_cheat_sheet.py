@@ -203,6 +203,27 @@ from course_utils.chapters.ch09_symptoms import symptom_section
 symptom_section()
 
 # %% [markdown]
+# ## The error atlas: paste your error
+#
+# Every error below was raised just now on the pinned torch by a few lines of a training loop, and its fix
+# was run beside it; torch's words are kept as printed (only what changes between runs is replaced:
+# addresses, process ids, temporary paths, ports). Each entry is also at the end of the chapter whose
+# mechanism it belongs to.
+
+# %%
+from course_utils.widgets.explain_view import ExplainView, atlas_reference
+
+atlas_reference()
+
+# %% [markdown]
+# Paste a message, or a whole traceback, into the box: it finds the entry whatever your shapes, sizes,
+# dtypes, devices, names and paths were, and says so when none fits. From a terminal,
+# `python -m course_utils.explain < error.txt` does the same.
+
+# %%
+ExplainView()
+
+# %% [markdown]
 # ## Your progress through the course
 #
 # Correct answers per chapter, kept between sessions (press Refresh after answering).

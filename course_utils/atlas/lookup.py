@@ -1,0 +1,176 @@
+"""Finding an atlas entry from a pasted message or traceback (issue 39's `explain`).
+
+What varies between a learner's run and the atlas's is replaced by placeholders on both sides before the
+two are compared: numbers, shapes and sizes, dtypes, device names, quoted names (parameters, keys, classes),
+file paths and line numbers; the surrounding traceback is dropped, keeping the exception lines (and, for an
+error raised in a DataLoader worker, the worker's original error as well as the wrapper). The comparison is
+difflib's ratio over the placeholder-token sequences (standard library: the atlas is a few dozen entries, a
+lookup takes milliseconds, and a fuzzy-matching dependency would buy nothing measurable here), plus a small
+bonus when the exception types agree. Below a threshold, no entry is claimed: the answer names the stage the
+message's words point to instead.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from course_utils.atlas.entry import Entry
+
+MATCH = 0.62          # the least score that names an entry
+
+_HEAD = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning|Interrupt|Exit))(?::\s?(.*))?$")
+_WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
+# Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
+# ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
+TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
+           "epoch", "net", "scheduler")
+_QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
+
+
+def _name(match: re.Match) -> str:
+    text = next(group for group in match.groups() if group is not None)
+    first = text.split(".")[0]
+    return f" NAME_{first} " if first in TELLING else " NAME "
+
+
+_SUBS = (
+    (re.compile(r"<[\w.]+ object at 0x(?:[0-9a-fA-F]+|<address>)>"), " OBJECT "),
+    (re.compile(r"(state_dict for )\w+"), r"\1 MODEL "),       # the learner's own model class
+    (re.compile(r"(?:[A-Za-z]:)?(?:/|\\\\)[\w.<>~/\\\\-]+\.(?:py|pt|pth|ckpt|bin|safetensors|tar)\b"), " PATH "),
+    (re.compile(r"(?<![\w.])(?:/[\w.<>~-]+)+/?"), " PATH "),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), " ADDR "),
+    (re.compile(r"torch\.Size\(\[[^\]]*\]\)"), " SHAPE "),
+    (re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]"), " SHAPE "),
+    (re.compile(r"\(\s*-?\d+(?:\s*[,x]\s*-?\d+)+\s*\)"), " SHAPE "),
+    (re.compile(r"\b\d+x\d+(?:x\d+)*\b"), " SHAPE "),
+    (re.compile(r"\b(?:cuda|cpu|meta|mps|xpu|hip)(?::\d+)?\b"), " DEVICE "),
+    (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:float(?:16|32|64)?|double|half|bfloat16|BFloat16|Half|Float|Double|Long|"
+                r"Int|Short|Byte|Char|Bool|ComplexFloat|int(?:8|16|32|64)?|uint8|bool|long)\b"), " DTYPE "),
+    (re.compile(r"-?\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b"), " NUM "),
+)
+_TOKEN = re.compile(r"[A-Za-z_]+|[^\sA-Za-z_]")
+
+
+@dataclass(frozen=True)
+class Found:
+    """A lookup's answer: the entries best first with their scores, or none above the threshold and a stage."""
+
+    matches: tuple[tuple[Entry, float], ...]     # above MATCH, best first
+    closest: tuple[Entry, float] | None          # the best entry, even below MATCH
+    stage: str                                   # the stage the message points to ("" if none)
+
+    @property
+    def best(self) -> Entry | None:
+        return self.matches[0][0] if self.matches else None
+
+
+def error_lines(text: str) -> list[tuple[str, str]]:
+    """(type, message) for each exception or warning line in `text`, a message running on over the lines that
+    follow it until a blank line, a traceback line or the next exception."""
+    found: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        warning = _WARNING.match(line)
+        head = _HEAD.match(line) if not warning else None
+        if warning:
+            current = [warning.group(1), warning.group(2)]
+            found.append(current)
+        elif head and (head.group(2) is not None or not found):
+            current = [head.group(1), head.group(2) or ""]
+            found.append(current)
+        elif current is not None and line.strip() and not line.startswith(("Traceback", "  File ", "    ")) \
+                and not line.lstrip().startswith("^"):
+            current[1] += "\n" + line.strip()
+        elif not line.strip():
+            current = None
+    return [(kind, message.strip()) for kind, message in found]
+
+
+def tokens(message: str) -> tuple[str, ...]:
+    """The message with what varies replaced by placeholders, as word and punctuation tokens."""
+    message = _QUOTED.sub(_name, message)          # first: a quoted path or number is a name
+    for pattern, placeholder in _SUBS:
+        message = pattern.sub(placeholder, message)
+    out: list[str] = []
+    for token in (t.lower() if not t.isupper() else t for t in _TOKEN.findall(message)):
+        if len(out) >= 2 and out[-1] == "," and out[-2] == token:
+            out.pop()                  # a list of like items ("a", "b", "c") counts once, however long
+            continue
+        out.append(token)
+    return tuple(out)
+
+
+MESSAGES = Path(__file__).with_name("messages.json")   # every entry's messages as run: tools/atlas.py sync
+
+
+@lru_cache(maxsize=1)
+def recorded() -> dict[str, dict]:
+    """id -> {"type": ..., "messages": [one per params set]}, as the runs gave them (read, not re-run: a lookup is
+    instant; a test re-runs the atlas and checks this file)."""
+    return json.loads(MESSAGES.read_text(encoding="utf-8"))
+
+
+def _templates(entries: tuple[Entry, ...], leave_out: tuple[str, int] | None = None
+               ) -> list[tuple[Entry, str, str]]:
+    """Each entry's messages (its run and its variants); `leave_out` = (id, variant) drops one (the tests ask for a
+    variant's message with that message itself left out, so the lookup is tested on a message it does not hold)."""
+    saved = recorded()
+    return [(entry, entry.expect, message) for entry in entries
+            for i, message in enumerate(saved.get(entry.id, {}).get("messages", [])) if (entry.id, i) != leave_out]
+
+
+@lru_cache(maxsize=4096)
+def _tokens_cached(message: str) -> tuple[str, ...]:
+    return tokens(message)
+
+
+def _ratio(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
+
+
+def score(kind: str, message: str, expected: str, template: str) -> float:
+    """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
+    whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
+    first = _ratio(_tokens_cached(message.strip().splitlines()[0] if message.strip() else ""),
+                   _tokens_cached(template.strip().splitlines()[0] if template.strip() else ""))
+    whole = _ratio(_tokens_cached(message), _tokens_cached(template))
+    return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
+
+
+STAGE_WORDS = {
+    "data": ("dataloader", "collate", "worker", "dataset", "sampler", "batch", "numpy"),
+    "step": ("backward", "grad", "optimizer", "loss", "target", "shape", "size", "scheduler", "lr_scheduler"),
+    "precision": ("half", "bfloat16", "float16", "autocast", "scaler", "fp16", "overflow"),
+    "evaluation": ("eval", "no_grad", "inference", "validation"),
+    "checkpoint": ("state_dict", "load", "save", "checkpoint", "unpickl", "deserialize", "zip", "weights_only"),
+    "distributed": ("process group", "rank", "distributed", "nccl", "gloo", "ddp", "all_reduce", "reduction"),
+}
+
+
+def stage_of(text: str) -> str:
+    low = text.lower()
+    counts = {stage: sum(low.count(w) for w in words) for stage, words in STAGE_WORDS.items()}
+    stage, count = max(counts.items(), key=lambda item: item[1])
+    return stage if count else ""
+
+
+def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
+           leave_out: tuple[str, int] | None = None) -> Found:
+    """The atlas entries for a pasted message or traceback, best first (see the module)."""
+    if entries is None:
+        from course_utils.atlas import ENTRIES as entries
+    lines = error_lines(text) or [("", text.strip())]
+    best: dict[str, tuple[Entry, float]] = {}
+    for kind, message in lines:
+        for entry, expected, template in _templates(tuple(entries), leave_out):
+            value = score(kind, message, expected, template)
+            if entry.id not in best or value > best[entry.id][1]:
+                best[entry.id] = (entry, value)
+    ranked = sorted(best.values(), key=lambda pair: -pair[1])
+    matches = tuple(pair for pair in ranked if pair[1] >= MATCH)[:limit]
+    return Found(matches, ranked[0] if ranked else None, stage_of(text))

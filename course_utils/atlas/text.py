@@ -1,0 +1,64 @@
+"""The atlas as the chapters print it: a chapter's "errors you will meet here", chapter 9's whole table."""
+from __future__ import annotations
+
+import html
+from collections import Counter
+
+from course_utils.atlas import ENTRIES, STAGES
+from course_utils.atlas.entry import Entry
+from course_utils.atlas.runner import Outcome, fragment, run_entry
+
+NORMALISED = ("addresses, process ids, temporary paths, ports, this machine's CPU count, torch's own source location "
+              "and a DataLoader worker's traceback frames are replaced by <address>, <pid>, <tmp>, <port>, <cpus>, "
+              "<torch source>, <the worker's frames>")
+
+
+def outcomes(entries: tuple[Entry, ...]) -> list[Outcome]:
+    return [run_entry(entry) for entry in entries]
+
+
+def one_entry(outcome: Outcome) -> str:
+    """An entry as a chapter prints it: what was done, torch's words, the fix and what it gave."""
+    entry = outcome.entry
+    said = f"{outcome.raised}: {outcome.message}" if outcome.raised else "(nothing raised: the atlas is wrong here)"
+    lines = [f"[{entry.id}] {entry.title}", *("    " + line for line in said.splitlines())]
+    if entry.not_run:
+        lines.append(f"    (not run here: {entry.not_run}; torch's words, from a real report)")
+        return "\n".join(lines)
+    fix = fragment(entry.fix, entry.params[0]).strip().splitlines()
+    result = f" -> {outcome.shown!r}" if outcome.shown is not None else ""
+    lines.append(f"  fix{'' if outcome.fixed else ' (FAILED)'}: {fix[-1].strip() if len(fix) == 1 else '(' + str(len(fix)) + ' lines, below)'}{result}")
+    if len(fix) > 1:
+        lines += ["      " + line for line in fix]
+    return "\n".join(lines)
+
+
+def chapter_text(chapter: int) -> str:
+    """Every entry of `chapter`, run now: torch's message and the fix's result."""
+    mine = tuple(e for e in ENTRIES if e.chapter == chapter)
+    done = outcomes(mine)
+    head = (f"{len(done)} errors, each raised just now on torch (only {NORMALISED}); "
+            f"{sum(o.ok for o in done)} raised as expected and their fixes ran")
+    return "\n\n".join([head, *(one_entry(o) for o in done)])
+
+
+def size_by_stage(entries: tuple[Entry, ...] = ENTRIES) -> str:
+    counts = Counter(e.stage for e in entries)
+    return ", ".join(f"{stage} {counts[stage]}" for stage in STAGES) + f" (all: {len(entries)})"
+
+
+def table(done: list[Outcome]) -> tuple[str, str]:
+    """Chapter 9's reference: (HTML, text) with stage, torch's message (first line), cause, fix, chapter."""
+    rows_html, rows_text = [], []
+    for o in sorted(done, key=lambda o: (STAGES.index(o.entry.stage), o.entry.chapter, o.entry.id)):
+        first = o.message.splitlines()[0] if o.message else ""
+        short = first if len(first) <= 160 else first[:157] + "..."
+        fix = fragment(o.entry.fix, o.entry.params[0]).strip().splitlines()[-1].strip()
+        ran = "not run: " + o.entry.not_run if o.entry.not_run else ("ran" if o.fixed else "FAILED")
+        rows_html.append(f"<tr><td>{o.entry.stage}</td><td><code>{html.escape(o.raised)}: {html.escape(short)}</code>"
+                         f"</td><td>{html.escape(o.entry.cause)}</td><td><code>{html.escape(fix)}</code> ({ran})</td>"
+                         f"<td>{o.entry.chapter}</td></tr>")
+        rows_text.append(f"{o.entry.stage:<12} ch{o.entry.chapter}  {o.raised}: {short}\n{'':<17}fix ({ran}): {fix}")
+    head = "<tr><th>stage</th><th>torch says</th><th>cause</th><th>fix</th><th>chapter</th></tr>"
+    return (f"<table>{head}{''.join(rows_html)}</table>",
+            f"{size_by_stage()}; messages as raised just now ({NORMALISED})\n" + "\n".join(rows_text))
