@@ -151,3 +151,15 @@ def test_the_nudged_pass_finds_a_chaotic_cell_without_being_told_where(tmp_path,
     assert plain.passed, plain.log[-2000:]
     moved = nbval_perturbed.nbval([path], "nudged", **env)
     assert moved.failed == ["00_chaos.ipynb::Cell 1"], moved.log[-2000:]
+
+
+def test_a_layer_built_on_meta_or_under_fake_tensors_is_left_alone(nudged):
+    """A meta tensor holds no values: the nudge leaves it (the atlas's device entry builds a layer on meta under
+    FakeTensorMode; nudging it raised, and the any-host pass counted one entry short)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    layer = torch.nn.Linear(10, 3, device="meta")
+    assert layer.weight.device.type == "meta"
+    with FakeTensorMode():
+        faked = torch.nn.Linear(10, 3, device="meta")
+        assert faked.weight.shape == (3, 10)

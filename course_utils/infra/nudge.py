@@ -53,9 +53,9 @@ def pattern(count: int) -> torch.Tensor:
 def nudge(tensor: torch.Tensor, relative: float | None = None) -> torch.Tensor:
     """`tensor` scaled element by element by 1 + relative * pattern (chapters' data and weights); itself if 0."""
     relative = size() if relative is None else relative
-    if not relative or not tensor.is_floating_point() or tensor.numel() == 0:
-        return tensor
-    factor = 1.0 + relative * pattern(tensor.numel()).reshape(tensor.shape)
+    if not relative or not tensor.is_floating_point() or tensor.numel() == 0 or tensor.device.type == "meta":
+        return tensor                      # a meta tensor (also a fake one on meta) holds no values to nudge
+    factor = 1.0 + relative * pattern(tensor.numel()).reshape(tensor.shape).to(tensor.device)
     return (tensor.double() * factor).to(tensor.dtype)
 
 
