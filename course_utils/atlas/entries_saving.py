@@ -496,10 +496,15 @@ _DISTRIBUTED = (
             "    if dist.is_initialized():\n"
             "        dist.destroy_process_group()\n"
         ),
-        cause="NCCL is NVIDIA's GPU-to-GPU library and only Linux CUDA builds of torch include it; this build "
-              "(like CPU, Windows and macOS builds) does not. Use gloo there, and choose the backend from "
-              "dist.is_nccl_available().",
+        cause="NCCL is NVIDIA's GPU-to-GPU library and only Linux CUDA builds of torch include it; a CPU-only "
+              "build (like Windows and macOS builds) does not. A CUDA build on a machine without a GPU refuses "
+              "too, in other words: \"ProcessGroupNCCL is only supported with GPUs, no GPUs found!\" (ValueError). "
+              "Use gloo there, and choose the backend from dist.is_nccl_available() and torch.cuda.is_available().",
         expect="RuntimeError",
+        not_run="torch's words depend on its build (measured: this course's CPU-only torch and the default CUDA "
+                "wheel on a machine without a GPU word it differently), so it is quoted, not run: every machine "
+                "prints the same",
+        message="Distributed package doesn't have NCCL built in",
         params=({"backend": "nccl"}, {"backend": "cpu:gloo,cuda:nccl"}),
         sources=(
             "https://github.com/tczhangzhi/pytorch-distributed/issues/15",

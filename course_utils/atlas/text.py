@@ -37,8 +37,10 @@ def chapter_text(chapter: int) -> str:
     """Every entry of `chapter`, run now: torch's message and the fix's result."""
     mine = tuple(e for e in ENTRIES if e.chapter == chapter)
     done = outcomes(mine)
-    head = (f"{len(done)} errors, each raised just now on torch (only {NORMALISED}); "
-            f"{sum(o.ok for o in done)} raised as expected and their fixes ran")
+    quoted = sum(bool(o.entry.not_run) for o in done)
+    head = (f"{len(done)} errors: {len(done) - quoted} raised just now on torch (only {NORMALISED}), "
+            f"{sum(o.ok for o in done)} of them as expected, with their fixes run"
+            + (f"; {quoted} quoted from real reports, not run here (each says why)" if quoted else ""))
     return "\n\n".join([head, *(one_entry(o) for o in done)])
 
 

@@ -921,6 +921,8 @@ launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--npro
 done = subprocess.run(launch, capture_output=True, text=True, env=env, timeout=300)
 summary = json.loads((RUNS / "ddp" / "summary.json").read_text())
 print("exit code:", done.returncode, "| world size:", summary["world_size"], "| stop:", summary["stop_reason"])
+if done.returncode:
+    print(done.stderr[-3000:])   # what went wrong, should it ever (seen once, unexplained, on a loaded machine)
 digests = summary["weights_sha256_per_rank"]
 print("final weights identical on both ranks:", len(digests) == 2 and digests[0] == digests[1])
 
