@@ -237,8 +237,10 @@ def test_on_cuda_steady_state_updates_never_synchronise(tmp_path, monkeypatch, s
 
 
 def test_checkpoints_faster_than_the_writer_are_said_once_with_both_times(tmp_path, monkeypatch):
-    """A writer slower than the checkpoints: training waits (one copy in memory at a time) and says so once, with the
-    wait, the write and the copy; a run whose writes keep up says nothing."""
+    """A writer slower than the checkpoints: training waits (one copy in memory at a time) and says so once, when the
+    waits add up to half a second and a fifth of the run, with the wait, the write and the copy; a run whose writes
+    keep up says nothing (nor one whose waits are a few slow fsyncs: in a notebook on a loaded CI machine, 24 ms
+    against a 1 ms copy made the first rule speak and changed a compared cell)."""
     def said(out, **changes):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed), warnings.catch_warnings():
@@ -254,5 +256,8 @@ def test_checkpoints_faster_than_the_writer_are_said_once_with_both_times(tmp_pa
     monkeypatch.setattr(ckpt, "serialize", lambda state: (time.sleep(0.2), real_serialize(state))[1])
     lines = said(tmp_path / "slow", checkpoint_every=1)
     assert len(lines) == 1, lines
-    waited, write = (int(part.split(" ms")[0].split()[-1]) for part in lines[0].split("waited")[1].split("(", 1))
-    assert 100 <= waited <= write and write >= 200, lines
+    import re
+    waited = float(re.search(r"has waited ([\d.]+) s", lines[0]).group(1))
+    write = int(re.search(r"last write took (\d+) ms", lines[0]).group(1))
+    share = int(re.search(r"\((\d+)% of the run", lines[0]).group(1))
+    assert waited >= 0.5 and share >= 20 and write >= 200, lines

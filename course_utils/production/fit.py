@@ -168,11 +168,11 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
     plain_config = config.as_plain()
     writer = BackgroundWriter(before=log.flush_events,
                               after=lambda: (ckpt.prune(folder, "last", config.keep), ckpt.prune(folder, "best", 1)),
-                              behind=lambda waited, copy, write: say(
-                                  f"checkpoints come faster than they are written: training waited {waited * 1e3:.0f} "
-                                  f"ms for the last write ({write * 1e3:.0f} ms on the writer thread; the copy, "
-                                  f"training's own part, {copy * 1e3:.0f} ms); checkpoint less often "
-                                  "(checkpoint_every) to stop waiting"))
+                              behind=lambda waited, share, copy, write: say(
+                                  f"checkpoints come faster than they are written: training has waited {waited:.1f} s "
+                                  f"for earlier writes ({share:.0%} of the run so far; the last write took "
+                                  f"{write * 1e3:.0f} ms on the writer thread, the copy, training's own part, "
+                                  f"{copy * 1e3:.0f} ms); checkpoint less often (checkpoint_every) to stop waiting"))
 
     def save_checkpoint(epoch: int, position: int, best: bool = False) -> None:
         """Every piece of state, by rank 0 only: copied here, written durably on a thread, the old ones pruned after."""

@@ -79,29 +79,34 @@ class BackgroundWriter:
     """
 
     def __init__(self, before: Callable[[], None] = lambda: None, after: Callable[[], None] = lambda: None,
-                 behind: Callable[[float, float, float], None] = lambda waited, copy, write: None):
+                 behind: Callable[[float, float, float, float], None] = lambda waited, share, copy, write: None):
         self.before, self.after, self.behind = before, after, behind
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.write_s = 0.0                     # how long the last write took on the thread
+        self.waited_s = 0.0                    # how long training has waited for earlier writes, in all
+        self.started = time.perf_counter()
         self.told = False
 
     def save(self, state: dict[str, Any], folder: Path, names: list[str]) -> None:
         """Copy `state` now; write it as `names` (the first written, the others its second names) on the thread.
 
         Training's part is the copy. If the previous write is still going, training waits for it (memory holds
-        one copy at a time, so a run never falls behind by more than one checkpoint), and `behind(waited, copy,
-        write)` is called once, the first time that wait is longer than the copy itself: checkpoints come faster
-        than they are written.
+        one copy at a time, so a run never falls behind by more than one checkpoint), and `behind(waited, share,
+        copy, write)` is called once, when those waits add up to more than half a second and a fifth of the
+        run's time so far: checkpoints come faster than they are written. (Tens of milliseconds now and then, a
+        slow fsync on a busy machine, are not worth a word.)
         """
         start = time.perf_counter()
         self.wait()
         waited = time.perf_counter() - start
         copied = snapshot(state)
         copy_s = time.perf_counter() - start - waited
-        if waited > max(copy_s, 1e-3) and not self.told:
+        self.waited_s += waited
+        share = self.waited_s / max(time.perf_counter() - self.started, 1e-9)
+        if self.waited_s > 0.5 and share > 0.2 and not self.told:
             self.told = True
-            self.behind(waited, copy_s, self.write_s)
+            self.behind(self.waited_s, share, copy_s, self.write_s)
         self.thread = threading.Thread(target=self._write, args=(copied, Path(folder), names),
                                        name="checkpoint-writer")   # not a daemon: the interpreter waits for it
         self.thread.start()
