@@ -15,6 +15,7 @@ from course_utils.production import FitConfig, fit
 from course_utils.production.amp import Precision
 from course_utils.production.guard import APPLIED, SKIPPED, DeviceSchedule, UpdateGuard, can_fuse, why_reads_per_update, \
     zero_momentum
+from tests.test_production_overhead import _same   # bitwise equality of nested state
 
 OPTIMIZERS = ["sgd", "momentum", "adam", "adamw"]
 
@@ -48,16 +49,6 @@ def _train(name: str, batches, bad_at: set[int], schedule: str = "step", epochs:
     return model, optimizer, scheduler, outcomes
 
 
-def _state_equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_state_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_state_equal(x, y) for x, y in zip(a, b))
-    return a == b
-
-
 @pytest.mark.parametrize("name", OPTIMIZERS)
 @pytest.mark.parametrize("where", ["first update", "mid-run"])
 def test_a_skipped_update_is_bitwise_no_update(name, where):
@@ -69,8 +60,8 @@ def test_a_skipped_update_is_bitwise_no_update(name, where):
     with_bad = _train(name, poisoned, {(0, bad)}, epochs=1)
     clean = _train(name, batches, set(), epochs=1)               # the same batches in the same order, less that one
     assert with_bad[3].count(SKIPPED) == 1 and with_bad[3].count(APPLIED) == len(batches)
-    assert _state_equal(with_bad[0].state_dict(), clean[0].state_dict())
-    assert _state_equal(with_bad[1].state_dict(), clean[1].state_dict())
+    assert _same(with_bad[0].state_dict(), clean[0].state_dict())
+    assert _same(with_bad[1].state_dict(), clean[1].state_dict())
     assert with_bad[2].state_dict() == clean[2].state_dict()     # the schedule, stepped at the epoch's end
 
 

@@ -55,21 +55,6 @@ def _marked(monkeypatch, events: list, reads: list[str]) -> None:
     wrap(fit_module, "evaluate", "EVAL")
 
 
-def per_update(events: list[str]) -> list[list[str]]:
-    """The host reads between consecutive updates of one epoch (one update's work, a checkpoint included)."""
-    spans, current = [], None
-    for event in events:
-        if event == "UPDATE":
-            if current is not None:
-                spans.append(current)
-            current = []
-        elif event in ("EPOCH", "EVAL"):
-            current = None
-        elif current is not None:
-            current.append(event)
-    return spans
-
-
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
