@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--min-delta", type=float, default=d.min_delta, help="an improvement must beat the best by more than this")
     a("--monitor", default=d.monitor,
       help="metric for early stopping and the best checkpoint: val_loss (lower is better), val_acc (higher; "
-           "logged when the outputs are class logits) or a task's own val_NAME (its metric_mode says which way)")
+           "logged when the outputs are class logits) or a task's own val_NAME (its metric_mode says which way; a "
+           "metric object such as MulticlassF1 is computed once over the whole validation set, a plain function is "
+           "averaged over batches, which is right only for a mean over examples such as MAE)")
     a("--amp", default=d.amp, choices=AMP_MODES,
       help="mixed precision: bf16 (CPU or CUDA, no scaler) or fp16 (CUDA, with a GradScaler)")
     a("--compile", action="store_true", help="torch.compile the model")

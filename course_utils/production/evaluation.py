@@ -8,6 +8,7 @@ from torch import nn
 
 from course_utils.engine.arithmetic import batch_sizes
 from course_utils.production.amp import Precision
+from course_utils.production.metrics import computed_here, feed
 from course_utils.production.task import Task, TaskError, check_batch, logits_of, one_line
 
 
@@ -51,12 +52,18 @@ def metric_names(task: Task, class_dim: int | None) -> list[str]:
 
 def evaluate(task: Task, model: nn.Module, loader, precision: Precision, device: torch.device,
              class_dim: int | None) -> dict[str, float]:
-    """Validation loss (mean over examples), accuracy and the task's metric, in eval mode without gradients."""
+    """Validation loss (mean over examples), accuracy and the task's metric, in eval mode without gradients.
+
+    The task's metric adds each batch to its state (update) and computes once over the whole set; the loss, the
+    counts and the course's metrics stay on the device until the end, where each is read once.
+    """
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    metric_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     counted = torch.zeros((), dtype=torch.int64, device=device)
+    metric = task.validator
+    if metric is not None:
+        metric.reset()
     sizes = batch_sizes(len(loader.dataset), loader.batch_size)     # examples per batch, as the loader deals them
     with torch.no_grad():
         for batch, size in zip(loader, sizes, strict=True):
@@ -69,14 +76,13 @@ def evaluate(task: Task, model: nn.Module, loader, precision: Precision, device:
                 kept = targets >= 0                    # CrossEntropyLoss's ignore_index -100 is not a guess
                 correct += ((logits_of(outputs).argmax(dim=class_dim) == targets) & kept).sum()
                 counted += kept.sum()
-            if task.metric is not None:
-                metric_sum += torch.as_tensor(task.metric(outputs, targets), device=device).double() * size
+            if metric is not None:
+                feed(metric, outputs, targets, size)
     model.train()
     examples = len(loader.dataset)
     record = {"val_loss": loss_sum.item() / examples}
     if class_dim is not None:
         record["val_acc"] = correct.item() / max(counted.item(), 1)
-    if task.metric is not None:
-        record[f"val_{task.metric_name}"] = metric_sum.item() / examples
+    if metric is not None:
+        record[f"val_{task.metric_name}"] = float(computed_here(metric))
     return record
-

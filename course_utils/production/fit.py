@@ -107,6 +107,8 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         assert counts.iters_per_epoch == len(sizes)
         model = task.model.to(device)
         loss_fn = task.loss_fn.to(device) if isinstance(task.loss_fn, nn.Module) else task.loss_fn
+        if isinstance(task.validator, nn.Module):              # a torchmetrics object keeps its state in buffers
+            task.validator.to(device)
         precision = Precision(config.amp, device)
         class_dim = check_task(task, model, val_loader, precision, device)  # does the output fit the loss?
         mode = _monitor_mode(config.monitor, task, metric_names(task, class_dim))

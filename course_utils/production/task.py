@@ -17,7 +17,12 @@ into inputs and targets, calls the model and the loss:
 
 Validation logs ``val_loss`` (weighted by examples), ``val_acc`` when the outputs are class logits for
 integer targets (the output, or its first element when the model returns a tuple), and
-``val_<metric_name>`` when a metric is given (a batch mean, weighted by examples).
+``val_<metric_name>`` when a metric is given. A metric object (``update(outputs, targets)``, ``compute()``,
+``reset()``: ``production.metrics``; F1, precision, recall, AUROC in ``production.classification_metrics``;
+torchmetrics' objects too), its class or a function returning a fresh one accumulates over the whole validation
+set and computes once. A plain function ``(outputs, targets) -> number`` is averaged over batches weighted by
+examples, which is right only for a metric that is a mean over examples (MAE, accuracy): the per-batch mean of
+F1, precision, recall or AUROC is not their value on the whole set.
 
 Random augmentation in ``__getitem__`` or ``collate_fn`` resumes exactly, with any number of workers,
 when it draws from torch's, NumPy's or ``random``'s global generators: each batch's draws are seeded
@@ -39,6 +44,8 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.data import Dataset, IterableDataset
 
+from course_utils.production.metrics import MetricError, as_metric, check_metric
+
 TARGET_KEYS = ("labels", "label", "targets", "target", "y")
 MODES = ("min", "max")
 
@@ -55,7 +62,8 @@ class Task:
     train_data: Dataset                      # map-style: __len__ and __getitem__ (a mid-epoch resume indexes it)
     val_data: Dataset
     loss_fn: Callable[[Any, Any], torch.Tensor] = field(default_factory=nn.CrossEntropyLoss)
-    metric: Callable[[Any, Any], Any] | None = None   # (outputs, targets) -> the batch's mean, logged per epoch
+    metric: Any = None                       # a metric object (update/compute/reset), its class or a function
+                                             # returning one; or (outputs, targets) -> number, a per-batch mean
     metric_name: str = "metric"              # logged as val_<metric_name>; monitor it with --monitor val_<name>
     metric_mode: str = "max"                 # "max": higher is better, "min": lower is better
     collate_fn: Callable[[list], Any] | None = None
@@ -63,6 +71,7 @@ class Task:
     name: str = "task"                       # recorded in every checkpoint: a resume must train the same task
     val_batch_size: int = 256
     seed_batches: bool | None = None         # seed each batch's random draws from (seed, epoch, batch); None: auto
+    validator: Any = field(init=False, repr=False, compare=False)   # the metric as validation feeds it (as_metric)
 
     def __post_init__(self) -> None:
         def need(ok: bool, what: str, got: object) -> None:
@@ -83,9 +92,13 @@ class Task:
                 raise TaskError(f"Task {name}: len() failed ({type(exc).__name__}: {exc})") from None
             need(isinstance(size, int) and size > 0, f"{name} must hold at least one example", data)
         need(callable(self.loss_fn), "loss_fn must be callable as loss_fn(outputs, targets)", self.loss_fn)
-        for name in ("metric", "collate_fn", "unpack"):
+        for name in ("collate_fn", "unpack"):
             value = getattr(self, name)
             need(value is None or callable(value), f"{name} must be None or callable", value)
+        try:
+            self.validator = as_metric(self.metric)
+        except MetricError as exc:
+            raise TaskError(f"Task metric: {exc}") from None
         need(isinstance(self.metric_name, str) and self.metric_name.isidentifier()
              and self.metric_name not in ("loss", "acc"), "metric_name must be a name like 'mae' (not loss or acc)",
              self.metric_name)
@@ -199,13 +212,12 @@ def check_batch(task: Task, model: nn.Module, batch: Any, autocast) -> int | Non
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.is_floating_point()):
         raise TaskError(f"loss_fn must return the batch's mean loss as one number (a 0-dim float tensor), "
                         f"got {_describe(loss)}")
-    if task.metric is not None:
+    if task.validator is not None:
         try:
-            value = task.metric(outputs, targets)
-            float(value)
-        except Exception as exc:  # noqa: BLE001
-            raise TaskError(f"metric {task.metric_name!r} must return one number for a batch: {one_line(exc)}") \
-                from None
+            check_metric(task.validator, outputs, targets)
+        except Exception as exc:  # noqa: BLE001 - the learner's metric: report whatever it raised, in one line
+            raise TaskError(f"metric {task.metric_name!r} cannot measure a validation batch (outputs "
+                            f"{_describe(outputs)}, targets {_describe(targets)}): {one_line(exc)}") from None
     return class_dim(outputs, targets)
 
 
