@@ -415,7 +415,49 @@ with answer(4, "mean-of-means"):
 # broadcasts buffers such as BatchNorm's running statistics from rank 0, and with the other ranks not
 # calling it, rank 0 waits until the process group's timeout), or use a sampler that does not pad, with uneven shards (the sums above handle those too).
 # Exercise 4.3 asks you to write the metric.
+
+# %% [markdown]
+# ## Metrics that do not average: F1
 #
+# Loss and accuracy are means over examples, so batch means weighted by size give the whole set's value. F1 is
+# not a mean: it is 2·TP / (2·TP + FP + FN), one ratio of counts over the whole set. With one example in ten
+# positive, a batch of 16 holds no positive about one time in five (0.9¹⁶ ≈ 0.19), and that batch's F1 is 0
+# whatever the model does.
+#
+# One fixed linear model scores 1,000 such validation examples, on five seeds. The F1 of the positive class is
+# computed three ways: once on the whole set; as the mean of each batch's F1, weighted by its examples (what a
+# loop that averages every metric does); and with `BinaryF1`, whose `update()` adds each batch's TP, FP and FN
+# counts and whose `compute()` divides once.
+
+# %%
+from course_utils.chapters.ch04_f1_batches import f1_batches_conclusion, f1_over_batches
+
+runs = [f1_over_batches(seed, batch_sizes=(16, 32)) for seed in range(5)]
+print("\n".join(f1_batches_conclusion(runs, gaps={16: 0.05, 32: 0.005})))
+
+# %% [markdown]
+# The mean of per-batch F1 is biased low, and more so the smaller the batch: more averaging does not remove it.
+# Counts add up exactly, so `update()` and `compute()` give the whole set's F1 at every batch size. Precision,
+# recall and macro F1 work the same way: keep the counts, divide at the end. AUROC ranks every score against
+# every other, so its state is the scores themselves, concatenated.
+#
+# This is torchmetrics' protocol, and the course's trainer (chapter 7) takes it as `Task(metric=...)`:
+#
+# ```python
+# from course_utils.production import MulticlassF1
+#
+# f1 = MulticlassF1(num_classes=3)
+# for inputs, targets in val_loader:
+#     f1.update(model(inputs), targets)   # adds counts on the device: no .item(), no wait
+# print(f1.compute())                     # divides once; on W ranks it sums the ranks' counts first
+# f1.reset()
+# ```
+#
+# On W ranks `compute()` all-reduces the counts (and all-gathers AUROC's scores) before it divides: the rule of
+# the section above, sum the counts and never average the ratios. A plain function given as the trainer's
+# metric is still averaged over batches, which is right only for a mean over examples such as MAE.
+
+# %% [markdown]
 # ## A BatchNorm model, train mode against eval mode
 #
 # A BatchNorm model scores well in train mode. Eval mode swaps the batch's statistics for the running
@@ -603,5 +645,7 @@ quiz(4)
 #   batch means it does. Evaluate unshuffled, nothing dropped.
 # - On W ranks, `DistributedSampler` repeats a few examples; leave the copies out (slot r + j·W ≥ N) and
 #   all-reduce sums and counts, never means.
+# - F1, precision, recall and AUROC are not means over examples: a mean of per-batch F1 is biased low when a
+#   class is rare. Accumulate counts (or, for AUROC, scores) with `update()` and compute once with `compute()`.
 # - A BatchNorm model that collapses in eval mode has running statistics that lag the data: compare them with
 #   a batch's, normalise the inputs or re-estimate them (`torch.optim.swa_utils.update_bn`).
