@@ -325,9 +325,28 @@ def saved_logits(tmp_path, task: Task) -> tuple[torch.Tensor, torch.Tensor]:
         return model.eval()(x), y
 
 
-@pytest.mark.parametrize("given", ["object", "factory"])
+class ListedF1:
+    """A metric object written without the course's base class (the protocol alone): it lists the predictions and
+    computes macro F1 with the oracle."""
+
+    def __init__(self):
+        self.reset()
+
+    def update(self, outputs, targets):
+        self.predicted += outputs.argmax(1).tolist()
+        self.targets += targets.tolist()
+
+    def compute(self):
+        return oracle_macro("f1", self.targets, self.predicted)
+
+    def reset(self):
+        self.predicted, self.targets = [], []
+
+
+@pytest.mark.parametrize("given", ["object", "factory", "protocol only"])
 def test_fit_logs_the_f1_of_the_whole_validation_set(tmp_path, given):
-    task = imbalanced_task(MulticlassF1(3) if given == "object" else (lambda: MulticlassF1(num_classes=3)))
+    task = imbalanced_task({"object": MulticlassF1(3), "factory": lambda: MulticlassF1(num_classes=3),
+                            "protocol only": ListedF1()}[given])
     result = quiet_fit(tmp_path, task, monitor="val_f1")
     logits, targets = saved_logits(tmp_path, task)
     whole = oracle_macro("f1", targets.tolist(), logits.argmax(1).tolist())
