@@ -24,13 +24,16 @@ TAG_PREFIX = "answers-"
 
 @dataclass(frozen=True)
 class Answer:
-    """A notebook cell that answers questions: its anchor, chapter, section, and the symptom it explains."""
+    """A notebook cell that answers questions: its anchor, chapter, section, the symptom it explains, and the lines
+    it prints that show the why (or why no printed line does)."""
 
     anchor: str
     chapter: int
     section: str
     symptom: str
     why: str
+    evidence: tuple[str, ...] = ()
+    evidence_missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def parse(raw: dict) -> tuple[dict[str, Answer], tuple[Question, ...]]:
     for anchor, a in raw["answers"].items():
         if not anchor or anchor != anchor.strip() or " " in anchor:
             raise CorpusError(f"anchor {anchor!r}: an anchor is one word (letters, digits, dashes)")
-        answers[anchor] = Answer(anchor, int(a["chapter"]), a.get("section", ""), a["symptom"], a["why"])
+        answers[anchor] = Answer(anchor, int(a["chapter"]), a.get("section", ""), a["symptom"], a["why"],
+                                 tuple(a.get("evidence", ())), a.get("evidence_missing"))
     questions, seen = [], set()
     for q in raw["questions"]:
         qid = q["id"]
