@@ -2,7 +2,9 @@
 
 ``python tools/learner_questions.py sync``  sets each answer's section from the heading above its tagged cell in
                                            ``notebooks/src`` and rewrites the README's symptom index;
-``python tools/learner_questions.py check`` exits 1 with a line per difference (the tests call ``problems()``).
+``python tools/learner_questions.py check`` exits 1 with a line per difference (the tests call ``problems()``),
+                                           answers' evidence included (``tools/symptom_evidence.py``; its
+                                           stated gaps are listed, not counted).
 """
 from __future__ import annotations
 
@@ -93,8 +95,11 @@ if __name__ == "__main__":
     if command == ["sync"]:
         sync()
     elif command == ["check"]:
-        found = problems()
-        print("\n".join(found) or "the corpus, the notebooks and the README agree")
+        import symptom_evidence  # noqa: E402  (tools/symptom_evidence.py)
+        found = problems() + symptom_evidence.problems()
+        for anchor, reason in symptom_evidence.gaps():
+            print(f"known gap, answer {anchor}: {reason}")
+        print("\n".join(found) or "the corpus, the notebooks, the README and the answers' evidence agree")
         sys.exit(1 if found else 0)
     else:
         print("usage: python tools/learner_questions.py sync|check", file=sys.stderr)

@@ -6,6 +6,14 @@ tag of the notebook cell whose run answers it, or says why it is out of the cour
 carries the symptom a learner sees, the reason, and the chapter and section that show it (kept true by
 ``tests/test_learner_questions.py``; ``python tools/learner_questions.py sync`` refreshes the sections and
 the README's copy of the index).
+
+Each answer also carries its ``evidence``: exact lines (or distinctive parts of lines) of what the notebook, as
+committed, prints for that row, checked by ``tools/symptom_evidence.py`` (``tests/test_symptom_evidence.py``).
+The rule: every evidence line is printed (stdout, stderr or text/plain, after nbval's sanitizers) by a code cell
+of the answer's section, the cells from the heading the index names to the next heading, that nbval compares
+and that is not a prediction card; at least one is printed by the tagged cell itself; every number in the
+``why`` is among the evidence's numbers. A row no printed line supports says so in ``evidence_missing`` (a
+known gap, reported), never with invented evidence.
 """
 from __future__ import annotations
 
