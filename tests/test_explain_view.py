@@ -37,3 +37,19 @@ def test_a_chapter_section_is_folded_in_jupyterlab_and_whole_for_nbval():
     assert all(f"[{i}]" in shown.body for i in ids) and f"{len(ids)} errors" in shown.body
     assert f"{len(ids)} of them as expected" in shown.body
     assert isinstance(shown, Folded)
+
+
+def test_the_reference_table_is_readable_in_jupyterlab_and_shows_the_line_a_learner_writes():
+    """Seen in a screenshot: JupyterLab right-aligned the cells and cut the last column off, the summary showed
+    two arrows, and the device entry's fix was its CPU stand-in (fake tensors on meta), not `.to(device)`."""
+    from course_utils.atlas import ENTRIES
+    from course_utils.atlas.text import table
+    from course_utils.atlas.runner import Outcome
+    device = next(e for e in ENTRIES if e.id == "tensors-on-two-devices")
+    assert ".to(device)" in device.fix_shown and "Fake" not in device.fix_shown
+    outcome = Outcome(device, "RuntimeError", "Expected all tensors to be on the same device", True, "meta")
+    html_table, text = table([outcome])
+    assert "table-layout:fixed" in html_table and html_table.count("text-align:left") == 10   # 5 heads, 5 cells
+    assert "x, y = x.to(device), y.to(device)" in text and "FakeTensorMode" not in text
+    from course_utils.widgets.explain_view import errors_here
+    assert not errors_here(3).summary.startswith("▸")       # JupyterLab draws its own marker

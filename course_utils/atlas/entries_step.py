@@ -37,6 +37,7 @@ ENTRIES = (
             "    y = torch.randint(0, $classes, ($batch,)).to(\"meta\")\n"
             "    loss = F.cross_entropy(model(x), y)\n"
             "    shown = str(loss.device)",
+        fix_line="x, y = x.to(device), y.to(device)   # the batch and its labels where the model is",
         cause="One operation got tensors on two devices: parameters moved with model.to(device) and a batch or its "
               "labels never moved (or a tensor created inside forward() on the CPU). On a GPU the devices read "
               "cuda:0 and cpu, and inside a layer torch words it 'Expected all tensors to be on the same device, "

@@ -9,6 +9,8 @@ values). ``fix`` may set ``shown`` to a value the chapter prints as the fix's re
 """
 from __future__ import annotations
 
+import string
+
 from dataclasses import dataclass, field
 
 STAGES = ("data", "step", "precision", "evaluation", "checkpoint", "distributed")
@@ -29,6 +31,12 @@ class Entry:
     not_run: str = ""               # why it cannot be run here (then `message` is torch's text, from its source)
     message: str = ""               # only with not_run: the message as torch words it
     python_note: str = ""           # where Python's own words differ between versions, what is normalised
+    fix_line: str = ""              # the line a learner writes, where the run fix is a stand-in (no GPU here)
+
+    @property
+    def fix_shown(self) -> str:
+        """The fix in one line, as a summary table shows it: `fix_line`, else the run fix's last line."""
+        return self.fix_line or string.Template(self.fix).substitute(self.params[0]).strip().splitlines()[-1].strip()
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:

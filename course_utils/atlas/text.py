@@ -49,18 +49,24 @@ def size_by_stage(entries: tuple[Entry, ...] = ENTRIES) -> str:
     return ", ".join(f"{stage} {counts[stage]}" for stage in STAGES) + f" (all: {len(entries)})"
 
 
+# JupyterLab right-aligns output tables and lets a wide one run off the page: left-aligned, wrapped, page wide.
+TABLE = "width:100%;table-layout:fixed;border-collapse:collapse"
+CELL = "text-align:left;vertical-align:top;white-space:normal;overflow-wrap:anywhere;padding:2px 6px"
+
+
 def table(done: list[Outcome]) -> tuple[str, str]:
     """Chapter 9's reference: (HTML, text) with stage, torch's message (first line), cause, fix, chapter."""
     rows_html, rows_text = [], []
     for o in sorted(done, key=lambda o: (STAGES.index(o.entry.stage), o.entry.chapter, o.entry.id)):
         first = o.message.splitlines()[0] if o.message else ""
         short = first if len(first) <= 160 else first[:157] + "..."
-        fix = fragment(o.entry.fix, o.entry.params[0]).strip().splitlines()[-1].strip()
+        fix = o.entry.fix_shown
         ran = "not run: " + o.entry.not_run if o.entry.not_run else ("ran" if o.fixed else "FAILED")
         rows_html.append(f"<tr><td>{o.entry.stage}</td><td><code>{html.escape(o.raised)}: {html.escape(short)}</code>"
                          f"</td><td>{html.escape(o.entry.cause)}</td><td><code>{html.escape(fix)}</code> ({ran})</td>"
-                         f"<td>{o.entry.chapter}</td></tr>")
+                         f"<td>{o.entry.chapter}</td></tr>".replace("<td>", f"<td style='{CELL}'>"))
         rows_text.append(f"{o.entry.stage:<12} ch{o.entry.chapter}  {o.raised}: {short}\n{'':<17}fix ({ran}): {fix}")
-    head = "<tr><th>stage</th><th>torch says</th><th>cause</th><th>fix</th><th>chapter</th></tr>"
-    return (f"<table>{head}{''.join(rows_html)}</table>",
+    head = "".join(f"<th style='{CELL}'>{name}</th>" for name in ("stage", "torch says", "cause", "fix", "chapter"))
+    widths = "".join(f"<col style='width:{w}%'>" for w in (8, 34, 33, 20, 5))
+    return (f"<table style='{TABLE}'><colgroup>{widths}</colgroup><tr>{head}</tr>{''.join(rows_html)}</table>",
             f"{size_by_stage()}; messages as raised just now ({NORMALISED})\n" + "\n".join(rows_text))

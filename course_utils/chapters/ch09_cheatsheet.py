@@ -266,7 +266,7 @@ def scheduler_section() -> Section:
 
 DATALOADER_ARGS = {  # argument: (what it does, when to change it)
     "batch_size": ("examples per batch", "memory and speed; scale the LR with it"),
-    "shuffle": ("a new order every epoch", "True for training, False for evaluation"),
+    "shuffle": ("when True: a new order every epoch (None, False: none)", "True for training, False for evaluation"),
     "sampler": ("your own order of indices (not with shuffle)", "class balance, DDP: DistributedSampler"),
     "num_workers": ("processes loading batches (0: the main process)", "data loading is the bottleneck"),
     "collate_fn": ("merges examples into a batch", "variable lengths: pad and mask"),
@@ -307,12 +307,14 @@ CHECKLIST = (
     "Checkpoint all the next update needs (model, optimizer, scheduler, scaler, counters, best metric, RNG states, "
     "data position); write atomically; load with weights_only=True.",
     "Keep the last k checkpoints and the best; delete old ones only once the new one is safe.",
-    "Accumulation: weight each micro-batch by its share of the window's examples; flush at the epoch's end.",
+    "Accumulation: weight each micro-batch by its share of the window's examples (of its real tokens, for a "
+    "token loss over padded sequences); flush at the epoch's end.",
     "Mixed precision: autocast; fp16 needs GradScaler (unscale_ before clipping); bf16 needs neither.",
     "Clip after backward, before step; log the pre-clip norm; max_norm above its typical value.",
     "NaN/Inf guard: skip the update on the device (a fused optimizer's found_inf, as GradScaler does), so nothing "
     "waits for the GPU; stop after several in a row; say which steps at the next log point.",
-    "Evaluate in eval() under no_grad(), restore the mode, average per example.",
+    "Evaluate in eval() under no_grad(), restore the mode, average per example (per real token for a token "
+    "loss); a metric like F1 or AUC from counts gathered over the whole set, not a mean of per-batch values.",
     "Early stopping: patience, min_delta, mode; deliver the best weights, not the last.",
     "Log floats to TensorBoard and a progress bar, read at log points: keep losses and norms on the device (a "
     "read, .item() or .tolist(), waits for the GPU; chapter 5 measures it).",

@@ -51,7 +51,7 @@ def errors_here(chapter: int) -> Folded:
     from course_utils.atlas.text import chapter_text
 
     count = sum(e.chapter == chapter for e in ENTRIES)
-    return Folded(f"▸ {count} errors this chapter's mechanisms raise, in torch's words, each with its fix "
+    return Folded(f"{count} errors this chapter's mechanisms raise, in torch's words, each with its fix "
                   "(click to open)", chapter_text(chapter))
 
 
@@ -74,6 +74,6 @@ def atlas_reference() -> Reference:
     done = outcomes(ENTRIES)
     table_html, text = table(done)
     quoted = sum(bool(e.not_run) for e in ENTRIES)
-    return Reference(f"▸ the atlas: {size_by_stage()}; {sum(o.ok for o in done)} of {len(done) - quoted} raised as "
+    return Reference(f"the atlas: {size_by_stage()}; {sum(o.ok for o in done)} of {len(done) - quoted} raised as "
                      f"expected just now, each with its fix run; {quoted} quoted, not run (click to open)",
                      table_html, text)

@@ -206,9 +206,10 @@ symptom_section()
 # ## The error atlas: paste your error
 #
 # Every error below was raised just now on the pinned torch by a few lines of a training loop, and its fix
-# was run beside it; torch's words are kept as printed (only what changes between runs is replaced:
-# addresses, process ids, temporary paths, ports). Each entry is also at the end of the chapter whose
-# mechanism it belongs to.
+# was run beside it; torch's words are kept as printed, except what changes from run to run or machine to
+# machine (the table's first line names all seven: addresses, process ids, temporary paths, ports, the CPU
+# count, torch's own source location, a DataLoader worker's traceback frames). Each entry is also at the end of
+# the chapter whose mechanism it belongs to.
 
 # %%
 from course_utils.widgets.explain_view import ExplainView, atlas_reference
