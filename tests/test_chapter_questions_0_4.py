@@ -74,6 +74,9 @@ def test_worker_outcomes_name_what_the_loop_sees():
 def test_a_generator_the_dataset_holds_repeats_across_workers_and_epochs_until_reseeded():
     plain = worker_draws(own_generator=True, init_fn=False)
     assert plain.workers_agree and plain.epochs_agree
+    unseeded = [worker_draws(own_generator=True, init_fn=False, seed=None) for _ in range(2)]
+    assert all(d.workers_agree for d in unseeded)                  # no loader generator: the same (review 01.1)
+    assert not worker_draws(own_generator=True, init_fn=True, seed=None).workers_agree   # the reseed still fixes it
     assert not worker_draws(own_generator=False, init_fn=False).workers_agree
     fixed = worker_draws(own_generator=True, init_fn=True)
     assert not fixed.workers_agree and not fixed.epochs_agree

@@ -186,11 +186,12 @@ class WorkerDraws:
         return len(self.epochs) > 1 and self.epochs[0] == self.epochs[1]
 
 
-def worker_draws(own_generator: bool, init_fn: bool, seed: int = 0, epochs: int = 2) -> WorkerDraws:
-    """`epochs` epochs, 2 workers, batches of 2 from a NoisyDataset of 8, the loader's generator seeded (chapter 1)."""
+def worker_draws(own_generator: bool, init_fn: bool, seed: int | None = 0, epochs: int = 2) -> WorkerDraws:
+    """`epochs` epochs, 2 workers, batches of 2 from a NoisyDataset of 8 (chapter 1); the loader's generator
+    seeded with `seed`, or (None) no generator at all: torch then draws the workers' base seed from its global RNG."""
     loader = DataLoader(NoisyDataset(8, own_generator), batch_size=2, num_workers=2,
                         worker_init_fn=reseed_dataset_generator if init_fn else None,
-                        generator=torch.Generator().manual_seed(seed))
+                        generator=None if seed is None else torch.Generator().manual_seed(seed))
     record = []
     for _ in range(epochs):
         drawn: dict[int, list[float]] = {0: [], 1: []}

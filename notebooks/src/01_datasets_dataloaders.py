@@ -410,6 +410,7 @@ with answer(1, "dataset-rng"):
     from course_utils.chapters.ch01_workers import worker_draws
 
     cases = [("the dataset's own generator", dict(own_generator=True, init_fn=False)),
+             ("the same, the loader unseeded", dict(own_generator=True, init_fn=False, seed=None)),
              ("NumPy's global np.random", dict(own_generator=False, init_fn=False, epochs=1)),
              ("own generator + worker_init_fn", dict(own_generator=True, init_fn=True))]
     for name, kwargs in cases:
@@ -419,7 +420,8 @@ with answer(1, "dataset-rng"):
 
 # %% [markdown]
 # The dataset's generator is copied into both workers in the same state, so both draw the same "random"
-# augmentations; and because workers are started afresh every epoch (without `persistent_workers`), every
+# augmentations, whether the loader has a seeded `generator` or none (the second line: the loader's seed never
+# reaches a generator the dataset holds); and because workers are started afresh every epoch (without `persistent_workers`), every
 # epoch repeats them too. NumPy's global state is fine: torch reseeds `random`, NumPy's global generator and
 # torch in every worker (NumPy's since torch 1.9: older forum answers that print the same `np.random` numbers
 # in every worker predate it). The fix is a `worker_init_fn` that gives the worker's copy its own generator, from
