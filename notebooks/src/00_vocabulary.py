@@ -207,8 +207,7 @@ print("calculator: naive", accum.naive_updates_per_epoch, "| with flush", accum.
 # ## Weighting a window: equal to one big batch, exactly (for per-example layers)
 #
 # Accumulating a window of micro-batches should give the same gradient as one big batch of the
-# same examples. (This holds for models that treat each example on its own; the next section shows
-# the two layers that do not.) Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
+# same examples (the next section asks whether that holds for every model). Each micro-batch's loss is a *mean*, so it must be weighted by its share of the
 # window's **examples**: `course_utils.engine.arithmetic.loss_weight` is that rule, used by the course's
 # loop. The hard case is the end of an epoch: 600 examples, batch 32, K = 4 gives 19 batches, and
 # the last window holds 3 of them, with 32, 32 and 24 examples. Dividing every loss by K makes that

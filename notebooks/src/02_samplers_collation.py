@@ -449,10 +449,10 @@ from course_utils.widgets.sampling_view import padding
 padding(batch_size=16, max_len=40)
 
 # %% [markdown]
-# ### Targets of different sizes: keep them a list
+# ### Targets of different sizes
 #
 # In object detection every image has its own number of boxes: a [k, 4] tensor of corners and k labels,
-# with k = 0 for an empty image. The images share one shape; the targets do not.
+# with k = 0 for an empty image.
 
 # %%
 predict(2, "collate-boxes")

@@ -99,7 +99,7 @@ for batch in (32, 64):
 # `backward()` writes the gradient into each weight's `.grad`.
 # It does not overwrite: it adds. Run a second forward and backward without clearing, and the gradient doubles.
 
-# %%
+# %% tags=["answers-grads-accumulate"]
 loss.backward()
 print("after 1st backward: W.grad =", fmt(model.weight.grad))
 nn.functional.mse_loss(model(x), t).backward()
@@ -145,7 +145,7 @@ print("b after step: ", fmt(model.bias))
 # `zero_grad` may come first in the step or right after `optimizer.step()`.
 # What matters is only that the gradients are clear before the next `backward()`. Three steps both ways:
 
-# %% tags=["answers-grads-accumulate"]
+# %%
 def three_steps(zero_grad_first):
     m = TinyLinear()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
@@ -480,7 +480,7 @@ with answer(3, "hidden-state"):
 # The second batch's graph starts from `h`, and `h` was made by the first batch's graph, so backward
 # walks on into batch 1, whose saved tensors the first backward freed. `retain_graph=True`, the fix the
 # message seems to suggest, only moves the error: the graph of batch 1 now survives, but it saved the
-# weights as they were, and `optimizer.step()` has changed them in place since (the next error). Even
+# weights as they were, and `optimizer.step()` has changed them in place since. Even
 # without a step, every backward would reach one batch further back (the graph grows: 3, 6, 9, 12 steps).
 # `h.detach()` keeps the values and cuts the link: each batch's backward stops at its own first step
 # (truncated backpropagation through time). An LSTM carries two tensors: detach both,
@@ -488,7 +488,7 @@ with answer(3, "hidden-state"):
 # tensor that outlives its
 # batch and feeds the next one: a running average computed from outputs, a cached embedding.
 #
-# ### An in-place change of a tensor autograd saved
+# ### In-place operations in a forward pass
 
 # %%
 predict(3, "inplace")

@@ -415,9 +415,9 @@ c = show("mean_of_batch_means", figure=False)
 #
 # Two curves that often alarm learners, each measured here on five seeds.
 #
-# ### Validation loss below training loss
+# ### Training loss against validation loss
 #
-# A loop prints the mean of its training batch losses, then a validation loss. Often the first is the larger.
+# A loop prints the mean of its training batch losses, then a validation loss. How do the two compare?
 
 # %%
 from course_utils.widgets.predict_view import predict
