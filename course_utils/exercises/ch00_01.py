@@ -91,10 +91,16 @@ def check_updates_per_epoch(attempt: Attempt) -> str:
             (5, 8, 1, True), (7, 2, 10, False), (1, 1, 1, False), (600, 32, 4, True)]
     for case in edge:
         one(case)
+    got = need_int(attempt.call("N=10, B=4, K=2, drop_last not given", 10, 4, 2))
+    if got != counted_updates(10, 4, 2, False):
+        raise Fail(f"called without drop_last, your function returned {got}; drop_last defaults to False (the partial "
+                   f"last batch is kept), which makes {counted_updates(10, 4, 2, False)} updates.",
+                   "Keep the stub's signature: `drop_last=False`.")
     from hypothesis import strategies as st
     tried = search(st.tuples(st.integers(1, 5000), st.integers(1, 600), st.integers(1, 16), st.booleans()), one)
-    return (f"{len(edge) + tried} cases agree with a real DataLoader and a counted loop: a partial last batch, "
-            "drop_last, K that does not divide the epoch, K larger than the epoch, B larger than N.")
+    return (f"{len(edge) + tried + 1} cases agree with a real DataLoader and a counted loop: a partial last batch, "
+            "drop_last (False when not given), K that does not divide the epoch, K larger than the epoch, B larger "
+            "than N.")
 
 
 # --- chapter 0: loss_weights ------------------------------------------------------------------------------

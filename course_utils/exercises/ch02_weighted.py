@@ -149,6 +149,13 @@ def check_weighted_shard(attempt: Attempt) -> str:
     if as_numbers(same[0]) != as_numbers(same[1]):
         raise Fail("two calls with the same arguments drew different indices: the ranks would not agree on one draw.",
                    "Seed your own generator with seed + epoch inside the function.")
+    weights = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    got = attempt.call("weights [1, 2, 3, 4], num_samples=10, world_size=2, rank=0, epoch=3, seed not given",
+                       weights, 10, 2, 0, 3)
+    if as_numbers(got) not in _right_answers(weights, 10, 2, 0, 3, 0):
+        raise Fail(f"called without seed, rank 0 drew {show(got, 60)}; seed defaults to 0, so it should draw "
+                   f"{show(_right_answers(weights, 10, 2, 0, 3, 0)[0], 60)} (the generator seeded with 0 + epoch).",
+                   "Keep the stub's signature: `seed=0`.")
     from hypothesis import strategies as st
     cases = st.tuples(st.lists(st.floats(0.01, 10.0), min_size=1, max_size=12), st.integers(1, 40),
                       st.integers(1, 6), st.integers(0, 5), st.integers(0, 100))

@@ -209,9 +209,35 @@ def check_dropout(attempt: Attempt) -> str:
                    "Draw the random mask inside the function, every call.")
     _dropout_case(attempt, 0.5, True, (100, 100), 8, dtype=torch.float64)
     _dropout_case(attempt, 1.0, True, (10, 10), 7)
+    _dropout_case(attempt, 1.0, False, (10, 10), 9)             # evaluation wins over p = 1: x unchanged
+    _drop_counts_vary(attempt)
     return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5, 0.8 and 1 on 100,000 values: about p of them "
             "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32 and float64), x unchanged "
-            "in evaluation and left untouched in place, a new mask each call.")
+            "in evaluation (p = 1 included) and left untouched in place, a new mask each call, and the number "
+            "dropped varying from call to call as independent drops do.")
+
+
+DRAWS, VALUES = 30, 400     # calls, and values per call: a fair count has standard deviation sqrt(400 * 0.25) = 10
+
+
+def _drop_counts_vary(attempt: Attempt) -> None:
+    """Independent drops make the count a binomial draw: its spread over calls must be about sqrt(n p (1-p))."""
+    x = torch.full((VALUES,), 2.0)
+    torch.manual_seed(10)
+    counts = []
+    for _ in range(DRAWS):
+        got = attempt.call(f"{DRAWS} calls on the same {VALUES} values, p=0.5, training=True", x.clone(), 0.5, True)
+        counts.append(int((need_tensor(got, "the output", shape=(VALUES,)) == 0).sum()))
+    mean = sum(counts) / DRAWS
+    spread = (sum((c - mean) ** 2 for c in counts) / (DRAWS - 1)) ** 0.5
+    if not 0.3 * 10 <= spread <= 2.0 * 10:      # a fair draw lands outside these only once in far over a million
+        shown = ", ".join(str(c) for c in counts[:8])
+        raise Fail(f"over {DRAWS} calls your function dropped {shown}, ... values of {VALUES}: the count spreads by "
+                   f"{number(spread)} from call to call, where independent drops with p=0.5 spread by about 10"
+                   + (" (the same count every call: a fixed number of values is chosen, not each value drawn on "
+                      "its own)." if spread < 3 else "."),
+                   "Draw one random number per value and drop the value when it falls below p; do not fix how many "
+                   "are dropped.")
 
 
 def exercises() -> list[Exercise]:

@@ -42,14 +42,15 @@ def _why(losses: list[float], patience: int, min_delta: float, stop: int | None)
 
 
 def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
-             previous: bool = False, ties: bool = False, creep: bool = False) -> int | None:
+             previous: bool = False, ties: bool = False, creep: bool = False, relative: bool = False) -> int | None:
     """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements,
-    the best moved by any decrease (even one within min_delta)."""
+    the best moved by any decrease (even one within min_delta), min_delta as a fraction of the best."""
     best, waited = math.inf, 0
     for check, value in enumerate(losses, 1):
         if not math.isfinite(value):
             return check
-        better = value + min_delta <= best if ties else value + min_delta < best
+        better = value < best * (1 - min_delta) if relative and math.isfinite(best) else \
+            value + min_delta <= best if ties else value + min_delta < best
         waited = 0 if better else waited + 1
         if previous or better:
             best = value
@@ -80,6 +81,9 @@ def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: 
         hint = "An improvement must be strictly better than the best so far; an equal value is not one."
     elif min_delta > 0 and got == stopping_check(losses, patience, 0.0):
         hint = "An improvement must beat the best by more than min_delta."
+    elif min_delta > 0 and got == _variant(losses, patience, min_delta, relative=True):
+        hint = ("min_delta is an amount of loss, not a fraction of the best: the best must drop by more than "
+                "min_delta itself.")
     elif min_delta > 0 and got == _variant(losses, patience, min_delta, creep=True):
         hint = ("The best moves only on an improvement: a decrease of min_delta or less leaves it where it was, so a "
                 "later value is compared with the old best.")
@@ -103,18 +107,38 @@ def check_stop_check(attempt: Attempt) -> str:
             ([1.0, nan, 0.5], 3, 0.0), ([1.0, 0.5, 0.6, 0.55, 0.58], 2, 0.0),
             ([1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.74], 3, 0.0), ([0.5], 1, 0.0),
             ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02),
-            ([1.0, 0.875, 0.75, 0.7], 2, 0.125)]
+            ([1.0, 0.875, 0.75, 0.7], 2, 0.125),
+            ([8.0, 7.5, 7.25, 7.125], 2, 0.25), ([0.125, 0.0625, 0.03125], 1, 0.0625)]   # best far from 1
     for losses, patience, min_delta in edge:
         _stop_case(attempt, losses, patience, min_delta)
+    _stop_default(attempt)
     from hypothesis import strategies as st
     # Values and min_delta are exact in binary (1 - 0.875 is exactly 0.125), so a value on the boundary
     # is on it however the comparison is written (best - value > min_delta, or value + min_delta < best).
     values = st.one_of(st.sampled_from([1.0, 0.875, 0.75, 0.625, 0.5]), st.floats(0, 2, allow_nan=False),
                        st.just(math.nan))
-    cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(1, 4), st.sampled_from([0.0, 0.125, 0.25]))
+    # Scaled by a power of two (values far from 1 as well as near it: a relative min_delta differs there), still exact.
+    cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(1, 4), st.sampled_from([0.0, 0.125, 0.25]),
+                      st.sampled_from([1.0, 8.0, 0.0625])).map(
+        lambda c: ([v * c[3] for v in c[0]], c[1], c[2]))
     tried = search(cases, lambda case: _stop_case(attempt, *case), examples=150)
-    return (f"{len(edge) + tried} histories agree with the course's EarlyStopping (Lightning's rule): strict "
-            "improvement beyond min_delta, patience counted in checks since the best, NaN and inf stop at once.")
+    return (f"{len(edge) + tried + 1} histories agree with the course's EarlyStopping (Lightning's rule): strict "
+            "improvement beyond min_delta (an amount, with losses near 1 and far from it), patience counted in checks "
+            "since the best, NaN and inf stop at once, min_delta 0 when it is not given.")
+
+
+def _stop_default(attempt: Attempt) -> None:
+    """Called without min_delta, the rule is min_delta = 0 (the signature's default)."""
+    losses, patience = [1.0, 0.9, 0.95, 0.97], 2
+    got = attempt.call(f"losses {show(losses)}, patience={patience}, min_delta not given", list(losses), patience)
+    if got is not None:
+        got = need_int(got)
+    want = stopping_check(losses, patience, 0.0)
+    if got != want:
+        said = "never stops (None)" if got is None else f"stops at check {got}"
+        raise Fail(f"called without min_delta, your function {said}; min_delta defaults to 0.0, and then the rule "
+                   f"{'never stops' if want is None else f'stops at check {want}'}.",
+                   "Keep the stub's signature: `min_delta=0.0`.")
 
 
 # --- warmup_cosine_lr ---------------------------------------------------------------------------------------

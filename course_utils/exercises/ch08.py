@@ -98,6 +98,12 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     if got is not None:
         got = need_int(got)
     _state_around(watch, steps[0], max_updates)
+    left = [name or "the model" for name, m in model.named_modules() if not m.training]
+    if left:
+        raise Fail(f"your function returned with {left[0]}{' and others' if len(left) > 1 else ''} in eval mode: "
+                   "the statement says eval mode for the measurement, then back to train mode, and the training "
+                   "that goes on after the race needs Dropout on.",
+                   "Call model.train() right after every measurement, before you return.")
     _, _, twin_loader, _, _ = _setup()
     torch.manual_seed(0)
     want = reference_race(twin[0], twin[1], twin_loader, vx, vy, target, max_updates)
@@ -166,9 +172,13 @@ def check_race_to_target(attempt: Attempt) -> str:
     fair = [a for a in _curve(CURVE)[:40] if a > before]
     _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
     _race_case(attempt, min(fair), CURVE)                  # a level reached early
-    return ("3 races agree with the course's (same seeds, a model with Dropout): a target hit exactly (at least "
-            "counts), one reached early, one never reached; measured in eval mode without a graph, trained in train "
-            "mode, and the number of updates made stops at the target or at max_updates.")
+    accs = _curve(CURVE)
+    last = next(i + 1 for i, a in enumerate(accs) if a >= max(fair))
+    _race_case(attempt, max(fair), last)                   # reached at the very last update allowed: not None
+    return ("4 races agree with the course's (same seeds, a model with Dropout): a target hit exactly (at least "
+            "counts), one reached early, one reached at the last update allowed, one never reached; measured in eval "
+            "mode without a graph, trained in train mode and left in it, and the number of updates made stops at the "
+            "target or at max_updates.")
 
 
 # --- examples_processed -------------------------------------------------------------------------------------
@@ -176,6 +186,8 @@ def check_race_to_target(attempt: Attempt) -> str:
 def examples_after(updates: int, N: int, B: int, drop_last: bool) -> int:
     """The oracle: the batch sizes a DataLoader yields each epoch (engine.arithmetic), epoch after epoch."""
     sizes = batch_sizes(N, B, drop_last)
+    if not sizes:                 # drop_last with B > N: no batch at all, so no update can have been made
+        return 0
     epochs, rest = divmod(updates, len(sizes))
     return epochs * sum(sizes) + sum(sizes[:rest])
 
@@ -186,6 +198,10 @@ def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bo
     if got == want:
         return
     sizes = batch_sizes(N, B, drop_last)
+    if not sizes:
+        raise Fail(f"your function returned {got:,}; with drop_last=True and B larger than N an epoch has no batch, "
+                   "so no update was made and no example processed: 0.",
+                   "An epoch with no batch cannot be divided into: there is nothing to count.")
     epochs, rest = divmod(updates, len(sizes))
     if got == updates * B:
         hint = "Not every batch holds B examples: each epoch's last batch may be smaller."
@@ -202,15 +218,21 @@ def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bo
 def check_examples_processed(attempt: Attempt) -> str:
     """Edge cases, then hypothesis; the oracle counts a DataLoader's batch sizes epoch by epoch."""
     edge = [(19, 600, 32, False), (20, 600, 64, False), (10, 600, 64, False), (25, 600, 64, True), (0, 100, 8, False),
-            (3, 5, 8, False), (7, 10, 3, True), (50, 300, 300, False)]
+            (3, 5, 8, False), (7, 10, 3, True), (50, 300, 300, False), (0, 5, 8, True)]
     for case in edge:
         _examples_case(attempt, *case)
+    got = need_int(attempt.call("updates=3, N=10, B=4, drop_last not given", 3, 10, 4))
+    if got != examples_after(3, 10, 4, False):
+        raise Fail(f"called without drop_last, your function returned {got}; drop_last defaults to False (the partial "
+                   f"batch is trained on), which gives {examples_after(3, 10, 4, False)}.",
+                   "Keep the stub's signature: `drop_last=False`.")
     from hypothesis import strategies as st
     cases = st.tuples(st.integers(1, 3000), st.booleans()).flatmap(
         lambda nd: st.tuples(st.integers(0, 2000), st.just(nd[0]), st.integers(1, nd[0]), st.just(nd[1])))
     tried = search(cases, lambda case: _examples_case(attempt, *case), examples=150)
-    return (f"{len(edge) + tried} cases agree with a DataLoader's batch sizes, epoch after epoch: a partial last "
-            "batch, drop_last, an update count inside an epoch and across several, zero updates.")
+    return (f"{len(edge) + tried + 1} cases agree with a DataLoader's batch sizes, epoch after epoch: a partial last "
+            "batch, drop_last (False when not given; B larger than N), an update count inside an epoch and across "
+            "several, zero updates.")
 
 
 def exercises() -> list[Exercise]:

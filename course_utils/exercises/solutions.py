@@ -243,10 +243,10 @@ def race_to_target(model, optimizer, train_loader, val_inputs, val_targets, targ
 
 
 def examples_processed(updates, N, B, drop_last=False):
-    per_epoch = N // B * B if drop_last else N
-    batches = N // B if drop_last else math.ceil(N / B)
-    epochs, rest = divmod(updates, batches)
-    return epochs * per_epoch + rest * B
+    if drop_last:                  # every batch trained on is full (and with B > N there is none: updates is 0)
+        return updates * B
+    epochs, rest = divmod(updates, math.ceil(N / B))
+    return epochs * N + rest * B   # the partial batch ends an epoch, so the `rest` batches are full
 
 
 SOLUTIONS = {
