@@ -144,6 +144,8 @@ total = accum.total_weight_updates
 print(f"schedule sized for {total} updates; after 1/4 of the run ({total // 4} updates):")
 print(f"  stepped per update     : lr = {lr_after(total // 4, total):.4f}")
 print(f"  stepped per micro-batch: lr = {lr_after(K * (total // 4), total):.4f}  (already at the bottom of the cosine)")
+print(f"the reverse, sized for {K * total} micro-batches, stepped per update: lr at the run's end = "
+      f"{lr_after(total, K * total):.4f} of 0.1  (it never decays to the bottom)")
 
 # %% [markdown]
 # The same drift comes with several processes (chapter 7): this course sizes a schedule in the updates
@@ -322,6 +324,9 @@ for rank in range(4):
 w4 = training_arithmetic(10, 2, 1, world_size=4)
 print(f"calculator: {w4.samples_per_rank} per rank, {w4.padded_samples} padding duplicates, "
       f"{w4.iters_per_epoch} iterations per rank")
+big = training_arithmetic(10_000, 32, 3, 4, world_size=8)
+print(f"N=10,000, B=32, K=4 on W=8 ranks: {big.iters_per_epoch} iterations per rank per epoch, "
+      f"{big.updates_per_epoch} updates, effective batch B*K*W = {big.effective_batch_size}")
 
 # %% [markdown]
 # Ranks 2 and 3 see examples 0 and 1 a second time: 2 duplicates per epoch. The calculator's

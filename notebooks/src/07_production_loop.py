@@ -320,6 +320,11 @@ class Payload:
 
 torch.save({"model": MLP().state_dict(), "extra": Payload()}, RUNS / "evil.pt")
 try:
+    torch.load(RUNS / "evil.pt")                  # no weights_only: torch 2.6 made True the default
+except pickle.UnpicklingError:
+    print("torch.load(path), weights_only not given: refused (the default is True); code ran:",
+          (RUNS / "pwned.txt").exists())
+try:
     torch.load(RUNS / "evil.pt", weights_only=True)
 except pickle.UnpicklingError:
     print("weights_only=True: refused; code ran:", (RUNS / "pwned.txt").exists())
