@@ -1,11 +1,15 @@
-"""The corpus of real learner questions (issue 31) and the symptom index generated from it.
+"""The corpus of real learner questions (issues 31 and 43.5) and the symptom index generated from it.
 
-Every question points at a notebook cell that answers it by a run (its ``answers-<anchor>`` tag), and that cell
-exists, is compared by nbval (not ignored) and has printed output in the committed notebook; or the question
-says why it is out of scope, for at most 1 in 10.
+Every question is in exactly one state: it points at a notebook cell that answers it by a run (its
+``answers-<anchor>`` tag: the cell exists, is compared by nbval (not ignored) and has printed output in the
+committed notebook); or it says why it is out of scope (at most 1 in 10 of the judged questions); or it says what
+the course would need to show to answer it (``unanswered``: listed, not indexed); or, in the half the course is
+only graded on, it is ``ungraded`` until a grader who did not write the course judges it. The halves are fixed
+by a hash of each question's first link (``split_half``).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections import Counter
@@ -14,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.chapters import ch09_symptoms
-from course_utils.chapters.ch09_symptoms import CorpusError, parse
+from course_utils.chapters.ch09_symptoms import CorpusError, parse, split_half
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -23,11 +27,41 @@ import learner_questions  # noqa: E402  (tools/learner_questions.py)
 ANSWERS, QUESTIONS = ch09_symptoms.corpus()
 
 
-def test_the_corpus_is_large_and_mostly_answered():
+def test_the_corpus_is_large_and_every_question_is_in_exactly_one_state():
     assert len(QUESTIONS) >= 80
-    out = [q for q in QUESTIONS if q.out_of_scope]
-    assert len(out) * 10 <= len(QUESTIONS), f"{len(out)} of {len(QUESTIONS)} out of scope: more than 1 in 10"
+    raw = json.loads(ch09_symptoms.DATA.read_text(encoding="utf-8"))["questions"]
+    for q in raw:
+        given = [q.get("anchor") is not None, q.get("out_of_scope") is not None, q.get("unanswered") is not None,
+                 q.get("ungraded", False) is True]
+        assert sum(given) == 1, q["id"]
+    judged = [q for q in QUESTIONS if q.state != "ungraded"]
+    out = [q for q in judged if q.out_of_scope]
+    assert len(out) * 10 <= len(judged), f"{len(out)} of {len(judged)} judged questions out of scope: more than 1 in 10"
     assert all(len(q.out_of_scope) > 20 for q in out), "an out-of-scope question says why"
+    assert all(len(q.unanswered) > 20 for q in QUESTIONS if q.unanswered), "an unanswered question says what it needs"
+
+
+def test_the_split_is_the_hash_of_the_first_link_for_every_question():
+    for q in json.loads(ch09_symptoms.DATA.read_text(encoding="utf-8"))["questions"]:
+        digest = int(hashlib.sha256(q["sources"][0].encode("utf-8")).hexdigest(), 16)
+        assert q["half"] == ("write" if digest % 2 == 0 else "grade"), q["id"]
+        assert q["half"] == split_half(q["sources"][0]), q["id"]
+    halves = {half: sum(q.half == half for q in QUESTIONS) for half in ("write", "grade")}
+    assert min(halves.values()) >= 0.4 * len(QUESTIONS), halves
+
+
+def test_only_the_grade_half_is_ungraded_and_the_packet_gives_no_hint():
+    assert all(q.half == "grade" for q in QUESTIONS if q.ungraded)
+    assert all(q.state != "ungraded" for q in QUESTIONS if q.half == "write"), "the write half is judged"
+    packet = ch09_symptoms.grade_packet()
+    assert [p["id"] for p in packet] == [q.id for q in QUESTIONS if q.half == "grade"]
+    assert all(set(p) == {"id", "question", "topic", "sources"} for p in packet)
+
+
+def test_unanswered_questions_are_listed_not_indexed():
+    listed = {qid for qid, _, _ in ch09_symptoms.unanswered_rows()}
+    assert listed == {q.id for q in QUESTIONS if q.unanswered}
+    assert sum(n for *_, n in ch09_symptoms.index_rows()) == sum(1 for q in QUESTIONS if q.anchor)
 
 
 def test_questions_come_from_many_public_places():
@@ -80,16 +114,29 @@ def test_chapter_9_prints_the_index():
     assert "symptom_section()" in source
 
 
+WRITE_LINK, GRADE_LINK = "https://example.org/1", "https://example.org/4"   # split_half: "write", "grade"
+
+
 def _raw(**question):
-    q = {"id": "q1", "topic": "t", "question": "why?", "sources": ["https://example.org/1"], "anchor": "a"}
+    q = {"id": "q1", "topic": "t", "question": "why?", "sources": [WRITE_LINK], "half": "write", "anchor": "a"}
     q.update(question)
     return {"answers": {"a": {"chapter": 1, "symptom": "s", "why": "w"}}, "questions": [q]}
 
 
+NEED = "a cell that shows what the question asks"
+
+
 @pytest.mark.parametrize("question, words", [
     ({"anchor": "b"}, "not among the answers"),
-    ({"anchor": None}, "either an anchor or an out_of_scope"),
-    ({"out_of_scope": "needs a cluster"}, "either an anchor or an out_of_scope"),
+    ({"anchor": None}, "exactly one of"),
+    ({"out_of_scope": "needs a cluster to show it"}, "exactly one of"),
+    ({"anchor": None, "unanswered": NEED, "out_of_scope": "needs a cluster to show it"}, "exactly one of"),
+    ({"ungraded": True}, "exactly one of"),
+    ({"anchor": None, "unanswered": "more"}, "20 characters"),
+    ({"anchor": None, "ungraded": True}, "only a question of the grade half"),
+    ({"anchor": None, "ungraded": "yes"}, "ungraded is true or absent"),
+    ({"half": "grade"}, "hash puts it in 'write'"),
+    ({"half": None}, "split_half"),
     ({"sources": []}, "https://"),
     ({"sources": ["http://example.org"]}, "https://"),
 ])
@@ -97,6 +144,15 @@ def test_a_broken_corpus_is_refused_with_the_question_named(question, words):
     with pytest.raises(CorpusError, match=words):
         parse(_raw(**question))
     assert parse(_raw())[1][0].anchor == "a"
+
+
+def test_the_four_states_are_read():
+    assert split_half(WRITE_LINK) == "write" and split_half(GRADE_LINK) == "grade"
+    assert parse(_raw())[1][0].state == "anchored"
+    assert parse(_raw(anchor=None, out_of_scope="needs a cluster to show it"))[1][0].state == "out of scope"
+    assert parse(_raw(anchor=None, unanswered=NEED))[1][0].state == "unanswered"
+    ungraded = parse(_raw(anchor=None, ungraded=True, sources=[GRADE_LINK], half="grade"))[1][0]
+    assert ungraded.state == "ungraded" and ungraded.half == "grade"
 
 
 def test_a_tag_missing_from_the_notebooks_is_reported(monkeypatch):

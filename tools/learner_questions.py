@@ -5,6 +5,10 @@
 ``python tools/learner_questions.py check`` exits 1 with a line per difference (the tests call ``problems()``),
                                            answers' evidence included (``tools/symptom_evidence.py``; its
                                            stated gaps are listed, not counted).
+``python tools/learner_questions.py report`` the split: each half's questions by state (answered, out of scope,
+                                           not answered yet, ungraded), and what each unanswered one needs.
+``python tools/learner_questions.py packet PATH`` writes the grade half for a blind grader (id, question, topic,
+                                           sources: no anchor, reason or hint) to PATH as JSON.
 """
 from __future__ import annotations
 
@@ -90,6 +94,20 @@ def problems() -> list[str]:
     return out
 
 
+def report() -> str:
+    """Each half's questions by state, its answered rate among the judged ones, and the unanswered questions."""
+    lines = []
+    for half, count in ch09_symptoms.halves().items():
+        judged = count["anchored"] + count["out of scope"] + count["unanswered"]
+        rate = f"{count['anchored'] / judged:.0%} of the {judged} judged" if judged else "none judged yet"
+        lines.append(f"{half} half: {sum(count.values())} questions: {count['anchored']} answered, "
+                     f"{count['out of scope']} out of scope, {count['unanswered']} not answered yet, "
+                     f"{count['ungraded']} ungraded; answered: {rate}")
+    lines += [f"not answered yet, {qid}: {question}\n    needs: {need}"
+              for qid, question, need in ch09_symptoms.unanswered_rows()]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     command = sys.argv[1:] or ["check"]
     if command == ["sync"]:
@@ -99,8 +117,16 @@ if __name__ == "__main__":
         found = problems() + symptom_evidence.problems()
         for anchor, reason in symptom_evidence.gaps():
             print(f"known gap, answer {anchor}: {reason}")
+        print(f"{len(ch09_symptoms.unanswered_rows())} questions not answered yet, listed, not indexed "
+              f"(python tools/learner_questions.py report)")
         print("\n".join(found) or "the corpus, the notebooks, the README and the answers' evidence agree")
         sys.exit(1 if found else 0)
+    elif command == ["report"]:
+        print(report())
+    elif len(command) == 2 and command[0] == "packet":
+        packet = ch09_symptoms.grade_packet()
+        Path(command[1]).write_text(json.dumps(packet, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{len(packet)} questions of the grade half written to {command[1]}")
     else:
-        print("usage: python tools/learner_questions.py sync|check", file=sys.stderr)
+        print("usage: python tools/learner_questions.py sync|check|report|packet PATH", file=sys.stderr)
         sys.exit(2)
