@@ -1,7 +1,9 @@
 """pytest setup for the whole repository (tests/ and nbval over notebooks/).
 
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
-never read or written). `make test` checks the notebooks in two background passes (tests/test_nbval_passes.py):
+never read or written). `make test` runs pytest twice (tools/course.py): the unit and widget tests on every core
+(pytest-xdist), then the browser tests and the notebook passes' verdicts. It checks the notebooks in two
+background passes (tests/test_nbval_passes.py):
 nbval as `make nbval` runs it ("pinned"), and under another CPU's numerics with every chaotic run nudged as well
 ("any-host": course_utils/infra/nudge.py), each in its own
 pytest process over copies of the notebooks. They start as soon as collection is final, at the lowest priority

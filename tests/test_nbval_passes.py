@@ -92,23 +92,49 @@ def _collected(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def test_make_test_checks_the_notebooks_once_in_the_background_and_verdicts_come_last(monkeypatch):
-    """`make test` (no --nbval): both passes' verdicts, after the browser tests; with --nbval the cells are
-    items of the session and the pinned pass is not run a second time."""
+XDIST = ("-n", "auto", "--dist", "loadfile")
+
+
+def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last(monkeypatch):
+    """`make test` (no --nbval): the unit and widget tests on every core, then the browser tests with both passes'
+    verdicts last; together the two phases collect exactly what a plain `pytest` collects, each test once. With
+    --nbval the cells are items of the session and the pinned pass is not run a second time."""
     ran = []
     monkeypatch.setattr(course, "installed", lambda: None)
-    monkeypatch.setattr(course, "run", lambda *args: ran.append([str(a) for a in args]))
-    course.main(["test"])
-    assert "--nbval" not in ran[-1] and ran[-1][1:3] == ["-m", "pytest"]      # what `make test` runs
-    plain = _collected(*ran[-1][3:], "tests/test_nbval_passes.py", "tests/browser/test_lab.py")
+    monkeypatch.setattr(course, "run", lambda *args: None)                     # Chromium's install
+    monkeypatch.setattr(course, "call", lambda *args: ran.append([str(a) for a in args]) or 0)
+    with pytest.raises(SystemExit) as stopped:
+        course.main(["test"])
+    assert stopped.value.code == 0 and len(ran) == 2
+    for command in ran:
+        assert "--nbval" not in command and command[1:5] == ["-m", "pytest", "-p", "no:randomly"]
+    unit, browser = (command[5:] for command in ran)
+    assert all(option in unit for option in XDIST) and not any(option in browser for option in XDIST)
+    first = _collected(*[a for a in unit if a not in XDIST])
+    second = _collected(*browser)
+    everything = _collected()
+    assert not set(first) & set(second) and sorted(first + second) == sorted(everything)
+    assert not any("tests/browser/" in line or "outputs_hold" in line for line in first)
     kinds = ["verdict" if "outputs_hold" in line else "browser" if "tests/browser/" in line else "other"
-             for line in plain]
+             for line in second]
     assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
-    assert plain[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
+    assert second[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
     assert PASSES == [nbval_perturbed.PINNED, "any-host"]
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
     assert not any("[pinned]" in line for line in cells) and any("[any-host]" in line for line in cells)
+
+
+def test_make_test_fails_when_either_phase_fails_and_runs_both(monkeypatch):
+    """A failing unit test must not hide the browser tests' and the notebooks' verdicts, nor pass the run."""
+    for codes in ([1, 0], [0, 1], [2, 1]):
+        ran, answers = [], iter(codes)
+        monkeypatch.setattr(course, "installed", lambda: None)
+        monkeypatch.setattr(course, "run", lambda *args: None)
+        monkeypatch.setattr(course, "call", lambda *args: ran.append(args) or next(answers))
+        with pytest.raises(SystemExit) as stopped:
+            course.main(["test"])
+        assert len(ran) == 2 and stopped.value.code == max(codes)
 
 
 def _item(nodeid: str, config: str | None = None):

@@ -22,6 +22,9 @@ OVERRIDES_AT = "share/jupyter/lab/settings/overrides.d/training-loop-course.json
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-sanitize-with",
          "tests/nbval_sanitize.cfg", "-p", "no:randomly"]
 LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
+VERDICTS = "tests/test_nbval_passes.py::test_committed_outputs_hold"     # the background notebook passes' verdicts
+UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}"]
+BROWSER_PHASE = ["tests/browser", VERDICTS]
 
 
 def supported() -> tuple[int, int]:
@@ -41,10 +44,15 @@ def stamp() -> Path:
     return VENV / f".installed-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
+def call(*args: object) -> int:
+    """Run a command from the repository root; its exit code."""
+    print(" ".join(map(str, args)), flush=True)
+    return subprocess.call([str(a) for a in args], cwd=ROOT)
+
+
 def run(*args: object) -> None:
     """Run a command from the repository root; stop with its exit code if it fails."""
-    print(" ".join(map(str, args)), flush=True)
-    code = subprocess.call([str(a) for a in args], cwd=ROOT)
+    code = call(*args)
     if code:
         sys.exit(code)
 
@@ -89,6 +97,9 @@ def installed() -> None:
         install()
 
 
+PYTEST = [venv_bin("python"), "-m", "pytest", "-p", "no:randomly"]
+
+
 def main(argv: list[str]) -> None:
     """The command line: one of install, lab, test, nbval."""
     commands = ("install", "lab", "test", "nbval")
@@ -103,7 +114,11 @@ def main(argv: list[str]) -> None:
     elif argv[0] == "test":
         if os.name != "nt" and shutil.which("bash"):
             run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
-        run(venv_bin("python"), "-m", "pytest", "-p", "no:randomly")   # the notebooks: nbval in background passes
+        # Two phases, so that every core works all the time and what the browser times is not slowed by the
+        # unit tests: the unit and widget tests on every core (pytest-xdist, a file per worker); then the
+        # browser tests, with the two notebook passes in the background on the cores they leave idle.
+        codes = [call(*PYTEST, *UNIT_PHASE), call(*PYTEST, *BROWSER_PHASE)]
+        sys.exit(max(codes))
     else:
         run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
 
