@@ -798,6 +798,27 @@ print("CosineAnnealingLR stepped per update: climbs back up",
       sum(b > a for a, b in zip(cosine, cosine[1:])), "times (the cosine is periodic past T_max)")
 
 # %% [markdown]
+# ### The other schedulers, epoch by epoch
+#
+# Ten more of `torch.optim.lr_scheduler`'s classes, each stepped once per epoch from lr 0.1: the LR each of
+# the first 8 epochs uses. The numbers are exact products, the same on every machine.
+
+# %%
+from course_utils.chapters.ch07_more_schedulers import lr_curve, schedulers, traps
+
+for name, (built, _) in schedulers().items():
+    print(f"{name:<17}" + "".join(f"{sig(v, 3):>8}" for v in lr_curve(name)) + f"   {built}")
+for trap, value in traps().items():
+    print(f"{trap}: {value}")
+
+# %% [markdown]
+# `LambdaLR` *sets* lr = 0.1 * f(epoch); `MultiplicativeLR` *multiplies* the current LR by f(epoch) each step, so
+# the same lambda compounds. `ConstantLR` and `LinearLR` end after `total_iters` and hand back the full LR.
+# `SequentialLR` switches schedulers at the milestone; `ChainedScheduler` applies all of them at every step, so
+# their factors multiply. `CyclicLR` is an update scheduler that also cycles momentum unless you pass
+# `cycle_momentum=False`: on an SGD built without momentum it switches momentum on.
+
+# %% [markdown]
 # ### Warmup: why, and for how long
 #
 # Many recipes start the learning rate near zero and ramp it up over the first updates (exercise 7.3 below
@@ -838,6 +859,37 @@ print("\n".join(warmup_effect(range(5), warmups=(10, 40), lr=0.3)))
 # high, the final validation loss is decided by the rate's own noise, and no warmup wins on every seed. Warmup
 # protects the start; it does not rescue a rate too high for the rest of the run (a schedule that decays it
 # does: chapter 6's cosine experiment measures it).
+
+# %% [markdown]
+# ### Averaging the weights: EMA and SWA
+#
+# `torch.optim.swa_utils.AveragedModel` keeps a copy of the model whose weights are an average of the weights
+# the run has passed through: the plain mean (SWA) or an exponential moving average (EMA). Below: what each
+# averaging function keeps after the weights 1, 2, 3, 4; the LR `SWALR` hands the optimizer; then a BatchNorm MLP
+# trained with a noisy lr 0.3 for 12 epochs, its last weights against their EMA (decay 0.9) on 400 fresh points,
+# 5 seeds.
+
+# %%
+from course_utils.chapters.ch07_weight_averaging import averaging_rules, ema_runs, swalr_curve
+
+for rule, value in averaging_rules().items():
+    print(f"{rule}: {value}")
+for strategy in ("cos", "linear"):
+    print(f"SWALR(swa_lr=0.01, anneal_epochs=3, anneal_strategy={strategy!r}) from lr 0.1:",
+          [sig(v, 3) for v in swalr_curve(strategy)])
+ema = ema_runs()
+print(f"EMA (after update_bn) below the last weights' validation loss by more than 0.05 on "
+      f"{ema['EMA (+ update_bn) below the last weights by > 0.05']} of {ema['seeds']} seeds")
+synced = ema["BN mean = the live model's"]
+print(f"use_buffers=False: the EMA's BatchNorm running mean is the live model's on {synced} of 5;",
+      f"update_bn recomputed it for the averaged weights on {ema['update_bn recomputed it']} of 5;",
+      f"use_buffers=True averaged it on {ema['use_buffers=True averages it']} of 5")
+
+# %% [markdown]
+# With `use_buffers=False` (the default) the average covers the parameters only, and the BatchNorm statistics are
+# copied from the live model: statistics of other weights. `update_bn(loader, ema_model)` runs the training data
+# through the averaged model once to recompute them; `use_buffers=True` averages them with the weights instead.
+# Evaluate, checkpoint and ship the averaged model, not the one the optimizer holds.
 
 # %% [markdown]
 # ## 12. Logging: TensorBoard
@@ -1125,6 +1177,33 @@ print(f"10 classes, log 10 = {sig(math.log(10), 3)}; the last epoch's mean loss,
 print(f"  logits into the loss:         below 1.9 on {sum(v < 1.9 for v in ends[False])} of {n}")
 print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - math.log(10)) < 0.1 for v in ends[True])} "
       f"of {n}; above the logits run on {sum(b > a for a, b in zip(ends[False], ends[True]))} of {n}")
+
+# %% [markdown]
+# ### What each loss takes as a target
+#
+# Every `torch.nn` loss class below on a batch of 4 (3 classes), with the arguments it expects (target
+# last), the shape `reduction="none"` returns, whether `"mean"` and `"sum"` are the plain average and total
+# of it, and what the loss does with the target a learner most often gets wrong. Half of the mistakes raise;
+# the other half are accepted and compute something else.
+
+# %%
+from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_table
+
+print(f"{'loss':<33}{'arguments, target last':<49}{'none':>7}  mean=avg sum=total  {'mistake':<27}what happens")
+for row in loss_table():
+    print(f"{row.label:<33}{row.inputs:<49}{str(row.none_shape):>7}  {str(row.mean_is_average):<8} "
+          f"{str(row.sum_is_total):<9}  {row.mistake:<27}{row.outcome}")
+print()
+for check, value in knob_checks().items():
+    print(f"{check}: {value}")
+print("CTCLoss:", "; ".join(f"{k}: {v}" for k, v in ctc_checks().items()))
+
+# %% [markdown]
+# Three of the silent ones change the numbers without a word. A (N, 1) output against a (N,) target broadcasts
+# to (N, N) in `MSELoss`, `L1Loss` and `SmoothL1Loss`: 16 pairs instead of 4, with only a `UserWarning`.
+# 0/1 labels where a margin loss wants -1/+1 treat every 0 as "no preference". And with `weight` or
+# `ignore_index`, `"mean"` divides by the summed weights of the counted targets (3 real tokens, not 6), so it is
+# not the average of `"none"`: average padded tokens yourself and the loss is wrong by the padding share.
 
 # %% [markdown]
 # ## 17. When a run looks sick

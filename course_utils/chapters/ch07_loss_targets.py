@@ -1,0 +1,234 @@
+"""Losses and their targets (chapter 7, section 16): what each torch loss class takes, and what a wrong target does.
+
+Every row builds a real ``torch.nn`` loss on a 4-example batch (3 classes), with ``reduction="none"``, ``"mean"``
+and ``"sum"``, and then feeds it the target a learner commonly gets wrong (a float class index, a (N, 1)
+column, 0/1 where the loss wants -1/+1): torch either raises (its exception type is kept), or broadcasts, or
+accepts it silently. ``knob_checks`` measures what the constructor's options change. Only shapes, dtypes,
+exception types and booleans with a wide margin are returned: nothing depends on a CPU's last bit.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+N, C = 4, 3
+
+
+@dataclass(frozen=True)
+class LossCase:
+    """One loss: how to build it for a reduction, its right arguments, and a common wrong target."""
+
+    label: str
+    make: Callable[[str], nn.Module]
+    args: Callable[[], tuple]            # (input, ..., target): the arguments it expects
+    wrong: Callable[[], tuple]           # the same with the common wrong target
+    mistake: str                         # what the wrong target is, in words
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(N, C, generator=g)
+    return {"logits": logits, "score": torch.randn(N, generator=g), "other": torch.randn(N, generator=g),
+            "emb": torch.randn(N, 5, generator=g), "emb2": torch.randn(N, 5, generator=g),
+            "emb3": torch.randn(N, 5, generator=g), "value": torch.randn(N, generator=g),
+            "classes": torch.tensor([0, 2, 1, 0]), "binary": torch.tensor([1.0, 0.0, 1.0, 0.0]),
+            "signs": torch.tensor([1.0, -1.0, 1.0, -1.0]), "counts": torch.tensor([0.0, 2.0, 1.0, 3.0]),
+            "multi": torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])}
+
+
+def loss_cases() -> list[LossCase]:
+    """The loss classes of the table, each with its right arguments and its common wrong target (chapter 7)."""
+    b = _batch()
+    lg, s, y, y01, pm = b["logits"], b["score"], b["classes"], b["binary"], b["signs"]
+    w = torch.tensor([1.0, 2.0, 0.5])
+    labels = torch.tensor([[0, 2, -1], [1, -1, 0], [0, 1, -1], [2, -1, 0]])   # MultiLabelMarginLoss: indices, -1 ends
+    return [
+        LossCase("CrossEntropyLoss", lambda r: nn.CrossEntropyLoss(reduction=r),
+                 lambda: (lg, y), lambda: (lg, y.float()), "class index as float"),
+        LossCase("CrossEntropyLoss", lambda r: nn.CrossEntropyLoss(reduction=r),
+                 lambda: (lg, y), lambda: (lg, y[:, None]), "index as a (N, 1) column"),
+        LossCase("NLLLoss(weight)", lambda r: nn.NLLLoss(weight=w, reduction=r),
+                 lambda: (lg.log_softmax(1), y), lambda: (lg.log_softmax(1), y.float()), "class index as float"),
+        LossCase("MultiMarginLoss(weight)", lambda r: nn.MultiMarginLoss(weight=w, reduction=r),
+                 lambda: (lg, y), lambda: (lg, y.float()), "class index as float"),
+        LossCase("BCELoss(weight)", lambda r: nn.BCELoss(weight=torch.full((N,), 2.0), reduction=r),
+                 lambda: (s.sigmoid(), y01), lambda: (3 * s, y01), "logits, not probabilities"),
+        LossCase("BCELoss", lambda r: nn.BCELoss(reduction=r),
+                 lambda: (s.sigmoid(), y01), lambda: (s.sigmoid(), y01.long()), "0/1 labels as long"),
+        LossCase("BCEWithLogitsLoss", lambda r: nn.BCEWithLogitsLoss(reduction=r),
+                 lambda: (s, y01), lambda: (s, y01.long()), "0/1 labels as long"),
+        LossCase("BCEWithLogitsLoss", lambda r: nn.BCEWithLogitsLoss(reduction=r),
+                 lambda: (s[:, None], y01[:, None]), lambda: (s[:, None], y01), "output (N, 1), target (N,)"),
+        LossCase("MultiLabelSoftMarginLoss(weight)", lambda r: nn.MultiLabelSoftMarginLoss(weight=w, reduction=r),
+                 lambda: (lg, b["multi"]), lambda: (lg, b["multi"].long()), "multi-hot as long"),
+        LossCase("MultiLabelMarginLoss", lambda r: nn.MultiLabelMarginLoss(reduction=r),
+                 lambda: (lg, labels), lambda: (lg, b["multi"].long()), "multi-hot, not indices"),
+        LossCase("MSELoss", lambda r: nn.MSELoss(reduction=r),
+                 lambda: (s, b["value"]), lambda: (s, b["value"][:, None]), "target (N, 1), output (N,)"),
+        LossCase("L1Loss", lambda r: nn.L1Loss(reduction=r),
+                 lambda: (s, b["value"]), lambda: (s[:, None], b["value"]), "output (N, 1), target (N,)"),
+        LossCase("SmoothL1Loss", lambda r: nn.SmoothL1Loss(reduction=r),
+                 lambda: (s, b["value"]), lambda: (s, b["value"][:, None]), "target (N, 1), output (N,)"),
+        LossCase("HuberLoss", lambda r: nn.HuberLoss(reduction=r),
+                 lambda: (s, b["value"]), lambda: (s, b["value"].long()), "target as long"),
+        LossCase("PoissonNLLLoss", lambda r: nn.PoissonNLLLoss(reduction=r),
+                 lambda: (s, b["counts"]), lambda: (s, b["counts"][:3]), "3 targets for 4 outputs"),
+        LossCase("GaussianNLLLoss", lambda r: nn.GaussianNLLLoss(reduction=r),
+                 lambda: (s, b["value"], torch.ones(N)), lambda: (s, b["value"], -torch.ones(N)),
+                 "a negative variance"),
+        LossCase("KLDivLoss", lambda r: nn.KLDivLoss(reduction=r),
+                 lambda: (lg.log_softmax(1), lg.softmax(1)), lambda: (lg.softmax(1), lg.softmax(1)),
+                 "probabilities as input"),
+        LossCase("MarginRankingLoss", lambda r: nn.MarginRankingLoss(reduction=r),
+                 lambda: (s, b["other"], pm), lambda: (s, b["other"], y01), "0/1 instead of -1/+1"),
+        LossCase("HingeEmbeddingLoss", lambda r: nn.HingeEmbeddingLoss(reduction=r),
+                 lambda: (s.abs(), pm), lambda: (s.abs(), y01), "0/1 instead of -1/+1"),
+        LossCase("SoftMarginLoss", lambda r: nn.SoftMarginLoss(reduction=r),
+                 lambda: (s, pm), lambda: (s, y01), "0/1 instead of -1/+1"),
+        LossCase("CosineEmbeddingLoss", lambda r: nn.CosineEmbeddingLoss(reduction=r),
+                 lambda: (b["emb"], b["emb2"], pm), lambda: (b["emb"], b["emb2"], pm[:, None]), "target (N, 1)"),
+        LossCase("TripletMarginLoss", lambda r: nn.TripletMarginLoss(reduction=r),
+                 lambda: (b["emb"], b["emb2"], b["emb3"]), lambda: (b["emb"], b["emb2"], b["emb3"][:, :4]),
+                 "negative of another width"),
+        LossCase("TripletMarginWithDistanceLoss",
+                 lambda r: nn.TripletMarginWithDistanceLoss(distance_function=nn.PairwiseDistance(), reduction=r),
+                 lambda: (b["emb"], b["emb2"], b["emb3"]), lambda: (b["emb"], b["emb2"], b["emb3"][:3]),
+                 "3 negatives for 4 anchors"),
+    ]
+
+
+def _shape(t: torch.Tensor) -> str:
+    dtype = str(t.dtype).removeprefix("torch.")
+    return f"{tuple(t.shape)} {dtype}"
+
+
+def _attempt(loss: nn.Module, args: tuple) -> str:
+    """What the loss does with `args`: torch's exception type, or 'accepted' with the output shape and a warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = loss(*args)
+        except Exception as err:                    # torch's own type is the point: RuntimeError, ValueError, ...
+            return type(err).__name__
+    warned = ", " + caught[0].category.__name__ if caught else ""
+    return f"accepted, 'none' {tuple(out.shape)}{warned}"
+
+
+@dataclass(frozen=True)
+class LossRow:
+    label: str
+    inputs: str          # the shapes and dtypes of the right arguments, target last
+    none_shape: tuple[int, ...]
+    mean_is_average: bool   # reduction="mean" equals the plain average of reduction="none"
+    sum_is_total: bool
+    mistake: str
+    outcome: str
+
+
+def loss_table() -> list[LossRow]:
+    """One row per loss case: the arguments it takes, reductions compared, the wrong target's outcome (chapter 7)."""
+    rows = []
+    for case in loss_cases():
+        args = case.args()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # KLDivLoss warns about 'mean': knob_checks shows why
+            none, mean, total = (case.make(r)(*args) for r in ("none", "mean", "sum"))
+        rows.append(LossRow(case.label, " | ".join(_shape(a) for a in args), tuple(none.shape),
+                            bool(torch.isclose(mean, none.mean(), rtol=1e-4)),
+                            bool(torch.isclose(total, none.sum(), rtol=1e-4)),
+                            case.mistake, _attempt(case.make("none"), case.wrong())))
+    return rows
+
+
+def knob_checks() -> dict[str, bool | int]:
+    """What the constructor options change, each checked against the plain loss (chapter 7, section 16)."""
+    b = _batch()
+    lg, s, y, y01 = b["logits"], b["score"], b["classes"], b["binary"]
+    out: dict[str, bool | int] = {}
+    # ignore_index: padded tokens (-100) give 0 in 'none' and leave the mean's denominator
+    tokens = torch.tensor([0, 2, -100, 1, -100, -100])
+    many = torch.randn(6, C, generator=torch.Generator().manual_seed(1))
+    per = nn.CrossEntropyLoss(ignore_index=-100, reduction="none")(many, tokens)
+    real = int((tokens != -100).sum())
+    out["real tokens"] = real
+    out["ignored give 0"] = bool((per[tokens == -100] == 0).all())
+    mean = nn.CrossEntropyLoss(ignore_index=-100)(many, tokens)
+    out["mean = sum / real tokens"] = bool(torch.isclose(mean, per.sum() / real))
+    out["mean = sum / all tokens"] = bool(torch.isclose(mean, per.sum() / len(tokens)))
+    nll = nn.NLLLoss(ignore_index=1, reduction="sum")(lg.log_softmax(1), y)
+    out["NLLLoss ignore_index=1 drops class 1"] = bool(torch.isclose(
+        nll, nn.NLLLoss(reduction="none")(lg.log_softmax(1), y)[y != 1].sum()))
+    # weight: the mean is a weighted mean, sum(w_y * l) / sum(w_y)
+    w = torch.tensor([1.0, 2.0, 0.5])
+    plain = nn.NLLLoss(reduction="none")(lg.log_softmax(1), y)
+    weighted = nn.NLLLoss(weight=w)(lg.log_softmax(1), y)
+    out["weighted mean = sum(w*l)/sum(w)"] = bool(torch.isclose(weighted, (w[y] * plain).sum() / w[y].sum()))
+    # pos_weight multiplies the positives' term only
+    base = nn.BCEWithLogitsLoss(reduction="none")(s, y01)
+    pos = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(3.0), reduction="none")(s, y01)
+    out["pos_weight=3: positives x3, negatives x1"] = bool(
+        torch.allclose(pos[y01 == 1], 3 * base[y01 == 1]) and torch.allclose(pos[y01 == 0], base[y01 == 0]))
+    per_example = nn.BCEWithLogitsLoss(weight=torch.tensor([2.0, 1.0, 1.0, 1.0]), reduction="none")(s, y01)
+    out["weight scales each example"] = bool(torch.isclose(per_example[0], 2 * base[0]))
+    # SmoothL1Loss(beta) and HuberLoss(delta): the same curve, scaled by beta
+    v = b["value"] * 3
+    out["HuberLoss(delta=0.5) = 0.5 * SmoothL1Loss(beta=0.5)"] = bool(torch.allclose(
+        nn.HuberLoss(delta=0.5, reduction="none")(s, v), 0.5 * nn.SmoothL1Loss(beta=0.5, reduction="none")(s, v)))
+    # KLDivLoss: 'mean' divides by every element, 'batchmean' by the batch; log_target takes log-probabilities
+    kl = nn.KLDivLoss(reduction="batchmean")
+    logp, q = lg.log_softmax(1), torch.randn(N, C, generator=torch.Generator().manual_seed(2)).softmax(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")              # torch warns that 'mean' is not the KL divergence: this is why
+        elementwise = nn.KLDivLoss(reduction="mean")(logp, q)
+    out["KLDivLoss 'mean' = 'batchmean' / C"] = bool(torch.isclose(elementwise, kl(logp, q) / C))
+    out["log_target=True on log q = plain on q"] = bool(torch.isclose(
+        nn.KLDivLoss(reduction="batchmean", log_target=True)(logp, q.log()), kl(logp, q)))
+    # margins: a wide margin makes an already-right pair cost something
+    far = torch.tensor([3.0]), torch.tensor([0.0]), torch.tensor([1.0])
+    out["MarginRankingLoss: right by 3, margin 0 -> 0"] = float(nn.MarginRankingLoss()(*far)) == 0.0
+    out["MarginRankingLoss: right by 3, margin 5 -> > 0"] = float(nn.MarginRankingLoss(margin=5.0)(*far)) > 1.0
+    out["HingeEmbeddingLoss(margin=2): y=-1, distance 1 costs 1"] = float(
+        nn.HingeEmbeddingLoss(margin=2.0)(torch.tensor([1.0]), torch.tensor([-1.0]))) == 1.0
+    out["CosineEmbeddingLoss(margin=0.5): orthogonal pair, y=-1, costs 0"] = float(nn.CosineEmbeddingLoss(margin=0.5)(
+        torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]), torch.tensor([-1.0]))) == 0.0
+    a, p, n = b["emb"], b["emb2"], b["emb3"]
+    swapped = nn.TripletMarginLoss(margin=1.0, swap=True, reduction="none")(a, p, n)
+    out["TripletMarginLoss swap=True never lower"] = bool((swapped >= nn.TripletMarginLoss(
+        margin=1.0, reduction="none")(a, p, n) - 1e-6).all())
+    distance = nn.TripletMarginWithDistanceLoss(margin=1.0, swap=True, reduction="none")(a, p, n)
+    out["TripletMarginWithDistanceLoss swap=True never lower"] = bool((distance >= nn.TripletMarginWithDistanceLoss(
+        margin=1.0, reduction="none")(a, p, n) - 1e-6).all())
+    # variance and rate floors: eps keeps log(0) out; full adds the constant term
+    zero_var = nn.GaussianNLLLoss(eps=1e-3)(s, b["value"], torch.zeros(N))
+    out["GaussianNLLLoss: variance 0 is clamped to eps, finite"] = bool(torch.isfinite(zero_var))
+    out["GaussianNLLLoss full=True adds 0.5*log(2*pi)"] = bool(torch.isclose(
+        nn.GaussianNLLLoss(full=True)(s, b["value"], torch.ones(N)) - nn.GaussianNLLLoss()(s, b["value"], torch.ones(N)),
+        torch.tensor(0.9189385)))
+    rate = torch.tensor([0.0, 2.0, 1.0, 3.0])
+    poisson = nn.PoissonNLLLoss(log_input=False, eps=1e-8, reduction="none")(rate, b["counts"])
+    out["PoissonNLLLoss(log_input=False): rate 0 finite via eps"] = bool(torch.isfinite(poisson).all())
+    out["PoissonNLLLoss full=True adds Stirling for counts > 1 only"] = bool(
+        (nn.PoissonNLLLoss(full=True, reduction="none")(s, b["counts"])
+         - nn.PoissonNLLLoss(reduction="none")(s, b["counts"]) != 0).tolist() == [False, True, False, True])
+    out["MultiMarginLoss p=2, margin=2 costs more than p=1, margin=1"] = bool(
+        nn.MultiMarginLoss(p=2, margin=2.0)(lg, y) > nn.MultiMarginLoss(p=1, margin=1.0)(lg, y))
+    return out
+
+
+def ctc_checks() -> dict[str, bool | str]:
+    """CTCLoss: a target longer than the input is impossible (loss inf), zero_infinity turns it into 0 (chapter 7)."""
+    g = torch.Generator().manual_seed(3)
+    log_probs = torch.randn(5, 2, 4, generator=g).log_softmax(2)          # (T=5, N=2, C=4), blank 0
+    targets = torch.tensor([[1, 2, 3, 1, 2, 3], [1, 2, 0, 0, 0, 0]])
+    input_lengths, target_lengths = torch.tensor([5, 5]), torch.tensor([6, 2])
+    plain = nn.CTCLoss(blank=0, reduction="none")(log_probs, targets, input_lengths, target_lengths)
+    zeroed = nn.CTCLoss(blank=0, reduction="none", zero_infinity=True)(log_probs, targets, input_lengths,
+                                                                        target_lengths)
+    return {"'none' shape": str(tuple(plain.shape)),
+            "6 labels in 5 steps: inf": bool(torch.isinf(plain[0])), "2 labels in 5 steps: finite": bool(
+                torch.isfinite(plain[1])), "zero_infinity=True: the impossible one becomes 0": bool(zeroed[0] == 0),
+            "zero_infinity=True: the possible one unchanged": bool(torch.isclose(zeroed[1], plain[1]))}

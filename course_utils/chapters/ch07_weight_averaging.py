@@ -1,0 +1,99 @@
+"""Weight averaging with ``torch.optim.swa_utils`` (chapter 7): EMA and SWA models, SWALR, and update_bn.
+
+``averaging_rules`` checks what each averaging function computes on a one-weight model; ``swalr_curve`` reads the
+LR SWALR hands the optimizer; ``ema_runs`` trains a small BatchNorm MLP with a noisy, high learning rate on the
+spiral and compares, on fresh validation points, the last weights with their EMA, before and after
+``update_bn``. Results are booleans and counts over seeds (chapter 7).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.optim.swa_utils import (SWALR, AveragedModel, get_ema_avg_fn, get_ema_multi_avg_fn, get_swa_avg_fn,
+                                   get_swa_multi_avg_fn, update_bn)
+from torch.utils.data import DataLoader
+
+from course_utils.engine.data import spiral_splits
+from course_utils.engine.models import MLP
+
+
+def averaging_rules(decay: float = 0.5) -> dict[str, bool | int]:
+    """What AveragedModel keeps after the weights 1, 2, 3, 4: the plain mean (SWA) or the EMA (chapter 7)."""
+    model = nn.Linear(1, 1, bias=False)
+    swa_default = AveragedModel(model, device="cpu")
+    swa_fn = AveragedModel(model, avg_fn=get_swa_avg_fn())
+    swa_multi = AveragedModel(model, multi_avg_fn=get_swa_multi_avg_fn())
+    ema = AveragedModel(model, avg_fn=get_ema_avg_fn(decay))
+    ema_multi = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
+    averaged = (swa_default, swa_fn, swa_multi, ema, ema_multi)
+    for value in (1.0, 2.0, 3.0, 4.0):
+        with torch.no_grad():
+            model.weight.fill_(value)
+        for a in averaged:
+            a.update_parameters(model)
+    expected_ema = 1.0
+    for value in (2.0, 3.0, 4.0):          # the first update copies, each later one moves by (1 - decay)
+        expected_ema = decay * expected_ema + (1 - decay) * value
+    w = [a.module.weight.item() for a in averaged]
+    return {"updates counted (n_averaged)": int(swa_default.n_averaged),
+            "default = get_swa_avg_fn = get_swa_multi_avg_fn = mean 2.5": w[0] == w[1] == w[2] == 2.5,
+            f"get_ema_avg_fn({decay}) = get_ema_multi_avg_fn({decay}) = {expected_ema}":
+                w[3] == w[4] == expected_ema,
+            "the averaged copy is not the live model": model.weight.item() == 4.0}
+
+
+def swalr_curve(strategy: str = "cos", epochs: int = 6) -> list[float]:
+    """The LR of each epoch under SWALR from lr 0.1 to swa_lr 0.01 over 3 epochs (chapter 7)."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    scheduler = SWALR(optimizer, swa_lr=0.01, anneal_epochs=3, anneal_strategy=strategy, last_epoch=-1)
+    lrs = []
+    for _ in range(epochs):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(optimizer.param_groups[0]["lr"])
+    return lrs
+
+
+def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        return float(nn.functional.cross_entropy(model(x), y))
+
+
+def _running_mean(model: nn.Module) -> torch.Tensor:
+    return next(m for m in model.modules() if isinstance(m, nn.BatchNorm1d)).running_mean
+
+
+def ema_run(seed: int, epochs: int = 12, lr: float = 0.3, decay: float = 0.9) -> dict[str, float | bool]:
+    """The last weights against their EMA on fresh validation points, and what the EMA's BatchNorm holds (chapter 7)."""
+    splits = spiral_splits(160, 400, seed=seed, noise=0.3)
+    torch.manual_seed(seed)
+    model = MLP(hidden=32, batchnorm=True)
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=False)
+    ema_buffers = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+    loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for _ in range(epochs):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            ema.update_parameters(model)
+            ema_buffers.update_parameters(model)
+    vx, vy = splits.val.tensors
+    synced = bool(torch.equal(_running_mean(ema), _running_mean(model)))   # use_buffers=False: the live model's
+    update_bn(DataLoader(splits.train, batch_size=64), ema, device=torch.device("cpu"))
+    return {"last": _loss(model, vx, vy), "ema": _loss(ema, vx, vy), "BN mean = the live model's": synced,
+            "update_bn recomputed it": bool((_running_mean(ema) - _running_mean(model)).abs().max() > 1e-3),
+            "use_buffers=True averages it": bool(_running_mean(ema_buffers).abs().max() > 1e-3)}
+
+
+def ema_runs(seeds=range(5)) -> dict[str, int]:
+    """Over seeds: how often the EMA beats the last weights, and what the EMA's BatchNorm held (chapter 7)."""
+    runs = [ema_run(s) for s in seeds]
+    out = {"seeds": len(runs),
+           "EMA (+ update_bn) below the last weights by > 0.05": sum(r["ema"] < r["last"] - 0.05 for r in runs)}
+    for k in ("BN mean = the live model's", "update_bn recomputed it", "use_buffers=True averages it"):
+        out[k] = sum(r[k] for r in runs)
+    return out

@@ -1,0 +1,35 @@
+"""Chapter 7's loss table: each loss takes its arguments, the wrong target's outcome is torch's own, knobs hold."""
+import torch
+
+from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_cases, loss_table
+
+
+def test_every_case_runs_on_its_right_arguments_with_every_reduction():
+    for case in loss_cases():
+        for reduction in ("none", "mean", "sum"):
+            out = case.make(reduction)(*case.args())
+            assert torch.isfinite(out).all(), case.label
+            assert (out.dim() == 0) == (reduction != "none"), case.label
+
+
+def test_table_reports_the_known_outcomes():
+    rows = {(r.label, r.mistake): r for r in loss_table()}
+    assert rows[("CrossEntropyLoss", "class index as float")].outcome == "RuntimeError"
+    assert rows[("MSELoss", "target (N, 1), output (N,)")].outcome == "accepted, 'none' (4, 4), UserWarning"
+    assert rows[("GaussianNLLLoss", "a negative variance")].outcome == "ValueError"
+    assert rows[("MarginRankingLoss", "0/1 instead of -1/+1")].outcome.startswith("accepted")
+    assert not rows[("NLLLoss(weight)", "class index as float")].mean_is_average    # a weighted mean
+    assert all(r.sum_is_total for r in rows.values())
+
+
+def test_knob_checks_all_hold():
+    checks = knob_checks()
+    assert checks.pop("real tokens") == 3
+    assert checks.pop("mean = sum / all tokens") is False
+    assert all(v is True for v in checks.values()), checks
+
+
+def test_ctc_zero_infinity():
+    c = ctc_checks()
+    assert c["'none' shape"] == "(2,)"
+    assert all(v is True for k, v in c.items() if k != "'none' shape")
