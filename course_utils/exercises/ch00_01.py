@@ -88,7 +88,8 @@ def check_updates_per_epoch(attempt: Attempt) -> str:
                    f"{_epoch_words(N, B, K, drop_last)}.", hint)
 
     edge = [(10, 4, 2, False), (10, 4, 2, True), (10_000, 32, 4, False), (12, 4, 3, False), (5, 8, 1, False),
-            (5, 8, 1, True), (7, 2, 10, False), (1, 1, 1, False), (600, 32, 4, True)]
+            (5, 8, 1, True), (7, 2, 10, False), (1, 1, 1, False), (600, 32, 4, True),
+            (2_999_999, 1000, 7, False), (3_000_001, 1000, 7, True)]      # N "up to a few million"
     for case in edge:
         one(case)
     got = need_int(attempt.call("N=10, B=4, K=2, drop_last not given", 10, 4, 2))

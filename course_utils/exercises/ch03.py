@@ -222,6 +222,12 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
     new_W, new_b = need_tuple(got, 2, "your function", "W_new, b_new")
     new_W = need_tensor(new_W, "W_new", shape=tuple(W.shape), meaning=" (the shape of W)")
     new_b = need_tensor(new_b, "b_new", shape=tuple(b.shape), meaning=" (the shape of b)")
+    graphed = [name for name, got in (("W_new", new_W), ("b_new", new_b)) if got.requires_grad or got.grad_fn]
+    if graphed:     # the statement: "with the gradient worked out by hand, without autograd"
+        raise Fail(f"{' and '.join(graphed)} {'carries' if len(graphed) == 1 else 'carry'} an autograd graph "
+                   "(requires_grad or a grad_fn): this exercise asks for the gradient worked out by hand, without "
+                   "autograd.", "Write dL/dy, dL/dW and dL/db as formulas of W, b, x and t: no requires_grad, no "
+                   "backward().")
     want_W, want_b = torch_sgd(W, b, x, t, lr)
     if torch.allclose(new_W.double(), want_W.double(), rtol=1e-5, atol=1e-8) and torch.allclose(
             new_b.double(), want_b.double(), rtol=1e-5, atol=1e-8):
