@@ -161,3 +161,15 @@ def test_a_tag_missing_from_the_notebooks_is_reported(monkeypatch):
     monkeypatch.setattr(learner_questions, "tagged_cells", lambda: {})
     found = learner_questions.problems()
     assert found and all("0 cells carry the tag" in line or "not the generated" in line for line in found)
+
+
+def test_the_blind_grades_cover_exactly_the_held_out_questions_and_a_calibration_of_anchored_ones():
+    """tools/blind_grades.json: every held-out (grade half, ungraded) question graded once, nothing else among the
+    held-out grades; the calibration questions are write-half questions the author anchored."""
+    import json
+    graded = json.loads((ROOT / "tools" / "blind_grades.json").read_text(encoding="utf-8"))
+    questions = {q.id: q for q in ch09_symptoms.corpus()[1]}
+    held_out = {qid for qid, q in questions.items() if q.state == "ungraded"}
+    assert set(graded["held_out"]) == held_out and len(held_out) >= 70
+    assert all(g["grade"] in ("answered", "partly", "not answered", "out of scope") for g in graded["held_out"].values())
+    assert all(questions[qid].anchor == g["author_anchor"] for qid, g in graded["calibration"].items())

@@ -94,6 +94,22 @@ def problems() -> list[str]:
     return out
 
 
+BLIND = ROOT / "tools" / "blind_grades.json"
+
+
+def blind_grading() -> str:
+    """The held-out half's rate as a reader who did not write the course graded it (tools/blind_grades.json)."""
+    from collections import Counter
+    graded = json.loads(BLIND.read_text(encoding="utf-8"))
+    held, calibration = Counter(g["grade"] for g in graded["held_out"].values()), graded["calibration"]
+    n = sum(held.values())
+    agree = sum(g["grade"] == "answered" for g in calibration.values())
+    return (f"held out, graded blind: {n} questions: {held['answered']} answered, {held['partly']} partly, "
+            f"{held['not answered']} not answered, {held['out of scope']} out of scope; answered "
+            f"{held['answered'] / n:.0%} ({(held['answered'] + held['partly'] / 2) / n:.0%} with partly as half); "
+            f"the grader found {agree} of the author's {len(calibration)} anchored calibration questions answered")
+
+
 def report() -> str:
     """Each half's questions by state, its answered rate among the judged ones, and the unanswered questions."""
     lines = []
@@ -103,6 +119,7 @@ def report() -> str:
         lines.append(f"{half} half: {sum(count.values())} questions: {count['anchored']} answered, "
                      f"{count['out of scope']} out of scope, {count['unanswered']} not answered yet, "
                      f"{count['ungraded']} ungraded; answered: {rate}")
+    lines.append(blind_grading())
     lines += [f"not answered yet, {qid}: {question}\n    needs: {need}"
               for qid, question, need in ch09_symptoms.unanswered_rows()]
     return "\n".join(lines)

@@ -566,7 +566,7 @@ check("SlidingWindows")
 # like the logits, (N, C). A float tensor of shape (N,) is neither, and torch says so (older versions
 # word it "expected scalar type Long but found Float"):
 
-# %%
+# %% tags=["answers-ce-target-forms"]
 logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 1.5, 0.3]])
 labels = torch.tensor([0, 1])
 for name, target in [("int64 labels, shape (2,)", labels),

@@ -455,7 +455,7 @@ padding(batch_size=16, max_len=40)
 # real steps, so an RNN stops at each sequence's own end. Three sequences of lengths 2, 5 and 3, in dataset order
 # (unsorted), then one GRU over the same batch, padded and packed, 5 seeds:
 
-# %%
+# %% tags=["answers-pack-unsorted"]
 from course_utils.chapters.ch02_packing import padding_facts, rnn_last_state
 
 for fact, value in padding_facts().items():

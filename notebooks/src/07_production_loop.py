@@ -1186,7 +1186,7 @@ print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - mat
 # of it, and what the loss does with the target a learner most often gets wrong. Half of the mistakes raise;
 # the other half are accepted and compute something else.
 
-# %%
+# %% tags=["answers-loss-target-shapes"]
 from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_table
 
 print(f"{'loss':<33}{'arguments, target last':<49}{'none':>7}  mean=avg sum=total  {'mistake':<27}what happens")
