@@ -10,6 +10,7 @@ imports). ``torch_map_cells`` applies both to the notebooks' cells; its docstrin
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def key(obj: Any) -> int:
-    """A stable identity for a torch callable (a bound classmethod is a fresh object at each getattr)."""
-    return id(getattr(obj, "__func__", obj))
+    """A stable identity for a torch callable (a bound classmethod is a fresh object at each getattr; importing
+    torch._dynamo, as a first optimizer.step() does, wraps some functions such as torch.manual_seed)."""
+    return id(inspect.unwrap(getattr(obj, "__func__", obj)))
 
 
 @lru_cache(maxsize=None)
