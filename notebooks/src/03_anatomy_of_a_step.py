@@ -564,6 +564,79 @@ optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 print("optimizer holds every parameter of the model:", held_by(model, optimizer) == len(list(model.parameters())))
 
 # %% [markdown]
+# ## What a module carries, and what a checkpoint keeps
+#
+# A buffer registered with `persistent=False` is not in `state_dict()`, so a checkpoint does not restore it:
+# the loaded model keeps its own. `load_state_dict(strict=False)` does not fail on a mismatch, it returns the
+# keys it skipped: read them. `assign=True` puts new Parameter objects in the model, so an optimizer built
+# before it steps the old ones: no error, no training. Each line below is run on a tiny model.
+
+# %%
+from course_utils.chapters.ch03_module_state import autograd_modes, checkpoint_rules, freezing_rules, naming_rules
+
+for rules in (checkpoint_rules, freezing_rules, naming_rules):
+    for what, result in rules().items():
+        print(f"{what}: {result}")
+
+# %% [markdown]
+# A frozen layer (`requires_grad_(False)`) gets no `.grad`, and the optimizer skips a parameter whose grad is
+# `None`, weight decay included; a grad of zeros is not skipped, so weight decay still shrinks that weight.
+# Tied weights are one Parameter: `parameters()` counts it once, which is what an optimizer must receive.
+
+# %% [markdown]
+# ## Autograd's modes
+#
+# `no_grad` and `inference_mode` both stop recording, but a tensor made under `inference_mode` can never
+# enter a graph later, not even as a constant. Anomaly mode with `check_nan=True` turns a silent NaN in
+# `.grad` into an error that names the backward function that made it (here `SqrtBackward0`: the square root
+# at 0); it slows every step, so switch it on to hunt, then off.
+
+# %%
+for what, result in autograd_modes().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# ## Clipping's flags
+#
+# The same gradients, [3, −4] and [12], measure 13 in L2, 19 in L1 and 12 in max norm: `max_norm` means
+# nothing without its `norm_type`. A NaN gradient makes the returned norm NaN and every clipped gradient NaN,
+# silently, unless `error_if_nonfinite=True`. `clip_grad_value_` clips each element, not the norm, so it
+# turns the direction.
+
+# %%
+from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gallery, optimizer_knobs, scaler_knobs
+
+for what, result in clipping_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# ## The other optimizers, on one problem
+#
+# A least-squares fit with an exact solution, 50 steps each (LBFGS: 5 calls of `step(closure)`, which
+# re-evaluates the loss itself), 5 seeds, each optimizer at a learning rate that suits it. Adadelta's `lr`
+# is only a multiplier on a step size it adapts from 0: at its default 1.0 it reaches the line on 0 of 5
+# seeds, so it looks broken when it is only slow. `SparseAdam` refuses dense gradients: it is for
+# `nn.Embedding(sparse=True)`; `Muon` refuses 1-D parameters (biases, norms): give it the weight matrices
+# and another optimizer the rest. A hook registered on `step` runs until its handle's `remove()`.
+
+# %%
+gallery = optimizer_gallery()
+for name, (below, _) in gallery.items():
+    steps = 5 if name == "LBFGS" else 50
+    print(f"{name:<20} loss below a tenth of its start after {steps} steps on {below} of 5 seeds")
+print("every run at least 2× away from that line:", all(clear for _, clear in gallery.values()))
+for what, result in optimizer_knobs().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# `GradScaler` halves its scale after a step with an inf or NaN gradient (that step is skipped) and doubles it
+# after `growth_interval` clean steps in a row; on the CPU it runs the same logic. Chapter 7 trains with it.
+
+# %%
+for what, result in scaler_knobs().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
 # ## Errors you will meet here
 #
 # The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's

@@ -1,0 +1,230 @@
+"""Clipping's flags, the other optimizers on one problem over seeds, parameter groups, hooks and GradScaler's
+knobs (chapter 3).
+
+``clipping_rules`` clips known gradients ([3, -4] and [12]: L2 norm 13, L1 19, max 12). ``optimizer_gallery``
+runs every built-in optimizer on one least-squares problem for 5 seeds and counts the runs whose loss falls
+below a tenth of its start, with every run at least ``MARGIN`` times away from that line so the count is the
+same on any CPU. ``optimizer_knobs`` covers parameter groups, maximize, foreach, step hooks and SparseAdam;
+``scaler_knobs`` GradScaler's growth and backoff on the CPU. Results are booleans, counts and exact numbers.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+from torch.nn.utils import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
+
+MARGIN = 2.0        # every run's final/start loss ratio is at least this factor away from the 0.1 line
+
+
+def _known_grads() -> list[nn.Parameter]:
+    params = [nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(1))]
+    params[0].grad = torch.tensor([3.0, -4.0])
+    params[1].grad = torch.tensor([12.0])
+    return params
+
+
+def clipping_rules() -> dict[str, object]:
+    """What clip_grad_norm_ returns for each norm_type, clip_grad_value_, NaN handling, the split form (chapter 3)."""
+    out: dict[str, object] = {}
+    for norm_type in (2.0, 1.0, math.inf):
+        params = _known_grads()
+        total = clip_grad_norm_(params, max_norm=1.0, norm_type=norm_type)
+        after = get_total_norm([p.grad for p in params], norm_type=norm_type)
+        out[f"norm_type={norm_type}: norm before, after"] = (total.item(), round(after.item(), 4))
+    params = _known_grads()
+    clip_grad_value_(params, clip_value=5.0, foreach=True)
+    out["clip_grad_value_(5): grads"] = [p.grad.tolist() for p in params]
+    params = _known_grads()
+    params[1].grad = torch.tensor([float("nan")])
+    out["NaN grad, default: returned norm is NaN"] = bool(clip_grad_norm_(params, 1.0).isnan())
+    out["NaN grad, default: every grad NaN after clipping"] = all(bool(p.grad.isnan().all()) for p in params)
+    try:
+        clip_grad_norm_(_known_grads()[:1] + [params[1]], 1.0, error_if_nonfinite=True)
+        out["NaN grad, error_if_nonfinite=True"] = "nothing"
+    except RuntimeError as e:
+        out["NaN grad, error_if_nonfinite=True"] = type(e).__name__
+    try:
+        get_total_norm([params[1].grad], error_if_nonfinite=True, foreach=False)
+        out["get_total_norm(error_if_nonfinite=True) on NaN"] = "nothing"
+    except RuntimeError as e:
+        out["get_total_norm(error_if_nonfinite=True) on NaN"] = type(e).__name__
+    torch.manual_seed(0)
+    grads = [torch.randn(50, 20), torch.randn(20)]
+    runs = []
+    for split, foreach in ((False, False), (False, True), (True, True)):
+        params = [nn.Parameter(torch.zeros_like(g)) for g in grads]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        if split:
+            total = get_total_norm([p.grad for p in params], norm_type=2.0, foreach=True)
+            clip_grads_with_norm_(params, max_norm=1.0, total_norm=total, foreach=True)
+        else:
+            total = clip_grad_norm_(params, max_norm=1.0, foreach=foreach)
+        runs.append((total, [p.grad for p in params]))
+
+    def same(a, b) -> bool:
+        return torch.equal(a[0], b[0]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
+
+    out["foreach=True = foreach=False, bit for bit"] = same(runs[0], runs[1])
+    out["get_total_norm + clip_grads_with_norm_ = clip_grad_norm_, bit for bit"] = same(runs[1], runs[2])
+    return out
+
+
+def _problem(seed: int) -> tuple[torch.Tensor, torch.Tensor, nn.Linear]:
+    """Least squares with an exact solution: y = X w* + b*, X of 64 × 5, a fresh Linear(5, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(64, 5, generator=g)
+    y = x @ torch.randn(5, 1, generator=g) + 0.5
+    torch.manual_seed(seed)
+    return x, y, nn.Linear(5, 1)
+
+
+def optimizers() -> dict[str, Callable[[Iterable[torch.Tensor]], torch.optim.Optimizer]]:
+    """name -> a builder of that optimizer at a learning rate that suits the problem (chapter 3)."""
+    return {
+        "SGD(nesterov=True)": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+        "NAdam": lambda p: torch.optim.NAdam(p, lr=0.05),
+        "RAdam": lambda p: torch.optim.RAdam(p, lr=0.1),
+        "RMSprop": lambda p: torch.optim.RMSprop(p, lr=0.02),
+        "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.5),
+        "Adadelta": lambda p: torch.optim.Adadelta(p, lr=1.0),
+        "Adamax": lambda p: torch.optim.Adamax(p, lr=0.05),
+        "ASGD": lambda p: torch.optim.ASGD(p, lr=0.05),
+        "Rprop": lambda p: torch.optim.Rprop(p, lr=0.01),
+        "Adafactor": lambda p: torch.optim.Adafactor(p, lr=1.0),
+        "LBFGS": lambda p: torch.optim.LBFGS(p, lr=1.0, max_iter=10),
+    }
+
+
+def optimizer_run(name: str, seed: int, steps: int = 50) -> float:
+    """The final loss over the starting loss after `steps` steps (LBFGS: 5 calls of step(closure))."""
+    x, y, model = _problem(seed)
+    optimizer = optimizers()[name](model.parameters())
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    with torch.no_grad():
+        start = nn.functional.mse_loss(model(x), y).item()
+    for _ in range(5 if name.startswith("LBFGS") else steps):
+        optimizer.step(closure=closure)
+    with torch.no_grad():
+        return nn.functional.mse_loss(model(x), y).item() / start
+
+
+def optimizer_gallery(seeds=range(5)) -> dict[str, tuple[int, bool]]:
+    """name -> (runs below a tenth of the starting loss, every run at least MARGIN× from that line)."""
+    out = {}
+    for name in optimizers():
+        ratios = [optimizer_run(name, s) for s in seeds]
+        clear = all(r < 0.1 / MARGIN or r > 0.1 * MARGIN for r in ratios)
+        out[name] = (sum(r < 0.1 for r in ratios), clear)
+    return out
+
+
+def optimizer_knobs() -> dict[str, object]:
+    """Parameter groups, add_param_group, maximize, foreach, step hooks, SparseAdam (chapter 3)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1), nn.Linear(1, 1))
+    optimizer = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1},
+                                 {"params": model[1].parameters()}], lr=0.01)
+    out: dict[str, object] = {"param_groups and their lr": [g["lr"] for g in optimizer.param_groups]}
+    optimizer.add_param_group({"params": model[2].parameters(), "lr": 0.001})
+    out["after add_param_group"] = [g["lr"] for g in optimizer.param_groups]
+    calls = {"pre": 0, "post": 0}
+    pre = optimizer.register_step_pre_hook(lambda opt, args, kwargs: calls.__setitem__("pre", calls["pre"] + 1))
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: calls.__setitem__("post", calls["post"] + 1))
+    x = torch.ones(8, 3)
+    for i in range(3):
+        if i == 2:
+            pre.remove()
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+    out["3 steps, pre hook removed before the third: pre, post calls"] = (calls["pre"], calls["post"])
+    for maximize in (False, True):
+        x, y, lin = _problem(0)
+        opt = torch.optim.Adam(lin.parameters(), lr=0.01, maximize=maximize)
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(lin(x), y)
+            losses.append(loss.item())
+            loss.backward()
+            opt.step()
+        pairs = list(zip(losses, losses[1:]))
+        out[f"Adam(maximize={maximize}): the loss over 5 steps"] = (
+            "rose every step" if all(b > a for a, b in pairs) else
+            "fell every step" if all(b < a for a, b in pairs) else "went both ways")
+    weights = []
+    for foreach in (False, True):
+        x, y, lin = _problem(1)
+        opt = torch.optim.Adam(lin.parameters(), lr=0.01, foreach=foreach)
+        for _ in range(10):
+            opt.zero_grad()
+            nn.functional.mse_loss(lin(x), y).backward()
+            opt.step()
+        weights.append(lin.weight.detach())
+    out["Adam foreach=False vs True after 10 steps: max |difference| < 1e-6"] = (
+        (weights[0] - weights[1]).abs().max().item() < 1e-6)
+    layer = nn.Linear(5, 3)
+    for label, params in (("all of a Linear's parameters (bias 1-D)", layer.parameters()),
+                          ("the weight matrix only", [layer.weight])):
+        try:
+            torch.optim.Muon(params, lr=0.02)
+            out[f"Muon on {label}"] = "builds"
+        except ValueError as e:
+            out[f"Muon on {label}"] = type(e).__name__
+    dense = nn.Embedding(10, 3)
+    sparse = nn.Embedding(10, 3, sparse=True)
+    for label, emb in (("dense", dense), ("sparse=True", sparse)):
+        opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+        emb(torch.tensor([1, 2])).sum().backward()
+        try:
+            opt.step()
+            out[f"SparseAdam on a {label} Embedding's grad"] = "steps"
+        except RuntimeError as e:
+            out[f"SparseAdam on a {label} Embedding's grad"] = type(e).__name__
+    return out
+
+
+def scaler_knobs() -> dict[str, object]:
+    """GradScaler on the CPU: backoff after an inf, growth after growth_interval clean steps, the setters; and
+    autocast on the CPU (chapter 3)."""
+    w = nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([w], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_factor=2.0, backoff_factor=0.5,
+                                  growth_interval=3)
+    out: dict[str, object] = {"init": scaler.get_scale()}
+    scales = []
+    for overflow in (True, False, False, False):
+        optimizer.zero_grad()
+        scaler.scale((w * (math.inf if overflow else 1.0)).sum()).backward()
+        before = w.detach().clone()
+        scaler.step(optimizer)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        if overflow:
+            out["step with an inf grad skipped (weights unchanged)"] = torch.equal(before, w.detach())
+    out["scale after the inf step, then after 3 clean steps"] = scales
+    out["get_growth_factor, get_backoff_factor, get_growth_interval"] = (
+        scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval())
+    scaler.set_growth_factor(4.0)
+    scaler.set_backoff_factor(0.25)
+    scaler.set_growth_interval(1)
+    out["after the setters"] = (scaler.get_growth_factor(), scaler.get_backoff_factor(),
+                                scaler.get_growth_interval())
+    scaler.scale(w.sum())
+    scaler.update(new_scale=8.0)
+    out["update(new_scale=8.0)"] = scaler.get_scale()
+    out["is_autocast_available('cpu')"] = torch.amp.is_autocast_available("cpu")
+    with torch.amp.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+        out["autocast('cpu', bfloat16, cache_enabled=False): a Linear's output dtype"] = str(
+            nn.Linear(2, 2)(torch.ones(1, 2)).dtype)
+    return out

@@ -1,0 +1,66 @@
+"""Chapter 3's training-state, autograd-mode, clipping and optimizer demonstrations: each result checked."""
+from course_utils.chapters.ch03_clip_optim import (MARGIN, clipping_rules, optimizer_gallery, optimizer_knobs,
+                                                   scaler_knobs)
+from course_utils.chapters.ch03_module_state import autograd_modes, checkpoint_rules, freezing_rules, naming_rules
+
+
+def test_checkpoint_rules():
+    r = checkpoint_rules()
+    assert r["persistent=False: 'mask' in state_dict"] is False and r["persistent=True: 'mask' in state_dict"]
+    assert r["after loading, the mask is the saved 0.5"] is False
+    assert r["strict=False: missing_keys"] == ["lin.bias"] and r["strict=False: unexpected_keys"] == ["extra.weight"]
+    assert r["assign=True: parameters the optimizer holds"] == "0 of 2"
+    assert r["assign=True: the model's weights moved"] is False and r["assign=False: the model's weights moved"]
+
+
+def test_freezing_and_naming():
+    f = freezing_rules()
+    assert f["frozen layer: .grad stays None"] and f["frozen layer: AdamW(weight_decay=0.1) left it unchanged"]
+    assert f["SGD(weight_decay=0.5): a grad of zero shrinks the weight"]
+    assert not f["SGD(weight_decay=0.5): a grad of None shrinks the weight"]
+    n = naming_rules()
+    assert n["tied: len(list(parameters()))"] == 1
+    assert n["tied: named_parameters(remove_duplicate=False)"] == ["embed.weight", "out.weight"]
+    assert n["state_dict(keep_vars=True) value type"] == "Parameter" and n["state_dict() value type"] == "Tensor"
+    assert n["train(mode=False) gives eval()'s flags"] and n["state_dict(destination=d) returns d itself"]
+
+
+def test_autograd_modes():
+    r = autograd_modes()
+    assert r["inference_mode result used in a graph later"] == "RuntimeError"
+    assert r["no_grad result used in a graph later"] == "nothing"
+    assert r["detect_anomaly(check_nan=True)"] == "RuntimeError, names SqrtBackward0: True"
+    assert r["set_detect_anomaly(True, check_nan=True)"] == "RuntimeError, names SqrtBackward0: True"
+    assert r["backward(inputs=[a]): a.grad, b.grad"] == (3.0, None)
+    assert r["x³ at 2, create_graph=True: first, second derivative"] == (12.0, 12.0)
+
+
+def test_clipping_rules():
+    r = clipping_rules()
+    assert r["norm_type=2.0: norm before, after"] == (13.0, 1.0)
+    assert r["norm_type=1.0: norm before, after"] == (19.0, 1.0)
+    assert r["norm_type=inf: norm before, after"] == (12.0, 1.0)
+    assert r["NaN grad, error_if_nonfinite=True"] == "RuntimeError"
+    assert r["NaN grad, default: every grad NaN after clipping"]
+    assert r["foreach=True = foreach=False, bit for bit"]
+    assert r["get_total_norm + clip_grads_with_norm_ = clip_grad_norm_, bit for bit"]
+
+
+def test_optimizer_gallery_margins_hold():
+    g = optimizer_gallery()
+    assert all(clear for _, clear in g.values()), (MARGIN, g)
+    assert g["Adadelta"][0] == 0 and g["LBFGS"][0] == 5
+
+
+def test_optimizer_knobs_and_scaler():
+    k = optimizer_knobs()
+    assert k["after add_param_group"] == [0.1, 0.01, 0.001]
+    assert k["3 steps, pre hook removed before the third: pre, post calls"] == (2, 3)
+    assert k["Adam(maximize=True): the loss over 5 steps"] == "rose every step"
+    assert k["Adam(maximize=False): the loss over 5 steps"] == "fell every step"
+    assert k["SparseAdam on a dense Embedding's grad"] == "RuntimeError"
+    assert k["Muon on all of a Linear's parameters (bias 1-D)"] == "ValueError"
+    assert k["Muon on the weight matrix only"] == "builds"
+    s = scaler_knobs()
+    assert s["scale after the inf step, then after 3 clean steps"] == [512.0, 512.0, 512.0, 1024.0]
+    assert s["update(new_scale=8.0)"] == 8.0
