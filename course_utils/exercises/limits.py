@@ -78,6 +78,12 @@ def time_limit(seconds: float) -> Iterator[Deadline]:
                     _raise_in(target, None)      # stuck in C: TimeUp never arrived; SIGINT replaces it
                     signal.pthread_kill(target, signal.SIGINT)
 
+    # A process started in the background by a shell without job control (`cmd &` in a script) inherits SIGINT
+    # ignored, and Python keeps it so: the SIGINT fallback would then do nothing (measured: a 30 s sleep ran to its
+    # end). For the check's duration Python's own handler is put in place, and the inherited one restored after.
+    inherited = signal.getsignal(signal.SIGINT) if in_main else None
+    if in_main and not callable(inherited):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=watch, name="exercise-time-limit", daemon=True).start()
     try:
         yield deadline
@@ -86,6 +92,8 @@ def time_limit(seconds: float) -> Iterator[Deadline]:
             raise
     finally:
         _stop_watching(deadline, lock, state, done, target)
+        if in_main and not callable(inherited):
+            signal.signal(signal.SIGINT, inherited)
 
 
 def _stop_watching(deadline: Deadline, lock: threading.Lock, state: dict, done: threading.Event,
