@@ -187,3 +187,18 @@ def test_a_niced_pass_runs_its_kernels_at_that_niceness(tmp_path):
     assert nbval_perturbed.nbval([path], niceness=19).passed
     plain = nbval_perturbed.nbval([path])
     assert not plain.passed and plain.failed == ["00_niceness.ipynb::Cell 0"], plain.log[-2000:]
+
+
+def test_a_differing_cell_is_reported_in_full(tmp_path):
+    """A cell that fails in a background pass is shown whole in its log (pytest cuts long diffs by default): what a
+    chapter prints only when something goes wrong, such as torchrun's stderr, must reach the test's message."""
+    import nbformat
+    lines = [f"line {i}" for i in range(60)]
+    cell = nbformat.v4.new_code_cell("print('\\n'.join(f'line {i}' for i in range(60)))", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines[:-1] + ["line X"]) + "\n")]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "00_long.ipynb")
+    outcome = nbval_perturbed.nbval([tmp_path / "00_long.ipynb"], PYTHONPATH=str(ROOT))
+    assert outcome.failed == ["00_long.ipynb::Cell 0"] and "line X" in outcome.log and "line 59" in outcome.log
+    assert "truncated" not in outcome.log

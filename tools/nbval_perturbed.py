@@ -121,7 +121,9 @@ def nbval(paths: list[Path], config: str | None = None, label: str = "", nicenes
         for path in paths:
             shutil.copy(path, folder / path.name)
         command = [sys.executable, "-c", _NICE_PYTEST, str(niceness), *nbval_arguments(), "-p", "no:cacheprovider",
-                   "-q", "--no-header", "-rf", f"--rootdir={tmp}", "-c", os.devnull, str(folder)]
+                   "-q", "--no-header", "-rf", f"--rootdir={tmp}", "-c", os.devnull,
+                   "-o", "truncation_limit_lines=0", "-o", "truncation_limit_chars=0",   # a differing cell in full
+                   str(folder)]
         done = subprocess.run(command, cwd=tmp, env=environment(config, Path(tmp) / "progress.json", **extra),
                               capture_output=True, text=True, timeout=TIMEOUT_S)
     log = done.stdout + done.stderr
