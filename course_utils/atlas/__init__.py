@@ -1,6 +1,6 @@
 """The error atlas (issue 39): errors a training loop raises, each run on the pinned torch with its fix, and a lookup.
 
-``ENTRIES`` is the data (``entries_*.py``, one file per group of stages); ``runner.run_entry`` runs one;
+``ENTRIES`` is the data (``entries_*.py``, one file per group of errors); ``runner.run_entry`` runs one;
 ``lookup.lookup`` finds entries from a pasted message (``python -m course_utils.explain``); ``text`` renders
 a chapter's "errors you will meet here" and chapter 9's whole table.
 """
@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from course_utils.atlas.entry import STAGES, Entry
 
-from course_utils.atlas.entries_data import ENTRIES as _DATA  # noqa: E402
-from course_utils.atlas.entries_saving import ENTRIES as _SAVING  # noqa: E402
-from course_utils.atlas.entries_step import ENTRIES as _STEP  # noqa: E402
+from course_utils.atlas import (entries_arrays, entries_checkpoint, entries_data, entries_distributed,  # noqa: E402
+                                 entries_evaluation, entries_gpu, entries_layers, entries_optim, entries_precision,
+                                 entries_samplers, entries_step, entries_workers)
 
-ENTRIES: tuple[Entry, ...] = _DATA + _STEP + _SAVING
+ENTRIES: tuple[Entry, ...] = tuple(entry for part in (  # the atlas's order: the data, the step, saving and ranks
+    entries_data, entries_workers, entries_arrays, entries_samplers, entries_evaluation,
+    entries_step, entries_layers, entries_optim, entries_precision,
+    entries_checkpoint, entries_distributed, entries_gpu) for entry in part.ENTRIES)
 
 __all__ = ["ENTRIES", "STAGES", "Entry"]

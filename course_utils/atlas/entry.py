@@ -10,6 +10,7 @@ values). ``fix`` may set ``shown`` to a value the chapter prints as the fix's re
 from __future__ import annotations
 
 import string
+import textwrap
 
 from dataclasses import dataclass, field
 
@@ -49,3 +50,8 @@ class Entry:
     @property
     def is_warning(self) -> bool:
         return self.expect.endswith("Warning")
+
+
+def source(*parts: str) -> str:
+    """A fragment written indented in an entries file (in one or more parts), as the code it is."""
+    return "\n".join(textwrap.dedent(part).strip("\n") + "\n" for part in parts)

@@ -1,0 +1,117 @@
+"""The atlas's entries for NumPy arrays turned into tensors in a Dataset (chapter 1): negative strides,
+read-only arrays, object arrays, a list of arrays.
+"""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry, source
+
+ENTRIES = (
+    Entry(
+        id="from-numpy-negative-stride", stage="data", chapter=1,
+        title="torch.from_numpy on a flipped or reversed NumPy view (flip augmentation, BGR to RGB)",
+        code=source("""
+            img = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)  # H, W, C
+            x = torch.from_numpy($view)
+        """),
+        fix=source("""
+            img = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)  # H, W, C
+            x = torch.from_numpy($view.copy())
+            shown = tuple(x.shape)
+        """),
+        cause="np.flip and [::-1] return views that walk memory backwards (a negative stride), and a tensor "
+              "cannot share memory laid out that way. Copy the view first (.copy() or "
+              "np.ascontiguousarray), or flip the tensor with torch.flip after converting.",
+        expect="ValueError",
+        params=({"view": "np.flip(img, axis=1)"}, {"view": "img[..., ::-1]"}),
+        sources=("https://github.com/1adrianb/face-alignment/issues/259",
+                 "https://github.com/rayabhisek123/CFAT/issues/2",
+                 "https://github.com/xuebinqin/U-2-Net/issues/375"),
+    ),
+    Entry(
+        id="from-numpy-not-writable", stage="data", chapter=1,
+        title="torch.from_numpy on a read-only NumPy array (broadcast view, bytes buffer, read-only memmap)",
+        code=source("""
+            was = torch.is_warn_always_enabled()
+            torch.set_warn_always(True)  # torch shows this warning once per process: show it every run
+            try:
+                arr = $array
+                x = torch.from_numpy(arr)
+            finally:
+                torch.set_warn_always(was)
+        """),
+        fix=source("""
+            was = torch.is_warn_always_enabled()
+            torch.set_warn_always(True)  # torch shows this warning once per process: show it every run
+            try:
+                arr = $array
+                x = torch.from_numpy(arr.copy())
+            finally:
+                torch.set_warn_always(was)
+            shown = tuple(x.shape)
+        """),
+        cause="from_numpy shares the array's memory, but torch has no read-only tensors, so writing to the "
+              "tensor would write into memory NumPy marked read-only. Copy the array first, or "
+              "use torch.tensor(arr), which copies.",
+        expect="UserWarning",
+        params=({"array": "np.broadcast_to(np.arange(3.0), (4, 3))"},
+                {"array": "np.frombuffer(bytes(range(12)), dtype=np.uint8)"}),
+        sources=("https://github.com/city96/ComfyUI-GGUF/issues/232",
+                 "https://github.com/mlzxy/devit/issues/52",
+                 "https://github.com/wzzheng/GenAD/issues/13"),
+    ),
+    Entry(
+        id="object-array-to-tensor", stage="data", chapter=1,
+        title="a NumPy array of dtype object (ragged features, a DataFrame column of arrays) made into a tensor",
+        code=source("""
+            features = [np.ones(n, dtype=np.float32) for n in ($lengths)]
+            arr = np.array(features, dtype=object)
+            x = torch.tensor(arr)
+        """),
+        fix=source("""
+            features = [np.ones(n, dtype=np.float32) for n in ($lengths)]
+            width = max(len(f) for f in features)
+            arr = np.stack([np.pad(f, (0, width - len(f))) for f in features])
+            x = torch.from_numpy(arr)
+            shown = tuple(x.shape)
+        """),
+        cause="An object array holds Python objects (here arrays of different lengths, or arrays stored "
+              "per row), and a tensor needs one numeric dtype and a rectangular shape. Pad or stack into a "
+              "numeric array first (np.stack, .astype(np.float32)).",
+        expect="TypeError",
+        params=({"lengths": "3, 2"}, {"lengths": "4, 4, 4"}),
+        sources=("https://github.com/sebkim/lda2vec-pytorch/issues/5",
+                 "https://github.com/georgian-io/Multimodal-Toolkit/issues/2",
+                 "https://github.com/QwenAudio/CosyVoice/issues/195"),
+    ),
+    Entry(
+        id="tensor-from-list-of-ndarrays", stage="data", chapter=1,
+        title="torch.tensor on a Python list of NumPy arrays (e.g. a batch assembled by hand)",
+        code=source("""
+            was = torch.is_warn_always_enabled()
+            torch.set_warn_always(True)  # torch shows this warning once per process: show it every run
+            try:
+                frames = [np.zeros($shape, dtype=np.float32) for _ in range($n)]
+                batch = torch.tensor(frames)
+            finally:
+                torch.set_warn_always(was)
+        """),
+        fix=source("""
+            was = torch.is_warn_always_enabled()
+            torch.set_warn_always(True)  # torch shows this warning once per process: show it every run
+            try:
+                frames = [np.zeros($shape, dtype=np.float32) for _ in range($n)]
+                batch = torch.from_numpy(np.stack(frames))
+            finally:
+                torch.set_warn_always(was)
+            shown = tuple(batch.shape)
+        """),
+        cause="torch.tensor walks a list element by element, so a list of arrays is converted number by "
+              "number, much slower than one array. Stack the arrays with np.stack (or np.array) and "
+              "convert once.",
+        expect="UserWarning",
+        params=({"shape": "(3, 8, 8)", "n": 4}, {"shape": "(16,)", "n": 10}),
+        sources=("https://github.com/kan-bayashi/ParallelWaveGAN/issues/367",
+                 "https://github.com/pfnet/pfrl/issues/189",
+                 "https://github.com/pytorch/pytorch/issues/57467"),
+    ),
+)

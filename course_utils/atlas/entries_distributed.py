@@ -1,0 +1,436 @@
+"""The atlas's entries for distributed training (chapter 7).
+
+Every fragment runs one process on the CPU with the gloo backend (world size 1) and destroys any process group
+it initialises in a ``finally``; none registers a communication hook. The groups use an in-memory HashStore;
+only the two entries about the launcher's TCP store open one.
+"""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry
+
+# One process, world size 1. An in-memory HashStore stands in for the rendezvous store a launcher provides: with
+# one process nothing needs a socket, and on this torch every 25th TCPStore a process opens takes 5 s to start.
+_GROUP = (
+    "import torch.distributed as dist\n"
+    "store = dist.HashStore()   # one process: an in-memory store stands in for torchrun's\n"
+    "dist.init_process_group(\"gloo\", store=store, rank=0, world_size=1)\n"
+)
+
+ENTRIES = (
+    Entry(
+        id="dist-default-group-missing", stage="distributed", chapter=7,
+        title="called a collective or built a DistributedSampler before init_process_group",
+        code=(
+            "import torch.distributed as dist\n"
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "dataset = TensorDataset(torch.arange(10.0))\n"
+            "result = $call\n"
+        ),
+        fix=(
+            "from torch.utils.data.distributed import DistributedSampler\n"
+            "dataset = TensorDataset(torch.arange(10.0))\n"
+            + _GROUP +
+            "try:\n"
+            "    result = $call\n"
+            "    shown = dist.get_world_size()\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="torch.distributed calls (collectives, get_rank, a DistributedSampler without num_replicas and rank) "
+              "need the default process group, which init_process_group creates once per process; the script ran "
+              "as a plain python process or skipped that call.",
+        expect="ValueError",
+        params=(
+            {"call": "dist.all_reduce(torch.ones(3))"},
+            {"call": "DistributedSampler(dataset)"},
+            {"call": "dist.get_rank()"},
+        ),
+        sources=(
+            "https://github.com/megvii-model/YOLOF/issues/11",
+            "https://github.com/open-mmlab/mmsegmentation/issues/901",
+            "https://github.com/zcablii/LSKNet/issues/54",
+        ),
+    ),
+    Entry(
+        id="dist-env-not-set", stage="distributed", chapter=7,
+        title="init_process_group with the default env:// method, run with plain python instead of torchrun",
+        code=(
+            "import torch.distributed as dist\n"
+            "try:\n"
+            "    dist.init_process_group(\"gloo\"$args)\n"
+            "finally:\n"
+            "    if dist.is_initialized():\n"
+            "        dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "import torch.distributed as dist\n"
+            "store = dist.TCPStore(\"127.0.0.1\", 0, world_size=1, is_master=True, wait_for_workers=False)\n"
+            "launcher = {\"RANK\": \"0\", \"WORLD_SIZE\": \"1\", \"MASTER_ADDR\": \"127.0.0.1\",\n"
+            "            \"MASTER_PORT\": str(store.port), \"TORCHELASTIC_USE_AGENT_STORE\": \"True\"}\n"
+            "before = {name: os.environ.get(name) for name in launcher}\n"
+            "os.environ.update(launcher)   # what torchrun sets for each process it starts (and its store)\n"
+            "try:\n"
+            "    dist.init_process_group(\"gloo\"$args)\n"
+            "    shown = dist.get_world_size()\n"
+            "finally:\n"
+            "    if dist.is_initialized():\n"
+            "        dist.destroy_process_group()\n"
+            "    for name, value in before.items():\n"
+            "        if value is None:\n"
+            "            os.environ.pop(name, None)\n"
+            "        else:\n"
+            "            os.environ[name] = value\n"
+            "    del store\n"
+        ),
+        cause="The env:// rendezvous reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the environment, "
+              "which a launcher (torchrun) sets; a script started with plain python has none of them. Launch with "
+              "torchrun, or pass rank, world_size and a store or init_method yourself.",
+        expect="ValueError",
+        params=({"args": ""}, {"args": ", rank=0, world_size=1"}),
+        sources=(
+            "https://github.com/meta-llama/llama/issues/391",
+            "https://github.com/HRNet/HRNet-Semantic-Segmentation/issues/35",
+            "https://github.com/NVIDIA/apex/issues/99",
+        ),
+    ),
+    Entry(
+        id="dist-nccl-missing", stage="distributed", chapter=7,
+        title="asked for the nccl backend on a torch built without NCCL (CPU, Windows, macOS)",
+        code=(
+            "import torch.distributed as dist\n"
+            "store = dist.HashStore()\n"
+            "try:\n"
+            "    dist.init_process_group(\"$backend\", store=store, rank=0, world_size=1)\n"
+            "finally:\n"
+            "    if dist.is_initialized():\n"
+            "        dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "import torch.distributed as dist\n"
+            "store = dist.HashStore()\n"
+            "backend = \"nccl\" if dist.is_nccl_available() and torch.cuda.is_available() else \"gloo\"\n"
+            "try:\n"
+            "    dist.init_process_group(backend, store=store, rank=0, world_size=1)\n"
+            "    shown = dist.get_backend()\n"
+            "finally:\n"
+            "    if dist.is_initialized():\n"
+            "        dist.destroy_process_group()\n"
+        ),
+        cause="NCCL is NVIDIA's GPU-to-GPU library and only Linux CUDA builds of torch include it; a CPU-only "
+              "build (like Windows and macOS builds) does not. A CUDA build on a machine without a GPU refuses "
+              "too, in other words: \"ProcessGroupNCCL is only supported with GPUs, no GPUs found!\" (ValueError). "
+              "Use gloo there, and choose the backend from dist.is_nccl_available() and torch.cuda.is_available().",
+        expect="RuntimeError",
+        not_run="torch's words depend on its build (measured: this course's CPU-only torch and the default CUDA "
+                "wheel on a machine without a GPU word it differently), so it is quoted, not run: every machine "
+                "prints the same",
+        message="Distributed package doesn't have NCCL built in",
+        params=({"backend": "nccl"}, {"backend": "cpu:gloo,cuda:nccl"}),
+        sources=(
+            "https://github.com/tczhangzhi/pytorch-distributed/issues/15",
+            "https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/166",
+            "https://github.com/kennymckormick/pyskl/issues/79",
+        ),
+    ),
+    Entry(
+        id="dist-port-in-use", stage="distributed", chapter=7,
+        title="started the rendezvous store on a port another process already holds (MASTER_PORT of a run still going)",
+        code=(
+            "import datetime, socket\n"
+            "import torch.distributed as dist\n"
+            "$holder\n"
+            "try:\n"
+            "    store = dist.TCPStore(\"127.0.0.1\", port, world_size=1, is_master=True, wait_for_workers=False,\n"
+            "                          timeout=datetime.timedelta(seconds=2))\n"
+            "finally:\n"
+            "    $release\n"
+        ),
+        fix=(
+            "import datetime, socket\n"
+            "import torch.distributed as dist\n"
+            "$holder\n"
+            "try:\n"
+            "    store = dist.TCPStore(\"127.0.0.1\", 0, world_size=1, is_master=True, wait_for_workers=False,\n"
+            "                          timeout=datetime.timedelta(seconds=2))   # 0: the system picks a free port\n"
+            "    shown = store.port != port\n"
+            "finally:\n"
+            "    $release\n"
+        ),
+        cause="The master's store listens on MASTER_PORT, and a port is held by one listener at a time: an "
+              "earlier run that is still alive (or a second job started with the same port) has it. Stop that "
+              "process or pick another port (torchrun --master_port, or --rdzv-endpoint=localhost:0 on one machine).",
+        expect="DistNetworkError",
+        params=(
+            {"holder": "held = socket.socket()\n"
+                       "held.bind((\"127.0.0.1\", 0))\n"
+                       "held.listen()\n"
+                       "port = held.getsockname()[1]",
+             "release": "held.close()"},
+            {"holder": "first = dist.TCPStore(\"127.0.0.1\", 0, world_size=1, is_master=True, wait_for_workers=False)\n"
+                       "port = first.port   # the store of a run that is still going",
+             "release": "del first"},
+        ),
+        sources=(
+            "https://github.com/xdit-project/mochi-xdit/issues/22",
+            "https://github.com/om-ai-lab/VLM-R1/issues/289",
+            "https://github.com/NVIDIA/Megatron-LM/issues/1371",
+        ),
+    ),
+    Entry(
+        id="ddp-unused-parameters", stage="distributed", chapter=7,
+        title="trained with DDP a model whose forward leaves some parameters unused",
+        code=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.$first = nn.Linear(4, 3)\n"
+            "        self.$second = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        return self.$used(x)            # the other layer gets no gradient\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net())\n"
+            "    for step in range(2):\n"
+            "        model(torch.randn(8, 4)).sum().backward()\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.$first = nn.Linear(4, 3)\n"
+            "        self.$second = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        return self.$used(x)\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net(), find_unused_parameters=True)   # or remove the unused layer\n"
+            "    for step in range(2):\n"
+            "        model(torch.randn(8, 4)).sum().backward()\n"
+            "    shown = step + 1\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="DDP waits for a gradient from every parameter before it finishes reducing; a parameter that the "
+              "forward did not use never reports, so the next iteration finds the previous reduction unfinished. "
+              "Use every parameter, delete the unused ones, or pass find_unused_parameters=True.",
+        expect="RuntimeError",
+        params=(
+            {"first": "head", "second": "aux_head", "used": "head"},
+            {"first": "old_classifier", "second": "classifier", "used": "classifier"},
+        ),
+        sources=(
+            "https://github.com/pytorch/pytorch/issues/43259",
+            "https://github.com/ImprintLab/MedSegDiff/issues/27",
+            "https://github.com/Megvii-BaseDetection/YOLOX/issues/885",
+        ),
+    ),
+    Entry(
+        id="ddp-marked-ready-twice", stage="distributed", chapter=7,
+        title="reentrant activation checkpointing inside DDP with find_unused_parameters=True",
+        code=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from torch.utils.checkpoint import checkpoint\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.$first = nn.Linear(4, 4)\n"
+            "        self.$middle = nn.Linear(4, 4)\n"
+            "        self.$last = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        h = self.$first(x)\n"
+            "        h = checkpoint(self.$middle, h, use_reentrant=True)\n"
+            "        return self.$last(h)\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net(), find_unused_parameters=True)\n"
+            "    model(torch.randn(8, 4)).sum().backward()\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from torch.utils.checkpoint import checkpoint\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.$first = nn.Linear(4, 4)\n"
+            "        self.$middle = nn.Linear(4, 4)\n"
+            "        self.$last = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        h = self.$first(x)\n"
+            "        h = checkpoint(self.$middle, h, use_reentrant=False)   # non-reentrant checkpointing\n"
+            "        return self.$last(h)\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net())                      # every parameter is used: no find_unused_parameters\n"
+            "    model(torch.randn(8, 4)).sum().backward()\n"
+            "    shown = model.module.$middle.weight.grad is not None\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="Reentrant checkpointing runs the checkpointed block's backward as a second, nested backward pass, "
+              "so DDP's hooks fire again for its parameters, which find_unused_parameters had already marked "
+              "ready. Use use_reentrant=False, or drop find_unused_parameters when every parameter is used.",
+        expect="RuntimeError",
+        params=(
+            {"first": "embed", "middle": "block", "last": "head"},
+            {"first": "stem", "middle": "encoder", "last": "classifier"},
+        ),
+        sources=(
+            "https://github.com/huggingface/peft/issues/313",
+            "https://github.com/huggingface/accelerate/issues/2017",
+            "https://github.com/microsoft/FocalNet/issues/4",
+        ),
+    ),
+    Entry(
+        id="ddp-wrapper-attribute", stage="distributed", chapter=7,
+        title="called your model's own method or attribute on the DDP wrapper",
+        code=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.encoder = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        return self.encoder(x)\n"
+            "    def embed(self, x):\n"
+            "        return self.encoder(x).tanh()\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net())\n"
+            "    result = $access\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.encoder = nn.Linear(4, 3)\n"
+            "    def forward(self, x):\n"
+            "        return self.encoder(x)\n"
+            "    def embed(self, x):\n"
+            "        return self.encoder(x).tanh()\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(Net())\n"
+            "    result = $fixed                     # your model is model.module\n"
+            "    shown = tuple(result.shape)\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="DistributedDataParallel (like DataParallel) is a new Module that holds yours as `.module` and "
+              "forwards only calls to forward; your methods and submodules live on `model.module`.",
+        expect="AttributeError",
+        params=(
+            {"access": "model.embed(torch.randn(2, 4))", "fixed": "model.module.embed(torch.randn(2, 4))"},
+            {"access": "model.encoder.weight", "fixed": "model.module.encoder.weight"},
+        ),
+        sources=(
+            "https://github.com/ultralytics/yolov5/issues/90",
+            "https://github.com/Project-MONAI/GenerativeModels/issues/354",
+            "https://github.com/VinAIResearch/XPhoneBERT/issues/7",
+        ),
+    ),
+    Entry(
+        id="ddp-device-ids-cpu", stage="distributed", chapter=7,
+        title="passed GPU device_ids to DDP for a model that is still on the CPU",
+        code=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(nn.Linear(4, 3), device_ids=$ids$out)\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            + _GROUP +
+            "try:\n"
+            "    model = DDP(nn.Linear(4, 3))   # a CPU module: no device_ids (on a GPU: model.to(rank) first)\n"
+            "    shown = str(next(model.parameters()).device)\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="device_ids tells DDP which single GPU the module lives on, so the module must already be there; "
+              "this one's parameters are on the CPU. Move the model to the rank's GPU before wrapping it, or leave "
+              "device_ids out for a CPU model.",
+        expect="ValueError",
+        params=({"ids": "[0]", "out": ""}, {"ids": "[1]", "out": ", output_device=1"}),
+        sources=(
+            "https://github.com/pytorch/pytorch/issues/100243",
+            "https://github.com/ultralytics/ultralytics/pull/15701",
+        ),
+    ),
+    Entry(
+        id="ddp-no-trainable-parameters", stage="distributed", chapter=7,
+        title="wrapped a frozen or parameter-free module in DDP",
+        code=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            + _GROUP +
+            "try:\n"
+            "    frozen = DDP($module)\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            + _GROUP +
+            "try:\n"
+            "    frozen = $module                       # nothing to synchronise: use it unwrapped\n"
+            "    shown = sum(p.requires_grad for p in frozen.parameters())\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="DDP exists to average gradients across processes; a module with no parameter that requires a "
+              "gradient (a frozen feature extractor, a loss or metric module) has none to average. Wrap only the "
+              "trainable model and use the frozen one as it is.",
+        expect="RuntimeError",
+        params=(
+            {"module": "nn.Linear(4, 3).requires_grad_(False)"},
+            {"module": "nn.Sequential(nn.ReLU(), nn.Dropout(0.1))"},
+        ),
+        sources=(
+            "https://github.com/pytorch/pytorch/issues/45326",
+            "https://github.com/huggingface/accelerate/issues/760",
+            "https://github.com/guoqincode/Open-AnimateAnyone/issues/32",
+        ),
+    ),
+    Entry(
+        id="dist-init-twice", stage="distributed", chapter=7,
+        title="called init_process_group a second time in the same process (a re-run notebook cell, a helper)",
+        code=(
+            _GROUP +
+            "try:\n"
+            "    $again\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            _GROUP +
+            "try:\n"
+            "    if not dist.is_initialized():\n"
+            "        $again\n"
+            "    shown = dist.is_initialized()\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        cause="A process has one default process group; init_process_group creates it and refuses to run again "
+              "until destroy_process_group. Check dist.is_initialized() first, or destroy the group at the end "
+              "of each run.",
+        expect="ValueError",
+        params=(
+            {"again": "dist.init_process_group(\"gloo\", store=store, rank=0, world_size=1)"},
+            {"again": "dist.init_process_group(\"gloo\", init_method=\"tcp://127.0.0.1:0\", rank=0, world_size=1)"},
+        ),
+        sources=(
+            "https://github.com/NVIDIA/Megatron-LM/pull/521",
+            "https://github.com/ddPn08/rvc-webui/pull/54",
+        ),
+    ),
+)

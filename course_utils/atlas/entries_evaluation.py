@@ -1,0 +1,147 @@
+"""The atlas's entries for evaluation (stage "evaluation", chapter 4): no_grad, inference_mode, eval mode and
+a batch of one, a tensor that still requires grad turned into NumPy.
+"""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry, source
+
+ENTRIES = (
+    Entry(
+        id="backward-under-no-grad", stage="evaluation", chapter=4,
+        title="backward() on a loss computed inside torch.no_grad() or inference_mode() (evaluation code reused)",
+        code=source("""
+            model = nn.Linear(4, 1)
+            x, y = torch.randn(8, 4), torch.randn(8, 1)
+            with $guard:
+                loss = F.mse_loss(model(x), y)
+            loss.backward()
+        """),
+        fix=source("""
+            model = nn.Linear(4, 1)
+            x, y = torch.randn(8, 4), torch.randn(8, 1)
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            shown = tuple(model.weight.grad.shape)
+        """),
+        cause="Inside no_grad or inference_mode autograd records nothing, so the loss has no grad_fn and "
+              "backward has no graph to walk. Compute training losses outside the evaluation context "
+              "(the same message appears when every parameter was frozen with requires_grad_(False)).",
+        expect="RuntimeError",
+        params=({"guard": "torch.no_grad()"}, {"guard": "torch.inference_mode()"}),
+        sources=("https://github.com/nianticlabs/monodepth2/issues/24",
+                 "https://github.com/davidmascharka/tbd-nets/issues/8",
+                 "https://github.com/weizheliu/People-Flows/issues/7"),
+    ),
+    Entry(
+        id="inference-tensor-saved-for-backward", stage="evaluation", chapter=4,
+        title="features computed once under torch.inference_mode() reused to train a head",
+        code=source("""
+            backbone, head = nn.Linear(8, $hidden), nn.Linear($hidden, 2)
+            x, y = torch.randn(4, 8), torch.tensor([0, 1, 0, 1])
+            with torch.inference_mode():
+                features = backbone(x)  # cached, reused every epoch
+            loss = F.cross_entropy(head(features), y)
+            loss.backward()
+        """),
+        fix=source("""
+            backbone, head = nn.Linear(8, $hidden), nn.Linear($hidden, 2)
+            x, y = torch.randn(4, 8), torch.tensor([0, 1, 0, 1])
+            with torch.no_grad():
+                features = backbone(x)  # cached, reused every epoch
+            loss = F.cross_entropy(head(features), y)
+            loss.backward()
+            shown = tuple(head.weight.grad.shape)
+        """),
+        cause="Tensors made under inference_mode are 'inference tensors' that autograd may never save; a "
+              "layer that needs its input for the backward pass (Linear does) refuses them. Make such "
+              "tensors under no_grad instead, or clone() them outside inference_mode.",
+        expect="RuntimeError",
+        params=({"hidden": 16}, {"hidden": 32}),
+        sources=("https://github.com/facebookresearch/dinov2/issues/472",
+                 "https://github.com/roboflow/rf-detr/issues/461"),
+    ),
+    Entry(
+        id="inference-tensor-inplace-outside", stage="evaluation", chapter=4,
+        title="a metric accumulated under torch.inference_mode() updated in place after the block",
+        code=source("""
+            model = nn.Linear(4, 3)
+            ds = TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+            loader = DataLoader(ds, batch_size=$bs)
+            with torch.inference_mode():
+                test_loss = 0
+                for xb, yb in loader:
+                    test_loss += F.cross_entropy(model(xb), yb)
+            $after
+        """),
+        fix=source("""
+            model = nn.Linear(4, 3)
+            ds = TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+            loader = DataLoader(ds, batch_size=$bs)
+            with torch.inference_mode():
+                test_loss = 0
+                for xb, yb in loader:
+                    test_loss += F.cross_entropy(model(xb), yb)
+                $after
+            shown = tuple(test_loss.shape)
+        """),
+        cause="The accumulated loss is an inference tensor, and outside inference_mode torch forbids in-place "
+              "updates to it (/=, *=, add_). Finish the arithmetic inside the block (watch the "
+              "indentation), or accumulate Python floats with .item().",
+        expect="RuntimeError",
+        params=({"bs": 4, "after": "test_loss /= len(loader)"}, {"bs": 6, "after": "test_loss.mul_(100)"}),
+        sources=("https://github.com/mrdbourke/pytorch-deep-learning/issues/397",
+                 "https://github.com/mantasu/glasses-detector/issues/19",
+                 "https://github.com/vllm-project/vllm/issues/1968"),
+    ),
+    Entry(
+        id="batchnorm-batch-of-one", stage="evaluation", chapter=4,
+        title="predicting a single sample with a BatchNorm model still in train mode",
+        code=source("""
+            model = nn.Sequential($layers)
+            pred = model(torch.randn($shape))  # one sample; model.eval() was never called
+        """),
+        fix=source("""
+            model = nn.Sequential($layers)
+            model.eval()
+            with torch.no_grad():
+                pred = model(torch.randn($shape))
+            shown = tuple(pred.shape)
+        """),
+        cause="In train mode BatchNorm normalises with the batch's own mean and variance, which one value per "
+              "channel cannot give. Call model.eval() for inference (it uses the running statistics); in "
+              "training, avoid a last batch of one with drop_last=True.",
+        expect="ValueError",
+        params=({"layers": "nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2)", "shape": "1, 4"},
+                {"layers": "nn.Conv2d(3, 16, 3), nn.AdaptiveAvgPool2d(1), nn.BatchNorm2d(16), nn.ReLU(), "
+                           "nn.Flatten(), nn.Linear(16, 2)",
+                 "shape": "1, 3, 8, 8"}),
+        sources=("https://github.com/fungtion/DANN_py3/issues/8",
+                 "https://github.com/luizgh/sigver/issues/10",
+                 "https://github.com/open-mmlab/mmsegmentation/issues/272"),
+    ),
+    Entry(
+        id="numpy-on-tensor-requiring-grad", stage="evaluation", chapter=4,
+        title="model outputs turned into NumPy for a metric or a plot without detaching",
+        code=source("""
+            model = nn.Linear(4, $classes)
+            probs = model(torch.randn(5, 4)).softmax(dim=1)
+            $convert
+        """),
+        fix=source("""
+            model = nn.Linear(4, $classes)
+            with torch.no_grad():
+                probs = model(torch.randn(5, 4)).softmax(dim=1)
+            $convert
+            shown = preds.shape
+        """),
+        cause="The outputs are part of the autograd graph (requires_grad=True), and NumPy memory cannot carry "
+              "gradients, so torch refuses to hand it over silently. Evaluate under torch.no_grad(), or call "
+              ".detach() (and .cpu()) before .numpy().",
+        expect="RuntimeError",
+        params=({"classes": 3, "convert": "preds = probs.numpy()"},
+                {"classes": 2, "convert": "preds = np.asarray(probs)"}),
+        sources=("https://github.com/pytorch/pytorch/issues/44023",
+                 "https://github.com/zhuangdizhu/FedGen/issues/1",
+                 "https://github.com/XiaMooo/Yolo-Detect-Layer-Visualization/issues/1"),
+    ),
+)

@@ -1,0 +1,110 @@
+"""The atlas's entries for layers' inputs in the step (chapters 3 and 5): channels, views, embeddings, an
+LSTM's hidden state."""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry
+
+ENTRIES = (
+    Entry(
+        id="conv-input-channels", stage="step", chapter=3,
+        title="grayscale images fed to a convolution built for RGB (or the reverse)",
+        code="torch.manual_seed(0)\n"
+             "conv = nn.Conv2d($conv_in, 16, 3)\n"
+             "images = torch.randn($batch, $img_ch, $size, $size)\n"
+             "out = conv(images)",
+        fix="torch.manual_seed(0)\n"
+            "conv = nn.Conv2d($img_ch, 16, 3)     # in_channels = the images' channels (or convert the images)\n"
+            "images = torch.randn($batch, $img_ch, $size, $size)\n"
+            "out = conv(images)\n"
+            "shown = tuple(out.shape)",
+        cause="A convolution's in_channels must equal the input's dimension 1: MNIST-style grayscale (1 channel) "
+              "into a network built for RGB (3), or images in (N, H, W, C) order so that H reads as channels. "
+              "Match in_channels, convert the images, or permute to (N, C, H, W).",
+        expect="RuntimeError",
+        params=({"conv_in": 3, "img_ch": 1, "batch": 4, "size": 28},
+                {"conv_in": 1, "img_ch": 3, "batch": 2, "size": 32}),
+        sources=("https://github.com/avBuffer/UNet3plus_pth/issues/19",
+                 "https://github.com/LambdaLabsML/examples/issues/39",
+                 "https://github.com/zshuai8/FedGMM_ICML2023/issues/2"),
+    ),
+    Entry(
+        id="view-on-non-contiguous", stage="step", chapter=3,
+        title=".view() on a transposed (non-contiguous) tensor",
+        code="torch.manual_seed(0)\n"
+             "out = torch.randn($batch, $seq, $hidden)       # (N, T, H) from a sequence model\n"
+             "flat = out.transpose(1, 2).view($batch, -1)     # transpose changes the strides, not the memory",
+        fix="torch.manual_seed(0)\n"
+            "out = torch.randn($batch, $seq, $hidden)\n"
+            "flat = out.transpose(1, 2).reshape($batch, -1)  # or .contiguous().view(...)\n"
+            "shown = tuple(flat.shape)",
+        cause="view() never copies, so it needs memory laid out in the requested order; after transpose, permute "
+              "or some slicing it is not. Use reshape(), which copies when it must, or .contiguous() first.",
+        expect="RuntimeError",
+        params=({"batch": 4, "seq": 3, "hidden": 5}, {"batch": 8, "seq": 12, "hidden": 32}),
+        sources=("https://github.com/sergeywong/cp-vton/issues/30",
+                 "https://github.com/open-mmlab/mmpretrain/pull/104",
+                 "https://github.com/chikuanlin/re3-pytorch/issues/2"),
+    ),
+    Entry(
+        id="view-shape-invalid", stage="step", chapter=3,
+        title="a flatten to a hard-coded size that the features do not have",
+        code="torch.manual_seed(0)\n"
+             "feats = torch.randn($batch, $ch, $hw, $hw)     # conv output for this image size\n"
+             "flat = feats.view($batch, $flat)               # size computed for another image size",
+        fix="torch.manual_seed(0)\n"
+            "feats = torch.randn($batch, $ch, $hw, $hw)\n"
+            "flat = feats.flatten(1)                         # and size the next Linear from flat.shape[1]\n"
+            "shown = tuple(flat.shape)",
+        cause="The requested shape needs a different number of elements than the tensor has, usually because the "
+              "flatten size was worked out for another input size or architecture. Use x.flatten(1) and size the "
+              "next layer from one dry run (or nn.LazyLinear).",
+        expect="RuntimeError",
+        params=({"batch": 4, "ch": 20, "hw": 2, "flat": 100},
+                {"batch": 8, "ch": 16, "hw": 5, "flat": 256}),
+        sources=("https://github.com/pytorch/pytorch/issues/38469",
+                 "https://github.com/weka511/hpa-scc/issues/38"),
+    ),
+    Entry(
+        id="embedding-index-out-of-range", stage="step", chapter=3,
+        title="a token id as large as the Embedding's num_embeddings",
+        code="torch.manual_seed(0)\n"
+             "emb = nn.Embedding($vocab, 8)                    # sized len(vocab), forgot the padding/unknown id\n"
+             "ids = torch.tensor([[1, 2, $bad], [0, 3, 4]])\n"
+             "out = emb(ids)",
+        fix="torch.manual_seed(0)\n"
+            "emb = nn.Embedding($bad + 1, 8)                  # num_embeddings = largest id + 1\n"
+            "ids = torch.tensor([[1, 2, $bad], [0, 3, 4]])\n"
+            "out = emb(ids)\n"
+            "shown = tuple(out.shape)",
+        cause="Embedding ids must lie in 0 .. num_embeddings-1; an id equal to the vocabulary size (a padding or "
+              "unknown token added after the layer was sized, a tokenizer with more tokens than the model) is "
+              "out of range (on a GPU, a device-side assert rather than this IndexError).",
+        expect="IndexError",
+        params=({"vocab": 10, "bad": 10}, {"vocab": 5000, "bad": 5003}),
+        sources=("https://github.com/karpathy/ng-video-lecture/issues/20",
+                 "https://github.com/ajhalthor/Transformer-Neural-Network/issues/13"),
+    ),
+    Entry(
+        id="lstm-hidden-batch-size", stage="step", chapter=5,
+        title="an initial LSTM state built for the full batch size, fed the smaller last batch",
+        code="torch.manual_seed(0)\n"
+             "lstm = nn.LSTM(10, $hidden, batch_first=True)\n"
+             "h0 = (torch.zeros(1, $batch, $hidden), torch.zeros(1, $batch, $hidden))   # built once, for batch_size\n"
+             "x = torch.randn($last, 7, 10)                    # the last batch of the epoch is smaller\n"
+             "out, _ = lstm(x, h0)",
+        fix="torch.manual_seed(0)\n"
+            "lstm = nn.LSTM(10, $hidden, batch_first=True)\n"
+            "x = torch.randn($last, 7, 10)\n"
+            "h0 = (torch.zeros(1, x.size(0), $hidden), torch.zeros(1, x.size(0), $hidden))   # from this batch\n"
+            "out, _ = lstm(x, h0)\n"
+            "shown = tuple(out.shape)",
+        cause="The hidden state's batch dimension must equal the input's; a state made once for batch_size fails "
+              "on the epoch's last, smaller batch (or at evaluation with another batch size). Build it from "
+              "x.size(0), pass none (zeros are the default), or use drop_last=True.",
+        expect="RuntimeError",
+        params=({"hidden": 20, "batch": 8, "last": 4}, {"hidden": 64, "batch": 32, "last": 7}),
+        sources=("https://github.com/miyamotok0105/pytorch_handbook/issues/11",
+                 "https://github.com/MUST-Deep-Learning/KnowIt/issues/252",
+                 "https://github.com/PetrochukM/PyTorch-NLP/issues/51"),
+    ),
+)

@@ -1,0 +1,160 @@
+"""The atlas's entries for DataLoader workers (chapter 1): an error raised in a worker, a worker that dies, a
+timeout, too many workers. Fragments that start workers use one worker and the fork start method (the Linux
+default), so classes defined in a fragment reach the worker without pickling.
+"""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry, source
+
+ENTRIES = (
+    Entry(
+        id="worker-raised", stage="data", chapter=1,
+        title="__getitem__ raises inside a DataLoader worker (a bad row in the data)",
+        code=source("""
+            class Rows(Dataset):
+                rows = [$rows]
+
+                def __len__(self):
+                    return len(self.rows)
+
+                def __getitem__(self, i):
+                    x, y = self.rows[i].split(",")
+                    return torch.tensor(float(x)), int(y)
+
+            for xb, yb in DataLoader(Rows(), batch_size=2, num_workers=1):
+                pass
+        """),
+        fix=source("""
+            def parses(row):
+                x, y = row.split(",")
+                try:
+                    float(x), int(y)
+                except ValueError:
+                    return False
+                return True
+
+            class Rows(Dataset):
+                def __init__(self, rows):
+                    self.rows = [row for row in rows if parses(row)]
+
+                def __len__(self):
+                    return len(self.rows)
+
+                def __getitem__(self, i):
+                    x, y = self.rows[i].split(",")
+                    return torch.tensor(float(x)), int(y)
+
+            shown = sum(len(yb) for xb, yb in DataLoader(Rows([$rows]), batch_size=2, num_workers=1))
+        """),
+        cause="An exception in __getitem__ (or a transform, or collate_fn) inside a worker is sent back and "
+              "re-raised as the same type with 'Caught ... in DataLoader worker process N'; the real error "
+              "is the last line of the 'Original Traceback' that follows. Fix that: here, a row that does "
+              "not parse (clean or skip it when the dataset is built).",
+        expect="ValueError",
+        params=({"rows": '"0.5,1", "0.7,cat", "0.1,0"'}, {"rows": '"0.5,1", "n/a,0", "0.1,1", "0.3,0"'}),
+        sources=("https://github.com/airctic/icevision/issues/365",
+                 "https://github.com/qinglew/PCN-PyTorch/issues/9",
+                 "https://github.com/Binyr/ASDA/issues/5"),
+        python_note="The message embeds the worker's formatted traceback: the site-packages path and torch's line "
+                    "numbers vary by install, and Python 3.12+ shows no <listcomp> frame (comprehensions are "
+                    "inlined) and may draw other caret lines than 3.11; only the first line ('Caught ValueError in "
+                    "DataLoader worker process 0.') and the last line (the original error) are stable.",
+    ),
+    Entry(
+        id="worker-exited-unexpectedly", stage="data", chapter=1,
+        title="a DataLoader worker process dies (killed by the OOM killer, or it crashed or exited)",
+        code=source("""
+            class Fragile(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    $death
+                    return torch.zeros(2)
+
+            for xb in DataLoader(Fragile(), batch_size=2, num_workers=1):
+                pass
+        """),
+        fix=source("""
+            class Fragile(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return torch.zeros(2)
+
+            shown = sum(1 for xb in DataLoader(Fragile(), batch_size=2, num_workers=1))
+        """),
+        cause="The worker process ended without a Python exception to send back: the kernel's out-of-memory "
+              "killer, a crash in native code (a segfault, /dev/shm full) or an exit() in the dataset; the "
+              "message cannot say which. Rerun with num_workers=0 to see the error in the main process, "
+              "check the kernel log for the OOM killer, lower num_workers or the batch size.",
+        expect="RuntimeError",
+        params=({"death": "os._exit(1)"}, {"death": "os.kill(os.getpid(), signal.SIGKILL)"}),
+        sources=("https://github.com/rowanz/r2c/issues/27",
+                 "https://github.com/patrickloeber/pytorchTutorial/issues/3",
+                 "https://github.com/xuebinqin/BASNet/issues/32"),
+    ),
+    Entry(
+        id="dataloader-timeout", stage="data", chapter=1,
+        title="a batch takes longer to load than the DataLoader's timeout",
+        code=source("""
+            import time
+
+            class Slow(Dataset):
+                def __len__(self):
+                    return 1
+
+                def __getitem__(self, i):
+                    time.sleep($load)  # e.g. a read from a slow network drive
+                    return torch.zeros(2)
+
+            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=$timeout)
+            batch = next(iter(loader))
+        """),
+        fix=source("""
+            import time
+
+            class Slow(Dataset):
+                def __len__(self):
+                    return 1
+
+                def __getitem__(self, i):
+                    time.sleep($load)  # e.g. a read from a slow network drive
+                    return torch.zeros(2)
+
+            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=4 * $load)
+            batch = next(iter(loader))
+            shown = tuple(batch.shape)
+        """),
+        cause="With timeout > 0 the main process waits at most that many seconds for each batch from the "
+              "workers, then gives up. Set it well above the slowest batch (or leave the default 0, wait "
+              "forever), and if a worker is really stuck find out where (a deadlock, a hung read).",
+        expect="RuntimeError",
+        params=({"load": 1.2, "timeout": 1}, {"load": 0.6, "timeout": 0.4}),
+        sources=("https://github.com/pytorch/pytorch/issues/33296",
+                 "https://github.com/pytorch/pytorch/issues/43502",
+                 "https://github.com/MPI-Dortmund/tomotwin-cryoet/pull/57"),
+    ),
+    Entry(
+        id="too-many-workers", stage="data", chapter=1,
+        title="num_workers set far above the number of CPUs the process may use",
+        code=source("""
+            ds = TensorDataset(torch.randn(64, 4))
+            loader = DataLoader(ds, batch_size=8, num_workers=$workers)
+        """),
+        fix=source("""
+            ds = TensorDataset(torch.randn(64, 4))
+            workers = min($workers, len(os.sched_getaffinity(0)))
+            loader = DataLoader(ds, batch_size=8, num_workers=workers)
+        """),
+        cause="Each worker is a process; more of them than the CPUs this process may run on (its affinity, "
+              "which cgroups and containers restrict) only adds contention and memory, and can freeze the "
+              "loader. Cap num_workers at the CPU count the warning suggests (the number depends on the machine).",
+        expect="UserWarning",
+        params=({"workers": 64}, {"workers": 256}),
+        sources=("https://github.com/AILab-CVC/YOLO-World/issues/413",
+                 "https://github.com/embeddings-benchmark/mteb/issues/1331",
+                 "https://github.com/MIC-DKFZ/ParticleSeg3D/pull/2"),
+    ),
+)
