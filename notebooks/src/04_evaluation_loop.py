@@ -421,8 +421,8 @@ with answer(4, "mean-of-means"):
 #
 # Loss and accuracy are means over examples, so batch means weighted by size give the whole set's value. F1 is
 # not a mean: it is 2·TP / (2·TP + FP + FN), one ratio of counts over the whole set. With one example in ten
-# positive, a batch of 16 holds no positive about one time in five (0.9¹⁶ ≈ 0.19), and that batch's F1 is 0
-# whatever the model does.
+# positive, a batch of 16 often holds no positive at all (the cell below counts those batches), and that batch's F1
+# is 0 whatever the model does.
 #
 # One fixed linear model scores 1,000 such validation examples, on five seeds. The F1 of the positive class is
 # computed three ways: once on the whole set; as the mean of each batch's F1, weighted by its examples (what a
