@@ -247,3 +247,18 @@ def build_task(spec: str, config: Any) -> Task:
         raise TaskError(f"--task {spec}: the function must return a course_utils.production.Task, it returned "
                         f"{_describe(task)}")
     return task
+
+
+def task_to_train(config: Any, task: Task | None) -> Task:
+    """fit's Task: the one given, else the one the FitConfig's task names (built in, or MODULE:FUNCTION)."""
+    if task is None:
+        return build_task(config.task, config)
+    if not isinstance(task, Task):
+        raise TaskError(f"fit's task must be a course_utils.production.Task, got {type(task).__name__}")
+    if not config.is_spiral:
+        raise TaskError(f"the task is given twice: as fit's task argument and as config.task={config.task!r}")
+    changed = config.spiral_changes()
+    if changed:
+        raise TaskError(f"{changed[0]} describes only the spiral task; the task given to fit brings its own model "
+                        "and data (leave the spiral fields at their defaults)")
+    return task

@@ -26,7 +26,7 @@ from course_utils.production.determinism import deterministic
 from course_utils.production import checkpoint as ckpt
 from course_utils.production import data_order, distributed, rng
 from course_utils.production.amp import Precision
-from course_utils.production.builtin import build_task
+from course_utils.production.builtin import task_to_train
 from course_utils.production.config import MONITORS, FitConfig
 from course_utils.production.early_stopping import EarlyStopping
 from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
@@ -94,7 +94,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
         seed_everything(config.seed)
 
         # -- 3. the task, its data order and loaders; one batch checked before any training ---------
-        task = _the_task(config, task)
+        task = task_to_train(config, task)
         cuda = device.type == "cuda"
         sampler = data_order.ResumableSampler(task.train_data, ranks.world_size, ranks.rank, config.seed)
         loader = data_order.train_loader(task.train_data, sampler, config.batch_size, config.workers, cuda,
@@ -328,21 +328,6 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
     distributed.teardown(ranks)
     return FitResult(stop_reason, state["updates"], state["skipped"], len(state["history"]), state["history"],
                      state["best"], str(resumed_from) if resumed_from else None, paths, delivered)
-
-
-def _the_task(config: FitConfig, task: Task | None) -> Task:
-    """The Task to train: the one given, else the one config.task names (built in, or MODULE:FUNCTION)."""
-    if task is None:
-        return build_task(config.task, config)
-    if not isinstance(task, Task):
-        raise TaskError(f"fit's task must be a course_utils.production.Task, got {type(task).__name__}")
-    if not config.is_spiral:
-        raise TaskError(f"the task is given twice: as fit's task argument and as config.task={config.task!r}")
-    changed = config.spiral_changes()
-    if changed:
-        raise TaskError(f"{changed[0]} describes only the spiral task; the task given to fit brings its own model "
-                        "and data (leave the spiral fields at their defaults)")
-    return task
 
 
 def training_seed(seed: int) -> int:
