@@ -9,6 +9,7 @@ def test_checkpoint_rules():
     assert r["persistent=False: 'mask' in state_dict"] is False and r["persistent=True: 'mask' in state_dict"]
     assert r["after loading, the mask is the saved 0.5"] is False
     assert r["strict=False: missing_keys"] == ["lin.bias"] and r["strict=False: unexpected_keys"] == ["extra.weight"]
+    assert r["strict=False, a weight of another shape: raises"] == "RuntimeError (size mismatch: True)"
     assert r["assign=True: parameters the optimizer holds"] == "0 of 2"
     assert r["assign=True: the model's weights moved"] is False and r["assign=False: the model's weights moved"]
 
@@ -27,7 +28,8 @@ def test_freezing_and_naming():
 
 def test_autograd_modes():
     r = autograd_modes()
-    assert r["inference_mode result used in a graph later"] == "RuntimeError"
+    assert r["inference_mode result multiplied by w, then backward (mul saves it)"] == "RuntimeError"
+    assert r["inference_mode result added to w, then backward (add saves nothing)"] == "nothing"
     assert r["no_grad result used in a graph later"] == "nothing"
     assert r["detect_anomaly(check_nan=True)"] == "RuntimeError, names SqrtBackward0: True"
     assert r["set_detect_anomaly(True, check_nan=True)"] == "RuntimeError, names SqrtBackward0: True"

@@ -70,6 +70,13 @@ def checkpoint_rules() -> dict[str, object]:
         out["strict=True raises"] = "nothing"
     except RuntimeError as e:
         out["strict=True raises"] = type(e).__name__
+    resized = _Masked(persistent=True).state_dict()
+    resized["lin.weight"] = torch.zeros(3, 3)      # a tensor of another shape under a key the model has
+    try:
+        _Masked(persistent=True).load_state_dict(resized, strict=False)
+        out["strict=False, a weight of another shape: raises"] = "nothing"
+    except RuntimeError as e:
+        out["strict=False, a weight of another shape: raises"] = f"{type(e).__name__} (size mismatch: {'size mismatch' in str(e)})"
     for assign in (False, True):
         torch.manual_seed(0)
         model = _Masked(persistent=True)
@@ -159,7 +166,9 @@ def autograd_modes() -> dict[str, object]:
     out["no_grad: requires_grad / is_inference"] = (plain.requires_grad, plain.is_inference())
     out["inference_mode: requires_grad / is_inference"] = (inference.requires_grad, inference.is_inference())
     out["no_grad result used in a graph later"] = _error_type(lambda: (w * plain).sum().backward())
-    out["inference_mode result used in a graph later"] = _error_type(lambda: (w * inference).sum().backward())
+    out["inference_mode result multiplied by w, then backward (mul saves it)"] = _error_type(lambda: (w * inference).sum().backward())
+    out["inference_mode result added to w, then backward (add saves nothing)"] = _error_type(
+        lambda: (w + inference).sum().backward())
     torch.set_grad_enabled(False)
     off = w * 2
     torch.set_grad_enabled(True)

@@ -260,18 +260,33 @@ def memory_budget_mb(params: int | float, dtype_bytes: int = 4, optimizer: str =
 # --- which layers read `training` ---------------------------------------------------------------
 
 def modules_reading_training() -> list[str]:
-    """Public torch.nn modules whose forward() source reads self.training (chapter 4): measured from torch."""
+    """Public torch.nn modules whose own torch.nn source reads self.training (chapter 4): measured from torch.
+
+    Every method of the class is read, and of its torch.nn base classes (not nn.Module itself), because forward()
+    can read the flag through a helper: InstanceNorm's forward calls _InstanceNorm._apply_instance_norm, which reads it.
+    """
     import inspect
+
+    reads: dict[type, bool] = {}      # a base class read once, though many modules share it
+
+    def own_methods_read(base: type) -> bool:
+        if base not in reads:
+            reads[base] = False
+            for member in vars(base).values():
+                try:
+                    if inspect.isfunction(member) and "self.training" in inspect.getsource(member):
+                        reads[base] = True
+                        break
+                except (OSError, TypeError):
+                    continue
+        return reads[base]
 
     found = []
     for name in dir(nn):
         cls = getattr(nn, name)
         if inspect.isclass(cls) and issubclass(cls, nn.Module):
-            try:
-                source = inspect.getsource(cls.forward)
-            except (OSError, TypeError):
-                continue
-            if "self.training" in source:
+            bases = [b for b in cls.__mro__ if b not in (nn.Module, object) and b.__module__.startswith("torch.nn")]
+            if any(own_methods_read(b) for b in bases):
                 found.append(name)
     return found
 

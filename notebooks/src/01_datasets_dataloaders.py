@@ -387,7 +387,8 @@ with answer(1, "worker-hang"):
 # - To find where a stuck worker is: `py-spy dump --pid <the worker's pid>` prints a live process's stack,
 #   and `faulthandler.dump_traceback_later(60)` called in a `worker_init_fn` makes a worker print its own
 #   stack once it has been stuck for 60 s. Two common causes of stuck or dying workers: a full `/dev/shm` in a
-#   container (workers pass batches through shared memory; torch's error then suggests raising the limit),
+#   container (workers pass batches through shared memory; torch's error then says the bus error "might be
+#   caused by insufficient shared memory (shm)": raise the container's `--shm-size`),
 #   and threads started before the workers are forked. A worker killed by a signal: read the cause chained
 #   to the `RuntimeError`, where torch names the signal (Killed usually means the out-of-memory killer).
 #
@@ -562,15 +563,17 @@ check("SlidingWindows")
 #
 # A `__getitem__` that returns `float(y)` instead of the stored integer label looks harmless: the
 # DataLoader collates it into a float64 tensor of shape (N,). `CrossEntropyLoss` accepts two kinds of
-# target: class indices, an integer tensor of shape (N,), or class *probabilities*, a float tensor shaped
-# like the logits, (N, C). A float tensor of shape (N,) is neither, and torch says so (older versions
-# word it "expected scalar type Long but found Float"):
+# target: class indices, an int64 tensor of shape (N,) (uint8 too, but not int32), or class *probabilities*,
+# a float tensor shaped like the logits, (N, C). A float tensor of shape (N,) is neither, and torch says so
+# (older versions word it "expected scalar type Long but found Float"); int32 labels, from an int32 NumPy
+# array through `torch.from_numpy`, are refused the same way:
 
 # %% tags=["answers-ce-target-forms"]
 logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 1.5, 0.3]])
 labels = torch.tensor([0, 1])
 for name, target in [("int64 labels, shape (2,)", labels),
                      ("float labels, shape (2,)", labels.float()),
+                     ("int32 labels, shape (2,)", labels.int()),
                      ("float one-hot rows, shape (2, 3)", torch.nn.functional.one_hot(labels, 3).float())]:
     try:
         print(f"{name:<33} loss {torch.nn.functional.cross_entropy(logits, target).item():.4f}")
@@ -578,8 +581,135 @@ for name, target in [("int64 labels, shape (2,)", labels),
         print(f"{name:<33} RuntimeError: {error}")
 
 # %% [markdown]
-# One-hot probabilities give the same loss as the labels they encode; a float label of shape (N,) is
-# refused. Return the label as the stored integer tensor (or `int(y)`), never as a float.
+# One-hot probabilities give the same loss as the labels they encode; a float or int32 label of shape (N,) is
+# refused. Return the label as an int64 tensor (`torch.as_tensor(y, dtype=torch.long)`, or `int(y)`, which
+# collates to int64), never as a float.
+#
+# A **multi-label** task (an example may be "happy" and "surprised" at once) has a multi-hot target, one 0/1
+# per class. `CrossEntropyLoss` is for exactly one class per example: its softmax makes the classes compete,
+# so two true labels can get at most 0.5 each. `BCEWithLogitsLoss` gives every class its own sigmoid, a yes/no
+# per class, and wants the target as floats shaped like the logits. One example, logits [4, −4, 4], labels 0
+# and 2 both true:
+
+# %% tags=["answers-multilabel-loss"]
+import math
+
+logits = torch.tensor([[4.0, -4.0, 4.0]])
+multi_hot = torch.tensor([[1, 0, 1]])
+for name, call in [("cross_entropy(logits, multi_hot int64)", lambda: torch.nn.functional.cross_entropy(logits, multi_hot)),
+                   ("nll_loss(log_softmax, multi_hot int64)",
+                    lambda: torch.nn.functional.nll_loss(logits.log_softmax(1), multi_hot))]:
+    try:
+        call()
+    except RuntimeError as error:
+        print(f"{name}: RuntimeError: {error}")
+ce = torch.nn.functional.cross_entropy(logits, multi_hot.float())
+bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, multi_hot.float())
+print(f"cross_entropy, multi-hot float: {sig(ce.item(), 3)} (2·log 2 = {sig(2 * math.log(2), 3)} is its floor); "
+      f"softmax {[sig(p, 2) for p in logits.softmax(1)[0].tolist()]}")
+print(f"BCEWithLogitsLoss, multi-hot float: {sig(bce.item(), 3)}; sigmoid {[sig(p, 2) for p in logits.sigmoid()[0].tolist()]}"
+      f" -> predicted labels (sigmoid > 0.5): {(logits.sigmoid() > 0.5).int()[0].tolist()}")
+for shape, loss_fn in [((4, 1), torch.nn.BCEWithLogitsLoss()), ((4, 1), torch.nn.BCELoss()),
+                       ((4, 2), torch.nn.BCEWithLogitsLoss())]:
+    try:
+        loss_fn(torch.zeros(shape).sigmoid(), torch.ones(4))
+    except ValueError as error:
+        print(f"{type(loss_fn).__name__}, output {shape}, target (4,): ValueError: {error}")
+out = torch.zeros(4, 1)
+print("output (4, 1), target (4,): .view_as(out) on the target and .squeeze(1) on the output give the same loss:",
+      torch.nn.BCEWithLogitsLoss()(out, torch.ones(4).view_as(out)).item() ==
+      torch.nn.BCEWithLogitsLoss()(out.squeeze(1), torch.ones(4)).item())
+
+# %% [markdown]
+# The integer multi-hot is refused (older torch said "multi-target not supported": `nll_loss`'s words, still
+# there); the float one is *accepted* as class probabilities summing to 2, and its loss can never fall below
+# 2·log 2. For a binary or multi-label output, make the target the logits' shape: a (N, 1) output with a (N,)
+# target is a `ValueError` in both BCE losses (the regression losses broadcast it silently, chapter 7). Two
+# outputs per example with one class index is a two-class `CrossEntropyLoss`, not BCE.
+#
+# Both losses take weights, and they mean different things. `CrossEntropyLoss(weight=w)` has one weight per
+# class, applied to the true class's term, and `"mean"` divides by the summed weights. `BCEWithLogitsLoss`'s
+# `weight` rescales each element and broadcasts to the input: shape (C,) weighs classes, (N, C) any element;
+# its `pos_weight` (C,) multiplies only the positive term of each class. On one batch:
+
+# %% tags=["answers-loss-weights"]
+scores = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+classes = torch.tensor([0, 0, 0, 0, 1, 2])
+w = torch.tensor([0.5, 2.0, 4.0])
+per_example = torch.nn.functional.cross_entropy(scores, classes, reduction="none")
+weighted = torch.nn.functional.cross_entropy(scores, classes, weight=w)
+print("CrossEntropyLoss(weight=w) = sum(w[y]·loss) / sum(w[y]):",
+      torch.allclose(weighted, (w[classes] * per_example).sum() / w[classes].sum()))
+hot = torch.nn.functional.one_hot(classes, 3).float()
+plain = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, reduction="none")
+by_class = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=w, reduction="none")
+by_element = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=hot + 1, reduction="none")
+positive = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, pos_weight=w, reduction="none")
+print("BCEWithLogitsLoss(weight=w, shape (3,)): every element of class c times w[c]:", torch.allclose(by_class, plain * w))
+print("BCEWithLogitsLoss(weight of shape (6, 3)): element by element:", torch.allclose(by_element, plain * (hot + 1)))
+print("BCEWithLogitsLoss(pos_weight=w): positives times w[c]:", torch.allclose(positive[hot == 1], (plain * w)[hot == 1]),
+      "| negatives unchanged:", torch.allclose(positive[hot == 0], plain[hot == 0]))
+
+# %% [markdown]
+# Where do class weights come from? From counts: w_c = N / (C · n_c), so a class with a tenth of the average
+# count weighs 10. Three classes with 900, 90 and 10 examples (overlapping 2-D clusters), a linear classifier
+# trained 60 full-batch Adam steps without and with those weights, 3 seeds:
+
+# %% tags=["answers-class-weights"]
+counts = torch.tensor([900, 90, 10])
+balanced = counts.sum() / (len(counts) * counts)
+print("weights N / (C · n_c):", [sig(v, 3) for v in balanced.tolist()])
+
+
+def recalls(weight, seed, steps=60):
+    generator = torch.Generator().manual_seed(seed)
+    y = torch.repeat_interleave(torch.arange(3), counts)
+    x = torch.tensor([[0.0, 0.0], [1.5, 0.0], [0.0, 1.5]])[y] + torch.randn(len(y), 2, generator=generator)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = torch.nn.Linear(2, 3)
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y, weight=weight).backward()
+        opt.step()
+    predicted = net(x).argmax(1)
+    return [((predicted == c) & (y == c)).sum().item() / counts[c].item() for c in range(3)]
+
+
+for name, weight in (("unweighted", None), ("weighted", balanced)):
+    runs = [recalls(weight, seed) for seed in range(3)]
+    print(f"{name:<10}: recall of the 10-example class above 0.5 on {sum(r[2] > 0.5 for r in runs)} of 3 seeds; "
+          f"of the 900-example class above 0.9 on {sum(r[0] > 0.9 for r in runs)} of 3")
+
+# %% [markdown]
+# Unweighted, the rare class is never predicted: the loss is dominated by the 900. Weighted, it is found, and
+# the majority class pays (its recall falls): weights move the decision boundary, they do not add
+# information. Choose them by the metric you report (per-class recall, macro F1) on validation data; plain
+# accuracy rewards ignoring the rare class. For segmentation the counts are pixels per class over the
+# training set.
+#
+# Label smoothing changes the target itself: with ε = 0.1 and C classes, the true class gets 1 − ε + ε/C and
+# every other ε/C. The loss is a cross-entropy against that target, so its floor is the target's entropy, not
+# 0. Ten classes, the true class ahead of the others by a margin:
+
+# %% tags=["answers-label-smoothing-floor"]
+C, eps = 10, 0.1
+smoothed = torch.full((C,), eps / C)
+smoothed[0] += 1 - eps
+floor = -(smoothed * smoothed.log()).sum().item()
+print(f"floor (the smoothed target's entropy): {sig(floor, 4)}")
+for margin in (0.0, math.log(smoothed[0] / smoothed[1]), 10.0):
+    z = torch.zeros(1, C)
+    z[0, 0] = margin
+    plain_loss = torch.nn.functional.cross_entropy(z, torch.tensor([0])).item()
+    smooth_loss = torch.nn.functional.cross_entropy(z, torch.tensor([0]), label_smoothing=eps).item()
+    print(f"margin {sig(margin, 3):>5}: plain loss {sig(plain_loss, 3):<8} label_smoothing=0.1: {sig(smooth_loss, 4)}")
+
+# %% [markdown]
+# The smoothed loss is lowest, at its floor, when the margin is log(0.91 / 0.01) ≈ 4.51, and rises again for a
+# more confident model, while the plain loss keeps falling towards 0. A smoothed loss that stalls well above 0
+# at high accuracy is working as designed: compare it with its floor, or log the plain loss beside it.
 #
 # ### Exercise 1.2: a Dataset that reads one file per example
 #

@@ -567,8 +567,10 @@ print("optimizer holds every parameter of the model:", held_by(model, optimizer)
 # ## What a module carries, and what a checkpoint keeps
 #
 # A buffer registered with `persistent=False` is not in `state_dict()`, so a checkpoint does not restore it:
-# the loaded model keeps its own. `load_state_dict(strict=False)` does not fail on a mismatch, it returns the
-# keys it skipped: read them. `assign=True` puts new Parameter objects in the model, so an optimizer built
+# the loaded model keeps its own. `load_state_dict(strict=False)` does not fail on missing or unexpected keys,
+# it returns the keys it skipped: read them. It still raises on a key whose tensor has another shape ("size
+# mismatch for ..."), so it cannot load a checkpoint whose classifier head has a different number of classes:
+# delete those keys from the checkpoint first. `assign=True` puts new Parameter objects in the model, so an optimizer built
 # before it steps the old ones: no error, no training. Each line below is run on a tiny model.
 
 # %%
@@ -586,8 +588,10 @@ for rules in (checkpoint_rules, freezing_rules, naming_rules):
 # %% [markdown]
 # ## Autograd's modes
 #
-# `no_grad` and `inference_mode` both stop recording, but a tensor made under `inference_mode` can never
-# enter a graph later, not even as a constant. Anomaly mode with `check_nan=True` turns a silent NaN in
+# `no_grad` and `inference_mode` both stop recording, but a tensor made under `inference_mode` cannot be
+# *saved* for backward later: an operation whose backward needs it (a multiply, a matrix product) raises, while
+# one that saves nothing (an addition, a concatenation) accepts it. Which operations save what is autograd's
+# detail, so treat an inference tensor as unusable in training and `.clone()` it first. Anomaly mode with `check_nan=True` turns a silent NaN in
 # `.grad` into an error that names the backward function that made it (here `SqrtBackward0`: the square root
 # at 0); it slows every step, so switch it on to hunt, then off.
 

@@ -28,7 +28,8 @@ from course_utils.infra.notebook import sig
 # ## Switch 1: `model.eval()` changes the layers that read `training`
 #
 # `model.eval()` sets a flag, `training = False`, on every module. Which layers read it? Ask torch itself:
-# here are the public `torch.nn` modules whose `forward` reads `self.training`.
+# here are the public `torch.nn` modules whose code reads `self.training` (their `forward`, or a helper it
+# calls in the same class or a torch.nn base class).
 
 # %%
 readers = modules_reading_training()
@@ -37,7 +38,8 @@ print(len(readers), "modules:", ", ".join(readers))
 # %% [markdown]
 # They fall into a few families: every **dropout** variant (also the dropout inside RNN, LSTM, GRU and
 # MultiheadAttention); **BatchNorm** and SyncBatchNorm (batch statistics vs running statistics);
-# **RReLU**, whose negative slope is random in training and fixed in eval; and
+# **InstanceNorm**, but only when built with `track_running_stats=True` (off by default: then it normalises
+# each example with its own statistics in both modes); **RReLU**, whose negative slope is random in training and fixed in eval; and
 # TransformerEncoderLayer, which takes a faster code path only in eval mode. Layers such as Linear,
 # ReLU or LayerNorm ignore the flag. RReLU, for instance:
 
@@ -261,15 +263,20 @@ for name, b in cases.items():
 # gradients and Adam's moments all stay FP32 (4 + 4 + 8 bytes per parameter) and only the computations
 # run in FP16. The last row is the Apex/DeepSpeed style: FP16 weights and gradients plus an FP32 master
 # copy of the weights and FP32 moments (2 + 2 + 4 + 8 bytes). Both come to 16 bytes per parameter, 112 GB.
-# Autocast adds one thing at its peak: the 16-bit copies of the weights it casts are saved for backward and
-# live through the step (chapter 7 measures it), 2 bytes per parameter more (printed below). Evaluating in
-# FP16 under `no_grad` needs 14 GB plus a batch's activations. Mixed precision saves activation memory and
+# Autocast adds one thing: the 16-bit copies of the weights it casts, 2 bytes per parameter, saved for
+# backward. Backward frees them layer by layer as it writes the gradients, so with `zero_grad()`'s default
+# (the gradients are `None` during the forward) copies and gradients never take their full size together,
+# and the peak stays at 16 bytes per parameter: chapter 7's GPU record (width 4,096) shows a step's peak unchanged by
+# autocast. They add 2 bytes per parameter when the gradients already exist during the forward: every
+# micro-batch after the first of an accumulation window, or `zero_grad(set_to_none=False)` (printed below).
+# Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Mixed precision saves activation memory and
 # time, not optimizer state.
 
 # %%
 plain_amp = memory_budget(7e9, 4, "adam").total
-print(f"7B training with torch.autocast, at its peak: {plain_amp / 1e9:g} GB + 16-bit weight copies "
-      f"{7e9 * 2 / 1e9:g} GB = {(plain_amp + 7e9 * 2) / 1e9:g} GB")
+print(f"7B training with torch.autocast, gradients None during the forward: {plain_amp / 1e9:g} GB at the peak")
+print(f"  with accumulation (gradients alive while the forward saves the 16-bit weight copies): {plain_amp / 1e9:g} GB"
+      f" + {7e9 * 2 / 1e9:g} GB = {(plain_amp + 7e9 * 2) / 1e9:g} GB")
 
 # %% [markdown]
 # ## Averaging: weight by batch size
@@ -634,8 +641,9 @@ quiz(4)
 # %% [markdown]
 # ## Summary
 #
-# - `model.eval()` flips `training`; 19 torch.nn modules read it (dropout variants, BatchNorm, RNN/attention
-#   dropout, RReLU, the Transformer fast path). It does not stop gradients.
+# - `model.eval()` flips `training`; the torch.nn modules that read it are the dropout variants, BatchNorm,
+#   InstanceNorm with `track_running_stats=True`, RNN/attention dropout, RReLU and the Transformer fast path.
+#   It does not stop gradients.
 # - `torch.no_grad()`: no graph — 0 bytes saved for backward; it does not change any layer.
 # - `inference_mode` is stricter: its tensors cannot be saved for backward or modified in place outside it.
 # - 100M parameters in FP32 with Adam: 400 MB weights + 400 MB grads + 800 MB state. 7B: 28 GB (FP32) or 14 GB (FP16) of weights; 112 GB to train with Adam.
