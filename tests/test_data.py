@@ -2,7 +2,9 @@
 import pytest
 import torch
 
-from course_utils.engine.data import PAD_ID, make_imbalanced, make_sequences, make_spiral, spiral_splits
+from torch.utils.data import DataLoader
+
+from course_utils.engine.data import PAD_ID, batch_loader, make_imbalanced, make_sequences, make_spiral, spiral_splits
 
 
 def test_spiral_shapes_dtypes_and_balanced_grouped_classes():
@@ -86,3 +88,24 @@ def test_sequences_lengths_tokens_and_labels():
 def test_sequences_reject_max_below_min():
     with pytest.raises(ValueError, match="max_len"):
         make_sequences(10, min_len=5, max_len=4)
+
+
+@pytest.mark.parametrize("n, batch_size, shuffle, drop_last", [(300, 32, True, False), (300, 32, True, True),
+                                                                (10, 32, True, False), (10, 32, True, True),
+                                                                (64, 16, False, False), (65, 16, False, True)])
+def test_batch_loader_deals_what_a_dataloader_deals(n, batch_size, shuffle, drop_last):
+    """The oracle is torch's own DataLoader: the same batches bitwise, in order, over epochs, the same draws."""
+    data = make_spiral(n, seed=3)
+    mine, theirs = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    fast = batch_loader(data, batch_size, shuffle=shuffle, drop_last=drop_last, generator=mine)
+    real = DataLoader(data, batch_size, shuffle=shuffle, drop_last=drop_last, generator=theirs)
+    outer = torch.get_rng_state()
+    assert len(fast) == len(real)
+    for _ in range(3):
+        got, want = list(fast), list(real)
+        assert len(got) == len(want)
+        for (x, y), (x0, y0) in zip(got, want):
+            assert x.dtype == x0.dtype and y.dtype == y0.dtype
+            assert torch.equal(x, x0) and torch.equal(y, y0)
+    assert torch.equal(mine.get_state(), theirs.get_state())
+    assert torch.equal(outer, torch.get_rng_state())       # neither touched the global stream here

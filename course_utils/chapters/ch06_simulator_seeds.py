@@ -277,7 +277,7 @@ def no_grad(epochs: int = 3, seed: int = 0) -> NoGrad:
     model.train(was_training)
     same = [(e.val_loss, e.val_acc) for e in healthy.epochs] == [(e.val_loss, e.val_acc) for e in bugged.epochs]
     return NoGrad(tuple(e.eval_memory for e in healthy.epochs), tuple(e.eval_memory for e in bugged.epochs), one,
-                  loader.batch_size, same)
+                  bugged.config.batch_size, same)
 
 
 # --- experiment 6: cosine against a constant learning rate ----------------------------------------

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from torch.nn.utils import clip_grads_with_norm_, get_total_norm
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from course_utils.engine.arithmetic import batch_sizes, is_update_step, loss_weight
 from course_utils.engine.bugs import Plan
-from course_utils.engine.data import Splits
+from course_utils.engine.data import Splits, batch_loader
 from course_utils.engine.memory import GraphMemoryMeter, count_new_nodes
 from course_utils.engine.train_config import TrainConfig
 
@@ -168,7 +168,8 @@ def evaluate(model: nn.Module, data: DataLoader | Dataset, loss_fn: nn.Module | 
 
     Leaves the model in eval mode when eval_mode is on: the training loop switches back.
     """
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
+    loader = (data if isinstance(data, DataLoader) else batch_loader(data, 256) if isinstance(data, TensorDataset)
+              else DataLoader(data, batch_size=256))
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     if eval_mode:
         model.eval()
@@ -289,7 +290,8 @@ def train_epoch(state: RunState) -> Iterator[StepEvent]:
         state.model.train()                               # switch back after the last evaluation (ch. 4)
     state.log = LossLog(keep_graph=state.plan.variant("log") == "tensor")
     loader = state.train_loader
-    sizes = batch_sizes(len(loader.sampler), loader.batch_size, loader.drop_last)
+    batches = loader.batch_sampler or loader.sampler      # a batch_loader's sampler is its BatchSampler
+    sizes = batch_sizes(len(batches.sampler), batches.batch_size, batches.drop_last)
     for index, (inputs, targets) in enumerate(loader):
         with state.rng:
             event = micro_step(state, inputs, targets, index, sizes)

@@ -11,10 +11,9 @@ from dataclasses import replace
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
 from course_utils.engine.bugs import make_plan
-from course_utils.engine.data import spiral_splits
+from course_utils.engine.data import batch_loader, spiral_splits
 from course_utils.engine.loop import (EpochEvent, Event, RunState, StepEvent, _PrivateRng, evaluate_run, stream)
 from course_utils.engine.memory import GraphMemoryMeter
 from course_utils.engine.models import MLP, make_optimizer
@@ -45,9 +44,9 @@ def build(config: TrainConfig) -> RunState:
     return RunState(
         config=config, plan=plan, splits=splits, model=model, loss_fn=nn.CrossEntropyLoss(),
         optimizer=optimizer, scheduler=scheduler, cadence=cadence,
-        train_loader=DataLoader(splits.train, batch_size=config.batch_size, shuffle=True,
-                                drop_last=config.drop_last, generator=shuffle),
-        val_loader=DataLoader(splits.val, batch_size=config.batch_size),
+        train_loader=batch_loader(splits.train, config.batch_size, shuffle=True, drop_last=config.drop_last,
+                                  generator=shuffle),
+        val_loader=batch_loader(splits.val, config.batch_size),
         meter=GraphMemoryMeter() if config.measure_memory else None, rng=rng, params=list(model.parameters()),
         eval_rng=_PrivateRng(config.seed + 1_000_003))   # evaluation's own stream (train-mode eval draws here)
 
