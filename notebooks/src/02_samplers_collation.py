@@ -344,8 +344,9 @@ with answer(2, "weighted-ranks"):
 # its own share. Exercise 2.4 asks you to write it.
 #
 # Hugging Face Accelerate does the dealing for you, per batch: `accelerator.prepare(loader)` wraps the
-# loader's batch sampler so that process p takes batches p, p + W, p + 2W, ... of one sampler, seeded alike on
-# every process (`set_seed`). Then `num_samples` must be the whole epoch's, not divided by W: divided as in
+# loader's batch sampler so that process p takes batches p, p + W, p + 2W, ... of one sampler whose generator
+# it keeps alike on every process (it copies process 0's generator state to the others as each epoch starts,
+# seeded or not). Then `num_samples` must be the whole epoch's, not divided by W: divided as in
 # the attempt above, the epoch shrinks W-fold once more.
 
 # %% [markdown]
