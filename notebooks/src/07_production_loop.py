@@ -1277,7 +1277,7 @@ print("final weights bitwise identical:", all(torch.equal(a[k], b[k]) for k in a
 print("metrics.jsonl identical, line for line:", metrics("shapes-whole") == metrics("shapes-cut"))
 
 # %% [markdown]
-# The character model, three epochs, and both tasks' loss curves: the loss of every update, read back from
+# The character model, two epochs, and both tasks' loss curves: the loss of every update, read back from
 # TensorBoard, and the validation loss at each epoch's end. The character model's accuracy is the share of
 # next characters it guesses right; its validation text is the last tenth of the prose, never trained on.
 
@@ -1287,7 +1287,7 @@ from collections import Counter
 from course_utils.production.builtin import course_text
 
 with contextlib.redirect_stdout(io.StringIO()):
-    chars = fit(FitConfig(out=str(RUNS / "chars"), task="chars", epochs=3, batch_size=16, threads=1, progress=False))
+    chars = fit(FitConfig(out=str(RUNS / "chars"), task="chars", epochs=2, batch_size=32, threads=1, progress=False))
 fig, axes = plt.subplots(1, 2, figsize=(8.8, 3.2))
 for ax, (name, run) in zip(axes, [("chars", "chars: transformer LM, loss per character"),
                                   ("shapes-whole", "shapes: CNN, augmented images")]):
