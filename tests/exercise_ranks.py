@@ -161,7 +161,7 @@ WRONG_RANKS = {
                        ("a float tensor", (ws_tensor,), "not a list of indices")],
     "rank_metrics": [("padding counted", (rm_with_padding,), "padding copies too"),
                      ("mean of rank means", (rm_mean_of_means,), "average of the ranks' averages"),
-                     ("padding dropped from the first ranks", (rm_drop_from_first_ranks,), "r + j·world_size < n"),
+                     ("padding dropped from the first ranks", (rm_drop_from_first_ranks,), "over the 10 examples it is"),
                      ("deduplicated by loss value", (rm_dedupe_by_value,), "several examples with the same loss"),
                      ("tensors returned", (rm_tensors,), "not a number"),
                      ("sorts the losses in place", (rm_sorts_in_place,), "changed the tensors")],

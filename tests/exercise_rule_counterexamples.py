@@ -265,3 +265,9 @@ def _clip_two_walks(params, max_norm):
         if p.grad is not None and total > max_norm:
             p.grad.mul_(max_norm / total)
     return total
+
+
+from tests.exercise_rule_counterexamples_more import COUNTER_MORE  # noqa: E402 (exercises 4.3 to 8.1, the accuracy rule)
+
+for _name, _table in COUNTER_MORE.items():
+    COUNTER.setdefault(_name, {}).update(_table)

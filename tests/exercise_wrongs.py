@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import Dataset
 
 from course_utils.exercises import solutions as S
+from tests import exercise_rights as _rights
 
 
 # --- chapter 0 ---------------------------------------------------------------------------------------------
@@ -701,6 +702,12 @@ def ep_float(updates, N, B, drop_last=False):
     return float(S.examples_processed(updates, N, B, drop_last))
 
 
+
+def _ev_float32(model, loader, loss_fn):
+    """The accuracy as a float32 mean over all examples: off the fraction by up to 6e-8 (the accuracy rule)."""
+    loss, acc = S.evaluate(model, loader, loss_fn)
+    return loss, float(torch.tensor(acc, dtype=torch.float32))
+
 WRONG = {
     "updates_per_epoch": [("no flush", (upe_no_flush,), "flushes it"),
                           ("drop_last ignored", (upe_ignores_drop_last,), "drop_last=True throws away"),
@@ -744,6 +751,7 @@ WRONG = {
                          ("transposed", (sgd_transposed,), "W_new is"),
                          ("bias kept", (sgd_no_bias,), "b left unchanged")],
     "evaluate": [("mean of batch means", (ev_batch_means,), "the last batch holds 2 examples, not 4"),
+                 ("float32 accuracy", (_ev_float32,), "rounded to float32"),
                  ("no eval()", (ev_no_eval,), "BatchNorm's running statistics changed"),
                  ("no no_grad", (ev_no_grad_missing,), "built an autograd graph"),
                  ("always train()", (ev_always_train,), "came in eval mode and your function left it in train mode"),
@@ -771,7 +779,7 @@ WRONG = {
                       ("never reaches end_lr", (lr_short,), "must use end_lr"),
                       ("lr after step", (lr_after_step,), "previous batch's lr"),
                       ("tensor losses", (lr_tensors,), "Python float"),
-                      ("no zero_grad", (lr_no_zero_grad,), "Clear the gradients")],
+                      ("no zero_grad", (lr_no_zero_grad,), "never cleared the gradients")],
     "checkpoint_pair": [("weights only", (save_weights_only, load_weights_only), "the optimizer's state"),
                         ("no RNG", (save_no_rng, load_no_rng), "random number generator"),
                         ("no scheduler", (S.save_checkpoint, load_no_scheduler), "the scheduler's state"),
@@ -792,6 +800,7 @@ WRONG = {
                        ("always scales", (cg_always,), "stay as they are"),
                        ("a tensor", (cg_tensor,), "not a number")],
     "race_to_target": [("strict >", (rt_strict,), "at least the target"),
+                       ("float32 mean", (_rights.rt_inference_float32,), "in float32, below the target"),
                        ("counts from 0", (rt_from_zero,), "Count updates from 1"),
                        ("measures in train mode", (rt_train_mode,), "eval mode"),
                        ("runs on", (rt_runs_on,), "stops at the target")],

@@ -102,11 +102,13 @@ def _race(strict: bool = False, float32: bool = False, back_to_train: bool = Tru
 
 
 def test_boundaries_separate_at_least_from_above_and_float_rounding():
-    for float32 in (False, True):                # "> target" fails whichever precision the accuracy is taken in
-        failed_with("race_to_target", "at least the target", _race(strict=True, float32=float32))
-        assert judge("race_to_target", _race(float32=float32)).passed
+    failed_with("race_to_target", "at least the target", _race(strict=True))
+    assert judge("race_to_target", _race()).passed
+    # the accuracy rule (issue 40 item 4): a float32 mean misses a target hit exactly that float32 rounds down
+    for strict in (False, True):
+        failed_with("race_to_target", "in float32, below the target", _race(strict=strict, float32=True))
     levels = _curve(60)
-    assert all((torch.tensor(a * VAL_SIZE, dtype=torch.float32) / VAL_SIZE).item() == a for a in levels)
+    assert any((torch.tensor(a * VAL_SIZE, dtype=torch.float32) / VAL_SIZE).item() < a for a in levels)
 
     def warmup_through(update, base_lr, warmup, total):          # update == warmup still in the warm-up
         if update <= warmup and warmup:

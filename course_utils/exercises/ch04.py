@@ -9,7 +9,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.guards import mode_changes, modes
-from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, number, pair
+from course_utils.exercises.words import (ACCURACY_HINT, Fail, accuracy_close, float32_rounded, need_float, need_tensor,
+                                          need_tuple, number, pair)
 from course_utils.engine.memory import GraphMemoryMeter
 from course_utils.engine.models import MLP
 
@@ -106,14 +107,18 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
                        "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
         raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
                    "Sum each example's loss over every batch, then divide by the number of examples.")
-    if abs(accuracy - want_acc) > 1e-6:            # a float32 mean is right too (1/n is far larger)
+    if not accuracy_close(accuracy, want_acc):     # the course's accuracy rule (words.ACCURACY_RTOL)
         hits = round(want_acc * n)
+        if float32_rounded(accuracy, want_acc):
+            mine, right = pair(accuracy, want_acc)
+            raise Fail(f"your accuracy is {mine}, {hits} of {n} rounded to float32; the course's rule compares "
+                       f"accuracies to within 1e-9, and {hits}/{n} is {right}.", ACCURACY_HINT)
         if abs(accuracy - 100 * want_acc) <= 1e-4:
             mine, right = pair(accuracy, want_acc)
             raise Fail(f"your accuracy is {mine}, a percentage; return the fraction {right}.",
                        "Accuracy here is a fraction between 0 and 1.")
         mine, right = pair(accuracy, want_acc)
-        if len(loader.dataset) != n and abs(accuracy - hits / len(loader.dataset)) <= 1e-6:
+        if len(loader.dataset) != n and accuracy_close(accuracy, hits / len(loader.dataset)):
             raise Fail(f"your accuracy is {mine}: {hits} right divided by len(loader.dataset) = {len(loader.dataset)}; "
                        f"the loader yields {n} examples, so it is {right}.",
                        "Count the examples the loader really yields (a sampler may draw only part of the dataset).")

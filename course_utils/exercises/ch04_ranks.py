@@ -10,7 +10,8 @@ from torch.utils.data import DistributedSampler
 from course_utils.engine.rank_shards import metric_without_padding
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, need_float, need_tuple, pair
+from course_utils.exercises.words import (ACCURACY_HINT, Fail, accuracy_close, float32_rounded, need_float, need_tuple,
+                                          pair)
 
 
 def _shards(n: int, W: int, seed: int, shuffle: bool, tied: bool):
@@ -69,16 +70,17 @@ def _slips(losses, correct, n: int) -> list[tuple[tuple[float, float], str, str]
                       "copy at all", "When n % world_size is 0, every entry is a real example."))
     found.append((ratio([s <= n for s in slot]), "you kept slot n too (`<=` where `<` is meant): it is a copy",
                   "The n examples sit at slots 0 .. n − 1; keep rank r's entry j exactly when r + j·world_size < n."))
-    found.append((ratio([k.long() for k in real], sum(int(k.sum()) for k in real)),
-                  "a mask of 0s and 1s used as an index picks entries 0 and 1, not the real ones",
-                  "Make the mask bool (dtype=torch.bool, or `slot < n`), or multiply by it."))
+    if per_rank >= 2:           # (with one entry per rank, index 1 does not exist: no such slip to name)
+        found.append((ratio([k.long() for k in real], sum(int(k.sum()) for k in real)),
+                      "a mask of 0s and 1s used as an index picks entries 0 and 1, not the real ones",
+                      "Make the mask bool (dtype=torch.bool, or `slot < n`), or multiply by it."))
     found.append((ratio(real, W * per_rank), f"you divided by all {W * per_rank} entries, not by the {n} examples",
                   "Divide the sums of the real entries by their count, n."))
     return found
 
 
 def _close(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return math.isclose(a[0], b[0], rel_tol=1e-5, abs_tol=1e-7) and math.isclose(a[1], b[1], rel_tol=1e-9, abs_tol=1e-12)
+    return math.isclose(a[0], b[0], rel_tol=1e-5, abs_tol=1e-7) and accuracy_close(a[1], b[1])   # the accuracy rule
 
 
 _PROBES = [(10, 4, 1), (12, 4, 0), (7, 3, 5), (13, 5, 2), (9, 2, 3)]
@@ -86,7 +88,7 @@ _PROBES = [(10, 4, 1), (12, 4, 0), (7, 3, 5), (13, 5, 2), (9, 2, 3)]
 
 def _singled_out(attempt: Attempt, mine: tuple[float, float], losses, correct, n: int) -> tuple[str, str]:
     """(words, hint) of the one wrong recipe the answer fits; where several fit, the learner's function is probed on
-    a few more layouts (ch00_01._singled_out's rule); ('', neutral hint) where none or several remain."""
+    a few more layouts (ch00_01._singled_out's rule); ('', '') where none or several remain."""
     fits = {(words, hint) for value, words, hint in _slips(losses, correct, n) if _close(mine, value)}
     if len({hint for _, hint in fits}) > 1:
         for probe_n, probe_W, seed in _PROBES:
@@ -100,8 +102,7 @@ def _singled_out(attempt: Attempt, mine: tuple[float, float], losses, correct, n
                                                    in _slips(probe_losses, probe_correct, probe_n))}
     if len({hint for _, hint in fits}) == 1:
         return sorted(fits)[0]
-    return "", ("Keep rank r's entry j exactly when r + j·world_size < n, sum losses and hits over those, divide by "
-                "their count.")
+    return "", ""      # no recipe singles out the cause: no hint
 
 
 def _case(attempt: Attempt, n: int, W: int, seed: int, shuffle: bool = False, tied: bool = False) -> None:
@@ -122,6 +123,9 @@ def _case(attempt: Attempt, n: int, W: int, seed: int, shuffle: bool = False, ti
     loss_pair, acc_pair = pair(mine[0], want[0]), pair(mine[1], want[1])
     shown = (f"(loss {loss_pair[0]}, accuracy {acc_pair[0]}); over the {n} examples it is "
              f"(loss {loss_pair[1]}, accuracy {acc_pair[1]})")
+    if math.isclose(mine[0], want[0], rel_tol=1e-5, abs_tol=1e-7) and float32_rounded(mine[1], want[1]):
+        raise Fail(f"you returned {shown}: your accuracy is the fraction rounded to float32; the course's rule compares "
+                   "accuracies to within 1e-9.", ACCURACY_HINT)
     words, hint = _singled_out(attempt, mine, losses, correct, n)
     raise Fail(f"you returned {shown}" + (f": {words}." if words else "."), hint)
 

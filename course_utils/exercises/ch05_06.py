@@ -60,9 +60,9 @@ def check_fixed_loop(attempt: Attempt) -> str:
     from course_utils.doctor import LoopDoctor
 
     model, optimizer, scheduler, train, val = _loop_setup()
-    updates, evaluations = [0], [0]
+    updates, evaluations = [0], []      # evaluations: the update count at each forward pass in eval mode
     optimizer.register_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
-    model.register_forward_hook(lambda module, *_: evaluations.__setitem__(0, evaluations[0] + (not module.training)))
+    model.register_forward_hook(lambda module, *_: None if module.training else evaluations.append(updates[0]))
     what = (f"{EPOCHS} epochs of 10 batches on the spiral, Adam, StepLR(step_size=2) stepped per epoch, a model with "
             "Dropout, validation on 150 examples")
     watch = Watch(model)
@@ -77,7 +77,7 @@ def check_fixed_loop(attempt: Attempt) -> str:
     if findings:
         listed = "\n  ".join(f"- {f.title}: {f.evidence}" for f in findings)
         raise Fail(f"the loop doctor still sees {len(findings)} silent bug{'s' * (len(findings) > 1)}:\n  {listed}",
-                   "Each is an exhibit of this chapter: find it in the quick-reference table, fix it, check again.")
+                   (f"First one: {findings[0].fix}" if len(findings) > 1 else findings[0].fix))
     planned = EPOCHS * len(train)
     if updates[0] != planned:
         raise Fail(f"your loop made {updates[0]} updates; {EPOCHS} epochs of {len(train)} batches make {planned}.",
@@ -85,9 +85,15 @@ def check_fixed_loop(attempt: Attempt) -> str:
     if scheduler.last_epoch != EPOCHS:
         raise Fail(f"the scheduler was stepped {scheduler.last_epoch} times; an epoch schedule over {EPOCHS} epochs "
                    f"is stepped {EPOCHS} times.", "StepLR counts epochs.")
-    if evaluations[0] < EPOCHS:
-        raise Fail(f"only {evaluations[0]} evaluation forward passes ran; validation should run after every epoch.",
-                   "Keep the validation of the original loop, fixed.")
+    ends = [len(train) * (e + 1) for e in range(EPOCHS)]
+    missed = [e for e, end in enumerate(ends) if end not in evaluations]
+    if missed:
+        ran = sorted(set(evaluations))
+        when = ("no validation ran at all" if not ran else "validation ran only after update" + "s" * (len(ran) > 1)
+                + " " + ", ".join(map(str, ran)))
+        raise Fail(f"{when}; validation should run after every epoch (after updates "
+                   f"{', '.join(map(str, ends))}): epoch {missed[0]} ended without one.",
+                   "Keep the validation inside the epoch loop, after each epoch's training.")
     twin, twin_opt, twin_sched, twin_train, twin_val = _loop_setup()
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -95,9 +101,7 @@ def check_fixed_loop(attempt: Attempt) -> str:
     if not _close(_weights(model), _weights(twin), rtol=1e-4):
         in_eval = sum(1 for f in watch.forwards if f.grad and not f.training)
         hint = (f"{in_eval} training forward passes ran in eval mode: training after validation must switch the "
-                "model back with model.train()." if in_eval else
-                "Change only what the bugs need: one zero_grad, forward, loss, backward and step per batch, as in "
-                "the original.")
+                "model back with model.train()." if in_eval else "")   # nothing else singles out a cause
         raise Fail("the doctor sees no bug, but your final weights differ from the healthy loop's (same seeds, same "
                    "data): your loop trains differently.", hint)
     return (f"the loop doctor found no silent bug in {EPOCHS} epochs; {planned} updates, {EPOCHS} scheduler steps, "
@@ -126,7 +130,7 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
         elif len(recorded) == len(sizes) and K > 1:
             hint = "Step once per window of K micro-batches, not after every batch."
         else:
-            hint = "One update per window of K micro-batches, plus one for a short last window."
+            hint = ""           # no one reading fits the count: no hint
         made = f"{len(recorded)} update{'s' * (len(recorded) != 1)}"
         listed = ", ".join(str([sizes[i] for i in w]) for w in windows)
         raise Fail(f"your loop made {made}; {len(sizes)} micro-batches in windows of K={K} make {len(windows)}: "
@@ -161,8 +165,18 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
             if _close(recorded[u], leaked):
                 raise Fail(f"update {u + 1} also applied the gradients of window {u}: they were still in .grad.",
                            "backward() adds to .grad: clear it after each update.")
-        span = None if named else _covered(model, weights, recorded[u], xs, ys, offsets, window[0], len(sizes))
         sizes_in = [sizes[i] for i in window]
+        if not named and len(parts) > 1:
+            last_x, last_y = parts[-1]
+            if any(_close(recorded[u], _step(weights, _window_grads(model, weights, [(last_x, last_y, w)])))
+                   for w in {len(last_y) / sum(sizes_in), 1.0, 1 / K, 1 / len(parts)}):
+                earlier = (f"micro-batch {window[0]}'s gradient was" if len(parts) == 2 else
+                           f"the gradients of micro-batches {window[0]} to {window[-2]} were")
+                raise Fail(f"update {u + 1} applied only the last micro-batch of its window (micro-batch {window[-1]}): "
+                           f"{earlier} gone by the step.",
+                           "zero_grad() empties .grad: call it once per update (after the step), not before every "
+                           "micro-batch's backward().")
+        span = None if named else _covered(model, weights, recorded[u], xs, ys, offsets, window[0], len(sizes))
         if span is not None and span != (window[0], window[-1]):
             raise Fail(f"update {u + 1} applied micro-batches {span[0]} to {span[1]} (batch sizes "
                        f"{sizes[span[0]:span[1] + 1]}); its window is micro-batches {window[0]} to {window[-1]} "
@@ -170,7 +184,7 @@ def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: 
         raise Fail(f"update {u + 1} (window of batch sizes {sizes_in}) differs from one big batch of the same "
                    f"{sum(sizes_in)} examples" + (f": yours has {named}." if named else "."),
                    "Weight each micro-batch's mean loss by its share of the window's examples; then the window "
-                   "equals one big batch, a short window too.")
+                   "equals one big batch, a short window too." if named else "")
 
 
 def _covered(model, weights, update, xs, ys, offsets, first: int, count: int) -> tuple[int, int] | None:
@@ -241,6 +255,7 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     optimizer = make_optimizer(model.parameters())
     twin, twin_opt = copy.deepcopy((model, optimizer))
     spare = copy.deepcopy((model, optimizer))           # for the losses after each update (a common slip)
+    unzeroed = copy.deepcopy((model, optimizer))        # for the losses of a sweep that never clears .grad
     used: list[float] = []
     groups: list[list[float]] = []
     def record(opt, *_) -> None:
@@ -265,14 +280,17 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     if not close(used, want_lrs):
         linear = [start_lr + (end_lr - start_lr) * i / max(1, batches - 1) for i in range(batches)]
         short = [start_lr * (end_lr / start_lr) ** (i / batches) for i in range(batches)]
+        examples = [start_lr * (end_lr / start_lr) ** (i / (len(data) - 1)) for i in range(batches)]
         if close(used, linear):
             hint = "The steps are equal ratios, not equal differences: the same factor from one batch to the next."
         elif close(used, short):
             hint = "The last batch must use end_lr itself."
+        elif close(used, examples):
+            hint = f"n is the number of batches, len(loader) = {batches}, not the number of examples ({len(data)})."
         elif close(used[1:], want_lrs[:-1]):
             hint = "Each step used the previous batch's lr: set the lr before optimizer.step(), not after."
         else:
-            hint = "Batch i of n uses start_lr times the ratio end_lr/start_lr raised to i/(n-1)."
+            hint = ""           # no one slip fits these rates: no hint
         mine, right = values_pair(torch.tensor(used, dtype=torch.float64), torch.tensor(want_lrs, dtype=torch.float64))
         raise Fail(f"the optimizer stepped with the learning rates {mine}; the test uses {right}.", hint)
     lrs = _numbers(lrs, batches, "the lrs you returned")
@@ -288,20 +306,30 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
             if all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(losses, after)):
                 raise Fail(f"the loss of batch {i} is {mine}, its loss after its own update; before the update, the "
                            f"loss backward() used, it is {right}.", "Record the loss you called backward() on.")
+            stale = _losses_after(*unzeroed, DataLoader(data, batch_size=16), want_lrs, zero_grad=False)
+            if all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(losses, stale)):
+                raise Fail(f"the loss of batch {i} is {mine}; trained the same way it is {right}: your sweep never "
+                           "cleared the gradients, so every update also applied all the earlier batches' gradients.",
+                           "backward() adds to .grad: call optimizer.zero_grad() before each batch's backward().")
             raise Fail(f"the loss of batch {i} is {mine}; trained the same way it is {right} (the batch's "
-                       "loss before its own update).", "Clear the gradients before each backward, and record the loss "
-                                                       "that backward used.")
+                       "loss before its own update).")
 
 
-def _losses_after(model, optimizer, loader, lrs: list[float]) -> list[float]:
-    """Each batch's loss measured right after its own update (the same sweep otherwise)."""
+def _losses_after(model, optimizer, loader, lrs: list[float], zero_grad: bool = True) -> list[float]:
+    """Each batch's loss measured right after its own update (the same sweep otherwise); with zero_grad=False, each
+    batch's loss before its update in a sweep that never clears the gradients."""
     found = []
     for lr, (inputs, targets) in zip(lrs, loader):
         for group in optimizer.param_groups:
             group["lr"] = lr
-        optimizer.zero_grad()
-        nn.functional.cross_entropy(model(inputs), targets).backward()
+        if zero_grad:
+            optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
         optimizer.step()
+        if not zero_grad:
+            found.append(loss.item())
+            continue
         with torch.no_grad():
             found.append(nn.functional.cross_entropy(model(inputs), targets).item())
     return found

@@ -42,16 +42,18 @@ def _why(losses: list[float], patience: int, min_delta: float, stop: int | None)
 
 
 def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
-             previous: bool = False, ties: bool = False, creep: bool = False, relative: bool = False) -> int | None:
+             previous: bool = False, ties: bool = False, creep: bool = False, relative: bool = False,
+             never_reset: bool = False) -> int | None:
     """Common misreadings of the rule: one check late, comparing with the previous value, ties as improvements,
-    the best moved by any decrease (even one within min_delta), min_delta as a fraction of the best."""
+    the best moved by any decrease (even one within min_delta), min_delta as a fraction of the best, the count of
+    checks without improvement never reset by an improvement."""
     best, waited = math.inf, 0
     for check, value in enumerate(losses, 1):
         if not math.isfinite(value):
             return check
         better = value < best * (1 - min_delta) if relative and math.isfinite(best) else \
             value + min_delta <= best if ties else value + min_delta < best
-        waited = 0 if better else waited + 1
+        waited = 0 if better and not never_reset else waited + (not better)
         if previous or better:
             best = value
         elif creep:
@@ -89,15 +91,26 @@ def _stop_case(attempt: Attempt, losses: list[float], patience: int, min_delta: 
                 "later value is compared with the old best.")
     elif got == _variant(losses, patience, min_delta, previous=True):
         hint = "Compare each value with the best so far, not with the previous value."
-    elif got is not None and want is not None and got == want - 1:
+    elif got is not None and got == _variant(losses, patience, min_delta, never_reset=True):
+        hint = ("An improvement starts the count of checks without improvement again from 0: yours kept counting "
+                "across improvements.")
+    elif got is not None and want is not None and got == want - 1 and _zero_based(attempt):
         hint = "Checks are counted from 1: the first loss is check 1."
     elif got == _variant(losses, patience, min_delta, late=True):
         hint = "Stop as soon as the count of checks without improvement reaches patience."
-    elif min_delta > 0:
-        hint = "An improvement must beat the best by more than min_delta."
     else:
-        hint = "Compare each value with the best so far and count the checks since the last improvement."
+        hint = ""           # no misreading fits this answer alone: no hint
     raise Fail(f"your function {said}, but the rule {must}: {_why(losses, patience, min_delta, want)}.", hint)
+
+
+def _zero_based(attempt: Attempt) -> bool:
+    """Whether the learner's function answers one less on two probes where every other misreading agrees with the
+    rule (the stop after an improvement, and a NaN at once): it counts checks from 0."""
+    probes = (([1.0, 0.9, 0.95, 0.97], 2, 0.0), ([1.0, 0.5, math.nan], 5, 0.0))
+    try:
+        return all(attempt.fn(list(l), p, d) == stopping_check(l, p, d) - 1 for l, p, d in probes)
+    except Exception:  # noqa: BLE001 - a probe that raises is no evidence
+        return False
 
 
 def check_stop_check(attempt: Attempt) -> str:

@@ -13,7 +13,7 @@ from course_utils.engine.data import spiral_splits
 from course_utils.exercises.core import Attempt, Exercise
 from course_utils.exercises.guards import Watch
 from course_utils.exercises.search import search
-from course_utils.exercises.words import Fail, Stop, need_int, number
+from course_utils.exercises.words import ACCURACY_HINT, Fail, Stop, need_int, number
 from course_utils.engine.models import MLP
 
 
@@ -39,14 +39,14 @@ def reference_race(model, optimizer, train_loader, val_inputs, val_targets, targ
 def _accuracy(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> float:
     model.eval()
     with torch.no_grad():
-        hits = (model(inputs).argmax(dim=1) == targets).sum().item()
+        hits = (model(inputs).argmax(dim=1) == targets).sum().item()     # the accuracy rule: an integer count
     model.train()
     return hits / len(targets)
 
 
-VAL_SIZE = 128      # a power of two: every accuracy hits / 128 is exact in float32 and float64, so a target the
-CURVE = 60          # run hits exactly separates ">=" from ">" whatever precision the learner averages in
-                    # (CURVE: updates of the oracle's run that targets are chosen from)
+VAL_SIZE = 300      # as in the arena: hits / 300 is not exact in float32 (232/300 is 0.77333331 there), so a target
+CURVE = 60          # the run hits exactly separates the course's accuracy rule (an integer count over 300, in Python
+                    # floats) from a float32 mean (CURVE: updates of the oracle's run that targets are chosen from)
 
 
 def _setup():
@@ -80,7 +80,13 @@ def _strict(accs: list[float], target: float) -> int | None:
     return next((i + 1 for i, a in enumerate(accs) if a > target), None)
 
 
-def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
+def _below_in_float32(accuracy: float) -> bool:
+    return float(torch.tensor(accuracy, dtype=torch.float32)) < accuracy
+
+
+def _race_case(attempt: Attempt, target: float, max_updates: int, passed_exact: bool = False) -> None:
+    """One race; `passed_exact`: an earlier race passed whose target the run hits exactly and float32 rounds up (so
+    a float64 accuracy compared with `>` would have failed it)."""
     model, optimizer, loader, vx, vy = _setup()
     twin = copy.deepcopy((model, optimizer))
     steps = [0]
@@ -124,6 +130,14 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
         raise Fail(f"your function returned {said}, right, but it made {steps[0]} updates: the race stops at the "
                    f"target ({want or max_updates} updates).", "Stop training as soon as the target is reached, or "
                                                                "at max_updates.")
+    if (passed_exact and want is not None and accs[want - 1] == target and _below_in_float32(target)
+            and _strict(accs, target) == got):
+        # the earlier exact target rounds up in float32: a float64 race with ">" failed there, a float32 one did not
+        raise Fail(f"your function returned {said}, but {truth}. Your race stopped right on an earlier target it hit "
+                   f"exactly; here {round(target * VAL_SIZE)}/{VAL_SIZE} is "
+                   f"{float(torch.tensor(target, dtype=torch.float32)):.8f} in float32, below the target "
+                   f"{target:.8f}: the course's rule takes an accuracy as an integer count over the number of points.",
+                   ACCURACY_HINT)
     if want is not None and accs[want - 1] == target and _strict(accs, target) == got:
         hint = "Reaching the target means an accuracy of at least the target; equal counts."
     elif got is not None and steps[0] == got + 1:
@@ -131,7 +145,7 @@ def _race_case(attempt: Attempt, target: float, max_updates: int) -> None:
     elif got is not None and steps[0] == got and want is not None and got == want + 1:
         hint = "Measure after every update, the first included, and stop at the first that reaches the target."
     else:
-        hint = "Compare your loop with the statement step by step: one update per batch, a measurement after each."
+        hint = ""               # no one slip fits this count: no hint
     raise Fail(f"your function returned {said}, but {truth}.", hint)
 
 
@@ -170,13 +184,22 @@ def check_race_to_target(attempt: Attempt) -> str:
     model, _, _, vx, vy = _setup()
     before = _accuracy(model, vx, vy)                      # a target the untrained model already meets is unfair
     fair = [a for a in _curve(CURVE)[:40] if a > before]
-    _race_case(attempt, max(fair), CURVE)                  # a level the run hits exactly, in its first 40 updates
+    firsts = [a for i, a in enumerate(_curve(CURVE)[:40]) if a in fair and a > max(_curve(CURVE)[:i], default=0)]
+    # levels the run first reaches by hitting them exactly: one that float32 rounds up (separates ">=" from ">" in
+    # float64), then one that float32 rounds down (separates the accuracy rule from a float32 mean)
+    _race_case(attempt, max(a for a in firsts if float(torch.tensor(a, dtype=torch.float32)) > a), CURVE)
+    below = max(a for a in firsts if _below_in_float32(a))
+    _race_case(attempt, below, CURVE, passed_exact=True)
+    # just above a level hit exactly (5e-9 relative: beyond the rule's 1e-9, within float32's rounding): not reached
+    # there; a float32 comparison, or a count over one point too few, stops there
+    _race_case(attempt, below * (1 + 5e-9), CURVE)
     _race_case(attempt, min(fair), CURVE)                  # a level reached early
     accs = _curve(CURVE)
     last = next(i + 1 for i, a in enumerate(accs) if a >= max(fair))
     _race_case(attempt, max(fair), last)                   # reached at the very last update allowed: not None
-    return ("4 races agree with the course's (same seeds, a model with Dropout): a target hit exactly (at least "
-            "counts), one reached early, one reached at the last update allowed, one never reached; measured in eval "
+    return ("6 races agree with the course's (same seeds, a model with Dropout): two targets hit exactly (at least "
+            "counts; the accuracy an integer count over 300, not a float32 mean), one 5e-9 above a level hit exactly "
+            "(not reached there), one reached early, one reached at the last update allowed, one never reached; measured in eval "
             "mode without a graph, trained in train mode and left in it, and the number of updates made stops at the "
             "target or at max_updates.")
 
@@ -208,7 +231,7 @@ def _examples_case(attempt: Attempt, updates: int, N: int, B: int, drop_last: bo
     elif drop_last and got == examples_after(updates, N, B, False):
         hint = "With drop_last=True the partial batch is never trained on."
     else:
-        hint = "Count whole epochs first, then the batches of the epoch that is under way."
+        hint = ""               # no one slip fits this count: no hint
     last = f", the last of {sizes[-1]}" if sizes[-1] != B else ""
     raise Fail(f"your function returned {got:,}, but {updates} updates are {epochs} whole epoch{'s' * (epochs != 1)} "
                f"of {len(sizes)} batch{'es' * (len(sizes) != 1)} ({sum(sizes):,} examples each{last}) and {rest} more batch{'es' * (rest != 1)}"

@@ -217,8 +217,7 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "race_to_target:drop:L17:return None -> (removed)":
             "a function that falls off its end returns None",
         "race_to_target:cmp:L2:updates < max_updates -> updates <= max_updates":
-            "differs only for max_updates = 0; the statement poses a race with an update budget (the arena's are "
-            ">= 1). A statement that says max_updates >= 1 would make this explicit",
+            "differs only for max_updates = 0, which the statement excludes (`max_updates` >= 1)",
         "race_to_target:mode:L4:model.train() -> (removed)":
             "the model arrives in train mode (as the arena builds it; unlike 4.1's, this statement does not hand "
             "over a model in either mode) and is put back in train mode after every measurement",
@@ -231,12 +230,6 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "race_to_target:swap:L8:updates += 1 -> model.eval()":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
-        "race_to_target:copy:L11:(model(val_inputs).argmax(dim=1) == val_targets).float().mean().item() -> (model(val_inputs).argmax(dim=1) == val_targets).float().mean()":
-            "a 0-d tensor compared with the target gives the same truth value as its Python float",
-        "race_to_target:dtype:L11:(model(val_inputs).argmax(dim=1) == val_targets).float() -> (model(val_inputs).argmax(dim=1) == val_targets).double()":
-            "by the course's current accuracy rule: a float32 mean is accepted (tests/exercise_rights.py "
-            "rt_inference_float32) and the check's 128 validation points make every hits/128 exact in both "
-            "precisions. One rule for accuracy across exercises is issue 40 item 4, still open",
     },
     "examples_processed": {
         "examples_processed:swap:L1:if drop_last: -> epochs, rest = divmod(updates, math.c...":

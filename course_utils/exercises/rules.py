@@ -1,4 +1,4 @@
-"""The statement -> check table of every exercise (issue 40 item 1).
+"""The statement -> check table of every exercise (issue 40 item 1); chapters 5 to 8 in rules_ch05_08.py.
 
 Each exercise's statement (the markdown cell above its stub in notebooks/src/NN_*.py) is split into sentences by
 ``sentences`` (at a '.' or ';' outside parentheses and backticks). ``RULES[name]`` holds, for every sentence that
@@ -245,6 +245,12 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ('restore',
          'It switches the layers to their evaluation behaviour, builds no graph, takes no step, and leaves the model, and every layer in it, in the mode it found it in (`model.training` may be True or False).',
          '_eval_case', 'left it in eval mode'),
+        ('accuracy_rule',
+         'Accuracy, as in every exercise: count the right predictions as an integer and divide once by the number of examples, in Python floats;',
+         '_eval_case', 'rounded to float32'),
+        ('accuracy_tolerance',
+         'the check compares it to within 1e-9 (a float32 mean is off by up to 6e-8: 232 of 300 is 0.77333331 in float32, below 232/300).',
+         '_eval_case', 'are classified right'),
     ),
     'dropout': (
         ('scale',
@@ -266,82 +272,31 @@ RULES: dict[str, tuple[Rule, ...]] = {
          "Return a tensor of x's shape and dtype, and leave x itself untouched.",
          '_dropout_case', 'changed x in place'),
     ),
-    'stop_check': (
-        ('one_based',
-         'Write `stop_check(losses, patience, min_delta=0.0)`: given the validation losses of successive checks, return the number (1-based) of the check at which training stops, or None if it never does.',
-         '_stop_case', 'counted from 1'),
-        ('strict',
-         "The rule is Lightning's, as in `EarlyStopping` above: a check improves only if it beats the best so far by strictly more than `min_delta`;",
-         '_stop_case', 'strictly better'),
-        ('patience',
-         'training stops once `patience` checks have passed without an improvement, and at once on a value that is not finite.',
-         '_stop_case', 'reaches patience'),
-        ('not_finite',
-         'training stops once `patience` checks have passed without an improvement, and at once on a value that is not finite.',
-         '_stop_case', 'not finite stops at once'),
-    ),
-    'warmup_cosine_lr': (
-        ('zero_based',
-         'Write `warmup_cosine_lr(update, base_lr, warmup, total)`: the learning rate that update number `update` (0-based, of `total`) uses.',
-         '_lr_case', 'LinearLR then CosineAnnealingLR give'),
-        ('warmup',
-         'Over the first `warmup` updates it rises in equal steps from base_lr / warmup to base_lr (reached at update warmup − 1);',
-         '_lr_case', 'in the warm-up'),
-        ('cosine',
-         'then it follows half a cosine from base_lr down to 0 at update `total`.',
-         '_lr_case', 'into the cosine'),
-        ('zero',
-         'With `warmup` 0 it is the cosine alone.',
-         '_lr_case', 'into the cosine'),
-        ('warmup_formula',
-         'As a formula, for `update` < `warmup`: `base_lr * (update + 1) / warmup`;',
-         '_lr_case', 'in the warm-up'),
-        ('cosine_formula',
-         'from update `warmup` on, with `progress = (update − warmup) / (total − warmup)`: `base_lr * (1 + cos(π · progress)) / 2`.',
-         '_lr_case', 'into the cosine'),
-        ('both_base',
-         "So updates warmup − 1 and warmup both use base_lr (torch's `LinearLR` then `CosineAnnealingLR`, chained by `SequentialLR`).",
-         '_lr_case', 'LinearLR then CosineAnnealingLR give'),
-        ('float',
-         'Return a Python float.',
-         '_lr_case', 'not a number'),
-    ),
-    'clip_gradients': (
-        ('norm',
-         'Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals `max_norm`;',
-         '_clip_case', 'global'),
-        ('in_place',
-         'Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals `max_norm`;',
-         '_clip_case', 'in place'),
-        ('exceeds',
-         'Write `clip_gradients(parameters, max_norm)` without `clip_grad_norm_`: if the norm of all the gradients together exceeds `max_norm`, scale every gradient in place by one factor so that it equals `max_norm`;',
-         '_clip_case', 'at most max_norm'),
-        ('skip',
-         'skip parameters without a gradient;',
-         '_clip_case', 'had no gradient'),
-        ('before',
-         'return the norm before clipping, as a float.',
-         '_clip_case', 'before clipping'),
-        ('float',
-         'return the norm before clipping, as a float.',
-         '_clip_case', 'not a number'),
-        ('generator',
-         '`parameters` is any iterable of tensors, as for `clip_grad_norm_`: usually `model.parameters()`, a generator that can be walked only once.',
-         '_clip_case', 'generator'),
-    ),
-    'examples_processed': (
-        ('epochs',
-         "Write `examples_processed(updates, N, B, drop_last=False)`: how many examples a run has trained on after `updates` updates (one batch each, no accumulation), the epochs of a DataLoader over N examples in batches of B following one another (each epoch's last batch may be smaller, or dropped with `drop_last=True`): the arithmetic behind the batch-by-batch count above.",
-         '_examples_case', 'last batch may be smaller'),
-        ('drop_last',
-         "Write `examples_processed(updates, N, B, drop_last=False)`: how many examples a run has trained on after `updates` updates (one batch each, no accumulation), the epochs of a DataLoader over N examples in batches of B following one another (each epoch's last batch may be smaller, or dropped with `drop_last=True`): the arithmetic behind the batch-by-batch count above.",
-         '_examples_case', 'drop_last=True'),
-        ('zero',
-         '`updates` may be 0;',
-         '_examples_case', '0 updates'),
-        ('int',
-         'return an int.',
-         '_examples_case', 'not a whole number'),
+    'rank_metrics': (
+        ('floats',
+         "Write `rank_metrics(losses, correct, n)` returning the tuple `(mean_loss, accuracy)` as Python floats over the n distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's layout, and the slots from n on are padding copies.",
+         '_case', 'not a number'),
+        ('padding',
+         "Write `rank_metrics(losses, correct, n)` returning the tuple `(mean_loss, accuracy)` as Python floats over the n distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's layout, and the slots from n on are padding copies.",
+         '_case', 'padding copies too'),
+        ('layout',
+         "Write `rank_metrics(losses, correct, n)` returning the tuple `(mean_loss, accuracy)` as Python floats over the n distinct examples, each counted once: rank r's entry j sits at slot r + j·world_size of the sampler's layout, and the slots from n on are padding copies.",
+         '_case', 'the first n entries rank after rank'),
+        ('fewer',
+         'n ≥ 1 and may be smaller than world_size (then whole ranks hold only copies).',
+         '_case', 'padding copies too'),
+        ('loss_tolerance',
+         'The loss is compared to within 1e-5 relative (a float32 sum is fine).',
+         '_case', 'over the 12 examples it is'),
+        ('accuracy_rule',
+         'Accuracy, as in every exercise: count the right predictions as an integer and divide once by the number of examples, in Python floats;',
+         '_case', 'rounded to float32'),
+        ('accuracy_tolerance',
+         'the check compares it to within 1e-9 (a float32 mean is off by up to 6e-8: 232 of 300 is 0.77333331 in float32, below 232/300).',
+         '_case', 'over the 12 examples it is'),
+        ('untouched',
+         'Leave the tensors as they are.',
+         '_case', 'changed the tensors'),
     ),
 }
 
@@ -395,13 +350,16 @@ ASIDES: dict[str, dict[str, str]] = {
     },
     'dropout': {
     },
-    'stop_check': {
-    },
-    'warmup_cosine_lr': {
-        "`transformers`' `get_cosine_schedule_with_warmup` differs: it rises from 0 and reaches base_lr at update `warmup`.": 'motivation',
-    },
-    'clip_gradients': {
-    },
-    'examples_processed': {
+    'rank_metrics': {
+        'Each of `world_size` ranks evaluated its shard of `DistributedSampler(val_set, num_replicas=world_size, rank=r)` (with `drop_last=False`) over n examples.': 'input',
+        "`losses[r]` is a 1-D float32 tensor of rank r's per-example losses and `correct[r]` a 1-D bool tensor (True where the prediction was right), both in the order of rank r's sampler;": 'input',
+        'every rank has ⌈n / world_size⌉ entries, and `world_size = len(losses)`.': 'input',
     },
 }
+
+
+# Chapters 5 to 8 live in rules_ch05_08.py (one table shape, split for length).
+from course_utils.exercises.rules_ch05_08 import ASIDES_CH05_08, RULES_CH05_08  # noqa: E402
+
+RULES.update(RULES_CH05_08)
+ASIDES.update(ASIDES_CH05_08)

@@ -233,7 +233,7 @@ def race_to_target(model, optimizer, train_loader, val_inputs, val_targets, targ
             updates += 1
             model.eval()
             with torch.no_grad():
-                accuracy = (model(val_inputs).argmax(dim=1) == val_targets).float().mean().item()
+                accuracy = (model(val_inputs).argmax(dim=1) == val_targets).sum().item() / len(val_targets)
             model.train()
             if accuracy >= target:
                 return updates

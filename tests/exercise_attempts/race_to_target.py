@@ -7,8 +7,8 @@ from torch import nn
 def _accuracy(model, val_inputs, val_targets):
     model.eval()
     with torch.no_grad():
-        acc = (model(val_inputs).argmax(dim=1) == val_targets).float().mean().item()
-    model.train()
+        acc = (model(val_inputs).argmax(dim=1) == val_targets).sum().item() / len(val_targets)
+    model.train()       # (a float32 mean here until issue 40.4 stated the accuracy rule: an integer count)
     return acc
 
 
