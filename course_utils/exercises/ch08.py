@@ -251,7 +251,8 @@ def check_examples_processed(attempt: Attempt) -> str:
                    "Keep the stub's signature: `drop_last=False`.")
     from hypothesis import strategies as st
     cases = st.tuples(st.integers(1, 3000), st.booleans()).flatmap(
-        lambda nd: st.tuples(st.integers(0, 2000), st.just(nd[0]), st.integers(1, nd[0]), st.just(nd[1])))
+        lambda nd: st.tuples(st.integers(0, 2000), st.just(nd[0]), st.integers(1, 2 * nd[0]), st.just(nd[1]))).map(
+        lambda c: (0, *c[1:]) if c[3] and c[2] > c[1] else c)    # B > N too; with drop_last no batch, so no update
     tried = search(cases, lambda case: _examples_case(attempt, *case), examples=150)
     return (f"{len(edge) + tried + 1} cases agree with a DataLoader's batch sizes, epoch after epoch: a partial last "
             "batch, drop_last (False when not given; B larger than N), an update count inside an epoch and across "
