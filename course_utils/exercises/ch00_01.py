@@ -181,8 +181,10 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
                 raise Fail(f"batch {b}'s {part} are {kind(g)} ({show(g)}), not one tensor: the DataLoader could not "
                            "stack your examples.", "Return tensors (or numbers) from `__getitem__`, not lists.")
             if tuple(g.shape) != tuple(w.shape) or not _same(g, w):
+                one_slice = tuple(g.shape) == tuple(w.shape) + (1,) and torch.equal(g.squeeze(-1), w)
                 raise Fail(f"batch {b}'s {part} are {show(g)}; they should be {show(w)}.",
-                           "Compare one example by hand with what `__getitem__` returns for the same index.")
+                           "Each example's target is one value (a 0-d tensor or a float): a slice of length 1 "
+                           "stacks into shape (batch, 1)." if one_slice and part == "targets" else "")
             if part == "inputs" and g.dtype != w.dtype:
                 mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
                 raise Fail(f"batch {b}'s inputs have dtype {mine}; the data's are {right} (a model built for "

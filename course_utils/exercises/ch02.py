@@ -166,8 +166,10 @@ def _shard_case(attempt: Attempt, n: int, world_size: int, rank: int) -> None:
         raise Fail(f"your rank {rank} gets {len(got)} indices {show(got, 60)}; every rank should get {per_rank} "
                    f"(ceil({n} / {world_size})).", hint)
     contiguous = got == list(range(rank * per_rank, min(n, (rank + 1) * per_rank)))
+    real = len(range(rank, n, world_size))      # this rank's entries that are real examples; the rest is padding
+    dealt = got[:real] == want[:real] and real < len(want)
     hint = ("DistributedSampler deals indices out like cards: rank r takes every world_size-th index, starting at r."
-            if contiguous or sorted(got) != got or got[:1] != want[:1] else
+            if not dealt and (contiguous or sorted(got) != got or got[:1] != want[:1]) else
             "The padding repeats the whole list from its start, as many times as needed." if wraps else
             "The padding repeats the dataset's first indices, in order.")
     raise Fail(f"rank {rank} gets {got}; DistributedSampler gives it {want}.", hint)

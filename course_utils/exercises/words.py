@@ -232,8 +232,9 @@ def need_tensor(value: object, what: str, dtype: torch.dtype | None = None, shap
         raise Fail(f"{what}: {kind(value)} ({show(value)}), not a tensor.",
                    "Build it with torch (torch.tensor, torch.zeros, torch.stack, ...).")
     if shape is not None and tuple(value.shape) != tuple(shape):
+        swapped = len(shape) == 2 and tuple(value.shape) == tuple(shape)[::-1] and shape[0] != shape[1]
         raise Fail(f"{what} has shape {tuple(value.shape)}; it should be {tuple(shape)}{meaning}.",
-                   "Check which dimension is which, and how long each row must be.")
+                   "Your two dimensions are swapped: the first one counts the batch's examples." if swapped else "")
     if dtype is not None and value.dtype != dtype:
         name = str(dtype).removeprefix("torch.")
         raise Fail(f"{what} has dtype {str(value.dtype).removeprefix('torch.')}; it should be {name}.",
