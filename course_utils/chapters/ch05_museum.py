@@ -333,7 +333,9 @@ ONE_LINE = {
     "freeze_after_optimizer":
         "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
     "head_after_optimizer": "the new head never moves; the model trains around a random head",
-    "half_after_optimizer": "the next Adam step raises a dtype or device RuntimeError (SGD runs on)",
+    "half_after_optimizer":
+        "once Adam has stepped, its next step raises a dtype or device RuntimeError (SGD, or Adam before its first "
+        "step, runs on)",
 }
 
 
