@@ -293,8 +293,8 @@ RIGHT = {
     "FolderDataset": [(FDSortedNumerically,)], "pad_collate": [(pc_pad_sequence,)],
     "class_balanced_weights": [(cw_counter_list,)], "shard_indices": [(si_torch,)],
     "train_step": [(ts_zero_after,)], "adam_step": [(adam_in_place,), (adam_torch,)],
-    "sgd_step_by_hand": [(sgd_autograd,)], "evaluate": [(ev_inference_sum,)],
-    "dropout": [(do_bernoulli,), (do_torch,)], "fixed_loop": [(fl_inference,)],
+    "evaluate": [(ev_inference_sum,)],   # sgd_autograd and do_torch: wrong by their statements (exercise_wrongs)
+    "dropout": [(do_bernoulli,)], "fixed_loop": [(fl_inference,)],
     "accumulate_epoch": [(ae_buffered,), (ae_sum_then_divide,)], "lr_range_test": [(lr_scheduler_based,)],
     "checkpoint_pair": [(save_everything, load_everything)], "stop_check": [(sc_counting,)],
     "warmup_cosine_lr": [(wc_torch,)], "clip_gradients": [(cg_torch,)],

@@ -366,4 +366,26 @@ COUNTER_MORE["evaluate"] = {
 }
 
 
+
+def _dropout_rounded_p(x, p, training):
+    """p rounded to one decimal before the draw."""
+    q = round(p, 1)
+    if not training:
+        return x
+    return torch.zeros_like(x) if q >= 1 else x * (torch.rand_like(x) >= q) / (1 - q)
+
+
+def _sgd_by_autograd(W, b, x, t, lr):
+    W, b = W.clone().requires_grad_(), b.clone().requires_grad_()
+    ((W @ x + b - t) ** 2).mean().backward()
+    return (W - lr * W.grad).detach(), (b - lr * b.grad).detach()
+
+
+COUNTER_MORE["dropout"] = {
+    "no_torch_dropout": lambda x, p, training: nn.functional.dropout(x, p, training),
+    "p_as_given": _dropout_rounded_p,
+}
+COUNTER_MORE["sgd_step_by_hand"] = {"no_autograd_engine": _sgd_by_autograd}
+
+
 __all__ = ["COUNTER_MORE"]

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.guards import Watch, mode_changes, modes
+from course_utils.exercises.guards import Watch, forbidden, mode_changes, modes
 from course_utils.exercises.words import Fail, need_float, need_tensor, need_tuple, pair, values, values_pair
 from course_utils.engine.models import MLP
 
@@ -218,7 +218,11 @@ def torch_sgd(W, b, x, t, lr):
 
 def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
     what = f"W = {values(W)}, b = {values(b)}, x = {values(x)}, t = {values(t)}, lr={lr:g}"
-    got = attempt.call(what, W.clone(), b.clone(), x.clone(), t.clone(), lr)
+    autograd = [(torch.autograd, "grad"), (torch.autograd, "backward")]    # torch.func.grad and .backward() call them
+    with forbidden(autograd, Fail("your function ran autograd (torch.autograd.grad, .backward() or torch.func.grad); "
+                                  "the statement asks for the gradient worked out by hand, without autograd.",
+                                  "Write dL/dy from the loss, then the chain rule through y = W x + b for W and b.")):
+        got = attempt.call(what, W.clone(), b.clone(), x.clone(), t.clone(), lr)
     new_W, new_b = need_tuple(got, 2, "your function", "W_new, b_new")
     new_W = need_tensor(new_W, "W_new", shape=tuple(W.shape), meaning=" (the shape of W)")
     new_b = need_tensor(new_b, "b_new", shape=tuple(b.shape), meaning=" (the shape of b)")

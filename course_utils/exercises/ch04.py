@@ -8,7 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.exercises.core import Attempt, Exercise
-from course_utils.exercises.guards import mode_changes, modes
+from course_utils.exercises.guards import forbidden, mode_changes, modes
 from course_utils.exercises.words import (ACCURACY_HINT, Fail, accuracy_close, float32_rounded, need_float, need_tensor,
                                           need_tuple, number, pair)
 from course_utils.engine.memory import GraphMemoryMeter
@@ -152,7 +152,11 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
         f", p={p:g}, training={training}"
     kept_x = x.clone()
     torch.manual_seed(seed)
-    got = attempt.call(what, x, p, training)
+    with forbidden(TORCH_DROPOUT, Fail("your function called torch's own dropout (nn.Dropout or F.dropout); the "
+                                       "statement asks you to write it without them.",
+                                       "Draw the random numbers yourself (torch.rand_like(x) or torch.bernoulli): the "
+                                       "rest is a comparison and a multiplication.")):
+        got = attempt.call(what, x, p, training)
     out = need_tensor(got, "the output", shape=shape, meaning=" (the shape of x)")
     if not torch.equal(x, kept_x):
         raise Fail("your function changed x in place; nn.Dropout returns a new tensor and leaves its input alone.",
@@ -198,11 +202,15 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
     return out
 
 
+TORCH_DROPOUT = [(nn.functional, "dropout"), (nn.functional, "dropout1d"), (nn.functional, "dropout2d"),
+                 (nn.functional, "dropout3d"), (nn.functional, "alpha_dropout"), (torch, "dropout")]
+
+
 def check_dropout(attempt: Attempt) -> str:
     """The oracle: nn.Dropout's contract (each value dropped with probability p, survivors scaled by 1/(1-p),
     the identity in evaluation)."""
     _dropout_case(attempt, 0.5, False, (4, 5), 0)
-    for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4)):
+    for p, seed in ((0.5, 2), (0.2, 3), (0.8, 4), (0.35, 10)):     # 0.35: p as given, not rounded
         _dropout_case(attempt, p, True, (200, 500), seed)
     _dropout_case(attempt, 0.0, True, (1000,), 1)
     a = _dropout_case(attempt, 0.5, True, (50, 40), 5)
@@ -216,7 +224,7 @@ def check_dropout(attempt: Attempt) -> str:
     _dropout_case(attempt, 1.0, True, (10, 10), 7)
     _dropout_case(attempt, 1.0, False, (10, 10), 9)             # evaluation wins over p = 1: x unchanged
     _drop_counts_vary(attempt)
-    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.5, 0.8 and 1 on 100,000 values: about p of them "
+    return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.35, 0.5, 0.8 and 1 on 100,000 values: about p of them "
             "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32 and float64), x unchanged "
             "in evaluation (p = 1 included) and left untouched in place, a new mask each call, and the number "
             "dropped varying from call to call as independent drops do.")

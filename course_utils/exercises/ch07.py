@@ -209,8 +209,7 @@ def _lr_case(attempt: Attempt, update: int, base_lr: float, warmup: int, total: 
         (update >= warmup and span > 1 and _near(got, cos((update - warmup) / (span - 1)), base_lr),
          "The cosine reaches 0 at update total, one past the last: divide by (total - warmup), not one less."),
     ]
-    hint = next((text for matched, text in variants if matched),
-                "Compare with the formula: which phase is this update in, and how far into it?")
+    hint = next((text for matched, text in variants if matched), "")     # no one misreading fits: no hint
     mine, right = differ(got, want)
     raise Fail(f"your function returned {mine}; torch's LinearLR then CosineAnnealingLR give {right} ({phase}).", hint)
 

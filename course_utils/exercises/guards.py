@@ -6,14 +6,35 @@
   the batch it saw), to tell "trained in eval mode" from "measured in train mode" from "built a graph".
 - ``modes(model)`` and ``mode_changes``: the train/eval flag of every submodule (``model.training = x``
   flips only the top one, ``model.train(x)`` flips all).
+- ``forbidden(places, fail)``: while the learner's function runs, the torch functions a statement rules out
+  (F.dropout; autograd's grad and backward) stop the call with ``fail`` instead of running.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+
+
+@contextmanager
+def forbidden(places: list[tuple[object, str]], fail: object):
+    """Replace each `owner.name` by a function that stops the learner's call with `fail` (a words.Fail), then put the
+    originals back: how a check sees *how* an answer was computed where the statement rules out a torch function."""
+    from course_utils.exercises.words import Stop
+
+    def refuse(*_args, **_kwargs):
+        raise Stop(fail)
+    saved = [(owner, name, getattr(owner, name)) for owner, name in places]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 class OneShot:

@@ -225,6 +225,9 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ('no_autograd',
          'Write `sgd_step_by_hand(W, b, x, t, lr)` returning the tuple `(W_new, b_new)` of tensors shaped like W and b, with the gradient worked out by hand, without autograd.',
          '_sgd_case', 'without autograd'),
+        ('no_autograd_engine',
+         'Write `sgd_step_by_hand(W, b, x, t, lr)` returning the tuple `(W_new, b_new)` of tensors shaped like W and b, with the gradient worked out by hand, without autograd.',
+         '_sgd_case', 'ran autograd'),
     ),
     'evaluate': (
         ('floats',
@@ -271,6 +274,12 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ('untouched',
          "Return a tensor of x's shape and dtype, and leave x itself untouched.",
          '_dropout_case', 'changed x in place'),
+        ('no_torch_dropout',
+         'Write `dropout(x, p, training)` without `nn.Dropout` (or `F.dropout`): in training, zero each value with probability p, independently, and scale the survivors so that the expected output equals x;',
+         '_dropout_case', "torch's own dropout"),
+        ('p_as_given',
+         '`p` is a float from 0 to 1: with p = 0 nothing is dropped, with p = 1 everything (all zeros, never NaN).',
+         '_dropout_case', 'should be dropped'),
     ),
     'rank_metrics': (
         ('floats',
