@@ -55,6 +55,13 @@ class NumberStream(IterableDataset):
         return iter(range(worker.id, self.n, worker.num_workers))
 
 
+class SizedNumberStream(NumberStream):
+    """NumberStream that also reports its length, n examples, as many streaming datasets do (chapter 1)."""
+
+    def __len__(self) -> int:
+        return self.n
+
+
 class RecordingSampler(Sampler[int]):
     """Wraps a sampler and records the indices it yields during the current pass (chapter 1)."""
 

@@ -165,6 +165,19 @@ class NoisyDataset(Dataset):
         return float(self.rng.random() if self.own else np.random.random())
 
 
+class AugmentedRange(Dataset):
+    """n examples (i, a random number from torch's global generator): random augmentation in __getitem__ (chapter 1)."""
+
+    def __init__(self, n: int = 8):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[int, float]:
+        return i, torch.rand(()).item()
+
+
 def reseed_dataset_generator(worker_id: int) -> None:
     """A worker_init_fn: give this worker's copy of the dataset its own generator, from the worker's seed (chapter 1)."""
     info = get_worker_info()

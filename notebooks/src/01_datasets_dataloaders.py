@@ -441,6 +441,50 @@ with answer(1, "dataset-rng"):
 # and the line above would set an attribute on the wrapper, leaving the inner generator alone: reseed the
 # object that owns it (`info.dataset.dataset.rng` for a `Subset`), or draw in `__getitem__` from a generator
 # seeded with `(get_worker_info().seed, index)`, which works through any wrapper.
+#
+# Workers also change the main process's random stream. `AugmentedRange` draws one `torch.rand` per example
+# (an augmentation); `shuffle=True` without a loader `generator` draws each epoch's permutation from the global
+# generator. The same `torch.manual_seed(0)`, two epochs, with no worker and with one:
+
+# %% tags=["answers-workers-seed-stream", "answers-worker-shared-memory"]
+from course_utils.chapters.ch01_workers import AugmentedRange
+
+
+def epoch_orders(num_workers, generator=None):
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        loader = DataLoader(AugmentedRange(8), batch_size=4, shuffle=True, num_workers=num_workers,
+                            generator=generator)
+        orders, shared = [], []
+        for _ in range(2):
+            batches = list(loader)
+            orders.append([i for indices, _ in batches for i in indices.tolist()])
+            shared.append(batches[0][0].is_shared())
+    return orders, shared
+
+
+(main_1, main_2), in_main = epoch_orders(0)
+(work_1, work_2), in_workers = epoch_orders(1)
+print(f"no loader generator: the same order with 0 and 1 workers? epoch 1: {main_1 == work_1} | epoch 2: {main_2 == work_2}")
+(main_1, main_2), _ = epoch_orders(0, torch.Generator().manual_seed(0))
+(work_1, work_2), _ = epoch_orders(1, torch.Generator().manual_seed(0))
+print(f"generator=torch.Generator().manual_seed(0):          epoch 1: {main_1 == work_1} | epoch 2: {main_2 == work_2}")
+print(f"batches in shared memory (tensor.is_shared()): num_workers=0: {in_main[0]} | num_workers=1: {in_workers[0]}")
+
+# %% [markdown]
+# With no worker, `__getitem__` runs in the main process and its `torch.rand` draws advance the generator the
+# next epoch's shuffle is drawn from; with workers those draws happen in the workers' own generators. So epoch 1
+# agrees and epoch 2 does not, and every `num_workers > 0` agrees with every other. A loader `generator` gives
+# the shuffle a stream of its own: the orders agree at any worker count. (The augmentations themselves still
+# differ: each worker seeds its own generator, as above.)
+#
+# The last line is how worker batches travel: each worker writes its batches into **shared memory**
+# (`/dev/shm` on Linux), up to `num_workers × prefetch_factor` of them at once, and the main process maps
+# them. Docker gives a container 64 MB of `/dev/shm` unless told otherwise, so a worker writing large batches
+# dies with a "Bus error" while the machine has plenty of RAM. The fixes: a larger `--shm-size` (or
+# `--ipc=host`), fewer workers or a smaller `prefetch_factor`, or `num_workers=0`, whose batches stay in the
+# main process's memory (`is_shared()` False). A worker "killed by signal: Killed" is another matter: the
+# kernel's out-of-memory killer, when host RAM runs out (`dmesg` names it). Neither limit is reached here.
 
 # %% [markdown]
 # ## 9. pin_memory matters only for CPU → GPU copies
@@ -510,6 +554,29 @@ for ordering in (dict(shuffle=True), dict(sampler=range(12))):
 # Count the batches: 4, where chapter 0's rule gives ⌈12 / 4⌉ = 3. Each worker batches its own stream, so
 # each worker ends with its own short batch (here [8, 10] and [9, 11]), and `drop_last=True` would drop
 # one per worker. With workers, chapter 0's counts hold for map-style datasets, not for streams.
+#
+# A stream may report a length (`__len__`), and `len(DataLoader)` then trusts it: ⌈length / batch_size⌉
+# batches, not examples. With workers and no sharding, the stream yields more than it reported:
+
+# %% tags=["answers-iterable-len"]
+from course_utils.chapters.ch01_pipeline import SizedNumberStream
+
+loader = DataLoader(SizedNumberStream(300), batch_size=128)
+print(f"len(stream) = 300, batch_size=128: len(DataLoader) = {len(loader)}, batches it yields: {sum(1 for _ in loader)}")
+loader = DataLoader(SizedNumberStream(300), batch_size=128, num_workers=2)
+reported = len(loader)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    batches = list(loader)
+print(f"2 workers, unsharded: len(DataLoader) = {reported}, batches yielded: {len(batches)}, "
+      f"items: {sum(len(b) for b in batches)} | torch warned: {any('IterableDataset' in str(w.message) for w in caught)}")
+
+# %% [markdown]
+# Twice the batches `len()` promised, and no warning: torch's check ("Length of IterableDataset ... was
+# reported to be ...") compares the *batches* yielded with the *examples* reported, so with batches it fires
+# only past 300 batches. A progress bar or a schedule sized by `len(loader)` is then wrong by the number of
+# workers. Sharded, every example comes once, but each worker still ends with its own short batch, so the
+# batch count can pass `len()` (the cell above counted 4 batches for ⌈12 / 4⌉ = 3).
 
 # %%
 tmp.cleanup()
@@ -584,6 +651,133 @@ for name, target in [("int64 labels, shape (2,)", labels),
 # One-hot probabilities give the same loss as the labels they encode; a float or int32 label of shape (N,) is
 # refused. Return the label as an int64 tensor (`torch.as_tensor(y, dtype=torch.long)`, or `int(y)`, which
 # collates to int64), never as a float.
+#
+# A **multi-label** task (an example may be "happy" and "surprised" at once) has a multi-hot target, one 0/1
+# per class. `CrossEntropyLoss` is for exactly one class per example: its softmax makes the classes compete,
+# so two true labels can get at most 0.5 each. `BCEWithLogitsLoss` gives every class its own sigmoid, a yes/no
+# per class, and wants the target as floats shaped like the logits. One example, logits [4, −4, 4], labels 0
+# and 2 both true:
+
+# %% tags=["answers-multilabel-loss"]
+import math
+
+logits = torch.tensor([[4.0, -4.0, 4.0]])
+multi_hot = torch.tensor([[1, 0, 1]])
+for name, call in [("cross_entropy(logits, multi_hot int64)", lambda: torch.nn.functional.cross_entropy(logits, multi_hot)),
+                   ("nll_loss(log_softmax, multi_hot int64)",
+                    lambda: torch.nn.functional.nll_loss(logits.log_softmax(1), multi_hot))]:
+    try:
+        call()
+    except RuntimeError as error:
+        print(f"{name}: RuntimeError: {error}")
+ce = torch.nn.functional.cross_entropy(logits, multi_hot.float())
+bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, multi_hot.float())
+print(f"cross_entropy, multi-hot float: {sig(ce.item(), 3)} (2·log 2 = {sig(2 * math.log(2), 3)} is its floor); "
+      f"softmax {[sig(p, 2) for p in logits.softmax(1)[0].tolist()]}")
+print(f"BCEWithLogitsLoss, multi-hot float: {sig(bce.item(), 3)}; sigmoid {[sig(p, 2) for p in logits.sigmoid()[0].tolist()]}"
+      f" -> predicted labels (sigmoid > 0.5): {(logits.sigmoid() > 0.5).int()[0].tolist()}")
+for shape, loss_fn in [((4, 1), torch.nn.BCEWithLogitsLoss()), ((4, 1), torch.nn.BCELoss()),
+                       ((4, 2), torch.nn.BCEWithLogitsLoss())]:
+    try:
+        loss_fn(torch.zeros(shape).sigmoid(), torch.ones(4))
+    except ValueError as error:
+        print(f"{type(loss_fn).__name__}, output {shape}, target (4,): ValueError: {error}")
+out = torch.zeros(4, 1)
+print("output (4, 1), target (4,): .view_as(out) on the target and .squeeze(1) on the output give the same loss:",
+      torch.nn.BCEWithLogitsLoss()(out, torch.ones(4).view_as(out)).item() ==
+      torch.nn.BCEWithLogitsLoss()(out.squeeze(1), torch.ones(4)).item())
+
+# %% [markdown]
+# The integer multi-hot is refused (older torch said "multi-target not supported": `nll_loss`'s words, still
+# there); the float one is *accepted* as class probabilities summing to 2, and its loss can never fall below
+# 2·log 2. For a binary or multi-label output, make the target the logits' shape: a (N, 1) output with a (N,)
+# target is a `ValueError` in both BCE losses (the regression losses broadcast it silently, chapter 7). Two
+# outputs per example with one class index is a two-class `CrossEntropyLoss`, not BCE.
+#
+# Both losses take weights, and they mean different things. `CrossEntropyLoss(weight=w)` has one weight per
+# class, applied to the true class's term, and `"mean"` divides by the summed weights. `BCEWithLogitsLoss`'s
+# `weight` rescales each element and broadcasts to the input: shape (C,) weighs classes, (N, C) any element;
+# its `pos_weight` (C,) multiplies only the positive term of each class. On one batch:
+
+# %% tags=["answers-loss-weights"]
+scores = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+classes = torch.tensor([0, 0, 0, 0, 1, 2])
+w = torch.tensor([0.5, 2.0, 4.0])
+per_example = torch.nn.functional.cross_entropy(scores, classes, reduction="none")
+weighted = torch.nn.functional.cross_entropy(scores, classes, weight=w)
+print("CrossEntropyLoss(weight=w) = sum(w[y]·loss) / sum(w[y]):",
+      torch.allclose(weighted, (w[classes] * per_example).sum() / w[classes].sum()))
+hot = torch.nn.functional.one_hot(classes, 3).float()
+plain = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, reduction="none")
+by_class = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=w, reduction="none")
+by_element = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=hot + 1, reduction="none")
+positive = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, pos_weight=w, reduction="none")
+print("BCEWithLogitsLoss(weight=w, shape (3,)): every element of class c times w[c]:", torch.allclose(by_class, plain * w))
+print("BCEWithLogitsLoss(weight of shape (6, 3)): element by element:", torch.allclose(by_element, plain * (hot + 1)))
+print("BCEWithLogitsLoss(pos_weight=w): positives times w[c]:", torch.allclose(positive[hot == 1], (plain * w)[hot == 1]),
+      "| negatives unchanged:", torch.allclose(positive[hot == 0], plain[hot == 0]))
+
+# %% [markdown]
+# Where do class weights come from? From counts: w_c = N / (C · n_c), so a class with a tenth of the average
+# count weighs 10. Three classes with 900, 90 and 10 examples (overlapping 2-D clusters), a linear classifier
+# trained by 60 full-batch gradient-descent steps (lr 1.0) without and with those weights, 3 seeds:
+
+# %% tags=["answers-class-weights"]
+counts = torch.tensor([900, 90, 10])
+balanced = counts.sum() / (len(counts) * counts)
+print("weights N / (C · n_c):", [sig(v, 3) for v in balanced.tolist()])
+
+
+def recalls(weight, seed, steps=60):
+    generator = torch.Generator().manual_seed(seed)
+    y = torch.repeat_interleave(torch.arange(3), counts)
+    x = torch.tensor([[0.0, 0.0], [1.5, 0.0], [0.0, 1.5]])[y] + torch.randn(len(y), 2, generator=generator)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net = torch.nn.Linear(2, 3)
+    for _ in range(steps):
+        net.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y, weight=weight).backward()
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter -= 1.0 * parameter.grad
+    predicted = net(x).argmax(1)
+    return [((predicted == c) & (y == c)).sum().item() / counts[c].item() for c in range(3)]
+
+
+for name, weight in (("unweighted", None), ("weighted", balanced)):
+    runs = [recalls(weight, seed) for seed in range(3)]
+    print(f"{name:<10}: recall of the 10-example class above 0.5 on {sum(r[2] > 0.5 for r in runs)} of 3 seeds; "
+          f"of the 900-example class above 0.9 on {sum(r[0] > 0.9 for r in runs)} of 3")
+
+# %% [markdown]
+# Unweighted, the rare class is never predicted: the loss is dominated by the 900. Weighted, it is found, and
+# the majority class pays (its recall falls): weights move the decision boundary, they do not add
+# information. Choose them by the metric you report (per-class recall, macro F1) on validation data; plain
+# accuracy rewards ignoring the rare class. For segmentation the counts are pixels per class over the
+# training set.
+#
+# Label smoothing changes the target itself: with ε = 0.1 and C classes, the true class gets 1 − ε + ε/C and
+# every other ε/C. The loss is a cross-entropy against that target, so its floor is the target's entropy, not
+# 0. Ten classes, the true class ahead of the others by a margin:
+
+# %% tags=["answers-label-smoothing-floor"]
+C, eps = 10, 0.1
+smoothed = torch.full((C,), eps / C)
+smoothed[0] += 1 - eps
+floor = -(smoothed * smoothed.log()).sum().item()
+print(f"floor (the smoothed target's entropy): {sig(floor, 4)}")
+for margin in (0.0, math.log(smoothed[0] / smoothed[1]), 10.0):
+    z = torch.zeros(1, C)
+    z[0, 0] = margin
+    plain_loss = torch.nn.functional.cross_entropy(z, torch.tensor([0])).item()
+    smooth_loss = torch.nn.functional.cross_entropy(z, torch.tensor([0]), label_smoothing=eps).item()
+    print(f"margin {sig(margin, 3):>5}: plain loss {sig(plain_loss, 3):<8} label_smoothing=0.1: {sig(smooth_loss, 4)}")
+
+# %% [markdown]
+# The smoothed loss is lowest, at its floor, when the margin is log(0.91 / 0.01) ≈ 4.51, and rises again for a
+# more confident model, while the plain loss keeps falling towards 0. A smoothed loss that stalls well above 0
+# at high accuracy is working as designed: compare it with its floor, or log the plain loss beside it.
 #
 # ### Exercise 1.2: a Dataset that reads one file per example
 #

@@ -94,6 +94,41 @@ for batch in (32, 64):
     del out
 
 # %% [markdown]
+# Only operations autograd can differentiate keep that record. An `argmax`, a `.detach()`, a `.item()` turned
+# back into a tensor: each gives a loss with no `grad_fn`, and `backward()` refuses it. Forcing
+# `requires_grad_(True)` onto such a loss silences the error and trains nothing:
+
+# %% tags=["answers-loss-no-grad-fn"]
+torch.manual_seed(0)
+net = nn.Linear(4, 3)
+inputs, labels = torch.randn(8, 4), torch.randint(0, 3, (8,))
+candidate_losses = {
+    "cross_entropy(out, y)": lambda out: nn.functional.cross_entropy(out, labels),
+    "error rate from out.argmax(1)": lambda out: (out.argmax(1) != labels).float().mean(),
+    "cross_entropy(out.detach(), y)": lambda out: nn.functional.cross_entropy(out.detach(), labels),
+    "torch.tensor(loss.item())": lambda out: torch.tensor(nn.functional.cross_entropy(out, labels).item()),
+}
+for name, make in candidate_losses.items():
+    candidate = make(net(inputs))
+    try:
+        candidate.backward()
+        print(f"{name:<31} grad_fn {type(candidate.grad_fn).__name__}: backward fills the weights' .grad")
+    except RuntimeError as error:
+        print(f"{name:<31} grad_fn None: RuntimeError: {error}")
+net.zero_grad()
+before = net.weight.detach().clone()
+forced = (net(inputs).argmax(1) != labels).float().mean().requires_grad_(True)
+forced.backward()
+torch.optim.SGD(net.parameters(), lr=0.1).step()
+print("the error rate with requires_grad_(True): backward runs; weight.grad:", net.weight.grad,
+      "| weights moved by step():", not torch.equal(before, net.weight))
+
+# %% [markdown]
+# A loss must be built from the model's output by differentiable operations all the way: a Dice or IoU loss
+# uses the probabilities (`softmax`), never the predicted classes. Metrics such as the error rate are for
+# logging, under `no_grad`.
+
+# %% [markdown]
 # ## Backward fills `.grad`, and a second backward *adds*
 #
 # `backward()` writes the gradient into each weight's `.grad`.
@@ -125,6 +160,40 @@ except RuntimeError as exc:
 # %% tags=["answers-zero-grad-none"]
 optimizer.zero_grad()
 print("after zero_grad: W.grad =", model.weight.grad, "| b.grad =", model.bias.grad)
+
+# %% [markdown]
+# Where in the loop it goes matters in one place only. Five SGD-with-momentum steps from the same seed, with
+# `zero_grad()` first in the loop (as in this course), right after `step()` (as in some tutorials), and
+# between `backward()` and `step()`:
+
+# %% tags=["answers-zero-grad-placement"]
+def zero_grad_at(where, steps=5):
+    torch.manual_seed(0)
+    net = nn.Linear(4, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    start = net.weight.detach().clone()
+    for xb, yb in zip(torch.randn(steps, 8, 4), torch.randint(0, 3, (steps, 8))):
+        if where == "first in the loop":
+            opt.zero_grad()
+        nn.functional.cross_entropy(net(xb), yb).backward()
+        if where == "between backward and step":
+            opt.zero_grad()
+        opt.step()
+        if where == "right after step":
+            opt.zero_grad()
+    return start, net.weight.detach()
+
+
+_, reference = zero_grad_at("first in the loop")
+for where in ("first in the loop", "right after step", "between backward and step"):
+    start, weights = zero_grad_at(where)
+    print(f"zero_grad {where:<26} weights moved: {not torch.equal(start, weights)!s:<5} "
+          f"| equal, bit for bit, to zero_grad first: {torch.equal(weights, reference)}")
+
+# %% [markdown]
+# First or right after `step()` is the same loop: either way each `backward()` starts from cleared
+# gradients. Between `backward()` and `step()` it throws the gradients away before they are used, and the
+# optimizer skips every parameter whose grad is `None`: the weights never move.
 
 # %% [markdown]
 # ## Only `step` changes the weights
@@ -255,6 +324,43 @@ print("first update = lr * sign(g) for every weight (to 1e-6):",
 # %% [markdown]
 # Compare with SGD's update of the same gradient: −lr·g = [[0.011, 0.022], [−0.018, −0.036]], four
 # different sizes. Adam moves all four weights by 0.01.
+#
+# That fixed step size has a consequence for targets in the hundreds or thousands (prices, counts): a
+# network starts near output 0, and Adam moves each weight by about lr per step, so it spends its steps
+# walking the shared bias and the output layer towards the targets' mean, and predicts nearly the same value
+# for every input. The same regression (targets around 3,000, spread about 2,000), 30 Adam steps at
+# lr = 0.05, on raw targets and on standardised ones (predictions mapped back with the training mean and
+# standard deviation), 3 seeds:
+
+# %% tags=["answers-regression-target-scale"]
+def fit_regression(standardise, seed, steps=30):
+    torch.manual_seed(seed)
+    features = torch.randn(64, 4)
+    targets = 1000 * (3 + features @ torch.randn(4, 1))
+    mean, std = targets.mean(), targets.std()
+    net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.Adam(net.parameters(), lr=0.05)
+    goal = (targets - mean) / std if standardise else targets
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.mse_loss(net(features), goal).backward()
+        opt.step()
+    with torch.no_grad():
+        predictions = net(features) * std + mean if standardise else net(features)
+    spread = (predictions.std() / targets.std()).item()
+    r2 = 1 - (((predictions - targets) ** 2).mean() / targets.var()).item()
+    return spread, r2
+
+
+for standardise in (False, True):
+    runs = [fit_regression(standardise, seed) for seed in range(3)]
+    print(f"{'standardised' if standardise else 'raw':<12} targets: predictions' spread below 5% of the targets' "
+          f"on {sum(s < 0.05 for s, _ in runs)} of 3 seeds; R² above 0.9 on {sum(r > 0.9 for _, r in runs)} of 3")
+
+# %% [markdown]
+# On raw targets the predictions are nearly constant and worse than predicting the mean (R² below 0);
+# standardised, the same network fits. Standardise regression targets with the *training* set's mean and
+# standard deviation, and map predictions back; a loss in the millions is the sign to look for.
 #
 # ## SGD with momentum
 #
@@ -395,6 +501,64 @@ right, wrong, error = onecycle_cadence_demo(updates=8, accum_steps=4)
 print("per update (right), lr at each update:  ", [sig(v, 3) for v in right])
 print("per micro-batch (wrong), lr per micro-batch:", [sig(v, 3) for v in wrong])
 print("then:", error)
+
+# %% [markdown]
+# One scheduler is stepped differently. `ReduceLROnPlateau` cuts the rate when a monitored value stops
+# improving, so `step()` takes that value, after each validation; `mode` says whether better is lower
+# (`"min"`, a loss) or higher (`"max"`, an accuracy). Here `factor=0.5`, `patience=1`: two epochs without
+# improvement halve the rate.
+
+# %% tags=["answers-plateau-step"]
+try:
+    torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD(TinyLinear().parameters(), lr=0.1)).step()
+except TypeError as error:
+    print("plateau.step(): TypeError:", error)
+
+accuracy = [0.50, 0.60, 0.65, 0.64, 0.65, 0.66, 0.66, 0.65]
+
+
+def plateau_lrs(metric, **options):
+    opt = torch.optim.SGD(TinyLinear().parameters(), lr=0.1)
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1, **options)
+    seen = []
+    for value in accuracy:
+        opt.step()
+        plateau.step(metric(value))
+        seen.append(sig(opt.param_groups[0]["lr"], 3))
+    return seen
+
+
+print("validation accuracy, epochs 1-8:                   ", accuracy)
+print("mode='max', step(accuracy):                  lr    ", plateau_lrs(lambda a: a, mode="max"))
+print("mode='min', step(accuracy) (the wrong mode): lr    ", plateau_lrs(lambda a: a, mode="min"))
+print("mode='min', step(-accuracy):                 lr    ", plateau_lrs(lambda a: -a, mode="min"))
+print("mode='min', threshold_mode='abs', step(-acc): lr   ",
+      plateau_lrs(lambda a: -a, mode="min", threshold_mode="abs"))
+
+# %% [markdown]
+# In the wrong mode every rise in accuracy counts as getting worse, and the rate is cut while the model
+# improves. Passing `-accuracy` in `"min"` mode is a common trick, but not quite `"max"` mode: the default
+# `threshold_mode="rel"` asks for a value below `best · (1 − 1e-4)`, and for a negative best that bound lies
+# above it, so a tie (0.65 again at epoch 5) counts as progress and the rate is never cut here. With
+# `threshold_mode="abs"` the two agree. Say what you mean: `mode="max"` with the accuracy itself.
+#
+# Warmup has its own trap at the first update. A `LambdaLR` multiplies the base rate by `lambda(step)`, and
+# the first update uses `lambda(0)`: with `step / warmup` that is 0, an update that changes nothing.
+
+# %% tags=["answers-warmup-first-lr"]
+for name, ramp in (("step / 4", lambda s: s / 4), ("(step + 1) / 4", lambda s: (s + 1) / 4)):
+    opt = torch.optim.SGD(TinyLinear().parameters(), lr=0.1)
+    warmup = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, ramp(s)))
+    used = []
+    for _ in range(6):
+        used.append(sig(opt.param_groups[0]["lr"], 3))
+        opt.step()
+        warmup.step()
+    print(f"warmup lambda {name:<15} lr of updates 1-6: {used}")
+
+# %% [markdown]
+# One wasted update in thousands costs nothing measurable, so libraries that start at 0 are not wrong; the
+# `(step + 1)` form reaches the full rate one update earlier and wastes none.
 
 # %% [markdown]
 # ## Step through it yourself
@@ -584,6 +748,43 @@ for rules in (checkpoint_rules, freezing_rules, naming_rules):
 # A frozen layer (`requires_grad_(False)`) gets no `.grad`, and the optimizer skips a parameter whose grad is
 # `None`, weight decay included; a grad of zeros is not skipped, so weight decay still shrinks that weight.
 # Tied weights are one Parameter: `parameters()` counts it once, which is what an optimizer must receive.
+#
+# "Frozen" has more ways to leak. A part run under `no_grad` gets no gradient, but an optimizer that holds
+# it still steps it whenever its grad is a tensor of zeros (left by `zero_grad(set_to_none=False)`, or
+# assigned): momentum and Adam's moments keep moving it. And BatchNorm in train mode updates its running
+# statistics in the forward pass, `no_grad` or not. Three steps with gradients, then ten without:
+
+# %% tags=["answers-frozen-drift"]
+def moves_when_frozen(make_optimizer, frozen_grad):
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(3))
+    opt = make_optimizer([w])
+    for _ in range(3):
+        w.grad = torch.randn(3)
+        opt.step()
+    start = w.detach().clone()
+    for _ in range(10):
+        w.grad = None if frozen_grad == "None" else torch.zeros(3)
+        opt.step()
+    return not torch.equal(start, w.detach())
+
+
+makers = {"SGD(momentum=0.9)": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+          "Adam": lambda p: torch.optim.Adam(p, lr=0.01),
+          "AdamW(weight_decay=0.01)": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.01)}
+print("3 trained steps, then 10 steps without a gradient: has the weight moved?")
+for name, make in makers.items():
+    print(f"  {name:<25} grad None: {moves_when_frozen(make, 'None')!s:<5}  "
+          f"grad of zeros: {moves_when_frozen(make, 'zeros')}")
+bn = nn.BatchNorm1d(3)
+with torch.no_grad():
+    bn(torch.randn(8, 3) + 5)
+print("BatchNorm in train mode, a forward under no_grad: running_mean moved:", bool(bn.running_mean.abs().sum() > 0))
+
+# %% [markdown]
+# To freeze a part: `requires_grad_(False)` on its parameters, leave them out of the optimizer (then no grad,
+# no state, no decay can touch them), and put its BatchNorm layers in eval mode (chapter 4 shows how, and
+# why `model.train()` undoes it).
 
 # %% [markdown]
 # ## Autograd's modes
@@ -600,6 +801,34 @@ for what, result in autograd_modes().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# Gradient checkpointing (`torch.utils.checkpoint`) trades compute for memory: it keeps no activations inside the
+# checkpointed block and reruns its forward during backward. The old `use_reentrant=True` form has a trap: it
+# computes gradients for the block's weights only if one of its *inputs* requires grad. A first layer fed the
+# raw batch does not, and the memory "saved" is a block that stopped training:
+
+# %% tags=["answers-checkpoint-reentrant"]
+import warnings
+
+from torch.utils.checkpoint import checkpoint
+
+for input_needs_grad in (False, True):
+    torch.manual_seed(0)
+    block, head = nn.Linear(4, 4), nn.Linear(4, 1)
+    batch_x = torch.randn(2, 4).requires_grad_(input_needs_grad)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        head(checkpoint(block, batch_x, use_reentrant=True)).sum().backward()
+    print(f"use_reentrant=True, input requires_grad={input_needs_grad!s:<5}: block's weight.grad filled: "
+          f"{block.weight.grad is not None!s:<5} | head's: {head.weight.grad is not None}",
+          "| warning:", "; ".join(str(w.message) for w in caught) or "none")
+
+# %% [markdown]
+# The warning is the whole signal; the loss still falls, through the layers outside the block. The fix torch
+# recommends is `use_reentrant=False`, which tracks the block's parameters whatever the inputs (not run here:
+# its first call alone costs more than this chapter's budget for a cell); with the reentrant form, make the
+# input require grad (`enable_input_require_grads()` in Hugging Face models does exactly that).
+
+# %% [markdown]
 # ## Clipping's flags
 #
 # The same gradients, [3, −4] and [12], measure 13 in L2, 19 in L1 and 12 in max norm: `max_norm` means
@@ -612,6 +841,25 @@ from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gall
 
 for what, result in clipping_rules().items():
     print(f"{what}: {result}")
+
+# %% [markdown]
+# What a non-finite gradient does to clipping, in numbers and in torch's words:
+
+# %% tags=["answers-clip-nonfinite"]
+w = nn.Parameter(torch.ones(2))
+w.grad = torch.tensor([float("inf"), 1.0])
+norm = nn.utils.clip_grad_norm_([w], max_norm=1.0)
+print(f"grad [inf, 1.0], default: returned norm {norm.item()}, grads after clipping {w.grad.tolist()}")
+w.grad = torch.tensor([float("inf"), 1.0])
+try:
+    nn.utils.clip_grad_norm_([w], max_norm=1.0, error_if_nonfinite=True)
+except RuntimeError as error:
+    print("error_if_nonfinite=True: RuntimeError:", error)
+
+# %% [markdown]
+# Clipping cannot repair an inf: it scales by max_norm / inf = 0, and inf · 0 is NaN, so one bad element
+# poisons the update (the finite one becomes 0). Check the returned norm and skip the step when it is not
+# finite (chapter 7's NaN guard does, and `GradScaler` skips such steps by itself), or raise to find the cause.
 
 # %% [markdown]
 # ## The other optimizers, on one problem

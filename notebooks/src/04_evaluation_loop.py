@@ -203,6 +203,44 @@ for name, nbytes in parts:
 print(f"  {'sum':34s} {sum(b for _, b in parts):>8,} bytes | measured {with_grad:,}")
 
 # %% [markdown]
+# `no_grad` keeps nothing for backward, but each layer's output still exists while the next layer reads it, and
+# its size is batch × width. Pass a whole validation set through the model in one call and that batch is the
+# whole set: training in batches of 64 fits, evaluation runs out of memory. Forward hooks record every layer's
+# output bytes on 10,000 validation examples, in one call and in batches of 256, each batch's summed loss
+# added up and divided once by the number of examples:
+
+# %% tags=["answers-eval-peak-memory"]
+from course_utils.engine.data import make_spiral
+
+torch.manual_seed(0)
+eval_model = MLP().eval()
+big_x, big_y = make_spiral(10_000, seed=2).tensors
+
+
+def evaluate_in_batches(batch_size):
+    sizes = []
+    hooks = [m.register_forward_hook(lambda m, i, o: sizes.append(o.numel() * o.element_size()))
+             for m in eval_model.modules() if not list(m.children())]
+    total = 0.0
+    with torch.no_grad():
+        for xb, yb in zip(big_x.split(batch_size), big_y.split(batch_size)):
+            total += nn.functional.cross_entropy(eval_model(xb), yb, reduction="sum").item()
+    for hook in hooks:
+        hook.remove()
+    return max(sizes), total / len(big_y)
+
+
+(one_call, loss_one), (batched, loss_batched) = evaluate_in_batches(10_000), evaluate_in_batches(256)
+print(f"largest layer output: one call of 10,000: {one_call:,} bytes | batches of 256: {batched:,} bytes "
+      f"({one_call // batched}x less)")
+print("loss, size-weighted over the batches = loss of the one call (to 1e-6):", abs(loss_one - loss_batched) < 1e-6)
+
+# %% [markdown]
+# Evaluate with a `DataLoader` as you train, in batches (often twice the training batch fits, as nothing is
+# kept for backward), and add up sums and counts: the batched loss is the one-call loss, exactly as the
+# averaging section below shows. On a GPU the same figure is `torch.cuda.max_memory_allocated()`, not run here.
+
+# %% [markdown]
 # ## `no_grad` vs `inference_mode`
 #
 # `torch.inference_mode()` is a stricter `no_grad`: it also skips autograd's bookkeeping on the tensors it makes.
@@ -308,6 +346,34 @@ print("one batch of all 300:     loss", sig(full))
 
 # %% [markdown]
 # The per-example average matches the loss of one big batch; the mean of batch means does not.
+#
+# Each batch's loss is itself an average over B examples, so it scatters around the epoch's loss with a spread
+# of σ/√B (σ: the spread of the per-example losses): a per-batch training curve is noisy even when nothing is
+# wrong, and four times noisier at a sixteenth of the batch. The same rule sizes a validation set. One fixed
+# model, the per-example losses of 16,384 examples, cut into batches:
+
+# %% tags=["answers-loss-noise-batch"]
+import math
+
+torch.manual_seed(0)
+fixed = MLP().eval()
+sample_x, sample_y = make_spiral(16_384, seed=3).tensors
+with torch.no_grad():
+    per_example = nn.functional.cross_entropy(fixed(sample_x), sample_y, reduction="none")
+shuffled = per_example[torch.randperm(len(per_example), generator=torch.Generator().manual_seed(0))]
+sigma = per_example.std().item()
+spreads = {}
+for size in (8, 32, 128):
+    spreads[size] = shuffled.view(-1, size).mean(1).std().item()
+    print(f"batch {size:>3}: spread of the batch losses {sig(spreads[size], 2)} | σ/√B = {sig(sigma / math.sqrt(size), 2)}")
+print(f"batch 8 against batch 128: {sig(spreads[8] / spreads[128], 2)}x as noisy (√16 = 4)")
+print(f"a validation loss over 100 examples varies by about {sig(sigma / 10, 2)}, over 10,000 by {sig(sigma / 100, 2)}")
+
+# %% [markdown]
+# Spikes in a per-batch curve are this noise; judge a run by epoch means and the validation curve, or smooth
+# the batch curve over many steps. A validation loss that moves between epochs by less than its own σ/√n says
+# nothing about the model: a small validation set is a noisy measurement, so keep the best checkpoint by the
+# metric, and trust differences only well above that spread.
 
 # %% [markdown]
 # ## Shuffling the evaluation data
@@ -345,6 +411,31 @@ with answer(4, "eval-shuffle"):
 # differently depending on which examples land in it, and `drop_last=True` drops different examples each
 # time. Keep evaluation unshuffled, with `drop_last=False`: results are then comparable run to run, and the
 # same example is in the same place when you look at the worst predictions.
+#
+# Randomness in the validation *transform* does the same damage. One fixed model (its weights never change),
+# its 300 validation examples evaluated five times with a random jitter in the transform (a stand-in for a
+# random crop or warp), and five times with it off:
+
+# %% tags=["answers-eval-random-transform"]
+torch.manual_seed(0)
+frozen = MLP().eval()
+
+
+def accuracy_with(jitter, seed):
+    noise = torch.randn(xs.shape, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return (frozen(xs + jitter * noise).argmax(1) == ys).float().mean().item()
+
+
+for name, jitter in (("random jitter in the transform", 0.2), ("deterministic transform", 0.0)):
+    values = [accuracy_with(jitter, seed) for seed in range(5)]
+    print(f"{name:<31}: distinct accuracies in 5 evaluations of one model: {len(set(values))}")
+
+# %% [markdown]
+# With a random transform the metric measures the model *and* the dice; a checkpoint compared with itself
+# changes score. Validation and test transforms are deterministic (resize, centre crop, normalise). If an
+# evaluation must be random (test-time augmentation), average several draws and seed them, as the cell did
+# with its generator.
 #
 # ## Evaluating on several ranks
 #
@@ -463,6 +554,21 @@ print("\n".join(f1_batches_conclusion(runs, gaps={16: 0.05, 32: 0.005})))
 # On W ranks `compute()` all-reduces the counts (and all-gathers AUROC's scores) before it divides: the rule of
 # the section above, sum the counts and never average the ratios. A plain function given as the trainer's
 # metric is still averaged over batches, which is right only for a mean over examples such as MAE.
+#
+# The smaller the batch, the coarser each per-batch value. Ten predictions, 7 of them right, in batches of 2:
+
+# %% tags=["answers-batch-metric-values"]
+right = torch.tensor([1, 1, 0, 1, 1, 0, 1, 1, 1, 0])
+per_batch = [batch.float().mean().item() for batch in right.split(2)]
+print("per-batch accuracy:", per_batch, "| the only values possible:", sorted({0.0, 0.5, 1.0}))
+print(f"correct predictions summed over the epoch: {right.sum().item()}; divided by the examples (10): "
+      f"{right.sum().item() / 10} | divided by len(loader), the batches (5): {right.sum().item() / 5}")
+
+# %% [markdown]
+# With batches of 2 an accuracy can only be 0, 0.5 or 1 per batch, and an F1 a handful of values: that is
+# the arithmetic, not the model. Add the counts over the epoch and divide once by the number of *examples*.
+# Dividing by `len(loader)`, the number of batches, gives an "accuracy" of 1.4 here: above 1 whenever more
+# than one example per batch is right, and it grows with the batch size.
 
 # %% [markdown]
 # ## A BatchNorm model, train mode against eval mode
@@ -521,6 +627,46 @@ print("\n".join(bn_collapse_fixes(range(5))))
 # Why is eval mode the right one to report, when train mode scored higher? A train-mode score depends on
 # which examples share the batch (here all 300 validation points formed one batch), so it is not a
 # measurement of the model alone. Chapter 5's exhibits show the related bug of a forgotten `model.eval()`.
+#
+# With batches of one (3D segmentation, detection), BatchNorm cannot train at all: one value per channel has
+# no variance. Freezing it means putting only the BatchNorm layers in eval mode, so they use their running
+# statistics and stop updating them. Three SGD steps by hand (w ← w − 0.1·grad) on batches of one, BatchNorm
+# layers in eval mode:
+
+# %% tags=["answers-bn-freeze"]
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+try:
+    net(torch.randn(1, 4))
+except ValueError as error:
+    print("train mode, a batch of one: ValueError:", error)
+
+
+def freeze_batchnorm(model):
+    for layer in model.modules():
+        if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+            layer.eval()
+
+
+freeze_batchnorm(net)
+before = {k: v.clone() for k, v in net.state_dict().items()}
+for _ in range(3):
+    net.zero_grad()
+    nn.functional.cross_entropy(net(torch.randn(1, 4)), torch.tensor([1])).backward()
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter -= 0.1 * parameter.grad
+changed = [k for k, v in net.state_dict().items() if not torch.equal(before[k], v)]
+print("BatchNorm layers in eval mode, 3 steps at batch size 1: changed:", changed)
+net.train()
+print("after net.train() (the next epoch's first line): BatchNorm in train mode again:", net[1].training)
+
+# %% [markdown]
+# In eval mode the running mean and variance stop moving, but BatchNorm's own weight and bias (`1.weight`,
+# `1.bias`) still train: freeze them with `requires_grad_(False)` too if you want the layer fixed. And
+# `model.train()` at the start of every epoch puts BatchNorm back in train mode: call `freeze_batchnorm`
+# after it, each epoch. With frozen statistics, batch size 1 trains; the statistics are the pretrained ones,
+# which suits fine-tuning, not training from scratch (there, `GroupNorm` or `SyncBatchNorm` over several GPUs).
 
 # %% [markdown]
 # ## Forgetting `model.train()`

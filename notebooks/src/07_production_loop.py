@@ -351,6 +351,71 @@ except UnsafeCheckpointError as error:
 print("code ran:", (RUNS / "pwned.txt").exists())
 
 # %% [markdown]
+# ### Loading into another model, and what a checkpoint file holds
+#
+# Three more things a checkpoint meets when it leaves the run that wrote it. A head with more classes: a
+# tensor of another shape is an error even with `strict=False` (which only forgives missing and unexpected
+# keys), so leave those keys out. A whole model saved with `torch.save(model)`: the file names the model's
+# class by module and name, and loading must find that class. And an optimizer's `state_dict` (tensors,
+# numbers, lists): plain data, which `weights_only=True` loads.
+
+# %% tags=["answers-ckpt-head-size", "answers-ckpt-whole-model", "answers-ckpt-optimizer-weights-only"]
+from torch import nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.body, self.head = nn.Linear(8, 16), nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.body(x).relu())
+
+
+torch.manual_seed(0)
+old, bigger = Classifier(23), Classifier(26)
+try:
+    bigger.load_state_dict(old.state_dict(), strict=False)
+except RuntimeError as error:
+    print("strict=False, head of 23 into 26: RuntimeError:", error)
+shapes = {k: v.shape for k, v in bigger.state_dict().items()}
+same_shape = {k: v for k, v in old.state_dict().items() if shapes.get(k) == v.shape}
+print("filtered to the tensors of equal shape:", bigger.load_state_dict(same_shape, strict=False),
+      "| body copied:", torch.equal(bigger.body.weight, old.body.weight))
+
+whole = io.BytesIO()
+torch.save(old, whole)
+del Classifier                                   # what a script that does not define or import it sees
+try:
+    torch.load(io.BytesIO(whole.getvalue()))
+except pickle.UnpicklingError as error:
+    print("torch.save(model), loaded with the default weights_only=True:",
+          next(line.strip() for line in str(error).splitlines() if "Unsupported global" in line).split(" Please")[0])
+try:
+    torch.load(io.BytesIO(whole.getvalue()), weights_only=False)
+except AttributeError as error:
+    print("the same with weights_only=False: AttributeError:", error)
+
+optimizer = torch.optim.Adam(old.parameters(), lr=1e-3)
+old(torch.randn(4, 8)).sum().backward()
+optimizer.step()
+saved = io.BytesIO()
+torch.save({"model": old.state_dict(), "optimizer": optimizer.state_dict()}, saved)
+back = torch.load(io.BytesIO(saved.getvalue()), weights_only=True)["optimizer"]
+state = optimizer.state_dict()
+print("weights_only=True: the optimizer's state loads, every tensor equal:",
+      all(torch.equal(back["state"][i][k], state["state"][i][k]) for i in state["state"] for k in state["state"][i]),
+      "| param_groups equal:", back["param_groups"] == state["param_groups"])
+
+# %% [markdown]
+# A fine-tuned head starts from its new random initialisation while the body keeps its weights; that is what
+# the filtered `state_dict` gives (`missing_keys` lists exactly the head). `torch.save(model)` stores a
+# reference to `__main__.Classifier`, not its code: loaded from a script, a notebook or a machine where that name
+# does not resolve (a class defined in a notebook, a library such as timm not installed), it fails, and
+# `weights_only=True` refuses any class not on its allowlist first. Save `model.state_dict()` and rebuild the
+# model in code: it loads anywhere the code runs.
+
+# %% [markdown]
 # ## 6. Early stopping
 #
 # **Problem:** training goes on after validation stopped improving, wasting time and over-fitting.
@@ -625,6 +690,49 @@ with warnings.catch_warnings(record=True) as caught:
     torch.cuda.amp.GradScaler()
 print("torch.cuda.amp.GradScaler() is deprecated, torch says:",
       any("deprecated" in str(w.message) and "torch.amp.GradScaler('cuda'" in str(w.message) for w in caught))
+
+# %% [markdown]
+# ### fp16 against bf16: small numbers, and who needs a scaler
+#
+# fp16's smallest positive number is about 6e-8, and below about 6e-5 it keeps fewer digits; bf16 has
+# float32's range (to about 1e-38) with fewer digits everywhere. What that does to small gradients, to Adam's
+# `eps`, and to a model converted with `.half()`:
+
+# %% tags=["answers-fp16-underflow", "answers-half-model-scaler"]
+print("torch.autocast without a dtype: on cuda", torch.get_autocast_dtype("cuda"), "| on cpu", torch.get_autocast_dtype("cpu"))
+small = torch.tensor([1e-3, 1e-6, 1e-8])
+print("gradients 1e-3, 1e-6, 1e-8 stored in fp16:", [sig(v, 3) for v in small.half().tolist()],
+      "| in bf16:", [sig(v, 3) for v in small.bfloat16().tolist()],
+      "| fp16 after the scaler's x65,536:", [sig(v, 3) for v in (small * 65536).half().tolist()])
+print("Adam's eps = 1e-8 in fp16:", torch.tensor(1e-8).half().item(), "| in bf16:", sig(torch.tensor(1e-8).bfloat16().item(), 3))
+for eps in (1e-8, 1e-4):
+    w = nn.Parameter(torch.ones(3, dtype=torch.float16))
+    adam = torch.optim.Adam([w], lr=1e-3, eps=eps)
+    for _ in range(3):
+        w.grad = torch.tensor([1e-2, 1e-4, 0.0], dtype=torch.float16)
+        adam.step()
+    print(f"fp16 weights, Adam(eps={eps}), gradients [1e-2, 1e-4, 0], 3 steps: weights {w.tolist()}")
+with torch.autocast("cpu", dtype=torch.float16):
+    autocast_net = nn.Linear(3, 1)
+    autocast_net(torch.ones(2, 3)).float().sum().backward()
+half_net = nn.Linear(3, 1).half()
+half_net(torch.ones(2, 3, dtype=torch.float16)).float().sum().backward()
+print("grad dtype: under autocast", autocast_net.weight.grad.dtype, "| after model.half()", half_net.weight.grad.dtype)
+half_scaler = torch.amp.GradScaler("cpu")
+half_scaler.scale(torch.zeros((), requires_grad=True))   # the scaler starts when it first scales a loss
+try:
+    half_scaler.unscale_(torch.optim.SGD(half_net.parameters(), lr=0.1))
+except ValueError as error:
+    print("GradScaler.unscale_ on the .half() model's gradients: ValueError:", error)
+
+# %% [markdown]
+# A gradient of 1e-8 is exactly 0 in fp16 and kept in bf16: fp16 without a `GradScaler` loses such gradients
+# silently, and autocast on CUDA picks fp16 unless given a dtype. The scaler multiplies the loss so they land
+# in fp16's range, then divides before the step; bf16 needs none of it, which is why bf16 recipes (and
+# Accelerate) create no scaler. Adam's `eps` is 0 in fp16, so a zero second moment (a gradient of 0, or one
+# of 1e-4 whose square underflows) divides by zero: NaN and -inf weights. Autocast avoids all of this by
+# keeping weights, gradients and optimizer state in float32 and casting per operation; `.half()` makes the
+# weights and gradients fp16, which `GradScaler` refuses to unscale (keep float32 weights, or raise `eps`).
 
 # %% [markdown]
 #
