@@ -491,8 +491,9 @@ print("per batch (wrong):", lrs(per_batch=True))
 # Stepped per batch, the cosine runs its whole 3-"epoch" course in 3 batches, then climbs back up.
 #
 # And a OneCycleLR sized for 8 updates, with accumulation over K = 4 micro-batches, stepped per update
-# (right) and per micro-batch (wrong): the wrong one runs through its whole cycle 4 times too fast,
-# and torch refuses to go past `total_steps`.
+# (right) and per micro-batch (wrong): the wrong one runs through its whole cycle 4 times too fast.
+# torch lets a scheduler be stepped `total_steps` times and so computes one rate past the cycle's end (the
+# ninth below, climbing back up: a rate no update should use); the step after that raises.
 
 # %%
 from course_utils.engine.schedules import onecycle_cadence_demo
