@@ -392,6 +392,31 @@ with answer(1, "worker-hang"):
 #   and threads started before the workers are forked. A worker killed by a signal: read the cause chained
 #   to the `RuntimeError`, where torch names the signal (Killed usually means the out-of-memory killer).
 #
+# ### Memory that grows in every worker: copy-on-read
+#
+# A forked worker shares its parent's memory until either writes to a page; then that page is copied. Python
+# writes to an object each time it is read (its reference count goes up and down), so a worker that reads
+# every example of a dataset held as a list of Python objects (file names, dicts, floats) ends up with its own
+# copy of all of them: `num_workers` copies, which looks like a leak as each epoch touches more. One forked
+# worker reads 500,000 floats once, as a list and as one NumPy array; its private memory (pages no other
+# process shares) is measured after each tenth:
+
+# %% tags=["answers-copy-on-read"]
+import sys
+
+from course_utils.chapters.ch01_workers import copy_on_read
+
+grown = copy_on_read(500_000)
+objects = sys.getsizeof(1.0) * 500_000 / 2**20
+print(f"a list of 500,000 Python floats ({objects:.1f} MiB of float objects): the worker's private memory grew "
+      f"by more than half of that: {grown['list'] > objects / 2}")
+print(f"the same numbers in one NumPy array: it grew by under 2 MiB: {grown['array'] < 2}")
+
+# %% [markdown]
+# Keep a big dataset's index in arrays or tensors (NumPy, `torch.tensor`, an Arrow table), not in lists
+# or dicts of Python objects; strings go into one byte array plus offsets. Under spawn each worker
+# unpickles its own copy from the start, so the memory is per worker either way.
+#
 # ### Random numbers in workers: a generator the dataset holds
 #
 # Random augmentation often draws from a generator the dataset keeps, the modern NumPy idiom
@@ -580,6 +605,34 @@ print(f"2 workers, unsharded: len(DataLoader) = {reported}, batches yielded: {le
 
 # %%
 tmp.cleanup()
+
+# %% [markdown]
+# ## 11. Splitting and joining datasets
+#
+# `random_split` draws its permutation from the global generator unless you give it one, so one more random
+# draw earlier in a script changes which examples end up in validation. Fractions are rounded down and the
+# leftover examples go one each to the first splits, not to the largest. The splits are `Subset`s of one
+# dataset: a transform set through `train.dataset` is set for validation too, and the wrapped dataset's
+# attributes are not on the `Subset`. `ConcatDataset` joins map-style datasets end to end, `ChainDataset`
+# streams, `StackDataset` zips datasets of equal length. `default_convert` turns NumPy arrays into tensors
+# without stacking them: it is what a loader with `batch_size=None` applies to each single example.
+
+# %%
+from course_utils.chapters.ch01_dataset_tools import composition_rules, loader_knobs
+
+for what, result in composition_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# Three rarer loader knobs. `prefetch_factor` (batches each worker prepares ahead) exists only with workers.
+# `pin_memory_device` is deprecated: pinning now targets the current accelerator. `in_order=False` hands out
+# batches as workers finish them: one slow batch no longer holds the others back, but predictions gathered in
+# loader order no longer line up with the dataset's labels. Here worker 0's first batch waits until the loop
+# has received another one:
+
+# %%
+for what, result in loader_knobs().items():
+    print(f"{what}: {result}")
 
 # %% [markdown]
 # ## Errors you will meet here
