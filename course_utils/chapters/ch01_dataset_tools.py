@@ -1,0 +1,149 @@
+"""torch.utils.data's dataset tools and the DataLoader's rarer knobs, each on a dataset of ten numbers (chapters 1-2).
+
+``composition_rules`` (chapter 1): ``random_split`` (fractions, its generator), ``Subset``, ``ConcatDataset``,
+``ChainDataset``, ``StackDataset``, ``default_convert``. ``loader_knobs`` (chapter 1): ``prefetch_factor``,
+``pin_memory_device``, ``in_order`` with two workers. ``sampler_knobs`` (chapter 2): ``SubsetRandomSampler``,
+``RandomSampler``'s ``replacement`` and ``num_samples``, a ``Sampler`` subclass without ``__len__``. Every
+result is an exact value or torch's own message; every draw comes from a seeded generator, and each function
+leaves the global generator as it found it (a loader's iterator draws its base seed from it).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import warnings
+
+import numpy as np
+import torch
+from torch.utils.data import (ChainDataset, ConcatDataset, DataLoader, Dataset, IterableDataset, RandomSampler,
+                              Sampler, StackDataset, Subset, SubsetRandomSampler, TensorDataset, default_convert,
+                              random_split)
+
+
+def _ten() -> TensorDataset:
+    return TensorDataset(torch.arange(10.0), torch.arange(10) % 2)
+
+
+class Count(IterableDataset):
+    """A stream of 0 .. n-1 (chapter 1)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _error(call) -> str:
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - torch's own message is the result
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def _val_indices(generator: torch.Generator | None, draw_before: bool) -> list[int]:
+    torch.manual_seed(0)
+    if draw_before:
+        torch.rand(1)                   # one more random number drawn earlier in the script
+    return list(random_split(_ten(), [7, 3], generator=generator)[1].indices)
+
+
+def composition_rules() -> dict[str, object]:
+    """random_split, Subset, ConcatDataset, ChainDataset, StackDataset, default_convert (chapter 1)."""
+    ds = _ten()
+    state = torch.get_rng_state()
+    out: dict[str, object] = {
+        "random_split(10, [0.33, 0.33, 0.34]): lengths": [len(s) for s in random_split(ds, [0.33, 0.33, 0.34])],
+        "random_split without generator, validation indices; then with one random draw before it":
+            (_val_indices(None, False), _val_indices(None, True)),
+        "the same with generator=torch.Generator().manual_seed(0)":
+            tuple(_val_indices(torch.Generator().manual_seed(0), d) for d in (False, True)),
+    }
+    train, val = random_split(ds, [7, 3], generator=torch.Generator().manual_seed(0))
+    out["train.dataset is val.dataset (a transform set on one is set on both)"] = train.dataset is val.dataset
+    out["Subset(ds, [1, 3, 5]).tensors"] = _error(lambda: Subset(ds, [1, 3, 5]).tensors)
+    joined = ConcatDataset([TensorDataset(torch.arange(3)), TensorDataset(torch.arange(10, 15))])
+    out["ConcatDataset(3 + 5): len, cumulative_sizes, item 4"] = (len(joined), joined.cumulative_sizes,
+                                                                   joined[4][0].item())
+    out["ConcatDataset([an IterableDataset])"] = _error(lambda: ConcatDataset([Count(2)]))
+    out["ChainDataset([stream of 2, stream of 3])"] = list(ChainDataset([Count(2), Count(3)]))
+    out["ChainDataset([a map-style dataset])"] = _error(lambda: list(ChainDataset([ds])))
+    pairs = StackDataset(x=ds, y=TensorDataset(torch.arange(10) * 10))
+    out["StackDataset(x=..., y=...)[2]"] = {k: [t.item() for t in v] for k, v in pairs[2].items()}
+    out["StackDataset of 10 and 9 examples"] = _error(lambda: StackDataset(ds, TensorDataset(torch.arange(9))))
+    converted = default_convert([np.array(1.0), np.array(2.0)])
+    out["default_convert([two NumPy scalars]): type, dtypes"] = (type(converted).__name__,
+                                                                 [str(t.dtype) for t in converted])
+    out["DataLoader(batch_size=None): first item"] = [t.tolist() for t in next(iter(DataLoader(ds, batch_size=None)))]
+    torch.set_rng_state(state)          # a loader's iterator draws its base seed from the global generator
+    return out
+
+
+class LateFirst(Dataset):
+    """Eight numbers; item 0 waits (up to 10 s) until the main process has received a batch (chapter 1)."""
+
+    def __init__(self) -> None:
+        self.received = mp.get_context().Event()
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> int:
+        if i == 0:
+            self.received.wait(10)
+        return i
+
+
+def loader_knobs() -> dict[str, object]:
+    """prefetch_factor without workers, pin_memory_device, in_order=False with a slow first batch (chapter 1)."""
+    ds = _ten()
+    state = torch.get_rng_state()
+    out: dict[str, object] = {"DataLoader(num_workers=0, prefetch_factor=4)":
+                              _error(lambda: DataLoader(ds, prefetch_factor=4))}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        next(iter(DataLoader(ds, pin_memory=True, pin_memory_device="cuda")))
+    out["DataLoader(pin_memory=True, pin_memory_device='cuda') warns"] = [
+        str(w.message) for w in caught if "pin_memory_device" in str(w.message)]
+    late = LateFirst()
+    batches = []
+    for batch in DataLoader(late, batch_size=2, num_workers=2, in_order=False):
+        batches.append(batch.tolist())
+        late.received.set()
+    out["in_order=False, worker 0's first batch slow: first batch out"] = batches[0]
+    out["in_order=False: every batch arrives once, in dataset order"] = (
+        sorted(batches) == [[0, 1], [2, 3], [4, 5], [6, 7]], batches == sorted(batches))
+    torch.set_rng_state(state)
+    return out
+
+
+class Evens(Sampler):
+    """Indices 0, 2, 4, ... below n, with no __len__ (chapter 2)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(0, self.n, 2))
+
+
+def sampler_knobs() -> dict[str, object]:
+    """SubsetRandomSampler, RandomSampler(replacement, num_samples), a Sampler without __len__ (chapter 2)."""
+    ds = _ten()
+    state = torch.get_rng_state()
+    subset = SubsetRandomSampler([7, 8, 9], generator=torch.Generator().manual_seed(0))
+    out: dict[str, object] = {"SubsetRandomSampler([7, 8, 9]), two epochs": (list(subset), list(subset))}
+    out["DataLoader(shuffle=True, sampler=...)"] = _error(lambda: DataLoader(ds, shuffle=True, sampler=subset))
+    drawn = list(RandomSampler(ds, replacement=True, generator=torch.Generator().manual_seed(0)))
+    out["RandomSampler(replacement=True): draws, distinct examples of 10"] = (len(drawn), len(set(drawn)))
+    long = list(RandomSampler(ds, num_samples=25, generator=torch.Generator().manual_seed(0)))
+    out["RandomSampler(num_samples=25) without replacement: times each example comes"] = (
+        np.bincount(long, minlength=10).tolist())
+    loader = DataLoader(ds, sampler=Evens(10), batch_size=2)
+    out["DataLoader(sampler=Evens(10), batch_size=2): batches"] = [b[0].int().tolist() for b in loader]
+    out["len() of that loader"] = _error(lambda: len(loader))
+    torch.set_rng_state(state)
+    return out

@@ -1,0 +1,266 @@
+"""DDP's constructor flags, SyncBatchNorm and the collectives a metric needs, run on the two gloo ranks of chapter 7's
+torchrun cell (chapter 7).
+
+``python -m course_utils.chapters.ch07_ddp_ranks <trainer flags>`` is what that cell launches under torchrun: each
+rank joins the process group, runs ``record_rank_traps`` (a few milliseconds of collectives and tiny DDP models;
+every call that raises is an argument check that raises on every rank before any message is sent), rank 0 writes
+what it saw to ``<out>/rank_traps.json``, leaves that gloo group, and the same process then runs the production
+trainer (``course_utils.train``) with the same flags, which makes its own group.
+
+``rank_trap_lines`` reads that record for the notebook and refuses one written by other code than this module's
+(the record carries a digest of its source), so the lines printed are what this code did on two real ranks.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import inspect
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+RECORD = "rank_traps.json"
+
+
+def _error(call, whole: bool = False) -> str:
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - torch's own message is the result
+        return f"{type(e).__name__}: {e if whole else str(e).splitlines()[0]}"
+    return "no error"
+
+
+def _count_buckets(calls: list[int], bucket):        # no return annotation: DDP checks a string's
+    """A communication hook that records how many parameters each bucket holds and sends nothing (the model is
+    thrown away): no gloo work is started from Python."""
+    calls.append(len(bucket.parameters()))
+    done = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
+def _both(value) -> list:
+    """Every rank's `value`, in rank order (a picklable object)."""
+    boxes: list = [None] * dist.get_world_size()
+    dist.all_gather_object(boxes, value)
+    return boxes
+
+
+def _collectives(rank: int) -> dict[str, object]:
+    out: dict[str, object] = {"get_rank() on each rank": _both(dist.get_rank())}
+    t = torch.tensor([rank + 1.0])
+    returned = dist.all_reduce(t)
+    out["x = all_reduce(t): x, then t (rank r holds r + 1)"] = (returned, t.item())
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    out["all_reduce(op=ReduceOp.MAX)"] = t.item()
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    out["all_reduce(op=ReduceOp.AVG)"] = t.item()
+    t = torch.tensor([rank + 1.0])
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    out["all_reduce(async_op=True): returns, t after wait()"] = (type(work).__name__, t.item())
+    parts = [torch.zeros(2) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, torch.tensor([rank, 10.0 * rank]))
+    out["all_gather: rank 0 holds"] = [p.tolist() for p in parts]
+    parts = [torch.zeros(1) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, torch.tensor([rank + 1.0]), async_op=True).wait()
+    out["all_gather(async_op=True) then wait()"] = [p.item() for p in parts]
+    t = torch.tensor([rank + 1.0])
+    dist.broadcast(t, src=1)
+    out["broadcast(src=1): every rank holds"] = _both(t.item())
+    t = torch.tensor([rank + 1.0])
+    dist.broadcast(t, src=0, async_op=True).wait()
+    out["broadcast(src=0, async_op=True): every rank holds"] = _both(t.item())
+    t = torch.tensor([rank + 1.0])
+    dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
+    out["reduce(dst=0, op=SUM): rank 0 holds the sum"] = _both(t.item())[0]
+    t = torch.tensor([rank + 1.0])
+    dist.reduce(t, dst=1, async_op=True).wait()
+    out["reduce(dst=1, async_op=True): rank 1 holds"] = _both(t.item())[1]
+    out["barrier(async_op=True) returns"] = type(dist.barrier(async_op=True)).__name__
+    late = dist.new_group(backend="gloo")     # its own group: the timed-out barrier leaves the main one intact
+    if rank == 0:                             # rank 1 is busy elsewhere (rank 0 alone evaluating, in reverse)
+        message = _error(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
+        out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = message.split("] ")[-1]
+    dist.barrier()                            # rank 1 keeps the late group open until rank 0 has timed out
+    dist.destroy_process_group(late)
+    return out
+
+
+class Branchy(nn.Module):
+    """Two heads; the forward uses only one, so the other's parameters get no gradient (chapter 7)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.used, self.unused = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(self.body(x))
+
+
+def _two_steps(wrap) -> str:
+    """Two forward/backward passes of Branchy under wrap(Branchy()), a DDP: 'ran' or torch's message."""
+    torch.manual_seed(0)
+    model = wrap(Branchy())
+
+    def run() -> None:
+        for _ in range(2):
+            model(torch.ones(2, 4)).sum().backward()
+    message = _error(run, whole=True)
+    return "ran" if message == "no error" else " ".join(
+        line.strip() for line in message.splitlines() if "Expected" in line or "indices" in line).split(" This")[0] + (
+        " ... " + next(line.strip() for line in message.splitlines() if "indices" in line))
+
+
+def _bn_model(rank: int) -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    model[1].running_mean.fill_(float(rank))      # each rank's own statistics, as after training apart
+    return model
+
+
+def _ddp_flags(rank: int) -> dict[str, object]:
+    out: dict[str, object] = {}
+    cpu = nn.Linear(2, 2)
+    out["DDP(cpu model, device_ids=[0], output_device=0)"] = _error(
+        lambda: DDP(cpu, device_ids=[0], output_device=0))
+    torch.manual_seed(rank)                          # a different seed on each rank
+    model = nn.Linear(3, 1)
+    DDP(model, init_sync=False)
+    out["different seeds, init_sync=False: weights equal on both ranks"] = _equal(model.weight)
+    DDP(model)
+    out["different seeds, default init_sync=True: weights equal on both ranks (rank 0's)"] = _equal(model.weight)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = _bn_model(rank)
+        DDP(model, broadcast_buffers=False)
+    out["broadcast_buffers=False: BatchNorm running_mean equal after DDP(...)"] = _equal(model[1].running_mean)
+    out["broadcast_buffers' warning"] = [str(w.message) for w in caught if "broadcast_buffers" in str(w.message)]
+    model = _bn_model(rank)
+    ddp = DDP(model, forward_sync_buffers=False)
+    out["forward_sync_buffers=False: running_mean equal after DDP(...)"] = _equal(model[1].running_mean)
+    model[1].running_mean.fill_(float(rank))
+    ddp.eval()
+    ddp(torch.ones(2, 3))
+    out["forward_sync_buffers=False, ranks apart, after an eval forward: equal"] = _equal(model[1].running_mean)
+    model = _bn_model(rank)
+    ddp = DDP(model, forward_sync_buffers=True)
+    model[1].running_mean.fill_(float(rank))
+    ddp.eval()
+    ddp(torch.ones(2, 3))
+    out["forward_sync_buffers=True, same: equal (rank 0's, broadcast at the forward)"] = _equal(model[1].running_mean)
+    out["unused head, default DDP: two steps"] = _two_steps(DDP)
+    out["unused head, find_unused_parameters=True"] = _two_steps(lambda m: DDP(m, find_unused_parameters=True))
+    out["unused head, static_graph=True"] = _two_steps(lambda m: DDP(m, static_graph=True))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out["unused head, check_reduction=True"] = _two_steps(lambda m: DDP(m, check_reduction=True))
+    out["check_reduction's warning"] = [str(w.message) for w in caught if "check_reduction" in str(w.message)]
+    unused = []
+    for skip in (True, False):
+        torch.manual_seed(0)
+        model = Branchy()
+        ddp = DDP(model, find_unused_parameters=True, skip_all_reduce_unused_params=skip)
+        ddp(torch.ones(2, 4)).sum().backward()
+        unused.append(model.unused.weight.grad)
+    out["find_unused_parameters=True: unused head's grad with skip_all_reduce_unused_params=True, without"] = unused
+    grads = {}
+    for name, wrap in (("default", DDP), ("batched_grad_copy", lambda m: DDP(m, batched_grad_copy=True)),
+                       ("gradient_as_bucket_view", lambda m: DDP(m, gradient_as_bucket_view=True))):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 1))
+        ddp = wrap(model)
+        for _ in range(2):
+            ddp(torch.arange(16.0).reshape(2, 8) + rank).sum().backward()
+        grads[name] = [p.grad.clone() for p in model.parameters()]
+    for name in ("batched_grad_copy", "gradient_as_bucket_view"):
+        out[f"{name}=True: grads = the default's, bit for bit"] = all(
+            torch.equal(a, b) for a, b in zip(grads["default"], grads[name]))
+    out["gradient_as_bucket_view=True: p.grad.detach_()"] = _error(lambda: model[0].weight.grad.detach_())
+    for name, wrap in (("default (25 MiB)", DDP), ("bucket_cap_mb=0.0001", lambda m: DDP(m, bucket_cap_mb=0.0001)),
+                       ("bucket_cap_mb_list=[0.0001, 0.0001]",
+                        lambda m: DDP(m, bucket_cap_mb_list=[0.0001, 0.0001]))):
+        torch.manual_seed(0)
+        ddp = wrap(nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 1)))
+        calls: list[int] = []
+        ddp.register_comm_hook(calls, _count_buckets)
+        per_backward = []
+        for _ in range(2):
+            ddp(torch.ones(2, 8)).sum().backward()
+            per_backward.append(calls[sum(map(len, per_backward)):])
+        out[f"{name}: parameters per bucket, backward 1 and 2"] = per_backward
+    return out
+
+
+def _sync_batchnorm(rank: int) -> dict[str, object]:
+    model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.ReLU())
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    out: dict[str, object] = {"convert_sync_batchnorm: layers": [type(m).__name__ for m in converted]}
+    layer = nn.SyncBatchNorm(3)
+    out["SyncBatchNorm on CPU, training forward"] = _error(lambda: layer(torch.ones(2, 3)))
+    layer.eval()
+    out["SyncBatchNorm on CPU, eval forward: output shape"] = list(layer(torch.ones(2, 3)).shape)
+    return out
+
+
+def _equal(t: torch.Tensor) -> bool:
+    values = _both(t.detach().tolist())
+    return all(v == values[0] for v in values)
+
+
+def _digest() -> str:
+    return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
+
+
+def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
+    """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
+    rank = dist.get_rank()
+    record = {"collectives": _collectives(rank), "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank)}
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"source": _digest(), "world_size": dist.get_world_size(), "traps": record}, default=str)
+        (out / RECORD).write_text(text, encoding="utf-8")
+    return record
+
+
+def rank_trap_lines(out: Path, recorded_by=record_rank_traps) -> list[str]:
+    """The record's lines, after checking it was written by `recorded_by`'s module as it is now (chapter 7)."""
+    saved = json.loads((Path(out) / RECORD).read_text(encoding="utf-8"))
+    if saved["source"] != _digest() or recorded_by is not record_rank_traps:
+        raise RuntimeError(f"{out / RECORD} was written by other code than {__name__}: rerun the torchrun cell")
+    lines = [f"world size: {saved['world_size']}"]
+    for section, rows in saved["traps"].items():
+        lines.append(f"{section}:")
+        lines += [f"  {what}: {result}" for what, result in rows.items()]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Join the group torchrun describes, record the traps, then run the production trainer with `argv`."""
+    argv = sys.argv[1:] if argv is None else argv
+    from course_utils.production.cli import main as train
+    # torchrun's store, under keys of our own: the trainer's group, made after this one is gone, registers
+    # under the default keys, and a rank that read this group's stale address there waited forever.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group("gloo", store=dist.PrefixStore("ch07_ddp_ranks", store),    # CPU tensors
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    folder = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path(os.getcwd())
+    record_rank_traps(folder)
+    dist.barrier()
+    dist.destroy_process_group()              # the trainer makes its own (nccl on a GPU)
+    del store
+    return train(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Chapter 7's DDP-flag and collective checks (issue 43): run on two real gloo ranks, and the record's guard."""
+import json
+import multiprocessing as mp
+import os
+
+import pytest
+
+from course_utils.chapters import ch07_ddp_ranks
+from course_utils.chapters.ch07_ddp_ranks import RECORD, rank_trap_lines, record_rank_traps
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    record_rank_traps(ch07_ddp_ranks.Path(out))
+    dist.destroy_process_group()
+
+
+def test_two_ranks_record_what_the_chapter_says(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    context = mp.get_context("fork")     # torch already imported: seconds less than spawn
+    ranks = [context.Process(target=_rank, args=(r, port, str(tmp_path))) for r in (0, 1)]
+    for p in ranks:
+        p.start()
+    for p in ranks:
+        p.join(120)
+    assert [p.exitcode for p in ranks] == [0, 0]
+    traps = json.loads((tmp_path / RECORD).read_text())["traps"]
+    c, d = traps["collectives"], traps["DDP flags"]
+    assert c["x = all_reduce(t): x, then t (rank r holds r + 1)"] == [None, 3.0]
+    assert c["broadcast(src=1): every rank holds"] == [2.0, 2.0]
+    assert c["rank 0 at barrier(timeout=50 ms), rank 1 never comes"].startswith("Timed out")
+    assert d["different seeds, init_sync=False: weights equal on both ranks"] is False
+    assert d["different seeds, default init_sync=True: weights equal on both ranks (rank 0's)"] is True
+    assert d["broadcast_buffers=False: BatchNorm running_mean equal after DDP(...)"] is False
+    assert d["forward_sync_buffers=False: running_mean equal after DDP(...)"] is True
+    assert d["unused head, default DDP: two steps"].startswith("RuntimeError: Expected to have finished reduction")
+    assert d["unused head, find_unused_parameters=True"] == d["unused head, static_graph=True"] == "ran"
+    assert d["bucket_cap_mb=0.0001: parameters per bucket, backward 1 and 2"] == [[6], [4, 2]]
+    assert traps["SyncBatchNorm"]["convert_sync_batchnorm: layers"] == ["Linear", "SyncBatchNorm", "ReLU"]
+    assert rank_trap_lines(tmp_path)[0] == "world size: 2"
+
+
+def test_a_record_from_other_code_is_refused(tmp_path):
+    (tmp_path / RECORD).write_text(json.dumps({"source": "0" * 16, "world_size": 2, "traps": {}}))
+    with pytest.raises(RuntimeError, match="other code"):
+        rank_trap_lines(tmp_path, recorded_by=record_rank_traps)
+    assert os.path.exists(tmp_path / RECORD)
