@@ -607,6 +607,34 @@ print(f"2 workers, unsharded: len(DataLoader) = {reported}, batches yielded: {le
 tmp.cleanup()
 
 # %% [markdown]
+# ## 11. Splitting and joining datasets
+#
+# `random_split` draws its permutation from the global generator unless you give it one, so one more random
+# draw earlier in a script changes which examples end up in validation. Fractions are rounded down and the
+# leftover examples go one each to the first splits, not to the largest. The splits are `Subset`s of one
+# dataset: a transform set through `train.dataset` is set for validation too, and the wrapped dataset's
+# attributes are not on the `Subset`. `ConcatDataset` joins map-style datasets end to end, `ChainDataset`
+# streams, `StackDataset` zips datasets of equal length. `default_convert` turns NumPy arrays into tensors
+# without stacking them: it is what a loader with `batch_size=None` applies to each single example.
+
+# %%
+from course_utils.chapters.ch01_dataset_tools import composition_rules, loader_knobs
+
+for what, result in composition_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# Three rarer loader knobs. `prefetch_factor` (batches each worker prepares ahead) exists only with workers.
+# `pin_memory_device` is deprecated: pinning now targets the current accelerator. `in_order=False` hands out
+# batches as workers finish them: one slow batch no longer holds the others back, but predictions gathered in
+# loader order no longer line up with the dataset's labels. Here worker 0's first batch waits until the loop
+# has received another one:
+
+# %%
+for what, result in loader_knobs().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
 # ## Errors you will meet here
 #
 # The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's

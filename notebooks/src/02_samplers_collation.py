@@ -169,6 +169,20 @@ print("batches of 4:   ", list(BatchSampler(SequentialSampler(range(10)), batch_
 print("with drop_last: ", list(BatchSampler(SequentialSampler(range(10)), batch_size=4, drop_last=True)))
 
 # %% [markdown]
+# Three more, and what trips people with them. `SubsetRandomSampler(indices)` shuffles only the indices you
+# give it, anew each epoch (a validation split drawn from one dataset). A sampler takes the place of
+# `shuffle=`: passing both is refused. `RandomSampler(replacement=True)` draws each index independently, so an
+# "epoch" of 10 draws misses some examples and repeats others; without replacement, `num_samples` larger than
+# the dataset chains whole permutations. A `Sampler` you write needs `__len__` only if someone asks for the
+# loader's length, as a progress bar or a scheduler sized in batches does:
+
+# %%
+from course_utils.chapters.ch01_dataset_tools import sampler_knobs
+
+for what, result in sampler_knobs().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
 # ## 4. Imbalanced data: 900 dogs, 100 cats
 #
 # Label 0 plays the dogs (900 examples) and label 1 the cats (100).

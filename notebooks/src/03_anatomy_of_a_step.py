@@ -890,6 +890,50 @@ for what, result in scaler_knobs().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# ## Losses and files from other people's code
+#
+# `nn.LinearCrossEntropyLoss` folds the output layer into the loss (it never builds the full logits when
+# given `options`, which matters for a vocabulary of 100k classes). Its weight is a parameter of the loss, so
+# an optimizer built from `model.parameters()` alone never trains it: pass the loss's parameters too. With
+# `options` it computes its gradients during the forward and uses them up in the first backward, so even
+# `retain_graph=True` allows one backward only.
+# `TripletMarginLoss`'s `p` picks the distance, and the same triplet can be satisfied under one and violated
+# under another; `eps` is added to the difference before the norm, so a positive identical to its anchor
+# still pulls it along the diagonal.
+
+# %%
+from course_utils.chapters.ch03_loss_files import (file_and_seed_rules, legacy_loss_flags,
+                                                   linear_cross_entropy_rules, triplet_rules)
+
+for rules in (linear_cross_entropy_rules, triplet_rules):
+    for what, result in rules().items():
+        print(f"{what}: {result}")
+
+# %% [markdown]
+# Code written before torch 0.4.1 passes `size_average=False` or `reduce=False` to a loss. Both still work,
+# with a warning, and they decide over `reduction`, even one you pass beside them: `size_average=False`
+# sums, so the loss and its gradients grow with the batch size B, and a learning rate tuned for that sum is
+# B times too small for the mean. `NLLLoss2d` and `clip_grad_norm` are old names for `NLLLoss` and
+# `clip_grad_norm_`, same results.
+
+# %%
+for what, result in legacy_loss_flags().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# `torch.load` reads with `weights_only=True` by default, and that reader understands pickle protocols
+# up to 3: a checkpoint saved with `pickle_protocol=4` (opcode 149 is that protocol's FRAME) needs
+# `weights_only=False`, which runs whatever code the file holds. Passing `pickle_module=pickle`, as older
+# code does, switches that safe reader off without a word. `mmap=True` maps a checkpoint from disk
+# instead of reading it into memory, so it needs a path. `torch.seed()` does not take a seed: it draws a
+# fresh one, different on every run. And `torch.cuda.manual_seed_all` seeds the GPUs only, never the CPU
+# generator.
+
+# %%
+for what, result in file_and_seed_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
 # ## Errors you will meet here
 #
 # The errors this chapter's mechanisms raise, each produced just now on the pinned torch and shown in torch's

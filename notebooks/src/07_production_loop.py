@@ -1096,7 +1096,7 @@ print("\n".join(gpu_figures.compile_lines()))
 # %% tags=["answers-ddp-run"]
 env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent)}
 launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-          "-m", "course_utils.train", "--out", str(RUNS / "ddp"), "--epochs", "2", "--n-train", "200",
+          "-m", "course_utils.chapters.ch07_ddp_ranks", "--out", str(RUNS / "ddp"), "--epochs", "2", "--n-train", "200",
           "--threads", "1", "--no-tensorboard", "--no-progress"]
 done = subprocess.run(launch, capture_output=True, text=True, env=env, timeout=300)
 summary = json.loads((RUNS / "ddp" / "summary.json").read_text())
@@ -1223,6 +1223,25 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # on SLURM with `--signal`, SIGUSR1) shortly before killing a job. Lightning's SLURM support catches the
 # signal, saves a checkpoint and requeues the job. The trainer does not catch it: it checkpoints every
 # `--checkpoint-every` updates and loses at most that much work, as section 4's SIGKILL showed.
+
+# %% [markdown]
+# **DDP's flags and the collectives, on the same two ranks.** Before training, each rank of the run above
+# spent about a fifth of a second on checks with tiny models (`course_utils/chapters/ch07_ddp_ranks.py`, which
+# then starts the trainer). A collective works in place and returns `None` (a `Work` to `wait()` on with
+# `async_op=True`), so `x = dist.all_reduce(t)` leaves `x` None; `reduce` defines the result on `dst` only. A
+# barrier one rank never reaches raises on the others after its timeout (30 minutes by default): a rank 0
+# evaluating alone for longer than that takes the run down. `init_sync=False` skips the broadcast of rank 0's
+# weights, so ranks seeded apart train apart. `broadcast_buffers=False` (deprecated) also keeps each rank's
+# buffers at construction; its replacement `forward_sync_buffers=False` does not, as torch's warning says. A
+# parameter that gets no gradient breaks the second step unless `find_unused_parameters=True` or
+# `static_graph=True` (the old `check_reduction=True` only warns). Buckets are laid out again after the first
+# backward, in the order the gradients became ready. `SyncBatchNorm` refuses to train on the CPU. The record
+# is checked against the module's source before it is printed:
+
+# %%
+from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
+
+print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
 
 # %% [markdown]
 # ## 15. What each component costs
