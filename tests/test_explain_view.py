@@ -53,3 +53,32 @@ def test_the_reference_table_is_readable_in_jupyterlab_and_shows_the_line_a_lear
     assert "x, y = x.to(device), y.to(device)" in text and "FakeTensorMode" not in text
     from course_utils.widgets.explain_view import errors_here
     assert not errors_here(3).summary.startswith("▸")       # JupyterLab draws its own marker
+
+
+def test_every_fix_column_shows_a_line_of_the_fix_not_its_bookkeeping():
+    """Seen in JupyterLab: the fix column showed each fix's last line, `shown = tuple(xb.shape)`, for most
+    entries. Now it is the line the fix changes, read off the two fragments, and it is a line of the fix."""
+    import string
+
+    from course_utils.atlas import ENTRIES
+    from course_utils.atlas.entry import logical_lines
+    for entry in ENTRIES:
+        line = entry.fix_shown
+        assert not line.startswith("shown"), entry.id
+        statement = line.removeprefix("delete: ").partition("  #")[0].strip()
+        fix = " ".join(logical_lines(string.Template(entry.fix).substitute(entry.params[0])))
+        code = string.Template(entry.code).substitute(entry.params[0])
+        if line.startswith("delete: "):
+            assert statement in code and statement not in fix, entry.id
+        elif entry.id != "tensors-on-two-devices":            # its run fix is a CPU stand-in (meta tensors)
+            assert statement in fix, (entry.id, statement)
+
+
+def test_the_changed_line_is_read_off_the_two_fragments():
+    from course_utils.atlas.entry import changed_line
+    code = "x = load()\nloader = DataLoader(ds,\n                    batch_size=4)\n"
+    fix = "x = load()\nloader = DataLoader(ds, batch_size=4,\n                    collate_fn=pad)\nshown = 1\n"
+    assert changed_line(code, fix) == "loader = DataLoader(ds, batch_size=4, collate_fn=pad)"
+    assert changed_line("a = 1\nb = 2   # why\n", "a = 1\nb = 3\nc = 4  # the fix\n") == "c = 4  # the fix"
+    assert changed_line("with torch.no_grad():\n    loss = f()\n", "loss = f()\nshown = 1\n") == \
+        "delete: with torch.no_grad():"

@@ -61,6 +61,7 @@ ENTRIES = (
     ),
     Entry(
         id="object-array-to-tensor", stage="data", chapter=1,
+        fix_line='arr = np.stack([np.pad(f, (0, width - len(f))) for f in features])   # pad to one length, then one array',
         title="a NumPy array of dtype object (ragged features, a DataFrame column of arrays) made into a tensor",
         code=source("""
             features = [np.ones(n, dtype=np.float32) for n in ($lengths)]

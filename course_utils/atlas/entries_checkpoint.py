@@ -43,6 +43,7 @@ ENTRIES = (
     ),
     Entry(
         id="state-dict-whole-checkpoint", stage="checkpoint", chapter=7,
+        fix_line='fresh.load_state_dict(checkpoint["model"])   # the model\'s entry of the checkpoint, not the whole dict',
         title="passed the whole checkpoint dict (model, optimizer, epoch) to load_state_dict",
         code=(
             "model = $make\n"

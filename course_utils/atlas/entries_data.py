@@ -266,6 +266,7 @@ ENTRIES = (
     ),
     Entry(
         id="iterable-dataset-shuffle", stage="data", chapter=1,
+        fix_line='loader = DataLoader(Stream(seed=0), batch_size=4)   # no shuffle=: the stream shuffles itself',
         title="shuffle=True (or a sampler) given to a DataLoader over an IterableDataset",
         code=source("""
             from torch.utils.data import RandomSampler

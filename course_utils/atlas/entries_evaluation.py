@@ -62,6 +62,7 @@ ENTRIES = (
     ),
     Entry(
         id="inference-tensor-inplace-outside", stage="evaluation", chapter=4,
+        fix_line='    test_loss /= len(loader)   # inside the inference_mode block (or test_loss = test_loss / len(loader))',
         title="a metric accumulated under torch.inference_mode() updated in place after the block",
         code=source("""
             model = nn.Linear(4, 3)

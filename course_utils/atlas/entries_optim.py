@@ -111,6 +111,7 @@ ENTRIES = (
     ),
     Entry(
         id="scheduler-step-before-optimizer-step", stage="step", chapter=7,
+        fix_line="sched.step()   # after optimizer.step(), never before it",
         title="scheduler.step() called before optimizer.step()",
         code="torch.manual_seed(0)\n"
              "model = nn.Linear(4, 1)\n"

@@ -8,6 +8,7 @@ from course_utils.atlas.entry import Entry
 ENTRIES = (
     Entry(
         id="mat1-mat2-shapes", stage="step", chapter=3,
+        fix_line="nn.Linear(10, 5)   # in_features = the input's last dimension, x.shape[-1]",
         title="a Linear layer's in_features do not match the input's last dimension",
         code="nn.Linear($wanted, 5)(torch.randn(4, $given))",
         fix="shown = tuple(nn.Linear($given, 5)(torch.randn(4, $given)).shape)",

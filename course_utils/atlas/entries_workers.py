@@ -9,6 +9,7 @@ from course_utils.atlas.entry import Entry, source
 ENTRIES = (
     Entry(
         id="worker-raised", stage="data", chapter=1,
+        fix_line='self.rows = [row for row in rows if parses(row)]   # drop (or repair) what __getitem__ cannot read',
         title="__getitem__ raises inside a DataLoader worker (a bad row in the data)",
         code=source("""
             class Rows(Dataset):

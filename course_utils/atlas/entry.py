@@ -9,6 +9,7 @@ values). ``fix`` may set ``shown`` to a value the chapter prints as the fix's re
 """
 from __future__ import annotations
 
+import difflib
 import string
 import textwrap
 
@@ -32,12 +33,14 @@ class Entry:
     not_run: str = ""               # why it cannot be run here (then `message` is torch's text, from its source)
     message: str = ""               # only with not_run: the message as torch words it
     python_note: str = ""           # where Python's own words differ between versions, what is normalised
-    fix_line: str = ""              # the line a learner writes, where the run fix is a stand-in (no GPU here)
+    fix_line: str = ""              # the line a learner writes, where the one read off the fragments misleads
 
     @property
     def fix_shown(self) -> str:
-        """The fix in one line, as a summary table shows it: `fix_line`, else the run fix's last line."""
-        return self.fix_line or string.Template(self.fix).substitute(self.params[0]).strip().splitlines()[-1].strip()
+        """The fix in one line, as a summary table shows it: `fix_line`, else the line the fix changed (see
+        `changed_line`), else the run fix's last line."""
+        code, fix = (string.Template(text).substitute(self.params[0]) for text in (self.code, self.fix))
+        return self.fix_line or changed_line(code, fix) or fix.strip().splitlines()[-1].strip()
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
@@ -55,3 +58,45 @@ class Entry:
 def source(*parts: str) -> str:
     """A fragment written indented in an entries file (in one or more parts), as the code it is."""
     return "\n".join(textwrap.dedent(part).strip("\n") + "\n" for part in parts)
+
+
+def logical_lines(text: str) -> list[str]:
+    """The statements of a fragment, one per line: a call spread over lines is joined into one."""
+    lines, pending, depth = [], "", 0
+    for physical in text.splitlines():
+        code, _, comment = physical.partition("  #")
+        pending = f"{pending} {code.strip()}" if pending else code.rstrip()
+        depth += sum(code.count(o) - code.count(c) for o, c in ("()", "[]", "{}"))
+        if depth <= 0:
+            lines.append(pending + (f"  #{comment}" if comment else ""))
+            pending, depth = "", 0
+    return lines + ([pending] if pending else [])
+
+
+def changed_line(code: str, fix: str) -> str:
+    """The line a learner changes, read off the two fragments, in this order: a changed or added line the fix
+    annotates with a comment; a changed line with a new statement; an added one; a deleted statement ("delete:
+    ..."); a line only moved in or out of a block. The fix's own bookkeeping (``shown = ...``) never counts."""
+    before, after = logical_lines(code), logical_lines(fix)
+
+    def statement(line: str) -> str:
+        return line.partition("  #")[0].rstrip()
+    matcher = difflib.SequenceMatcher(a=[statement(line) for line in before], b=[statement(line) for line in after],
+                                      autojunk=False)
+    changed, added, deleted = [], [], []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        changed += after[j1:j2] if tag == "replace" else []
+        added += after[j1:j2] if tag == "insert" else []
+        deleted += before[i1:i2] if tag in ("replace", "delete") else []
+    old = {statement(line).strip() for line in before}
+    new = {statement(line).strip() for line in after}
+
+    def useful(line: str) -> bool:
+        return bool(line.strip()) and not line.strip().startswith(("shown", "#"))
+    for candidates in ([line for line in changed + added if "  #" in line],
+                       [line for line in changed if statement(line).strip() not in old], added):
+        if kept := [line.strip() for line in candidates if useful(line)]:
+            return kept[0]
+    if kept := [statement(line).strip() for line in deleted if useful(line) and statement(line).strip() not in new]:
+        return f"delete: {kept[0]}"
+    return next((line.strip() for line in changed if useful(line)), "")
