@@ -52,8 +52,9 @@ class Section:
 
 
 def _inline(text: str) -> str:
-    """Escape text for HTML, showing `code` spans as <code>."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escape text for HTML, showing `code` spans as <code> and *emphasis* (a heading's markdown) as <em>."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", text)
 
 
 def _table(rows, header, widths=None) -> tuple[str, str]:

@@ -191,7 +191,7 @@ def grade_packet() -> list[dict]:
 def symptom_section() -> Section:
     """The symptom index as a cheat-sheet section (chapter 9)."""
     rows = index_rows()
-    body_html, body_text = _table([(_inline(s), _inline(w), html.escape(p)) for s, w, p, _ in rows],
+    body_html, body_text = _table([(_inline(s), _inline(w), _inline(p)) for s, w, p, _ in rows],
                                   ("what you see", "why", "where the course shows it"), (34, 44, 22))
     return Section("What you see → why → where", f"<p>{html.escape(summary())}</p>{body_html}",
                    f"{summary()}\n{body_text}")
