@@ -39,7 +39,8 @@ def test_every_demonstrated_claim_is_what_the_code_calls_today(committed):
     mapping, found = committed
     # a rebuilt notebook renumbers its cells: `python tools/torch_map.py sync` rewrites the places
     assert claim_problems(mapping, found) == [], "run python tools/torch_map.py sync"
-    assert sum(e["status"] == "demonstrated" for e in torch_map.entries(mapping).values()) >= 100
+    statuses = [e["status"] for e in torch_map.entries(mapping).values()]
+    assert statuses.count("demonstrated") >= 0.9 * len(statuses)      # issue 43's goal
 
 
 def test_the_map_spans_the_issue_s_surface():
