@@ -150,12 +150,11 @@ EQUIVALENT: dict[str, dict[str, str]] = {
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
         "accumulate_epoch:drop:L3:optimizer.zero_grad() -> (removed)":
-            "the model arrives without gradients (the statement says nothing of gradients left before the call, "
-            "and a known right attempt, tests/exercise_rights.py ae_sum_then_divide, clears only after its "
-            "updates)",
+            "the model comes with no gradients, as the statement says (and a known right attempt, "
+            "tests/exercise_rights.py ae_sum_then_divide, clears only after its updates)",
         "accumulate_epoch:swap:L3:optimizer.zero_grad() -> for i, (inputs, targets) in enumerate...":
-            "the model arrives without gradients, and after the loop's last update they are already cleared: the "
-            "moved zero_grad clears nothing either place",
+            "the model comes with no gradients (the statement says so), and after the loop's last update they are "
+            "already cleared: the moved zero_grad clears nothing either place",
         "accumulate_epoch:swap:L11:optimizer.zero_grad() -> updates += 1":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
@@ -219,8 +218,8 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "race_to_target:cmp:L2:updates < max_updates -> updates <= max_updates":
             "differs only for max_updates = 0, which the statement excludes (`max_updates` >= 1)",
         "race_to_target:mode:L4:model.train() -> (removed)":
-            "the model arrives in train mode (as the arena builds it; unlike 4.1's, this statement does not hand "
-            "over a model in either mode) and is put back in train mode after every measurement",
+            "the model arrives in train mode, as the statement says, and is put back in train mode after every "
+            "measurement",
         "race_to_target:swap:L4:model.train() -> optimizer.zero_grad()":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",

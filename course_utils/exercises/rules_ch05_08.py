@@ -261,6 +261,7 @@ ASIDES_CH05_08: dict[str, dict[str, str]] = {
     'accumulate_epoch': {
         "`loss_fn` returns a batch's mean loss.": 'input',
         '`loader` is a DataLoader (`len(loader)` is its number of batches; its last batch may be smaller);': 'input',
+        'The model comes with no gradients.': 'input',
     },
     'snapshot': {
     },
@@ -280,6 +281,7 @@ ASIDES_CH05_08: dict[str, dict[str, str]] = {
         'Write `token_window_losses(token_losses, masks)` for one accumulation window of K micro-batches.': 'input',
     },
     'race_to_target': {
+        'The model arrives in train mode.': 'input',
     },
     'examples_processed': {
     },

@@ -228,7 +228,7 @@ arena(Knobs(batch_size=64, optimizer="adam", lr=0.03, schedule="constant", epoch
 # indices) without disturbing the training (eval mode, no graph, then back to train mode); return the
 # number of updates (an int, counted from 1) after which the accuracy first reached `target` (at least:
 # equal counts), stopping right there, or None if `max_updates` updates did not reach it (never more
-# than `max_updates` updates; `max_updates` ≥ 1).
+# than `max_updates` updates; `max_updates` ≥ 1). The model arrives in train mode.
 # Accuracy, as in every exercise: count the right predictions as an integer and divide once by the number
 # of examples, in Python floats; the check compares it to within 1e-9 (a float32 mean is off by up to
 # 6e-8: 232 of 300 is 0.77333331 in float32, below 232/300).
