@@ -441,8 +441,8 @@ with answer(5, "val-below-train"):
           f"{counts['like validation: train above val']} of {n}")
 
 # %% [markdown]
-# The two losses are not measured alike. The training loss is taken with dropout on, which makes every
-# prediction worse; and it is an average over the epoch, while the model improved through it, so most of it
+# The two losses are not measured alike. The training loss is taken with dropout on, which on average makes
+# the predictions worse; and it is an average over the epoch, while the model improved through it, so most of it
 # describes earlier, worse weights. Validation is measured once, at the end of the epoch, in eval mode. Take
 # both away and the training loss sits below the validation loss at most epoch ends, as one expects. What
 # remains is the real gap, and here it is small: early in training, 300 training and 300 validation points
@@ -978,7 +978,8 @@ quiz(5)
 #
 # - Start with two checks: loss at init ≈ ln C, and the loop can overfit one batch.
 # - Missing `zero_grad`: gradient norm climbs in trend, with dips, to several times the healthy maximum;
-#   SGD's loss swings far above the healthy run's; Adam stalls.
+#   SGD's loss swings far above the healthy run's; Adam does not explode, but its loss swings above the
+#   healthy run's and it ends far below it.
 # - Train-mode validation: noisy, lower metrics, BatchNorm statistics moved by validation data.
 # - No `no_grad` in evaluation: graph memory during evaluation (two batches' worth); metrics unchanged.
 # - Logging loss tensors: autograd nodes pile up; with evaluation outside `no_grad`, memory too. Log `.item()`.
