@@ -77,8 +77,8 @@ with answer(6, "adam-lr-one"):
 # %% [markdown]
 # No NaN on any seed, although a popular article says that with Adam at lr = 1.0 "the loss becomes NaN".
 # Adam divides each update by a running estimate of the gradient's size, so a
-# weight's step does not grow with the gradient. The first step is exactly lr · sign(gradient);
-# later ones stay within a few times lr. Kingma and Ba's lr · (1 − β₁)/√(1 − β₂) ≈ 3.2 · lr is not a
+# weight's step does not grow with the gradient. The first step is lr · g / (|g| + ε), which is lr · sign(gradient) for any
+# gradient far above ε = 1e-8; later ones stay within a few times lr. Kingma and Ba's lr · (1 − β₁)/√(1 − β₂) ≈ 3.2 · lr is not a
 # general limit: it is the step after a long run of zero gradients. A gradient that keeps growing, as in
 # a diverging run, goes past it (torch's Adam on one weight):
 
@@ -177,9 +177,9 @@ with answer(6, "same-lr"):
           high.reached("adam") < high.reached("sgd"))
 
 # %% [markdown]
-# At one shared rate the comparison measures the rate, not the optimizer. At 0.01, Adam's default,
-# plain SGD never gets there. At 0.3 it is the other way round: SGD gets there on every seed, and Adam,
-# thirty times above its default, fails on some. How many is not printed: at that rate Adam's runs are
+# At one shared rate the comparison measures the rate, not the optimizer. At 0.01, this run's Adam rate (torch's
+# own default is 0.001), plain SGD never gets there. At 0.3 it is the other way round: SGD gets there on
+# every seed, and Adam, thirty times above that rate, fails on some. How many is not printed: at that rate Adam's runs are
 # chaotic, and the count moves with the last bits of the arithmetic (another CPU's kernels change it). A fair race gives each optimizer its own good
 # rate, and the range test above finds one.
 
