@@ -175,7 +175,7 @@ def first_checks(seed: int = 0) -> Section:
         torch.set_num_threads(threads)
     floor = double_softmax_floor()[1]
     rows = [("first loss ≈ log C", f"fresh spiral MLP: {fresh:.2f}, log 3 = {log_c:.2f}",
-             "far above: labels, init scale (a softmax too many also starts at log C)"),
+             "far above: init scale, unnormalised inputs (not the labels; a softmax too many also starts at log C)"),
             ("over-fit one batch", f"16 examples, Adam, 200 steps: loss {_below(loss.item())}",
              "stays high: a bug in the loop"),
             ("loss floor", f"softmax before cross_entropy, 3 classes: ≥ {sig(floor, 3)}",
