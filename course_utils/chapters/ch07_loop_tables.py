@@ -98,7 +98,7 @@ class Symptom:
 DEBUG_TABLE: tuple[Symptom, ...] = (
     Symptom("loss starts far from log(C)", "logits too large from the start: init scale, unnormalised inputs (wrong "
             "labels do not show here: a near-uniform guess costs log(C) whatever the labels; a softmax before the "
-            "loss also starts near log(C))", "print the first batch's loss next to math.log(num_classes)"),
+            "loss still starts near log(C))", "print the first batch's loss next to math.log(num_classes)"),
     Symptom("loss stops falling at a floor (about 0.55 for 3 classes)", "softmax applied before the loss: "
             "CrossEntropyLoss applies its own log-softmax", "feed the loss the logits; compare with section 16's floor"),
     Symptom("loss flat at about log(C)", "no gradient reaches the step (zero_grad misplaced, frozen weights), LR far "
