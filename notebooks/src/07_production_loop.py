@@ -1209,7 +1209,8 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 #   measures, padding copies and a mean of per-rank means, where torchmetrics' metrics sync sums); nanoGPT evaluates on rank 0
 #   only.
 #
-# The same duties in the libraries you will meet (their documented ways; not run here):
+# The same duties in the libraries you will meet, as they document them under DDP (the runs after the table
+# check their counts and their checkpoints on one process):
 #
 # | duty | this trainer | nanoGPT | Lightning | Accelerate |
 # |---|---|---|---|---|
@@ -1218,7 +1219,75 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # | seed per rank | the same; batch draws keyed by the batch's indices | seed + rank | the same (`seed_everything`); workers get the rank mixed in with `workers=True` | the same (`set_seed`; `device_specific=True` adds the rank) |
 # | checkpoint | rank 0 (after a gather of every rank's random streams) | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
 # | validation | whole set on every rank | rank 0 only | sharded, metrics synced | sharded, `gather_for_metrics` |
+
+# %% [markdown]
+# **Lightning and Accelerate, run.** Both are pinned in the course's lock (Lightning 2.6.6, Accelerate
+# 1.15.0), so these runs print the same everywhere. First Lightning, on the counts of a question learners
+# ask: 14,905 training and 3,726 validation examples at batch 64, "about 233 steps per epoch were expected,
+# but the progress bar runs to 292". A `Linear(2, 1)` stands for the model, `accumulate_grad_batches=4`, and
+# the schedule is sized the way Lightning's documentation shows, by `trainer.estimated_stepping_batches`
+# read in `configure_optimizers`. A hook counts the optimizer's real steps; the progress bar draws nowhere
+# and reports its totals (`course_utils/chapters/ch07_libraries.py`):
+
+# %% tags=["answers-lightning-bar"]
+from course_utils.chapters.ch07_libraries import (accelerate_lines, checkpoint_lines, lightning_lines,
+                                                  run_accelerate, run_lightning)
+
+lightning_run = run_lightning(n_train=14_905, n_val=3_726, batch_size=64, accumulate=4, epochs=1)
+print("\n".join(lightning_lines(lightning_run)))
+
+# %% [markdown]
+# `estimated_stepping_batches` is chapter 0's count of updates: ceil(batches / K) per epoch, the short last
+# window included. It reads one rank's loader, so under DDP it shrinks with the number of ranks, like the
+# updates each rank makes. The 292: Lightning 1.x drew one bar per epoch, and its total added the validation
+# batches to the training batches. Since 2.0 (pull request #16695) the training bar counts training batches
+# only and validation gets a bar of its own. Neither bar counts updates: 233 batches made 59 of them.
 #
+# Next, Accelerate's documented accumulation loop on the same counts: `prepare` the model, optimizer, loader
+# and scheduler; then, for every batch, inside `with accelerator.accumulate(model):`, `accelerator.backward`,
+# `optimizer.step()`, `scheduler.step()` and `optimizer.zero_grad()`. The loop calls all three on every
+# batch; the wrappers act only when a window closes (and at the loader's end). The line that steps the
+# scheduler is read from the installed source:
+
+# %%
+accelerate_run = run_accelerate(n_train=14_905, batch_size=64, accumulate=4)
+print("\n".join(accelerate_lines(accelerate_run, world_size=2)))
+
+# %% [markdown]
+# On one process the prepared scheduler steps once per update, as the course's does. On W processes that
+# loop steps it W times per update, because Accelerate expects a schedule sized in the updates one process
+# would make alone. Lightning, the Hugging Face Trainer and this course size it in each rank's updates; such
+# a schedule, prepared, ends W times too early. There are three ways out: size it for one process (W times the
+# per-rank updates), pass `Accelerator(step_scheduler_with_optimizer=False)` and call `scheduler.step()` once
+# per update yourself, or leave the scheduler out of `prepare`.
+#
+# `save_state` keeps each process's random streams (`random_states_<rank>.pkl`), but no epoch or update
+# count. Save your own counters with `accelerator.register_for_checkpointing(obj)` (any object with
+# `state_dict` and `load_state_dict`), and on resume skip the batches already seen with
+# `accelerator.skip_first_batches`. What each checkpoint holds, read from the files the runs wrote (the
+# course's trainer: the DDP run's last checkpoint):
+
+# %%
+print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accelerate_run.files)))
+
+# %% [markdown]
+# Lightning's checkpoint has no random stream: a resumed run does not continue the dropout masks and
+# shuffles of the run it resumes. Accelerate's has no counter: its loop must keep its own.
+#
+# The Hugging Face Trainer is not pinned: its package alone (transformers 5.23.0, 13.3 MB) weighs more to
+# download than Lightning and Accelerate with all their dependencies (12.2 MB). What follows is read from
+# the source of transformers 5.23.0 (`trainer.py`), not run:
+#
+# | knob | Hugging Face Trainer (transformers 5.23.0) |
+# |---|---|
+# | steps per epoch | `num_update_steps_per_epoch` = ceil(len(train loader) / `gradient_accumulation_steps`) on each rank's loader: updates, the short last window included (the calculator's `updates_per_epoch`) |
+# | progress bar | counts updates: its total is `max_steps` |
+# | scheduler | built by the Trainer for `max_steps` updates, not passed to `accelerator.prepare` (DeepSpeed's aside), stepped once per update: no W-fold stepping |
+# | effective batch, learning rate | `per_device_train_batch_size` x `gradient_accumulation_steps` x world size; `learning_rate` as given |
+# | checkpoint | a folder `checkpoint-<global_step>/`: `model.safetensors`, `optimizer.pt`, `scheduler.pt`, `scaler.pt` (with a scaler), `rng_state.pth` (`rng_state_<rank>.pth` on several processes), `trainer_state.json` (global step, log history, callbacks' state), `training_args.bin` |
+# | resume | restores the random streams and skips the batches of the updates already made in the epoch |
+
+# %% [markdown]
 # One production duty the trainer leaves to its checkpoints: **preemption.** Clusters often send SIGTERM (or,
 # on SLURM with `--signal`, SIGUSR1) shortly before killing a job. Lightning's SLURM support catches the
 # signal, saves a checkpoint and requeues the job. The trainer does not catch it: it checkpoints every

@@ -1,0 +1,280 @@
+"""Lightning and Accelerate, run beside the course's counts: steps per epoch, the progress bar, a prepared scheduler,
+and what each writes in a checkpoint (chapter 7).
+
+Both libraries are pinned in the lock (the ``lab`` extra), so every learner and every nbval pass runs the same
+versions. Each run is tiny (a ``Linear(2, 1)`` on random inputs, one process, the CPU) and reports only counts and
+names, which do not depend on the machine; Lightning's log lines and warnings are silenced, its progress bar draws
+nowhere (its totals are read from the bar itself).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import math
+import os
+import random
+import tempfile
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from course_utils.engine.arithmetic import training_arithmetic
+
+
+def _loader(n: int, batch_size: int, seed: int) -> DataLoader:
+    data = TensorDataset(torch.randn(n, 2, generator=torch.Generator().manual_seed(seed)))
+    return DataLoader(data, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
+@contextlib.contextmanager
+def _quiet():
+    """No log line, warning or stray output from a library while it runs (nbval compares every line), and no lasting
+    change to the caller: the warning filters both libraries add at import (Accelerate's hides every UserWarning of
+    torch.optim.lr_scheduler) are dropped on exit, and the random streams are put back."""
+    loggers = [logging.getLogger(name) for name in ("lightning", "lightning.pytorch", "lightning.fabric",
+                                                     "pytorch_lightning", "lightning_fabric", "accelerate")]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+@dataclass(frozen=True)
+class LightningRun:
+    """What one Lightning fit did, counted from inside it."""
+
+    version: str
+    train_batches: int                  # trainer.num_training_batches
+    val_batches: int                    # trainer.num_val_batches, summed over the validation loaders
+    estimated_stepping_batches: int     # read in configure_optimizers, where a schedule is sized
+    optimizer_steps: int                # calls of the optimizer's own step(), counted by a hook
+    global_step: int
+    scheduler_steps: int                # the scheduler's last_epoch at the end
+    train_bar_totals: tuple[int, ...]   # the training bar's total, at each epoch's start
+    val_bar_totals: tuple[int, ...]     # the validation bar's total, at each validation run
+    checkpoint_keys: tuple[str, ...]    # the top-level keys of trainer.save_checkpoint's file
+
+
+def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 64, accumulate: int = 4,
+                  epochs: int = 1, seed: int = 0) -> LightningRun:
+    """Fit a Linear(2, 1) with Lightning (accumulate_grad_batches, a per-step schedule sized by
+    estimated_stepping_batches), count what happened, save a checkpoint and read its keys (chapter 7)."""
+    with _quiet():
+        import lightning
+        import lightning.pytorch as pl
+        from lightning.pytorch.callbacks import TQDMProgressBar
+
+    class Bar(TQDMProgressBar):
+        """Lightning's own bar, its bars created disabled (in Jupyter an enabled one is a widget, whatever stdout
+        says); it records the totals it would show."""
+
+        def __init__(self):
+            super().__init__()
+            self.train_totals: list[int] = []
+            self.val_totals: list[int] = []
+
+        @property
+        def is_disabled(self) -> bool:
+            return True
+
+        def on_train_epoch_start(self, trainer, *args) -> None:
+            super().on_train_epoch_start(trainer, *args)
+            self.train_totals.append(self.train_progress_bar.total)
+
+        def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+            super().on_validation_batch_start(trainer, pl_module, batch, batch_idx, dataloader_idx)
+            if batch_idx == 0 and not trainer.sanity_checking:
+                self.val_totals.append(self.val_progress_bar.total)
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(2, 1)
+            self.estimated = -1
+            self.steps = 0
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch[0]).pow(2).mean()
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", self.net(batch[0]).pow(2).mean())
+
+        def configure_optimizers(self):
+            self.estimated = self.trainer.estimated_stepping_batches
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+            optimizer.register_step_post_hook(lambda *_: setattr(self, "steps", self.steps + 1))
+            schedule = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=self.estimated)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    with _quiet(), tempfile.TemporaryDirectory() as folder:
+        torch.manual_seed(seed)
+        model, bar = Tiny(), Bar()
+        trainer = pl.Trainer(max_epochs=epochs, accumulate_grad_batches=accumulate, accelerator="cpu", devices=1,
+                             logger=False, enable_checkpointing=False, enable_model_summary=False,
+                             callbacks=[bar], default_root_dir=folder)
+        trainer.fit(model, _loader(n_train, batch_size, seed), _loader(n_val, batch_size, seed + 1))
+        path = os.path.join(folder, "last.ckpt")
+        trainer.save_checkpoint(path)
+        keys = tuple(sorted(torch.load(path, weights_only=False)))
+    val = trainer.num_val_batches
+    return LightningRun(
+        version=lightning.__version__, train_batches=int(trainer.num_training_batches),
+        val_batches=int(sum(val) if isinstance(val, list) else val), estimated_stepping_batches=int(model.estimated),
+        optimizer_steps=model.steps, global_step=trainer.global_step,
+        scheduler_steps=trainer.lr_scheduler_configs[0].scheduler.last_epoch,
+        train_bar_totals=tuple(int(t) for t in bar.train_totals), val_bar_totals=tuple(int(t) for t in bar.val_totals),
+        checkpoint_keys=keys)
+
+
+def lightning_lines(run: LightningRun, n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 64,
+                    accumulate: int = 4, epochs: int = 1) -> list[str]:
+    """The Lightning run against chapter 0's calculator, each figure stated as a check (chapter 7)."""
+    train = training_arithmetic(n_train, batch_size, epochs, accumulate)
+    val = training_arithmetic(n_val, batch_size, 1)
+    agree = (run.estimated_stepping_batches == run.optimizer_steps == run.global_step == run.scheduler_steps
+             == train.total_weight_updates)
+    return [
+        f"Lightning {run.version}: {n_train:,} training and {n_val:,} validation examples, batch {batch_size}, "
+        f"accumulate_grad_batches={accumulate}, {epochs} epoch{'s' if epochs > 1 else ''}",
+        f"batches per epoch: {run.train_batches} training, {run.val_batches} validation | the calculator: "
+        f"{train.iters_per_epoch} and {val.iters_per_epoch}",
+        f"estimated_stepping_batches = {run.estimated_stepping_batches} | optimizer steps taken: {run.optimizer_steps}, "
+        f"global_step: {run.global_step}, scheduler steps: {run.scheduler_steps}",
+        f"the calculator's updates: {train.total_weight_updates} = ceil({train.iters_per_epoch} / {accumulate}) x "
+        f"{epochs} (the last window of {train.last_window_size} batch{'es' if train.last_window_size > 1 else ''} "
+        f"steps too; (i + 1) % K alone gives {train.naive_updates_per_epoch * epochs}) | all agree: {agree}",
+        f"training bar's total per epoch: {', '.join(map(str, run.train_bar_totals))} | validation bar's: "
+        f"{', '.join(map(str, run.val_bar_totals))} | one bar for both (Lightning 1.x) would run to "
+        f"{run.train_batches} + {run.val_batches} = {run.train_batches + run.val_batches}",
+        f"checkpoint keys: {', '.join(run.checkpoint_keys)}",
+    ]
+
+
+@dataclass(frozen=True)
+class AccelerateRun:
+    """What one Accelerate loop did, counted from inside it."""
+
+    version: str
+    processes: int
+    micro_batches: int                  # calls of scheduler.step() (the loop calls it after every batch)
+    optimizer_steps: int                # calls of the wrapped optimizer's own step()
+    scheduler_steps: int                # the wrapped scheduler's last_epoch at the end
+    accelerator_step: int               # Accelerator.step, as save_state records it
+    files: tuple[str, ...]              # what save_state wrote
+    random_state_keys: tuple[str, ...]
+
+
+def run_accelerate(n_train: int = 14_905, batch_size: int = 64, accumulate: int = 4, seed: int = 0) -> AccelerateRun:
+    """One epoch of Accelerate's documented accumulation loop (prepare, accumulate, scheduler.step() after every
+    batch), counted; then save_state into a temporary folder and list what it wrote (chapter 7)."""
+    updates = training_arithmetic(n_train, batch_size, 1, accumulate).total_weight_updates
+    calls, steps = 0, [0]
+    with _quiet(), tempfile.TemporaryDirectory() as folder:
+        import accelerate
+        from accelerate import Accelerator
+        from accelerate.state import AcceleratorState, GradientState
+
+        torch.manual_seed(seed)
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        optimizer.register_step_post_hook(lambda *_: steps.__setitem__(0, steps[0] + 1))
+        inner = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=updates)
+        accelerator = Accelerator(gradient_accumulation_steps=accumulate, cpu=True)
+        try:
+            model, optimizer, loader, schedule = accelerator.prepare(model, optimizer,
+                                                                     _loader(n_train, batch_size, seed), inner)
+            for (x,) in loader:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(x).pow(2).mean())
+                    optimizer.step()
+                    schedule.step()
+                    optimizer.zero_grad()
+                    calls += 1
+            processes = AcceleratorState().num_processes
+            accelerator.save_state(folder)
+            files = tuple(sorted(os.listdir(folder)))
+            saved = torch.load(os.path.join(folder, "random_states_0.pkl"), weights_only=False)
+        finally:
+            accelerator.free_memory()
+            AcceleratorState._reset_state(True)     # a second run in the same kernel starts from nothing
+            GradientState._reset_state()
+    return AccelerateRun(version=accelerate.__version__, processes=processes, micro_batches=calls,
+                         optimizer_steps=steps[0], scheduler_steps=inner.last_epoch,
+                         accelerator_step=int(saved["step"]), files=files, random_state_keys=tuple(sorted(saved)))
+
+
+def scheduler_source_line() -> tuple[int, str]:
+    """The line of the installed AcceleratedScheduler.step that steps the wrapped scheduler once per process, with
+    its line number in accelerate/scheduler.py (chapter 7)."""
+    with _quiet():
+        from accelerate.scheduler import AcceleratedScheduler
+
+    lines, first = inspect.getsourcelines(AcceleratedScheduler.step)
+    for offset, line in enumerate(lines):
+        if "range(num_processes)" in line:
+            return first + offset, line.strip()
+    raise LookupError("AcceleratedScheduler.step no longer loops over num_processes: reread the source")
+
+
+def accelerate_lines(run: AccelerateRun, n_train: int = 14_905, batch_size: int = 64, accumulate: int = 4,
+                     world_size: int = 2) -> list[str]:
+    """The Accelerate run against chapter 0's calculator, and what the source says W processes do (chapter 7)."""
+    one = training_arithmetic(n_train, batch_size, 1, accumulate)
+    ranks = training_arithmetic(n_train, batch_size, 1, accumulate, world_size=world_size)
+    number, line = scheduler_source_line()
+    stepped = ranks.updates_per_epoch * world_size
+    return [
+        f"Accelerate {run.version}, {run.processes} process: Accelerator(gradient_accumulation_steps={accumulate}), "
+        f"one epoch of {n_train:,} examples, batch {batch_size}",
+        f"scheduler.step() called {run.micro_batches} times (after every batch) | optimizer steps: "
+        f"{run.optimizer_steps} | wrapped scheduler stepped: {run.scheduler_steps} | the calculator's updates: "
+        f"{one.updates_per_epoch} | agree: {run.optimizer_steps == run.scheduler_steps == one.updates_per_epoch}",
+        f"accelerate/scheduler.py line {number}: `{line}`: on {world_size} processes each rank makes "
+        f"{ranks.updates_per_epoch} updates (the calculator) and the wrapped scheduler steps {stepped} times, "
+        f"a schedule sized for {ranks.updates_per_epoch} ends after {math.ceil(ranks.updates_per_epoch / world_size)}",
+        f"save_state wrote: {', '.join(run.files)}",
+        f"random_states_0.pkl holds: {', '.join(run.random_state_keys)}; its step = {run.accelerator_step}: "
+        f"batches through accumulate() since the epoch began, not the {run.optimizer_steps} updates",
+    ]
+
+
+# What each concept is called in each checkpoint: the course's trainer, Lightning's file, Accelerate's folder.
+CHECKPOINT_PARTS = (
+    ("weights", ("model",), ("state_dict",), ("model.safetensors",)),
+    ("optimizer", ("optimizer",), ("optimizer_states",), ("optimizer.bin",)),
+    ("scheduler", ("scheduler",), ("lr_schedulers",), ("scheduler.bin",)),
+    ("update count", ("updates",), ("global_step",), ()),
+    ("place in the epoch", ("epoch", "position"), ("epoch", "loops"), ()),
+    ("random streams", ("rng", "ranks"), (), ("random_states_0.pkl",)),
+    ("early stopping", ("early_stopping",), ("callbacks",), ()),
+)
+
+
+def checkpoint_lines(course_keys, lightning_keys, accelerate_files) -> list[str]:
+    """Which part of a resumable state each checkpoint holds, read from the keys and files the runs wrote: the
+    course's trainer, Lightning, Accelerate (chapter 7)."""
+    def held(names, present) -> str:
+        found = [name for name in names if name in present]
+        return ", ".join(found) if found and len(found) == len(names) else "-"
+
+    rows = [("", "the course's trainer", "Lightning", "Accelerate")]
+    for part, course, light, acc in CHECKPOINT_PARTS:
+        rows.append((part, held(course, set(course_keys)), held(light, set(lightning_keys)),
+                     held(acc, set(accelerate_files))))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
