@@ -2,10 +2,12 @@
 torchrun cell (chapter 7).
 
 ``python -m course_utils.chapters.ch07_ddp_ranks <trainer flags>`` is what that cell launches under torchrun: each
-rank joins the process group, runs ``record_rank_traps`` (a few milliseconds of collectives and tiny DDP models;
-every call that raises is an argument check that raises on every rank before any message is sent), rank 0 writes
-what it saw to ``<out>/rank_traps.json``, leaves that gloo group, and the same process then runs the production
-trainer (``course_utils.train``) with the same flags, which makes its own group.
+rank joins the process group, runs ``record_rank_traps`` (about 0.2 s of collectives and tiny DDP models; every
+call that raises does so on every rank before any message is sent, but for the timed-out barrier, which has a
+group of its own), rank 0 writes
+what it saw to ``<out>/rank_traps.json``, and the same process then runs the production trainer
+(``course_utils.train``) with the same flags, in the group already made (gloo; with a GPU, gloo for CPU tensors
+and nccl for CUDA ones).
 
 ``rank_trap_lines`` reads that record for the notebook and refuses one written by other code than this module's
 (the record carries a digest of its source), so the lines printed are what this code did on two real ranks.
@@ -13,6 +15,7 @@ trainer (``course_utils.train``) with the same flags, which makes its own group.
 from __future__ import annotations
 
 import datetime
+import gc
 import hashlib
 import inspect
 import json
@@ -245,20 +248,18 @@ def rank_trap_lines(out: Path, recorded_by=record_rank_traps) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Join the group torchrun describes, record the traps, then run the production trainer with `argv`."""
+    """Join the group torchrun describes, record the traps, then run the production trainer with `argv` in it."""
     argv = sys.argv[1:] if argv is None else argv
     from course_utils.production.cli import main as train
-    # torchrun's store, under keys of our own: the trainer's group, made after this one is gone, registers
-    # under the default keys, and a rank that read this group's stale address there waited forever.
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=datetime.timedelta(seconds=120))
-    dist.init_process_group("gloo", store=dist.PrefixStore("ch07_ddp_ranks", store),    # CPU tensors
-                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    # One group for the checks and the trainer (which finds it made and uses it): a second group, made after
+    # destroying the first, hung two runs: once a rank read the old group's address from the store, once the
+    # garbage collector freed the old group during training while a gloo thread was inside a work's destructor
+    backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"     # the checks' tensors: CPU
+    dist.init_process_group(backend)
     folder = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path(os.getcwd())
     record_rank_traps(folder)
+    gc.collect()                              # the checks' DDP objects freed now, not in the middle of training
     dist.barrier()
-    dist.destroy_process_group()              # the trainer makes its own (nccl on a GPU)
-    del store
     return train(argv)
 
 
