@@ -1535,7 +1535,7 @@ print("early stopping watched val_mae; model.pt holds the best:", waved.delivere
 # own words, with its fix run beside it. It stays folded until you need it; chapter 9 holds the whole atlas,
 # and a box that finds the entry for a message you paste.
 
-# %%
+# %% tags=["answers-ddp-unused-parameters"]
 from course_utils.widgets.explain_view import errors_here
 
 errors_here(7)
