@@ -107,7 +107,17 @@ def blind_grading() -> str:
     return (f"held out, graded blind: {n} questions: {held['answered']} answered, {held['partly']} partly, "
             f"{held['not answered']} not answered, {held['out of scope']} out of scope; answered "
             f"{held['answered'] / n:.0%} ({(held['answered'] + held['partly'] / 2) / n:.0%} with partly as half); "
-            f"the grader found {agree} of the author's {len(calibration)} anchored calibration questions answered")
+            f"the grader found {agree} of the author's {len(calibration)} anchored calibration questions answered"
+            + previous_grading(graded.get("previous")))
+
+
+def previous_grading(previous: dict | None) -> str:
+    """The grading before this one, by another reader, on the same held-out questions (its counts)."""
+    if not previous:
+        return ""
+    counts = previous["held_out_counts"]
+    return (f"\n  graded before by another reader, on the course of that time: {counts['answered']} answered, "
+            f"{counts['partly']} partly, {counts['not answered']} not answered")
 
 
 def report() -> str:
