@@ -18,6 +18,8 @@ from torch.utils.data import (ChainDataset, ConcatDataset, DataLoader, Dataset, 
                               Sampler, StackDataset, Subset, SubsetRandomSampler, TensorDataset, default_convert,
                               random_split)
 
+from course_utils.chapters.raised import raised
+
 
 def _ten() -> TensorDataset:
     return TensorDataset(torch.arange(10.0), torch.arange(10) % 2)
@@ -34,14 +36,6 @@ class Count(IterableDataset):
 
     def __len__(self) -> int:
         return self.n
-
-
-def _error(call) -> str:
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - torch's own message is the result
-        return f"{type(e).__name__}: {e}"
-    return "no error"
 
 
 def _val_indices(generator: torch.Generator | None, draw_before: bool) -> list[int]:
@@ -64,16 +58,16 @@ def composition_rules() -> dict[str, object]:
     }
     train, val = random_split(ds, [7, 3], generator=torch.Generator().manual_seed(0))
     out["train.dataset is val.dataset (a transform set on one is set on both)"] = train.dataset is val.dataset
-    out["Subset(ds, [1, 3, 5]).tensors"] = _error(lambda: Subset(ds, [1, 3, 5]).tensors)
+    out["Subset(ds, [1, 3, 5]).tensors"] = raised(lambda: Subset(ds, [1, 3, 5]).tensors)
     joined = ConcatDataset([TensorDataset(torch.arange(3)), TensorDataset(torch.arange(10, 15))])
     out["ConcatDataset(3 + 5): len, cumulative_sizes, item 4"] = (len(joined), joined.cumulative_sizes,
                                                                    joined[4][0].item())
-    out["ConcatDataset([an IterableDataset])"] = _error(lambda: ConcatDataset([Count(2)]))
+    out["ConcatDataset([an IterableDataset])"] = raised(lambda: ConcatDataset([Count(2)]))
     out["ChainDataset([stream of 2, stream of 3])"] = list(ChainDataset([Count(2), Count(3)]))
-    out["ChainDataset([a map-style dataset])"] = _error(lambda: list(ChainDataset([ds])))
+    out["ChainDataset([a map-style dataset])"] = raised(lambda: list(ChainDataset([ds])))
     pairs = StackDataset(x=ds, y=TensorDataset(torch.arange(10) * 10))
     out["StackDataset(x=..., y=...)[2]"] = {k: [t.item() for t in v] for k, v in pairs[2].items()}
-    out["StackDataset of 10 and 9 examples"] = _error(lambda: StackDataset(ds, TensorDataset(torch.arange(9))))
+    out["StackDataset of 10 and 9 examples"] = raised(lambda: StackDataset(ds, TensorDataset(torch.arange(9))))
     converted = default_convert([np.array(1.0), np.array(2.0)])
     out["default_convert([two NumPy scalars]): type, dtypes"] = (type(converted).__name__,
                                                                  [str(t.dtype) for t in converted])
@@ -102,7 +96,7 @@ def loader_knobs() -> dict[str, object]:
     ds = _ten()
     state = torch.get_rng_state()
     out: dict[str, object] = {"DataLoader(num_workers=0, prefetch_factor=4)":
-                              _error(lambda: DataLoader(ds, prefetch_factor=4))}
+                              raised(lambda: DataLoader(ds, prefetch_factor=4))}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         next(iter(DataLoader(ds, pin_memory=True, pin_memory_device="cuda")))
@@ -136,7 +130,7 @@ def sampler_knobs() -> dict[str, object]:
     state = torch.get_rng_state()
     subset = SubsetRandomSampler([7, 8, 9], generator=torch.Generator().manual_seed(0))
     out: dict[str, object] = {"SubsetRandomSampler([7, 8, 9]), two epochs": (list(subset), list(subset))}
-    out["DataLoader(shuffle=True, sampler=...)"] = _error(lambda: DataLoader(ds, shuffle=True, sampler=subset))
+    out["DataLoader(shuffle=True, sampler=...)"] = raised(lambda: DataLoader(ds, shuffle=True, sampler=subset))
     drawn = list(RandomSampler(ds, replacement=True, generator=torch.Generator().manual_seed(0)))
     out["RandomSampler(replacement=True): draws, distinct examples of 10"] = (len(drawn), len(set(drawn)))
     long = list(RandomSampler(ds, num_samples=25, generator=torch.Generator().manual_seed(0)))
@@ -144,6 +138,6 @@ def sampler_knobs() -> dict[str, object]:
         np.bincount(long, minlength=10).tolist())
     loader = DataLoader(ds, sampler=Evens(10), batch_size=2)
     out["DataLoader(sampler=Evens(10), batch_size=2): batches"] = [b[0].int().tolist() for b in loader]
-    out["len() of that loader"] = _error(lambda: len(loader))
+    out["len() of that loader"] = raised(lambda: len(loader))
     torch.set_rng_state(state)
     return out

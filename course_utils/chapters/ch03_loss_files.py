@@ -16,13 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-
-def _error(call) -> str:
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - torch's own message is the result
-        return f"{type(e).__name__}: {e}"
-    return "no error"
+from course_utils.chapters.raised import raised
 
 
 def linear_cross_entropy_rules() -> dict[str, object]:
@@ -55,13 +49,13 @@ def linear_cross_entropy_rules() -> dict[str, object]:
     out["bias=True, out_features=(4,): parameter shapes"] = {
         n: list(p.shape) for n, p in nn.LinearCrossEntropyLoss(5, 10, out_features=(4,), bias=True).named_parameters()}
     wide = nn.LinearCrossEntropyLoss(5, 10, dtype=torch.float64, device="cpu")
-    out["dtype=torch.float64 head, float32 input"] = _error(lambda: wide(x, y))
+    out["dtype=torch.float64 head, float32 input"] = raised(lambda: wide(x, y))
     chunked = nn.LinearCrossEntropyLoss(5, 10, options=nn.LinearCrossEntropyOptions())
     chunked.linear.weight = head.linear.weight
     out["options=LinearCrossEntropyOptions() (chunked): = the reference"] = torch.allclose(chunked(x, y), head(x, y))
     loss = chunked(x.requires_grad_(), y)
     loss.backward(retain_graph=True)
-    out["chunked, a second backward with retain_graph=True"] = _error(loss.backward)
+    out["chunked, a second backward with retain_graph=True"] = raised(loss.backward)
     torch.set_rng_state(state)
     return out
 
@@ -157,7 +151,7 @@ def file_and_seed_rules() -> dict[str, object]:
         buffer = io.BytesIO()
         torch.save(state, buffer)
         buffer.seek(0)
-        out["load(BytesIO, mmap=True)"] = _error(lambda: torch.load(buffer, mmap=True, weights_only=True))
+        out["load(BytesIO, mmap=True)"] = raised(lambda: torch.load(buffer, mmap=True, weights_only=True))
     noted = io.BytesIO()
     torch.save({"w": state["w"], "note": Note()}, noted, pickle_module=pickle)
     for name, load in (("load(default)", lambda f: torch.load(f)),

@@ -29,15 +29,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from course_utils.chapters.raised import raised
+
 RECORD = "rank_traps.json"
 
 
-def _error(call, whole: bool = False) -> str:
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001 - torch's own message is the result
-        return f"{type(e).__name__}: {e if whole else str(e).splitlines()[0]}"
-    return "no error"
+def _first_line(call) -> str:
+    return raised(call, whole=False)
 
 
 def _count_buckets(calls: list[int], bucket):        # no return annotation: DDP checks a string's
@@ -92,7 +90,7 @@ def _collectives(rank: int) -> dict[str, object]:
     out["barrier(async_op=True) returns"] = type(dist.barrier(async_op=True)).__name__
     late = dist.new_group(backend="gloo")     # its own group: the timed-out barrier leaves the main one intact
     if rank == 0:                             # rank 1 is busy elsewhere (rank 0 alone evaluating, in reverse)
-        message = _error(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
+        message = _first_line(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
         out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = message.split("] ")[-1]
     dist.barrier()                            # rank 1 keeps the late group open until rank 0 has timed out
     dist.destroy_process_group(late)
@@ -118,7 +116,7 @@ def _two_steps(wrap) -> str:
     def run() -> None:
         for _ in range(2):
             model(torch.ones(2, 4)).sum().backward()
-    message = _error(run, whole=True)
+    message = raised(run)
     return "ran" if message == "no error" else " ".join(
         line.strip() for line in message.splitlines() if "Expected" in line or "indices" in line).split(" This")[0] + (
         " ... " + next(line.strip() for line in message.splitlines() if "indices" in line))
@@ -134,7 +132,7 @@ def _bn_model(rank: int) -> nn.Module:
 def _ddp_flags(rank: int) -> dict[str, object]:
     out: dict[str, object] = {}
     cpu = nn.Linear(2, 2)
-    out["DDP(cpu model, device_ids=[0], output_device=0)"] = _error(
+    out["DDP(cpu model, device_ids=[0], output_device=0)"] = _first_line(
         lambda: DDP(cpu, device_ids=[0], output_device=0))
     torch.manual_seed(rank)                          # a different seed on each rank
     model = nn.Linear(3, 1)
@@ -188,7 +186,7 @@ def _ddp_flags(rank: int) -> dict[str, object]:
     for name in ("batched_grad_copy", "gradient_as_bucket_view"):
         out[f"{name}=True: grads = the default's, bit for bit"] = all(
             torch.equal(a, b) for a, b in zip(grads["default"], grads[name]))
-    out["gradient_as_bucket_view=True: p.grad.detach_()"] = _error(lambda: model[0].weight.grad.detach_())
+    out["gradient_as_bucket_view=True: p.grad.detach_()"] = _first_line(lambda: model[0].weight.grad.detach_())
     for name, wrap in (("default (25 MiB)", DDP), ("bucket_cap_mb=0.0001", lambda m: DDP(m, bucket_cap_mb=0.0001)),
                        ("bucket_cap_mb_list=[0.0001, 0.0001]",
                         lambda m: DDP(m, bucket_cap_mb_list=[0.0001, 0.0001]))):
@@ -209,7 +207,7 @@ def _sync_batchnorm(rank: int) -> dict[str, object]:
     converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     out: dict[str, object] = {"convert_sync_batchnorm: layers": [type(m).__name__ for m in converted]}
     layer = nn.SyncBatchNorm(3)
-    out["SyncBatchNorm on CPU, training forward"] = _error(lambda: layer(torch.ones(2, 3)))
+    out["SyncBatchNorm on CPU, training forward"] = _first_line(lambda: layer(torch.ones(2, 3)))
     layer.eval()
     out["SyncBatchNorm on CPU, eval forward: output shape"] = list(layer(torch.ones(2, 3)).shape)
     return out
