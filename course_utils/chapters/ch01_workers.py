@@ -261,10 +261,16 @@ def copy_on_read(n: int = 500_000) -> dict[str, float]:
     """Private memory one forked worker gains by reading every item once, MiB: a list of n Python floats and
     the same numbers in one NumPy array (chapter 1). Reading a Python object writes its reference count, so the
     page holding it is copied into the worker; an array's numbers are read without a write."""
+    import gc
     grown = {}
     for kind, items in (("list", [float(i) for i in range(n)]), ("array", np.arange(n, dtype=np.float64))):
         loader = DataLoader(_Items(items), batch_size=n // 10, num_workers=1, collate_fn=_private_mib,
                             multiprocessing_context="fork")
-        seen = list(loader)                            # the worker's private memory after each tenth it read
+        gc.collect()
+        gc.freeze()        # the parent's objects out of the collector's reach: a collection in the worker would
+        try:               # write to them too (another copy, measured apart from what reading does)
+            seen = list(loader)                        # the worker's private memory after each tenth it read
+        finally:
+            gc.unfreeze()
         grown[kind] = seen[-1] - seen[0]
     return grown
