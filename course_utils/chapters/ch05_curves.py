@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
+from course_utils.infra.parallel import map_runs
 
 SEEDS = tuple(range(5))
 
@@ -95,7 +96,7 @@ class BelowTrain:
 
 def val_below_train(seeds=SEEDS, epochs: int = 3) -> BelowTrain:
     """Chapter 5's 'validation loss below training loss' runs, on every seed."""
-    return BelowTrain(tuple(e for s in seeds for e in epoch_ends(s, epochs)))
+    return BelowTrain(tuple(e for ends in map_runs(epoch_ends, [(s, epochs) for s in seeds]) for e in ends))
 
 
 # --- validation loss and accuracy rising together ----------------------------------------------------------
@@ -169,8 +170,7 @@ class Rise:
 def rising_together(seeds=SEEDS) -> list[Rise]:
     """Chapter 5's 'loss and accuracy rise together' runs, one Rise per seed."""
     rises = []
-    for seed in seeds:
-        ev = evaluations(seed)
+    for ev in map_runs(evaluations, [(seed,) for seed in seeds]):
         low = min(range(len(ev)), key=lambda k: (ev[k].loss, k))
         best = max(range(low, len(ev)), key=lambda k: (ev[k].accuracy, -k))
         rises.append(Rise(ev[low], ev[best], ev[-1]))

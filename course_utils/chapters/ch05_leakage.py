@@ -22,6 +22,7 @@ from torch import nn
 
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
+from course_utils.infra.parallel import map_runs
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class LeakEffect:
 
 def leak_effect(leak: Callable[[int], dict[str, LeakRun]], seeds: Iterable[int]) -> LeakEffect:
     """Run `leak(seed)` (e.g. `normalisation_leak`) for every seed (chapter 5)."""
-    runs = tuple(leak(seed) for seed in seeds)
+    runs = tuple(map_runs(leak, [(seed,) for seed in seeds]))
     if not runs:
         raise ValueError("seeds must name at least one seed")
     return LeakEffect(runs)

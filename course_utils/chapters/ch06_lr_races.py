@@ -7,18 +7,18 @@ and medians with ranges (``text()``), and name the conclusions the chapter draws
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 from course_utils.chapters.ch06_lr_find import LR_FIND, LrSweep, lr_find
 from course_utils.chapters.over_seeds import SEEDS, Spread, ratios, tally
 from course_utils.engine.session import TrainConfig
+from course_utils.infra.parallel import runs
 from course_utils.chapters.ch06_simulator_seeds import TARGET, Watched, hits, on_seeds, watched
 
 
 # --- experiment 2: the LR range test over seeds ---------------------------------------------------
 
-@functools.lru_cache(maxsize=32)
+@runs(maxsize=32)
 def sweep(optimizer: str, seed: int) -> LrSweep:
     """The range test on the simulator's run (LR_FIND) with `optimizer` and `seed` (cached)."""
     return lr_find(replace(LR_FIND, optimizer=optimizer, seed=seed))
@@ -51,7 +51,7 @@ class Suggestions:
 
 def suggestions(optimizer: str, seeds=SEEDS) -> Suggestions:
     """Chapter 6: the range test of `optimizer` on each seed's run."""
-    return Suggestions(optimizer, tuple(sweep(optimizer, s) for s in seeds))
+    return Suggestions(optimizer, tuple(sweep.many((optimizer, s) for s in seeds)))
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,9 @@ def plateau(suggested: float, seeds=SEEDS, epochs: int = 5) -> Plateau:
     """Chapter 6: Adam at the suggestion, 30x off either way, and the default 0.01, on every seed."""
     labels = ("suggested / 30", "default", "suggested", "30x suggested")
     lrs = (suggested / 30, 0.01, suggested, suggested * 30)
-    runs = tuple(tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs)) for lr in lrs)
-    return Plateau(labels, lrs, epochs, runs)
+    n = len(seeds)
+    done = watched.many((c,) for lr in lrs for c in on_seeds(seeds, lr=lr, epochs=epochs))
+    return Plateau(labels, lrs, epochs, tuple(tuple(done[i * n:(i + 1) * n]) for i in range(len(lrs))))
 
 
 # --- experiment 3: SGD against Adam ---------------------------------------------------------------
@@ -129,7 +130,8 @@ class Race:
 def race(lrs: dict, seeds=SEEDS, epochs: int = 20, title: str = "") -> Race:
     """Race SGD and Adam, each at its lr in `lrs`, on every seed (chapter 6)."""
     configs = {name: on_seeds(seeds, optimizer=name, lr=lrs[name], epochs=epochs) for name in ("sgd", "adam")}
-    counts = {name: Spread(tuple(hits(c) for c in cs)) for name, cs in configs.items()}
+    done = hits.many((c,) for c in configs["sgd"] + configs["adam"])
+    counts = {"sgd": Spread(tuple(done[:len(seeds)])), "adam": Spread(tuple(done[len(seeds):]))}
     max_updates = configs["sgd"][0].arithmetic().total_weight_updates
     return Race(title or f"same lr {lrs['sgd']:g}", dict(lrs), epochs, max_updates, counts["sgd"], counts["adam"])
 
@@ -139,8 +141,11 @@ def fair_race(seeds=SEEDS, epochs: int = 20, sweep_seed: int | None = 0) -> Race
     if sweep_seed is not None:
         lrs = {name: sweep(name, sweep_seed).suggested for name in ("sgd", "adam")}
         return race(lrs, seeds, epochs, f"each at its range-test lr (the sweep of seed {sweep_seed})")
-    counts = {name: Spread(tuple(hits(TrainConfig(seed=s, optimizer=name, lr=sweep(name, s).suggested, epochs=epochs))
-                                 for s in seeds)) for name in ("sgd", "adam")}
+    names = ("sgd", "adam")
+    swept = dict(zip([(name, s) for name in names for s in seeds], sweep.many((name, s) for name in names for s in seeds)))
+    done = hits.many((TrainConfig(seed=s, optimizer=name, lr=swept[name, s].suggested, epochs=epochs),)
+                     for name in names for s in seeds)
+    counts = {name: Spread(tuple(done[i * len(seeds):(i + 1) * len(seeds)])) for i, name in enumerate(names)}
     max_updates = TrainConfig(epochs=epochs).arithmetic().total_weight_updates
     lrs = {name: None for name in ("sgd", "adam")}
     return Race("each at the range-test lr of its own seed's sweep", lrs, epochs, max_updates, counts["sgd"],

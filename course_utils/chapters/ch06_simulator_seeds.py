@@ -12,7 +12,6 @@ fails when one stops holding. Runs are cached by configuration, so cells that sh
 """
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ import torch
 from course_utils.chapters.ch08_arena import race_config
 from course_utils.engine.loop import EpochEvent, StepEvent, stream
 from course_utils.infra.notebook import one_thread
+from course_utils.infra.parallel import runs
 from course_utils.chapters.over_seeds import SEEDS, Spread, tally
 from course_utils.engine.session import TrainConfig, build
 
@@ -82,7 +82,7 @@ def dead_fraction(model: torch.nn.Module, inputs: torch.Tensor) -> float:
     return dead / units if units else 0.0
 
 
-@functools.lru_cache(maxsize=64)
+@runs(maxsize=64)
 def watched(config: TrainConfig) -> Watched:
     """Train `config` to the end (no memory meter) and record what chapter 6's experiments read (cached)."""
     config = replace(config, measure_memory=False)
@@ -105,7 +105,7 @@ def watched(config: TrainConfig) -> Watched:
     return Watched(config, tuple(losses), tuple(norms), tuple(epochs), dead_fraction(state.model, inputs), max_move)
 
 
-@functools.lru_cache(maxsize=128)
+@runs(maxsize=128)
 def hits(config: TrainConfig, target: float = TARGET) -> int | None:
     """Updates until validation accuracy first reaches `target`, checked after every update (cached)."""
     with one_thread():
@@ -175,7 +175,8 @@ class LrOne:
 
 def lr_one(seeds=SEEDS, lr: float = 1.0) -> LrOne:
     """Chapter 6, experiment 1: Adam at `lr` and at the default 0.01 on every seed."""
-    return LrOne(lr, tuple(watched(c) for c in on_seeds(seeds)), tuple(watched(c) for c in on_seeds(seeds, lr=lr)))
+    done = watched.many((c,) for c in on_seeds(seeds) + on_seeds(seeds, lr=lr))
+    return LrOne(lr, tuple(done[:len(seeds)]), tuple(done[len(seeds):]))
 
 
 # --- experiment 4: missing zero_grad --------------------------------------------------------------
@@ -229,8 +230,8 @@ class ZeroGrad:
 
 def zero_grad(seeds=SEEDS, **changes) -> ZeroGrad:
     """Chapter 6, experiment 4: missing zero_grad and the healthy run, on every seed."""
-    healthy = tuple(watched(c) for c in on_seeds(seeds, **changes))
-    bugged = tuple(watched(c) for c in on_seeds(seeds, bugs=("missing_zero_grad",), **changes))
+    both = watched.many((c,) for c in on_seeds(seeds, **changes) + on_seeds(seeds, bugs=("missing_zero_grad",), **changes))
+    healthy, bugged = tuple(both[:len(seeds)]), tuple(both[len(seeds):])
     return ZeroGrad(healthy, bugged)
 
 
@@ -320,8 +321,9 @@ class Schedules:
 
 def schedules(seeds=SEEDS, lr: float = 0.03, epochs: int = 20) -> Schedules:
     """Chapter 6, experiment 6: constant and cosine at `lr` for `epochs`, on every seed."""
-    return Schedules(lr, epochs, tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs)),
-                     tuple(watched(c) for c in on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine")))
+    both = watched.many((c,) for c in on_seeds(seeds, lr=lr, epochs=epochs)
+                        + on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine"))
+    return Schedules(lr, epochs, tuple(both[:len(seeds)]), tuple(both[len(seeds):]))
 
 
 def adam_step_under_growing_gradient(growth: float = 1.05, updates: int = 400) -> float:

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import seed_everything
+from course_utils.infra.parallel import map_runs
 
 SPIKE_AT, SCALE, MAX_NORM = 30, 1000.0, 2.5   # the wild batch's update, its input scale, the clipping threshold
 EPOCHS, BATCH = 6, 32                         # 384 examples: 12 updates per epoch, 72 in all
@@ -101,9 +102,10 @@ def _train(seed: int, optimizer: str, spike: bool, max_norm: float | None, split
 def spike_study(seeds=range(5)) -> dict[tuple[str, str, int], SpikeRun]:
     """Every optimizer x variant x seed: {(optimizer, variant, seed): run} (chapter 7, and its tests)."""
     splits = spiral_splits(384, 128, seed=0)
-    return {(name, variant, seed): spike_run(seed, name, variant.startswith("spike"),
-                                             MAX_NORM if variant.endswith("clipped") else None, splits)
-            for name in OPTIMIZERS for variant in VARIANTS for seed in seeds}
+    keys = [(name, variant, seed) for name in OPTIMIZERS for variant in VARIANTS for seed in seeds]
+    done = map_runs(spike_run, [(seed, name, variant.startswith("spike"), MAX_NORM if variant.endswith("clipped") else None,
+                                 splits) for name, variant, seed in keys])
+    return dict(zip(keys, done))
 
 
 def claims(study: dict[tuple[str, str, int], SpikeRun]) -> list[tuple[str, int, int]]:

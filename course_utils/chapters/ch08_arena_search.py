@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import multiprocessing
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from course_utils.chapters.ch08_arena import Challenge, Knobs, race
 from course_utils.engine.models import OPTIMIZERS
 from course_utils.engine.schedules import SCHEDULES
+from course_utils.infra.parallel import map_runs
 from course_utils.infra.storage import atomic_write_text
 
 SAVED = Path(__file__).with_name("results") / "arena_search.json"
@@ -91,10 +91,6 @@ def probe(challenge: Challenge, knobs: Knobs, budget: int) -> Probe:
                  r.final_acc, r.peak_memory)
 
 
-def _probe_args(args) -> Probe:
-    return probe(*args)
-
-
 @dataclass(frozen=True)
 class SearchResult:
     """Every probe of a search, best first, and the answer to "under `budget` updates?" (chapter 8)."""
@@ -153,17 +149,12 @@ class SearchResult:
         return cls(Challenge(**data["challenge"]), data["budget"], grid, tuple(Probe(**p) for p in data["probes"]))
 
 
-def search_under(challenge: Challenge = Challenge(), budget: int = 50, grid: Grid = FULL_GRID,
-                 processes: int = 1) -> SearchResult:
+def search_under(challenge: Challenge = Challenge(), budget: int = 50, grid: Grid = FULL_GRID) -> SearchResult:
     """Race every combination of `grid` for at most `budget` updates and rank them (chapter 8)."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be a whole number of updates >= 1, got {budget!r}")
     jobs = [(challenge, Knobs(b, o, lr, s, horizon_epochs(challenge, b, budget)), budget) for b, o, lr, s in grid]
-    if processes > 1:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
-            probes = pool.map(_probe_args, jobs, chunksize=8)
-    else:
-        probes = [_probe_args(job) for job in jobs]
+    probes = map_runs(probe, jobs)
     return SearchResult(challenge, budget, grid, tuple(sorted(probes, key=Probe.rank)))
 
 
@@ -174,7 +165,7 @@ def saved_search(path: Path = SAVED) -> SearchResult:
 
 def seeds_check(challenge: Challenge, knobs: Knobs, seeds, budget: int) -> list[int | None]:
     """The same knobs on other seeds (other data, init and order): is the count luck? (chapter 8)."""
-    return [probe(replace(challenge, seed=s), knobs, budget).updates_to_target for s in seeds]
+    return [p.updates_to_target for p in map_runs(probe, [(replace(challenge, seed=s), knobs, budget) for s in seeds])]
 
 
 def dump(result: SearchResult) -> str:
@@ -186,9 +177,8 @@ def dump(result: SearchResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Regenerate results/arena_search.json with the full grid (minutes)."""
-    processes = int(argv[0]) if argv else 2
-    result = search_under(processes=processes)
+    """Regenerate results/arena_search.json with the full grid (minutes; on every core, COURSE_WORKERS caps them)."""
+    result = search_under()
     atomic_write_text(SAVED, dump(result))
     print(result.text(10))
     return 0

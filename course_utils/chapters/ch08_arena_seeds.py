@@ -11,7 +11,6 @@ are printed in a cell nbval does not compare, marked as this machine's. So is ``
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 from course_utils.chapters.ch08_arena import Challenge, Knobs, RaceResult, _val_accuracy, race
@@ -19,13 +18,14 @@ from course_utils.chapters.ch08_arena_search import horizon_epochs, probe
 from course_utils.engine.arithmetic import examples_after
 from course_utils.engine.data import make_spiral
 from course_utils.infra.notebook import one_thread
+from course_utils.infra.parallel import map_runs, runs
 from course_utils.chapters.over_seeds import SEEDS, Spread, claims_text, tally
 from course_utils.engine.schedules import SCHEDULES
 
 HELD_OUT = (3000, 12345)      # fresh spiral points for the held-out check: how many, and their seed
 
 
-@functools.lru_cache(maxsize=256)
+@runs(maxsize=256)
 def to_target(challenge: Challenge, knobs: Knobs) -> RaceResult:
     """Race `knobs` on `challenge` until the target (or the epoch limit), on one thread (cached)."""
     with one_thread():
@@ -77,9 +77,17 @@ class Row:
         return f"{self.knobs.optimizer:<5} lr {self.knobs.lr:<5g} B={self.knobs.batch_size:<4} {hit}{examples}"
 
 
+def rows(challenge: Challenge, knobs: list[Knobs], seeds=SEEDS) -> list[Row]:
+    """Race each of `knobs` on every seed of `challenge` (chapter 8): all the races side by side."""
+    challenges = _on(challenge, seeds)
+    done = to_target.many((c, k) for k in knobs for c in challenges)
+    n = len(challenges)
+    return [Row(k, challenge.n_train, tuple(done[i * n:(i + 1) * n])) for i, k in enumerate(knobs)]
+
+
 def row(challenge: Challenge, knobs: Knobs, seeds=SEEDS) -> Row:
     """Race `knobs` on every seed of `challenge` (chapter 8)."""
-    return Row(knobs, challenge.n_train, tuple(to_target(c, knobs) for c in _on(challenge, seeds)))
+    return rows(challenge, [knobs], seeds)[0]
 
 
 # --- batch size at a fixed learning rate ----------------------------------------------------------
@@ -129,7 +137,7 @@ class BatchTrade:
 def batch_trade(challenge: Challenge = Challenge(), batches=(16, 64, 300), optimizer: str = "adam",
                 lr: float = 0.03, seeds=SEEDS) -> BatchTrade:
     """Chapter 8: the same optimizer and lr at several batch sizes, raced to the target on every seed."""
-    return BatchTrade(tuple(row(challenge, Knobs(b, optimizer, lr), seeds) for b in batches))
+    return BatchTrade(tuple(rows(challenge, [Knobs(b, optimizer, lr) for b in batches], seeds)))
 
 
 # --- batch size and learning rate go together -----------------------------------------------------
@@ -176,8 +184,8 @@ class Scaling:
 
 def scaling(challenge: Challenge = Challenge(), seeds=SEEDS) -> Scaling:
     """Chapter 8: does the learning rate have to follow the batch size? SGD and Adam, 32 -> 128."""
-    sgd, adam = ([row(challenge, Knobs(b, o, lr), seeds) for o, b, lr in group] for group in SCALING)
-    return Scaling(tuple(sgd), tuple(adam))
+    done = rows(challenge, [Knobs(b, o, lr) for group in SCALING for o, b, lr in group], seeds)
+    return Scaling(tuple(done[:len(SCALING[0])]), tuple(done[len(SCALING[0]):]))
 
 
 # --- schedules within the 50-update budget ---------------------------------------------------------
@@ -221,8 +229,10 @@ class ScheduleRace:
 def schedule_race(challenge: Challenge, knobs: Knobs, budget: int = 50, seeds=SEEDS) -> ScheduleRace:
     """Chapter 8: every schedule at `knobs`, epochs sized to the budget as in the search, on every seed."""
     epochs = horizon_epochs(challenge, knobs.batch_size, budget)
-    counts = {s: Spread(tuple(probe(c, replace(knobs, schedule=s, epochs=epochs), budget).updates_to_target
-                              for c in _on(challenge, seeds))) for s in SCHEDULES}
+    challenges = _on(challenge, seeds)
+    done = map_runs(probe, [(c, replace(knobs, schedule=s, epochs=epochs), budget) for s in SCHEDULES for c in challenges])
+    n = len(challenges)
+    counts = {s: Spread(tuple(p.updates_to_target for p in done[i * n:(i + 1) * n])) for i, s in enumerate(SCHEDULES)}
     return ScheduleRace(replace(knobs, epochs=epochs), budget, counts)
 
 
@@ -270,14 +280,18 @@ def held_out(challenge: Challenge, knobs: Knobs, budget: int = 50, seeds=SEEDS, 
              data_seed: int = HELD_OUT[1]) -> HeldOut:
     """Chapter 8: race `knobs` for `budget` updates on every seed, scoring `n` fresh spiral points at the first
     hit of the target and at the end."""
-    x, y = make_spiral(n, 3, challenge.noise, data_seed).tensors
-    hits, at_hit, at_end = [], [], []
-    for c in _on(challenge, seeds):
-        seen: list = []
-        with one_thread():
-            r = race(c, knobs, max_updates=budget,
-                     at_hit=lambda model: seen.append((model, _val_accuracy(model, x, y))))
-        hits.append(r.updates_to_target)
-        at_hit.append(seen[0][1] if seen else None)
-        at_end.append(_val_accuracy(seen[0][0], x, y) if seen else None)   # the same model, after the last update
-    return HeldOut(knobs, challenge.target, budget, n, tuple(hits), tuple(at_hit), tuple(at_end))
+    fresh = make_spiral(n, 3, challenge.noise, data_seed)
+    hits, at_hit, at_end = zip(*map_runs(_scored_on, [(c, knobs, budget, fresh) for c in _on(challenge, seeds)]))
+    return HeldOut(knobs, challenge.target, budget, n, hits, at_hit, at_end)
+
+
+def _scored_on(challenge: Challenge, knobs: Knobs, budget: int, fresh) -> tuple:
+    """One seed of `held_out`: (first update at the target, accuracy on `fresh` then, and after the budget)."""
+    x, y = fresh.tensors
+    seen: list = []
+    with one_thread():
+        r = race(challenge, knobs, max_updates=budget,
+                 at_hit=lambda model: seen.append((model, _val_accuracy(model, x, y))))
+    if not seen:
+        return r.updates_to_target, None, None
+    return r.updates_to_target, seen[0][1], _val_accuracy(seen[0][0], x, y)   # the same model, after the last update
