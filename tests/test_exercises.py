@@ -116,6 +116,39 @@ def test_the_untouched_stub_is_not_counted_and_says_so():
         assert "still raises NotImplementedError: it is the stub" in verdict.message, verdict.message
 
 
+def test_the_stub_is_told_without_running_it_and_only_the_stub():
+    """An untouched stub is recognised from its code (no torch warm-up for it): the verdict is the one running
+    it gives; code that does anything besides raising NotImplementedError is run as an attempt."""
+    from course_utils.exercises.core import _untouched_stub
+
+    def stub(model, loader, loss_fn):
+        """A docstring is allowed."""
+        raise NotImplementedError("write it")
+
+    def guarded(model, loader, loss_fn):
+        if model is None:
+            raise NotImplementedError
+        return 0.0
+
+    def prints_first(model, loader, loss_fn):
+        print("hello")
+        raise NotImplementedError
+
+    class HalfDone(torch.utils.data.Dataset):
+        def __init__(self, series, window):
+            self.series = series
+
+        def __len__(self):
+            raise NotImplementedError
+
+    assert _untouched_stub(stub) and not _untouched_stub(guarded) and not _untouched_stub(prints_first)
+    assert not _untouched_stub(HalfDone) and not _untouched_stub(lambda x: x) and not _untouched_stub(len)
+    short = judge("evaluate", stub)
+    wrapped = judge("evaluate", lambda model, loader, loss_fn: stub(model, loader, loss_fn))   # runs, then raises
+    assert short == wrapped and not short.counted
+    assert "part of it is still the stub" in judge("SlidingWindows", HalfDone).message
+
+
 def test_an_exception_is_explained_with_the_line_not_a_traceback():
     def updates_per_epoch(N, B, K, drop_last=False):
         batches = N // B

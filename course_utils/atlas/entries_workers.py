@@ -124,7 +124,7 @@ ENTRIES = (
                     time.sleep($load)  # e.g. a read from a slow network drive
                     return torch.zeros(2)
 
-            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=4 * $load)
+            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=10 * $load)
             batch = next(iter(loader))
             shown = tuple(batch.shape)
         """),
@@ -132,7 +132,7 @@ ENTRIES = (
               "workers, then gives up. Set it well above the slowest batch (or leave the default 0, wait "
               "forever), and if a worker is really stuck find out where (a deadlock, a hung read).",
         expect="RuntimeError",
-        params=({"load": 1.2, "timeout": 1}, {"load": 0.6, "timeout": 0.4}),
+        params=({"load": 0.3, "timeout": 0.1}, {"load": 0.2, "timeout": 0.05}),
         sources=("https://github.com/pytorch/pytorch/issues/33296",
                  "https://github.com/pytorch/pytorch/issues/43502",
                  "https://github.com/MPI-Dortmund/tomotwin-cryoet/pull/57"),

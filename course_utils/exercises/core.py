@@ -37,6 +37,7 @@ Rules every check follows (issue 32), and the helpers that implement them, for a
 """
 from __future__ import annotations
 
+import dis
 import html
 import inspect
 import re
@@ -129,8 +130,10 @@ class Exercise:
             torch.set_num_threads(threads)
 
     def _run(self, functions: tuple) -> Verdict:
-        _warm_torch()
         attempt = Attempt(self, functions)
+        if all(_untouched_stub(fn) for fn in functions):   # said at once: warming torch would be wasted on it
+            return self._failed(_stub_fail(self.names[0]), attempt)
+        _warm_torch()
         summary = ""
         try:
             with torch.random.fork_rng(devices=[]), time_limit(self.time_limit) as deadline:  # see limits.py
@@ -267,8 +270,7 @@ class Attempt:
         except NotImplementedError:
             name = name or self.exercise.names[0]
             if self.calls == 1:     # nothing written yet: not an attempt
-                raise Fail(f"`{name}` still raises NotImplementedError: it is the stub. Write your code in its "
-                           "place, run that cell, then run this one again.", counted=False) from None
+                raise _stub_fail(name) from None
             raise Fail(f"`{name}` raises NotImplementedError for this case: part of it is still the stub.",
                        "Replace every `raise NotImplementedError` with code.") from None
         except TimeUp:
@@ -286,6 +288,25 @@ class Attempt:
                        f"{'off' if grad_mode else 'on'} for everything that runs next (torch.set_grad_enabled is "
                        "global).", "Use `with torch.no_grad():` around the loop, so it switches back by itself.")
         return result
+
+
+def _stub_fail(name: str) -> Fail:
+    return Fail(f"`{name}` still raises NotImplementedError: it is the stub. Write your code in its place, run "
+                "that cell, then run this one again.", counted=False)
+
+
+# What `raise NotImplementedError` (or `raise NotImplementedError("...")`, a docstring above it) compiles to, on
+# every supported Python: loading the name, perhaps calling it, raising. Anything else is code the learner wrote.
+_STUB_OPS = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "PUSH_NULL", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_CONST",
+             "PRECALL", "CALL", "RAISE_VARARGS"}
+
+
+def _untouched_stub(fn: object) -> bool:
+    """Is `fn` (a function, or a class, method by method) nothing but `raise NotImplementedError`?"""
+    codes = _code_objects(fn)
+    return bool(codes) and all(
+        code.co_names == ("NotImplementedError",)
+        and {i.opname for i in dis.get_instructions(code)} <= _STUB_OPS for code in codes)
 
 
 def _code_objects(fn: object) -> list:
