@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -175,14 +176,13 @@ for name, generator in [("no generator", None), ("its own generator", torch.Gene
 # state in memory, and a second thread serialises and writes it. A `--resume` that finds checkpoints and can
 # use none of them stops (exit code 2) instead of starting over: it sets them aside and says why.
 #
-# The experiment: the same configuration twice. Once uninterrupted. Once as a separate process
-# (`python -m course_utils.train`), killed with `SIGKILL` as soon as a checkpoint is on disk (mid-epoch),
-# then resumed.
+# The experiment: the same configuration twice, side by side. Once as a separate process
+# (`python -m course_utils.train`), which a watching thread kills with `SIGKILL` as soon as a checkpoint is
+# on disk (mid-epoch); meanwhile once in this kernel, uninterrupted. Then the killed run is resumed.
 
 # %%
 CONFIG = dict(epochs=3, n_train=300, n_val=150, batch_size=16, accum_steps=2, dropout=0.1, optimizer="adamw",
               schedule="onecycle", checkpoint_every=3)
-whole, _ = quiet_fit(out=str(RUNS / "whole"), **CONFIG)
 
 
 def kill_once_checkpointed(process, folder):
@@ -207,7 +207,9 @@ env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd().parent
 process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "cut"), *flags],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 checkpoints = RUNS / "cut" / "checkpoints"
-print("the second run was killed:", kill_once_checkpointed(process, checkpoints) == -signal.SIGKILL)
+watcher = ThreadPoolExecutor(1).submit(kill_once_checkpointed, process, checkpoints)   # at its first checkpoint
+whole, _ = quiet_fit(out=str(RUNS / "whole"), **CONFIG)             # meanwhile, in this kernel: never interrupted
+print("the second run was killed:", watcher.result() == -signal.SIGKILL)
 print("a checkpoint was on disk:", bool(list(checkpoints.glob("last-*.pt"))))
 print("it had not finished:", not (RUNS / "cut" / "model.pt").exists())
 
@@ -1455,12 +1457,13 @@ from course_utils.production.cli import main as train_main
 
 SHAPES = ["--task", "shapes", "--epochs", "2", "--checkpoint-every", "40", "--workers", "2", "--threads", "1",
           "--no-progress", "--no-tensorboard"]
-with contextlib.redirect_stdout(io.StringIO()):
-    shapes_whole = fit(FitConfig(out=str(RUNS / "shapes-whole"), task="shapes", epochs=2, checkpoint_every=40,
-                                 workers=2, threads=1, progress=False))
 process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out", str(RUNS / "shapes-cut"), *SHAPES],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-killed = kill_once_checkpointed(process, RUNS / "shapes-cut" / "checkpoints") == -signal.SIGKILL
+watcher = ThreadPoolExecutor(1).submit(kill_once_checkpointed, process, RUNS / "shapes-cut" / "checkpoints")
+with contextlib.redirect_stdout(io.StringIO()):      # meanwhile, in this kernel: never interrupted
+    shapes_whole = fit(FitConfig(out=str(RUNS / "shapes-whole"), task="shapes", epochs=2, checkpoint_every=40,
+                                 workers=2, threads=1, progress=False))
+killed = watcher.result() == -signal.SIGKILL
 print("killed before the end:", killed and not (RUNS / "shapes-cut" / "model.pt").exists())
 # the same command, run in this process (a warning, if the kill landed mid-save, is kept with what it said)
 with contextlib.redirect_stdout(io.StringIO()) as said, warnings.catch_warnings(record=True):
