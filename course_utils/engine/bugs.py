@@ -164,8 +164,9 @@ _ENTRIES = [
         "ones average out). Plain SGD then acts like momentum that never decays: at a small lr it "
         "may even learn faster at first, then the loss oscillates; at a larger lr it swings far above the "
         "healthy run's (without reaching NaN in chapter 5's exhibit). Adam does not "
-        "explode (it normalises each update to about lr) but follows stale gradients: the loss stalls and "
-        "wanders, validation accuracy stays far below the healthy run's.",
+        "explode (it normalises each update to about lr) but follows stale gradients: the loss stops falling "
+        "and climbs back (above its first epoch's in chapter 5's runs), validation accuracy stays far below the "
+        "healthy run's.",
         "Call optimizer.zero_grad() once per update, before the next backward()."),
     Bug("zero_grad_after_backward", "zero_grad between backward and step", "zero_grad", "after:backward",
         "The update never sees a gradient: zero_grad() (set_to_none=True) leaves every .grad None and "

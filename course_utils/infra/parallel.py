@@ -81,8 +81,11 @@ def map_runs(fn: Callable, calls: Iterable[tuple]) -> list:
         # Python 3.12+ warns that forking a process with threads (a Jupyter kernel has some) may deadlock the
         # child should it take a lock another thread held; a child here only computes and returns its result.
         warnings.simplefilter("ignore", DeprecationWarning)
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_start_child) as pool:
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_start_child)
+        try:
             return list(pool.map(_call, [fn] * len(calls), calls))
+        finally:   # stopped (an interrupt, an error): the runs not started are dropped, those in flight finish
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def runs(maxsize: int | None = 256) -> Callable[[Callable], Callable]:

@@ -1668,8 +1668,9 @@ quiz(7)
 #   the big batch for a per-example mean loss; a token loss over padded sequences needs the window's real
 #   tokens as the divisor. bf16 needs no GradScaler; fp16's scaler guards the gradients, not a forward value
 #   above 65,504, and a first step it skips makes a harmless scheduler warning.
-# - Log the pre-clip norm, and clip a few times above its typical value: a spike throws SGD far away and
-#   stalls Adam; clipping above the ordinary norms changes nothing else. Guard against NaN before `step()`,
+# - Log the pre-clip norm, and clip a few times above its typical value: a spike throws SGD far away (momentum
+#   carries it on) and damps Adam's next steps (its second moment jumps); clipping above the ordinary norms
+#   changes nothing else. Guard against NaN before `step()`,
 #   leaving fp16 overflows to the scaler. Step each scheduler at its cadence.
 # - Scale out with `torchrun` and DDP: `no_sync` inside each accumulation window (one all-reduce per update),
 #   B·K·W examples per update (size the LR for it), rank 0 alone writes, same weights on every rank.
