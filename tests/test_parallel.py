@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_utils.infra import parallel
-from course_utils.infra.parallel import map_runs, runs, workers
+from course_utils.infra.parallel import in_groups, map_runs, runs, workers
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                                 reason="runs are forked side by side on Linux with two cores or more")
@@ -105,3 +105,11 @@ def test_many_fills_the_cache_that_single_calls_read():
     counted.many([(10,), (11,), (12,), (13,)])              # maxsize 4: the oldest make way
     counted(0)
     assert CALLS == [3, 0]
+
+
+def test_in_groups_gives_back_the_rows_of_a_product():
+    assert in_groups([1, 2, 3, 4, 5, 6], 3) == [[1, 2, 3], [4, 5, 6]]
+    assert in_groups([], 5) == []
+    for results, size in (([1, 2, 3], 2), ([1], 0)):
+        with pytest.raises(ValueError, match="do not make groups"):
+            in_groups(results, size)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from course_utils.chapters.ch06_lr_find import LR_FIND, LrSweep, lr_find
 from course_utils.chapters.over_seeds import SEEDS, Spread, ratios, tally
 from course_utils.engine.session import TrainConfig
-from course_utils.infra.parallel import runs
+from course_utils.infra.parallel import in_groups, runs
 from course_utils.chapters.ch06_simulator_seeds import TARGET, Watched, hits, on_seeds, watched
 
 
@@ -89,9 +89,8 @@ def plateau(suggested: float, seeds=SEEDS, epochs: int = 5) -> Plateau:
     """Chapter 6: Adam at the suggestion, 30x off either way, and the default 0.01, on every seed."""
     labels = ("suggested / 30", "default", "suggested", "30x suggested")
     lrs = (suggested / 30, 0.01, suggested, suggested * 30)
-    n = len(seeds)
     done = watched.many((c,) for lr in lrs for c in on_seeds(seeds, lr=lr, epochs=epochs))
-    return Plateau(labels, lrs, epochs, tuple(tuple(done[i * n:(i + 1) * n]) for i in range(len(lrs))))
+    return Plateau(labels, lrs, epochs, tuple(tuple(group) for group in in_groups(done, len(seeds))))
 
 
 # --- experiment 3: SGD against Adam ---------------------------------------------------------------
@@ -130,8 +129,8 @@ class Race:
 def race(lrs: dict, seeds=SEEDS, epochs: int = 20, title: str = "") -> Race:
     """Race SGD and Adam, each at its lr in `lrs`, on every seed (chapter 6)."""
     configs = {name: on_seeds(seeds, optimizer=name, lr=lrs[name], epochs=epochs) for name in ("sgd", "adam")}
-    done = hits.many((c,) for c in configs["sgd"] + configs["adam"])
-    counts = {"sgd": Spread(tuple(done[:len(seeds)])), "adam": Spread(tuple(done[len(seeds):]))}
+    sgd, adam = in_groups(hits.many((c,) for c in configs["sgd"] + configs["adam"]), len(seeds))
+    counts = {"sgd": Spread(tuple(sgd)), "adam": Spread(tuple(adam))}
     max_updates = configs["sgd"][0].arithmetic().total_weight_updates
     return Race(title or f"same lr {lrs['sgd']:g}", dict(lrs), epochs, max_updates, counts["sgd"], counts["adam"])
 
@@ -142,10 +141,10 @@ def fair_race(seeds=SEEDS, epochs: int = 20, sweep_seed: int | None = 0) -> Race
         lrs = {name: sweep(name, sweep_seed).suggested for name in ("sgd", "adam")}
         return race(lrs, seeds, epochs, f"each at its range-test lr (the sweep of seed {sweep_seed})")
     names = ("sgd", "adam")
-    swept = dict(zip([(name, s) for name in names for s in seeds], sweep.many((name, s) for name in names for s in seeds)))
-    done = hits.many((TrainConfig(seed=s, optimizer=name, lr=swept[name, s].suggested, epochs=epochs),)
-                     for name in names for s in seeds)
-    counts = {name: Spread(tuple(done[i * len(seeds):(i + 1) * len(seeds)])) for i, name in enumerate(names)}
+    pairs = [(name, s) for name in names for s in seeds]
+    lr_of = {pair: swept.suggested for pair, swept in zip(pairs, sweep.many(pairs))}
+    done = hits.many((TrainConfig(seed=s, optimizer=name, lr=lr_of[name, s], epochs=epochs),) for name, s in pairs)
+    counts = {name: Spread(tuple(group)) for name, group in zip(names, in_groups(done, len(seeds)))}
     max_updates = TrainConfig(epochs=epochs).arithmetic().total_weight_updates
     lrs = {name: None for name in ("sgd", "adam")}
     return Race("each at the range-test lr of its own seed's sweep", lrs, epochs, max_updates, counts["sgd"],

@@ -21,7 +21,7 @@ import torch
 from course_utils.chapters.ch08_arena import race_config
 from course_utils.engine.loop import EpochEvent, StepEvent, stream
 from course_utils.infra.notebook import one_thread
-from course_utils.infra.parallel import runs
+from course_utils.infra.parallel import in_groups, runs
 from course_utils.chapters.over_seeds import SEEDS, Spread, tally
 from course_utils.engine.session import TrainConfig, build
 
@@ -175,8 +175,8 @@ class LrOne:
 
 def lr_one(seeds=SEEDS, lr: float = 1.0) -> LrOne:
     """Chapter 6, experiment 1: Adam at `lr` and at the default 0.01 on every seed."""
-    done = watched.many((c,) for c in on_seeds(seeds) + on_seeds(seeds, lr=lr))
-    return LrOne(lr, tuple(done[:len(seeds)]), tuple(done[len(seeds):]))
+    good, bad = in_groups(watched.many((c,) for c in on_seeds(seeds) + on_seeds(seeds, lr=lr)), len(seeds))
+    return LrOne(lr, tuple(good), tuple(bad))
 
 
 # --- experiment 4: missing zero_grad --------------------------------------------------------------
@@ -230,8 +230,8 @@ class ZeroGrad:
 
 def zero_grad(seeds=SEEDS, **changes) -> ZeroGrad:
     """Chapter 6, experiment 4: missing zero_grad and the healthy run, on every seed."""
-    both = watched.many((c,) for c in on_seeds(seeds, **changes) + on_seeds(seeds, bugs=("missing_zero_grad",), **changes))
-    healthy, bugged = tuple(both[:len(seeds)]), tuple(both[len(seeds):])
+    configs = on_seeds(seeds, **changes) + on_seeds(seeds, bugs=("missing_zero_grad",), **changes)
+    healthy, bugged = (tuple(group) for group in in_groups(watched.many((c,) for c in configs), len(seeds)))
     return ZeroGrad(healthy, bugged)
 
 
@@ -321,9 +321,9 @@ class Schedules:
 
 def schedules(seeds=SEEDS, lr: float = 0.03, epochs: int = 20) -> Schedules:
     """Chapter 6, experiment 6: constant and cosine at `lr` for `epochs`, on every seed."""
-    both = watched.many((c,) for c in on_seeds(seeds, lr=lr, epochs=epochs)
-                        + on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine"))
-    return Schedules(lr, epochs, tuple(both[:len(seeds)]), tuple(both[len(seeds):]))
+    configs = on_seeds(seeds, lr=lr, epochs=epochs) + on_seeds(seeds, lr=lr, epochs=epochs, schedule="cosine")
+    constant, cosine = in_groups(watched.many((c,) for c in configs), len(seeds))
+    return Schedules(lr, epochs, tuple(constant), tuple(cosine))
 
 
 def adam_step_under_growing_gradient(growth: float = 1.05, updates: int = 400) -> float:

@@ -103,8 +103,9 @@ def spike_study(seeds=range(5)) -> dict[tuple[str, str, int], SpikeRun]:
     """Every optimizer x variant x seed: {(optimizer, variant, seed): run} (chapter 7, and its tests)."""
     splits = spiral_splits(384, 128, seed=0)
     keys = [(name, variant, seed) for name in OPTIMIZERS for variant in VARIANTS for seed in seeds]
-    done = map_runs(spike_run, [(seed, name, variant.startswith("spike"), MAX_NORM if variant.endswith("clipped") else None,
-                                 splits) for name, variant, seed in keys])
+    done = map_runs(spike_run, [(seed, name, variant.startswith("spike"),
+                                 MAX_NORM if variant.endswith("clipped") else None, splits)
+                                for name, variant, seed in keys])
     return dict(zip(keys, done))
 
 

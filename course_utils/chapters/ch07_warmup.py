@@ -15,7 +15,7 @@ from course_utils.chapters.over_seeds import SEEDS
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import one_thread
-from course_utils.infra.parallel import map_runs
+from course_utils.infra.parallel import in_groups, map_runs
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def warmup_effect(seeds=SEEDS, warmups=(10, 40), lr: float = 0.3) -> list[str]:
     """Chapter 7: what a warmup changes at lr 0.3, counted on `seeds` (the early blow-up, the final loss)."""
     n = len(seeds)
     done = map_runs(warmup_run, [(s, w, lr) for w in (0, *warmups) for s in seeds])
-    runs = {w: done[i * n:(i + 1) * n] for i, w in enumerate((0, *warmups))}
+    runs = dict(zip((0, *warmups), in_groups(done, n)))
     lines = [f"Adam at lr {lr:g}, 200 updates of 32, {n} seeds; largest batch loss of the first 20 updates:",
              f"  no warmup:              above 10 on {sum(r.early_max > 10 for r in runs[0])} of {n}"]
     lines += [f"  warmup of {w:>2} updates:   below 3 on {sum(r.early_max < 3 for r in runs[w])} of {n}" for w in warmups]

@@ -18,7 +18,7 @@ from course_utils.chapters.ch08_arena_search import horizon_epochs, probe
 from course_utils.engine.arithmetic import examples_after
 from course_utils.engine.data import make_spiral
 from course_utils.infra.notebook import one_thread
-from course_utils.infra.parallel import map_runs, runs
+from course_utils.infra.parallel import in_groups, map_runs, runs
 from course_utils.chapters.over_seeds import SEEDS, Spread, claims_text, tally
 from course_utils.engine.schedules import SCHEDULES
 
@@ -81,8 +81,7 @@ def rows(challenge: Challenge, knobs: list[Knobs], seeds=SEEDS) -> list[Row]:
     """Race each of `knobs` on every seed of `challenge` (chapter 8): all the races side by side."""
     challenges = _on(challenge, seeds)
     done = to_target.many((c, k) for k in knobs for c in challenges)
-    n = len(challenges)
-    return [Row(k, challenge.n_train, tuple(done[i * n:(i + 1) * n])) for i, k in enumerate(knobs)]
+    return [Row(k, challenge.n_train, tuple(group)) for k, group in zip(knobs, in_groups(done, len(challenges)))]
 
 
 def row(challenge: Challenge, knobs: Knobs, seeds=SEEDS) -> Row:
@@ -230,9 +229,10 @@ def schedule_race(challenge: Challenge, knobs: Knobs, budget: int = 50, seeds=SE
     """Chapter 8: every schedule at `knobs`, epochs sized to the budget as in the search, on every seed."""
     epochs = horizon_epochs(challenge, knobs.batch_size, budget)
     challenges = _on(challenge, seeds)
-    done = map_runs(probe, [(c, replace(knobs, schedule=s, epochs=epochs), budget) for s in SCHEDULES for c in challenges])
-    n = len(challenges)
-    counts = {s: Spread(tuple(p.updates_to_target for p in done[i * n:(i + 1) * n])) for i, s in enumerate(SCHEDULES)}
+    done = map_runs(probe, [(c, replace(knobs, schedule=s, epochs=epochs), budget)
+                            for s in SCHEDULES for c in challenges])
+    counts = {s: Spread(tuple(p.updates_to_target for p in group))
+              for s, group in zip(SCHEDULES, in_groups(done, len(challenges)))}
     return ScheduleRace(replace(knobs, epochs=epochs), budget, counts)
 
 

@@ -88,6 +88,13 @@ def map_runs(fn: Callable, calls: Iterable[tuple]) -> list:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def in_groups(results: list, size: int) -> list[list]:
+    """`results` cut into consecutive groups of `size`: a product of runs (say, lrs x seeds) back into its rows."""
+    if size < 1 or len(results) % size:
+        raise ValueError(f"{len(results)} results do not make groups of {size}")
+    return [results[i:i + size] for i in range(0, len(results), size)]
+
+
 def runs(maxsize: int | None = 256) -> Callable[[Callable], Callable]:
     """Like ``functools.lru_cache(maxsize)``, for a pure run function, plus ``.many(calls)``: the results for
     many argument tuples in the order asked, the ones not cached yet computed together by ``map_runs``."""
