@@ -8,8 +8,8 @@ those of the same calls one after another (``tests/test_parallel.py`` compares t
 notebooks print the same): nothing a run computes depends on what ran before it in the process.
 
 Forked processes only where forking is safe and cheap: on Linux, where the child starts with the kernel's
-torch already imported (about 10 ms a process instead of the ~2.5 s a fresh interpreter spends importing
-torch). Elsewhere (macOS and Windows start processes with spawn), on one core, inside a run that is itself
+torch already imported (a pool of two cost 35-60 ms, measured in a kernel with chapter 7's libraries loaded,
+where a fresh interpreter spends ~2.5 s importing torch). Elsewhere (macOS and Windows start processes with spawn), on one core, inside a run that is itself
 in a child, or with ``COURSE_WORKERS=1`` in the environment, the runs go one after another. ``COURSE_WORKERS=N``
 caps the processes at N.
 """
