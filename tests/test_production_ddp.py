@@ -130,3 +130,19 @@ def task_run(out: Path, flags: list[str]) -> subprocess.CompletedProcess:
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_torchrun_rank_leaves_without_pythons_teardown_and_keeps_its_exit_code(world_size):
+    """exit_process: under torchrun (WORLD_SIZE > 1) no atexit handler runs (so no gloo thread can meet a Python
+    that is shutting down), yet what was printed is flushed and the code is kept; alone, a normal exit."""
+    script = ("import atexit, sys\n"
+              "from course_utils.production.cli import exit_process\n"
+              "atexit.register(lambda: print('teardown ran'))\n"
+              "sys.stdout.write('written before the exit')\n"
+              "exit_process(3)\n")
+    env = {**os.environ, "WORLD_SIZE": world_size, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 3
+    assert done.stdout.startswith("written before the exit")
+    assert ("teardown ran" in done.stdout) == (world_size == "1")

@@ -1,6 +1,4 @@
 """`python -m course_utils.production`: the same command line as `python -m course_utils.train`."""
-import sys
+from course_utils.production.cli import exit_process, main
 
-from course_utils.production.cli import main
-
-sys.exit(main())
+exit_process(main())

@@ -15,9 +15,11 @@ or belongs to another run, or a run that diverged: one line, exit code 1.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import warnings
+from typing import NoReturn
 
 from course_utils.engine.models import OPTIMIZERS
 from course_utils.production.config import AMP_MODES, DEVICES, SPIRAL_FIELDS, FitConfig
@@ -139,6 +141,24 @@ def config_from_args(argv: list[str] | None = None) -> FitConfig:
         raise UsageError("--" + name.replace("_", "-") + " " + message.split(" ", 1)[1]) from None
 
 
+def exit_process(code: int) -> NoReturn:
+    """End a command-line run with `code`; a rank under torchrun skips Python's own teardown (chapter 7).
+
+    Why: a gloo worker thread can still hold the last reference to a finished collective (the last barrier keeps
+    the ones before it) when the main thread returns, and releasing it needs the GIL. If Python has begun to
+    shut down by then, the thread is stopped inside a C++ destructor and the process aborts ("terminate called
+    without an active exception", exit -6) after the run completed: 2 of 87 launches of chapter 7's torchrun
+    cell on 2 busy cores (the backtrace read from a core dump). Destroying the process group does not join those
+    threads once a DDP model was built: torch keeps the group alive until exit. Everything a run writes is on
+    disk before this point, so the rank flushes its streams and leaves with os._exit, which runs no destructor."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the trainer; returns the exit code (0 done, 1 refused or diverged, 2 bad usage or nothing to resume)."""
     try:
@@ -165,4 +185,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
