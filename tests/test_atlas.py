@@ -149,3 +149,28 @@ def test_five_real_reports_not_used_to_build_it():
         assert found.closest[0].id == want
         results.append(found.best is not None)
     assert sum(results) >= 4
+
+
+def test_older_torchs_wording_finds_the_entry_from_threads_that_are_not_its_sources():
+    """Learners paste what their torch printed. An entry's `older` wordings come from its own sources; these
+    messages, from other threads (other shapes, other dtypes, another kernel's name), must still find it first."""
+    others = [
+        ("https://github.com/open-mmlab/mmsegmentation/issues/3055", "cross-entropy-mask-with-channel",
+         "RuntimeError: only batches of spatial targets supported (3D tensors) but got targets of size: : "
+         "[2, 256, 256, 3]"),
+        ("https://github.com/thuml/Transfer-Learning-Library/issues/98", "cross-entropy-mask-with-channel",
+         "RuntimeError: 1only batches of spatial targets supported (3D tensors) but got targets of size: : "
+         "[2, 432, 778, 3]"),
+        ("https://github.com/Thunderbeee/ZSCL/issues/6", "cross-entropy-target-dtype",
+         "RuntimeError: Expected object of scalar type Long but got scalar type Float for argument #2 'target' in "
+         "call to _thnn_nll_loss_forward"),
+        ("https://github.com/dumitrescustefan/Romanian-Transformers/pull/6", "cross-entropy-target-dtype",
+         "RuntimeError: Expected object of scalar type Long but got scalar type Int for argument #2 'target'"),
+    ]
+    sources = {s for e in ENTRIES for s in e.sources}
+    for url, want, text in others:
+        assert url not in sources
+        assert lookup(text).best is not None and lookup(text).best.id == want, (url, lookup(text).closest)
+    for entry in ENTRIES:                  # an older wording is the entry's own, never closer to another entry
+        for message in entry.older:
+            assert lookup(message).best.id == entry.id, (entry.id, message)

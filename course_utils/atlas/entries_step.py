@@ -152,7 +152,10 @@ ENTRIES = (
         params=({"dtype": "float32"}, {"dtype": "int32"}),
         sources=("https://github.com/milesial/Pytorch-UNet/issues/93",
                  "https://github.com/pytorch/pytorch/issues/103813",
-                 "https://github.com/jfzhang95/pytorch-video-recognition/issues/71"),
+                 "https://github.com/jfzhang95/pytorch-video-recognition/issues/71",
+                 "https://github.com/qubvel-org/segmentation_models.pytorch/issues/197"),
+        older=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
+               "_thnn_nll_loss2d_forward",),
     ),
     Entry(
         id="cross-entropy-target-2d", stage="step", chapter=3,
@@ -174,6 +177,58 @@ ENTRIES = (
         sources=("https://github.com/Vidhiwar/multimodule-ecg-classification/issues/4",
                  "https://github.com/pytorch/pytorch/issues/3670",
                  "https://github.com/DeepRank/deeprank/issues/28"),
+    ),
+    Entry(
+        id="cross-entropy-mask-with-channel", stage="step", chapter=3,
+        title="a segmentation mask kept with a channel dimension, (N, 1, H, W) or (N, H, W, 3), for cross_entropy",
+        code="torch.manual_seed(0)\n"
+             "logits = nn.Conv2d(3, $classes, 1)(torch.randn($batch, 3, $size, $size))   # (N, C, H, W)\n"
+             "mask = torch.randint(0, $classes, ($batch, 1, $size, $size))   # a grayscale mask loaded as an image\n"
+             "loss = F.cross_entropy(logits, mask)",
+        fix="torch.manual_seed(0)\n"
+            "logits = nn.Conv2d(3, $classes, 1)(torch.randn($batch, 3, $size, $size))\n"
+            "mask = torch.randint(0, $classes, ($batch, 1, $size, $size)).squeeze(1)   # (N, H, W) class indices\n"
+            "loss = F.cross_entropy(logits, mask)\n"
+            "shown = tuple(mask.shape)",
+        cause="Per-pixel cross_entropy takes logits (N, C, H, W) and a mask (N, H, W) of class indices, one per "
+              "pixel. A mask read as an image keeps a channel: (N, 1, H, W) from a grayscale file (squeeze(1)), "
+              "or (N, H, W, 3) from an RGB one, whose colours must first be mapped to class indices. Older torch "
+              "words it '...but got targets of size: : [N, 1, H, W]'.",
+        expect="RuntimeError",
+        params=({"classes": 3, "batch": 2, "size": 4}, {"classes": 5, "batch": 4, "size": 8}),
+        sources=("https://github.com/jfzhang95/pytorch-deeplab-xception/issues/189",
+                 "https://github.com/milesial/Pytorch-UNet/issues/226",
+                 "https://github.com/SforAiDl/KD_Lib/issues/122",
+                 "https://github.com/HSG-AIML/SSLTransformerRS/issues/1"),
+        older=("only batches of spatial targets supported (3D tensors) but got targets of size: : [8, 1, 224, 224]",
+               "1only batches of spatial targets supported (3D tensors) but got targets of size: : [1, 1, 187, 621]"),
+    ),
+    Entry(
+        id="cross-entropy-spatial-size-mismatch", stage="step", chapter=3,
+        title="segmentation logits at another resolution than the mask (or left channels-last) for cross_entropy",
+        code="torch.manual_seed(0)\n"
+             "features = torch.randn($batch, 3, $size, $size)\n"
+             "logits = nn.Conv2d(3, $classes, 3, stride=2, padding=1)(features)   # the output is half the size\n"
+             "mask = torch.randint(0, $classes, ($batch, $size, $size))\n"
+             "loss = F.cross_entropy(logits, mask)",
+        fix="torch.manual_seed(0)\n"
+            "features = torch.randn($batch, 3, $size, $size)\n"
+            "logits = nn.Conv2d(3, $classes, 3, stride=2, padding=1)(features)\n"
+            "logits = F.interpolate(logits, size=($size, $size), mode='bilinear')   # back to the mask's size\n"
+            "mask = torch.randint(0, $classes, ($batch, $size, $size))\n"
+            "loss = F.cross_entropy(logits, mask)\n"
+            "shown = tuple(logits.shape)",
+        cause="Every pixel of the mask needs its own logits: (N, C, H, W) against (N, H, W), the same H and W. A "
+              "model whose output is strided (a decoder that stops at a quarter of the size) needs its logits "
+              "upsampled to the mask (or the mask resized with nearest); logits left channels-last, (N, H, W, C), "
+              "give the same message and need permute(0, 3, 1, 2).",
+        expect="RuntimeError",
+        params=({"classes": 3, "batch": 2, "size": 8}, {"classes": 6, "batch": 3, "size": 16}),
+        sources=("https://github.com/CSAILVision/semantic-segmentation-pytorch/issues/66",
+                 "https://github.com/swamiviv/LSD-seg/issues/1"),
+        older=("input and target batch or spatial sizes don't match: target [1 x 85 x 106], input [1 x 8 x 170 x "
+               "212] at /opt/conda/conda-bld/pytorch_1524582441669/work/aten/src/THCUNN/generic/"
+               "SpatialClassNLLCriterion.cu:24",),
     ),
     Entry(
         id="cross-entropy-batch-size-mismatch", stage="step", chapter=3,

@@ -117,11 +117,13 @@ def recorded() -> dict[str, dict]:
 
 def _templates(entries: tuple[Entry, ...], leave_out: tuple[str, int] | None = None
                ) -> list[tuple[Entry, str, str]]:
-    """Each entry's messages (its run and its variants); `leave_out` = (id, variant) drops one (the tests ask for a
-    variant's message with that message itself left out, so the lookup is tested on a message it does not hold)."""
+    """Each entry's messages (its run, its variants, then how older torch worded it: learners paste what their
+    version printed); `leave_out` = (id, variant) drops one (the tests ask for a variant's message with that
+    message itself left out, so the lookup is tested on a message it does not hold)."""
     saved = recorded()
     return [(entry, entry.expect, message) for entry in entries
-            for i, message in enumerate(saved.get(entry.id, {}).get("messages", [])) if (entry.id, i) != leave_out]
+            for i, message in enumerate(saved.get(entry.id, {}).get("messages", []) + list(entry.older))
+            if (entry.id, i) != leave_out]
 
 
 @lru_cache(maxsize=4096)
