@@ -19,6 +19,7 @@ def test_freezing_and_naming():
     assert f["frozen layer: .grad stays None"] and f["frozen layer: AdamW(weight_decay=0.1) left it unchanged"]
     assert f["SGD(weight_decay=0.5): a grad of zero shrinks the weight"]
     assert not f["SGD(weight_decay=0.5): a grad of None shrinks the weight"]
+    assert f["module.requires_grad = False (no underscore): its weight still gets a .grad"]
     n = naming_rules()
     assert n["tied: len(list(parameters()))"] == 1
     assert n["tied: named_parameters(remove_duplicate=False)"] == ["embed.weight", "out.weight"]
@@ -43,6 +44,8 @@ def test_clipping_rules():
     assert r["norm_type=1.0: norm before, after"] == (19.0, 1.0)
     assert r["norm_type=inf: norm before, after"] == (12.0, 1.0)
     assert r["NaN grad, error_if_nonfinite=True"] == "RuntimeError"
+    assert r["max_norm=0.0: grads after clipping"] == [[0.0, 0.0], [0.0]]
+    assert r["max_norm=-1.0: grads after clipping"] == [[-0.2308, 0.3077], [-0.9231]]   # -1/13 of [3, -4], [12]
     assert r["NaN grad, default: every grad NaN after clipping"]
     assert r["foreach=True = foreach=False, bit for bit"]
     assert r["get_total_norm + clip_grads_with_norm_ = clip_grad_norm_, bit for bit"]

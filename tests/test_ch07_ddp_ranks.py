@@ -43,6 +43,13 @@ def test_two_ranks_record_what_the_chapter_says(tmp_path):
     assert d["unused head, find_unused_parameters=True"] == d["unused head, static_graph=True"] == "ran"
     assert d["bucket_cap_mb=0.0001: parameters per bucket, backward 1 and 2"] == [[6], [4, 2]]
     assert traps["SyncBatchNorm"]["convert_sync_batchnorm: layers"] == ["Linear", "SyncBatchNorm", "ReLU"]
+    p = traps["predictions from every rank"]          # 11 examples on 2 ranks: one padded duplicate, or one dropped
+    assert p["drop_last=False: examples per rank"] == [6, 6] and p["drop_last=True: examples per rank"] == [5, 5]
+    assert p["drop_last=False: rank 0's own predictions cover"] == "6 of 11"
+    assert p["drop_last=False: gathered pairs, distinct examples"] == [12, 11]
+    assert p["drop_last=False: keyed by index, every example once"] is True
+    assert p["drop_last=True: gathered pairs, distinct examples"] == [10, 10]
+    assert p["drop_last=True: keyed by index, every example once"] is False
     assert rank_trap_lines(tmp_path)[0] == "world size: 2"
 
 

@@ -50,3 +50,15 @@ def test_checkpoint_table_reads_presence_from_the_keys():
     assert "state_dict" in rows["weights"] and rows["optimizer"].split()[-1] == "-"
     assert rows["random streams"].split()[-1] == "random_states_0.pkl"
     assert len(lines) == 1 + len(lib.CHECKPOINT_PARTS)
+
+
+def test_lightning_validates_by_batches_and_patience_counts_validation_runs():
+    """The oracle is Lightning itself: each validation run recorded from inside the module."""
+    runs = lib.lightning_validation_runs()
+    fraction, count, across, early = runs.values()
+    assert fraction == [(1, 10, 10), (1, 20, 20), (2, 30, 30), (2, 40, 40)]
+    assert [batches for _, batches, _ in count] == [5, 10, 15, 20, 25, 30, 35, 40]     # batches, not updates
+    assert [epoch for epoch, _, _ in count] == [1] * 4 + [2] * 4            # counted again within each epoch
+    assert [step for _, _, step in count] == [batches // 4 for _, batches, _ in count]   # updates made so far
+    assert [batches for _, batches, _ in across] == [30, 60]                # a count that runs over epochs
+    assert [epoch for epoch, _, _ in early] == [2, 4, 6]                     # stopped 2 runs after the best

@@ -17,6 +17,8 @@ def test_table_reports_the_known_outcomes():
     assert rows[("CrossEntropyLoss", "class index as float")].outcome == "RuntimeError"
     assert rows[("MSELoss", "target (N, 1), output (N,)")].outcome == "accepted, 'none' (4, 4), UserWarning"
     assert rows[("GaussianNLLLoss", "a negative variance")].outcome == "ValueError"
+    per_pixel = rows[("CrossEntropyLoss, per pixel", "logits (N, H, W, C)")]
+    assert per_pixel.none_shape == (4, 2, 2) and per_pixel.outcome == "RuntimeError"    # classes on dim 1 only
     assert rows[("MarginRankingLoss", "0/1 instead of -1/+1")].outcome.startswith("accepted")
     assert not rows[("NLLLoss(weight)", "class index as float")].mean_is_average    # a weighted mean
     assert all(r.sum_is_total for r in rows.values())

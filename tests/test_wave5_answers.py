@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from course_utils.chapters import ch08_arena_seeds
-from course_utils.chapters.ch01_workers import worker_starts
+from course_utils.chapters.ch01_workers import threads_where_loaded, worker_starts
 from course_utils.chapters.ch02_sampling import order_over_seeds
 from course_utils.chapters.ch04_eval_pitfalls import batch_dependence, bn_collapse, bn_collapse_fixes
 from course_utils.chapters.ch07_loop_tables import double_softmax_training
@@ -20,6 +20,19 @@ def test_persistent_workers_start_once_and_plain_workers_every_epoch():
     for epochs, workers in ((3, 2), (2, 1)):
         assert worker_starts(False, epochs, workers) == epochs * workers
         assert worker_starts(True, epochs, workers) == workers
+
+
+def test_a_worker_runs_torch_on_one_thread_and_the_main_process_keeps_its_own():
+    """Chapter 1: the oracle is torch.get_num_threads() read inside __getitem__ (main process, then workers)."""
+    import torch
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)                       # a main process with more than one thread, on any host
+        seen = threads_where_loaded(num_workers=2)
+    finally:
+        torch.set_num_threads(before)
+    assert seen["num_workers=2: torch threads inside each worker"] == [1]
+    assert all(v is True for k, v in seen.items() if "inside each worker" not in k), seen
 
 
 def test_sorted_data_claims_hold_on_every_seed_chapter_2_counts():

@@ -236,6 +236,29 @@ def worker_starts(persistent: bool, epochs: int = 3, num_workers: int = 2) -> in
         return len(os.listdir(folder))
 
 
+# --- torch's threads in a worker ----------------------------------------------------------------------------
+
+class _Threads(Dataset):
+    """Each example is the number of threads torch's own operations may use where __getitem__ runs."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> int:
+        return torch.get_num_threads()
+
+
+def threads_where_loaded(num_workers: int = 2) -> dict[str, object]:
+    """torch.get_num_threads() inside __getitem__ with and without workers, and in the main process after
+    (chapter 1): the DataLoader sets one thread in each worker, so k workers do not start k x cores threads."""
+    main = torch.get_num_threads()
+    seen = {k: sorted({int(n) for batch in DataLoader(_Threads(), batch_size=2, num_workers=k) for n in batch})
+            for k in (0, num_workers)}
+    return {"num_workers=0: __getitem__ runs with the main process's threads": seen[0] == [main],
+            f"num_workers={num_workers}: torch threads inside each worker": seen[num_workers],
+            "the main process's thread count afterwards: unchanged": torch.get_num_threads() == main}
+
+
 # --- memory a forked worker copies by reading ---------------------------------------------------------------
 
 class _Items(Dataset):

@@ -34,6 +34,11 @@ def clipping_rules() -> dict[str, object]:
         total = clip_grad_norm_(params, max_norm=1.0, norm_type=norm_type)
         after = get_total_norm([p.grad for p in params], norm_type=norm_type)
         out[f"norm_type={norm_type}: norm before, after"] = (total.item(), round(after.item(), 4))
+    for max_norm in (0.0, -1.0):                  # torch checks neither: 0 wipes the gradients, -1 turns them round
+        params = _known_grads()
+        clip_grad_norm_(params, max_norm=max_norm)
+        out[f"max_norm={max_norm}: grads after clipping"] = [[round(g, 4) + 0.0 for g in p.grad.tolist()]
+                                                             for p in params]
     params = _known_grads()
     clip_grad_value_(params, clip_value=5.0, foreach=True)
     out["clip_grad_value_(5): grads"] = [p.grad.tolist() for p in params]

@@ -103,6 +103,10 @@ def freezing_rules() -> dict[str, bool]:
     out = {"frozen layer: .grad stays None": grad_is_none,
            "frozen layer: AdamW(weight_decay=0.1) left it unchanged": torch.equal(frozen, model[0].weight),
            "trainable layer: .grad filled": model[2].weight.grad is not None}
+    layer = nn.Linear(3, 1)
+    layer.requires_grad = False                  # no underscore: a new attribute of the Module, nothing more
+    layer(torch.ones(2, 3)).sum().backward()
+    out["module.requires_grad = False (no underscore): its weight still gets a .grad"] = layer.weight.grad is not None
     for name, grad in (("zero", torch.zeros(2)), ("None", None)):
         w = nn.Parameter(torch.ones(2))
         w.grad = grad

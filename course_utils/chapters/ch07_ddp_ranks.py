@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DistributedSampler
 
 from course_utils.chapters.raised import raised
 
@@ -213,6 +214,23 @@ def _sync_batchnorm(rank: int) -> dict[str, object]:
     return out
 
 
+def _every_prediction(rank: int) -> dict[str, object]:
+    """Each rank predicts its DistributedSampler shard of 11 examples (example i's prediction: 10 * i); what one
+    rank holds, and what all_gather_object of (index, prediction) pairs collects, with and without drop_last."""
+    examples = list(range(11))
+    out: dict[str, object] = {}
+    for drop_last in (False, True):
+        shard = DistributedSampler(examples, dist.get_world_size(), rank, shuffle=True, seed=0, drop_last=drop_last)
+        parts = _both([(i, 10 * i) for i in shard])
+        pairs = [pair for part in parts for pair in part]
+        keyed = dict(pairs)                  # a padded duplicate lands on the same key
+        out[f"drop_last={drop_last}: examples per rank"] = [len(part) for part in parts]
+        out[f"drop_last={drop_last}: rank 0's own predictions cover"] = f"{len(set(dict(parts[0])))} of 11"
+        out[f"drop_last={drop_last}: gathered pairs, distinct examples"] = (len(pairs), len(keyed))
+        out[f"drop_last={drop_last}: keyed by index, every example once"] = sorted(keyed) == examples
+    return out
+
+
 def _equal(t: torch.Tensor) -> bool:
     values = _both(t.detach().tolist())
     return all(v == values[0] for v in values)
@@ -225,7 +243,8 @@ def _digest() -> str:
 def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
     """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
     rank = dist.get_rank()
-    record = {"collectives": _collectives(rank), "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank)}
+    record = {"collectives": _collectives(rank), "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank),
+              "predictions from every rank": _every_prediction(rank)}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"source": _digest(), "world_size": dist.get_world_size(), "traps": record}, default=str)
@@ -262,4 +281,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from course_utils.production.cli import exit_process
+    exit_process(main())

@@ -165,6 +165,54 @@ def lightning_lines(run: LightningRun, n_train: int = 14_905, n_val: int = 3_726
     ]
 
 
+def lightning_validation_runs() -> dict[str, list[tuple[int, int, int]]]:
+    """When Lightning validates: (epoch, training batches seen, global_step) at each validation run, for
+    val_check_interval as a fraction, as a count within an epoch and as a count across epochs, and for
+    check_val_every_n_epoch with EarlyStopping on a loss that never improves (lr=0): patience counts validation
+    runs, not epochs (chapter 7). 20 batches of 16 per epoch."""
+    with _quiet():
+        import lightning.pytorch as pl
+        from lightning.pytorch.callbacks import EarlyStopping
+
+    class Probe(pl.LightningModule):
+        def __init__(self, lr: float):
+            super().__init__()
+            self.net, self.lr, self.batches, self.checks = torch.nn.Linear(2, 1), lr, 0, []
+
+        def training_step(self, batch, batch_idx):
+            self.batches += 1
+            return self.net(batch[0]).pow(2).mean()
+
+        def on_validation_epoch_start(self) -> None:
+            if not self.trainer.sanity_checking:
+                self.checks.append((self.trainer.current_epoch + 1, self.batches, self.trainer.global_step))
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_loss", self.net(batch[0]).pow(2).mean())
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+    def checks(lr: float = 0.01, callbacks=(), **options) -> list[tuple[int, int, int]]:
+        with _quiet(), tempfile.TemporaryDirectory() as folder:
+            torch.manual_seed(0)
+            probe = Probe(lr)
+            trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                                 enable_model_summary=False, enable_progress_bar=False, default_root_dir=folder,
+                                 callbacks=list(callbacks), **options)
+            trainer.fit(probe, _loader(320, 16, 0), _loader(64, 16, 1))
+        return probe.checks
+
+    return {"max_epochs=2, val_check_interval=0.5": checks(max_epochs=2, val_check_interval=0.5),
+            "max_epochs=2, val_check_interval=5, accumulate_grad_batches=4":
+                checks(max_epochs=2, val_check_interval=5, accumulate_grad_batches=4),
+            "max_epochs=3, val_check_interval=30, check_val_every_n_epoch=None":
+                checks(max_epochs=3, val_check_interval=30, check_val_every_n_epoch=None),
+            "max_epochs=30, check_val_every_n_epoch=2, EarlyStopping(patience=2), a loss that never improves":
+                checks(lr=0.0, max_epochs=30, check_val_every_n_epoch=2,
+                       callbacks=[EarlyStopping("val_loss", patience=2)])}
+
+
 @dataclass(frozen=True)
 class AccelerateRun:
     """What one Accelerate loop did, counted from inside it."""

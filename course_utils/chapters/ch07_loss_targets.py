@@ -37,7 +37,8 @@ def _batch() -> dict[str, torch.Tensor]:
             "emb3": torch.randn(N, 5, generator=g), "value": torch.randn(N, generator=g),
             "classes": torch.tensor([0, 2, 1, 0]), "binary": torch.tensor([1.0, 0.0, 1.0, 0.0]),
             "signs": torch.tensor([1.0, -1.0, 1.0, -1.0]), "counts": torch.tensor([0.0, 2.0, 1.0, 3.0]),
-            "multi": torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])}
+            "multi": torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+            "pixels": torch.randn(N, C, 2, 2, generator=g), "mask": torch.randint(0, C, (N, 2, 2), generator=g)}
 
 
 def loss_cases() -> list[LossCase]:
@@ -51,6 +52,9 @@ def loss_cases() -> list[LossCase]:
                  lambda: (lg, y), lambda: (lg, y.float()), "class index as float"),
         LossCase("CrossEntropyLoss", lambda r: nn.CrossEntropyLoss(reduction=r),
                  lambda: (lg, y), lambda: (lg, y[:, None]), "index as a (N, 1) column"),
+        LossCase("CrossEntropyLoss, per pixel", lambda r: nn.CrossEntropyLoss(reduction=r),
+                 lambda: (b["pixels"], b["mask"]), lambda: (b["pixels"].permute(0, 2, 3, 1), b["mask"]),
+                 "logits (N, H, W, C)"),
         LossCase("NLLLoss(weight)", lambda r: nn.NLLLoss(weight=w, reduction=r),
                  lambda: (lg.log_softmax(1), y), lambda: (lg.log_softmax(1), y.float()), "class index as float"),
         LossCase("MultiMarginLoss(weight)", lambda r: nn.MultiMarginLoss(weight=w, reduction=r),

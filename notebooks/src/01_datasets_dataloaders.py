@@ -274,6 +274,21 @@ for persistent in (False, True):
           f"{worker_starts(persistent, epochs=3, num_workers=2)} worker processes started")
 
 # %% [markdown]
+# A worker is also a process with its own torch settings. The DataLoader sets `torch.set_num_threads(1)` in each
+# worker, so that k workers do not each start as many threads as the machine has cores: a transform written
+# with torch operations runs on one thread there, whatever the main process uses.
+
+# %% tags=["answers-worker-threads"]
+from course_utils.chapters.ch01_workers import threads_where_loaded
+
+for what, result in threads_where_loaded(num_workers=2).items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# Only torch's own setting is changed. Libraries with thread pools of their own (OpenCV, a NumPy linked to a
+# threaded BLAS) keep theirs in every worker; limit them in a `worker_init_fn` (not measured here).
+
+# %% [markdown]
 # One trap: workers started with **spawn** (the default on macOS and Windows, and Python 3.14 makes
 # forkserver the Linux default) begin as fresh interpreters and must *import* the dataset's class.
 # A class defined in a notebook lives in `__main__`, which they cannot import, so the loader fails.

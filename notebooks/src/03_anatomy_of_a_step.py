@@ -748,6 +748,9 @@ for rules in (checkpoint_rules, freezing_rules, naming_rules):
 # %% [markdown]
 # A frozen layer (`requires_grad_(False)`) gets no `.grad`, and the optimizer skips a parameter whose grad is
 # `None`, weight decay included; a grad of zeros is not skipped, so weight decay still shrinks that weight.
+# Mind the underscore: `module.requires_grad = False` freezes nothing. A Module has no such switch, so Python
+# just stores a new attribute and every parameter keeps `requires_grad=True` (the row above: its weight still
+# gets a `.grad`). The method `requires_grad_(False)`, on the module or on each parameter, is the switch.
 # Tied weights are one Parameter: `parameters()` counts it once, which is what an optimizer must receive.
 #
 # "Frozen" has more ways to leak. A part run under `no_grad` gets no gradient, but an optimizer that holds
@@ -833,9 +836,10 @@ for input_needs_grad in (False, True):
 # ## Clipping's flags
 #
 # The same gradients, [3, −4] and [12], measure 13 in L2, 19 in L1 and 12 in max norm: `max_norm` means
-# nothing without its `norm_type`. A NaN gradient makes the returned norm NaN and every clipped gradient NaN,
-# silently, unless `error_if_nonfinite=True`. `clip_grad_value_` clips each element, not the norm, so it
-# turns the direction.
+# nothing without its `norm_type`. torch does not check `max_norm` itself: 0 sets every gradient to 0 (nothing
+# trains) and a negative value multiplies them by a negative factor, so the next step climbs the loss. A NaN
+# gradient makes the returned norm NaN and every clipped gradient NaN, silently, unless
+# `error_if_nonfinite=True`. `clip_grad_value_` clips each element, not the norm, so it turns the direction.
 
 # %%
 from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gallery, optimizer_knobs, scaler_knobs

@@ -555,6 +555,38 @@ print("\n".join(f1_batches_conclusion(runs, gaps={16: 0.05, 32: 0.005})))
 # the section above, sum the counts and never average the ratios. A plain function given as the trainer's
 # metric is still averaged over batches, which is right only for a mean over examples such as MAE.
 #
+# Which average matters as much as when it is taken. With one label per example, every wrong prediction is one
+# false positive (for the class predicted) and one false negative (for the true class): summed over the
+# classes, FP = FN = the errors. So *micro* averaging (add TP, FP and FN over the classes, then divide) gives
+# precision = recall = F1 = accuracy, every epoch; only the *macro* average (each class's ratio, then their
+# mean) weighs a rare class as much as a common one. Three classes, 300 examples, the rarest class predicted
+# worst:
+
+# %% tags=["answers-micro-macro"]
+from course_utils.production import MulticlassF1, MulticlassPrecision, MulticlassRecall
+
+g = torch.Generator().manual_seed(0)
+targets = torch.multinomial(torch.tensor([0.6, 0.3, 0.1]), 300, replacement=True, generator=g)
+hit = torch.rand(300, generator=g) < torch.tensor([0.9, 0.7, 0.3])[targets]       # how often each class is right
+predicted = torch.where(hit, targets, (targets + 1 + torch.randint(0, 2, (300,), generator=g)) % 3)
+confusion = torch.zeros(3, 3, dtype=torch.int64).index_put_((targets, predicted), torch.tensor(1), accumulate=True)
+tp = confusion.diagonal().sum().item()
+fp = (confusion.sum(0) - confusion.diagonal()).sum().item()
+fn = (confusion.sum(1) - confusion.diagonal()).sum().item()
+print(f"accuracy {tp / 300:.4f} | errors {300 - tp}: FP summed over classes {fp}, FN summed {fn}")
+print(f"micro: precision {tp / (tp + fp):.4f}, recall {tp / (tp + fn):.4f}, F1 {2 * tp / (2 * tp + fp + fn):.4f}")
+logits = torch.nn.functional.one_hot(predicted, 3).float()
+macro = {}
+for name, Metric in (("precision", MulticlassPrecision), ("recall", MulticlassRecall), ("F1", MulticlassF1)):
+    metric = Metric(num_classes=3)
+    metric.update(logits, targets)
+    macro[name] = f"{metric.compute().item():.4f}"
+print("macro (the course's MulticlassF1 and its neighbours):", ", ".join(f"{k} {v}" for k, v in macro.items()))
+
+# %% [markdown]
+# Precision, recall and F1 that come out identical to each other and to accuracy are micro averages of a
+# single-label task, not a bug in the metric; to see the rare class, ask for the macro average (or per class).
+#
 # The smaller the batch, the coarser each per-batch value. Ten predictions, 7 of them right, in batches of 2:
 
 # %% tags=["answers-batch-metric-values"]

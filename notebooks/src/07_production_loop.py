@@ -1104,7 +1104,7 @@ done = subprocess.run(launch, capture_output=True, text=True, env=env, timeout=3
 summary = json.loads((RUNS / "ddp" / "summary.json").read_text())
 print("exit code:", done.returncode, "| world size:", summary["world_size"], "| stop:", summary["stop_reason"])
 if done.returncode:
-    print(done.stderr[-3000:])   # what went wrong, should it ever (seen once, unexplained, on a loaded machine)
+    print(done.stderr[-3000:])   # what went wrong, should it ever
 digests = summary["weights_sha256_per_rank"]
 print("final weights identical on both ranks:", len(digests) == 2 and digests[0] == digests[1])
 
@@ -1113,6 +1113,14 @@ predicted = training_arithmetic(200, 32, 2, 1, world_size=2).total_weight_update
 print("updates:", summary["updates"], "| chapter 0's calculator for W=2:", predicted)
 
 # %% [markdown]
+# One exit you may meet with your own script: the run completes, then a rank prints `terminate called without an
+# active exception` and dies with exit code -6, and torchrun reports the whole job failed. It is a race in
+# the last second, not in training: a gloo worker thread releases the last collective's tensors while Python is
+# already shutting down, and the thread is stopped inside a C++ destructor. This machine hit it in 2 of 87
+# launches of the cell above before the trainer changed (seen in a core dump, not reproducible on demand, so not
+# run here); the trainer's ranks now end with `os._exit` once everything is written (`exit_process` in
+# `production/cli.py`), which skips that shutdown.
+#
 # Each rank trains on its own shard. The trainer's sampler (torch's `DistributedSampler` underneath) deals
 # the shuffled indices out; here are epoch 1's shards:
 
@@ -1245,6 +1253,26 @@ print("\n".join(lightning_lines(lightning_run)))
 # batches to the training batches. Since 2.0 (pull request #16695) the training bar counts training batches
 # only and validation gets a bar of its own. Neither bar counts updates: 233 batches made 59 of them.
 #
+# When Lightning validates is counted in batches too. Three small fits (20 batches of 16 per epoch), each
+# validation run recorded as (epoch, training batches seen, `global_step`):
+
+# %% tags=["answers-lightning-validation"]
+from course_utils.chapters.ch07_libraries import lightning_validation_runs
+
+for setting, runs in lightning_validation_runs().items():
+    print(f"{setting}\n  validation runs at (epoch, batches, global_step): {runs}")
+
+# %% [markdown]
+# A fraction in `val_check_interval` splits each epoch's batches; an integer counts training *batches*, not
+# updates: with `accumulate_grad_batches=4`, validating "every 5" happened after 5, 10, 15 and 20 batches, at
+# `global_step` 1, 2, 3 and 5: to validate every N updates, give N × K. The count starts again in each epoch
+# (four runs in each of the two); with `check_val_every_n_epoch=None` it runs on across epochs (every 30 batches of 20-batch epochs:
+# after batches 30 and 60, in epochs 2 and 3), which is how to validate every N batches of a long run.
+# `check_val_every_n_epoch=2` validates every second epoch, and `EarlyStopping`'s
+# patience counts validation runs: `patience=2` on a loss that never improved stopped the run after epoch 6 of
+# 30 (the first run at epoch 2 set the best, the next two did not beat it). Size patience in validation runs:
+# with two runs per epoch (`val_check_interval=0.5`), the same 2 is one epoch.
+#
 # Next, Accelerate's documented accumulation loop on the same counts: `prepare` the model, optimizer, loader
 # and scheduler; then, for every batch, inside `with accelerator.accumulate(model):`, `accelerator.backward`,
 # `optimizer.step()`, `scheduler.step()` and `optimizer.zero_grad()`. The loop calls all three on every
@@ -1309,10 +1337,18 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # backward, in the order the gradients became ready. `SyncBatchNorm` refuses to train on the CPU. The record
 # is checked against the module's source before it is printed:
 
-# %%
+# %% tags=["answers-rank-predictions"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
 
 print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
+
+# %% [markdown]
+# The last section is evaluation on every rank. Each rank predicts only its `DistributedSampler` shard, so rank 0
+# alone holds 6 of the 11 predictions. To get them all, gather `(index, prediction)` pairs with
+# `all_gather_object` (or tensors with `all_gather`) and key them by index: the sampler pads the shards to equal
+# length with a repeated example, so 12 pairs hold 11 examples. With `drop_last=True` the shards are cut
+# instead, and one example is never predicted at all. Counts that add up (chapter 4's metrics) need only an
+# `all_reduce`; per-example outputs need the gather.
 
 # %% [markdown]
 # ## 15. What each component costs
@@ -1387,9 +1423,9 @@ print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - mat
 # %% tags=["answers-loss-target-shapes"]
 from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_table
 
-print(f"{'loss':<33}{'arguments, target last':<49}{'none':>7}  mean=avg sum=total  {'mistake':<27}what happens")
+print(f"{'loss':<33}{'arguments, target last':<49}{'none':>11}  mean=avg sum=total  {'mistake':<27}what happens")
 for row in loss_table():
-    print(f"{row.label:<33}{row.inputs:<49}{str(row.none_shape):>7}  {str(row.mean_is_average):<8} "
+    print(f"{row.label:<33}{row.inputs:<49}{str(row.none_shape):>11}  {str(row.mean_is_average):<8} "
           f"{str(row.sum_is_total):<9}  {row.mistake:<27}{row.outcome}")
 print()
 for check, value in knob_checks().items():
@@ -1397,6 +1433,10 @@ for check, value in knob_checks().items():
 print("CTCLoss:", "; ".join(f"{k}: {v}" for k, v in ctc_checks().items()))
 
 # %% [markdown]
+# The per-pixel row is segmentation's form: torch reads the classes from dimension 1, so logits are (N, C, H, W)
+# and the target is a (N, H, W) mask of class indices, one loss per pixel with `"none"`. Logits left channels-last,
+# (N, H, W, C) as an image library hands them over, raise a size mismatch; `permute(0, 3, 1, 2)` fixes them.
+#
 # Three of the silent ones change the numbers without a word. A (N, 1) output against a (N,) target broadcasts
 # to (N, N) in `MSELoss`, `L1Loss` and `SmoothL1Loss`: 16 pairs instead of 4, with only a `UserWarning`.
 # 0/1 labels where a margin loss wants -1/+1 treat every 0 as "no preference". And with `weight` or
