@@ -109,6 +109,10 @@ def main(argv: list[str]) -> None:
     if argv[0] == "install":
         return install()
     installed()
+    # The course's own bytecode, written now (a no-op when it is up to date): the course is installed editable, so
+    # pip compiled none of it, and where PYTHONDONTWRITEBYTECODE is set every kernel would compile the modules it
+    # imports again (about 0.5 s for all of them here)
+    run(venv_bin("python"), "-m", "compileall", "-q", "course_utils")
     if argv[0] == "lab":
         run(venv_bin("jupyter"), "lab", *LAB, *(["--allow-root"] if hasattr(os, "getuid") and os.getuid() == 0 else []))
     elif argv[0] == "test":
