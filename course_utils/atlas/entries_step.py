@@ -16,7 +16,10 @@ ENTRIES = (
               "size computed for another image size, or a layer sized before a change upstream.",
         expect="RuntimeError",
         params=({"wanted": 20, "given": 10}, {"wanted": 784, "given": 3136}),
-        sources=("https://discuss.pytorch.org/t/runtimeerror-mat1-and-mat2-shapes-cannot-be-multiplied/125563",),
+        sources=("https://discuss.pytorch.org/t/runtimeerror-mat1-and-mat2-shapes-cannot-be-multiplied/125563",
+                 "https://github.com/magic282/SEASS/issues/11"),
+        older=("size mismatch, m1: [64 x 256], m2: [512 x 512] at c:\\miniconda2\\conda-bld\\pytorch-cpu_1519449358620"
+               "\\work\\torch\\lib\\th\\generic/THTensorMath.c:1434",),
     ),
     Entry(
         id="tensors-on-two-devices", stage="step", chapter=5,
@@ -50,7 +53,12 @@ ENTRIES = (
                 {"n_in": 32, "classes": 5, "batch": 8, "x_to": ".to(\"meta\")"}),
         sources=("https://github.com/BenMSK/trajectory_prediction_TraPHic/issues/1",
                  "https://github.com/kijai/ComfyUI-FluxTrainer/issues/116",
-                 "https://github.com/wmyw96/FAST-NN/issues/1"),
+                 "https://github.com/wmyw96/FAST-NN/issues/1",
+                 "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/75",
+                 "https://github.com/inyeoplee77/SAGPool/issues/3"),
+        older=("Expected object of device type cuda but got device type cpu for argument #1 'self' in call to "
+               "_thnn_conv2d_forward",
+               "Expected object of backend CUDA but got backend CPU for argument #2 'mat2'",),
     ),
     Entry(
         id="backward-through-freed-graph", stage="step", chapter=3,
@@ -86,7 +94,10 @@ ENTRIES = (
         params=({"cell": "RNN", "hidden": 8}, {"cell": "GRU", "hidden": 16}),
         sources=("https://github.com/MorvanZhou/PyTorch-Tutorial/issues/57",
                  "https://github.com/quark0/darts/issues/56",
-                 "https://github.com/karpathy/nn-zero-to-hero/issues/31"),
+                 "https://github.com/karpathy/nn-zero-to-hero/issues/31",
+                 "https://github.com/longcw/faster_rcnn_pytorch/issues/90"),
+        older=("Trying to backward through the graph a second time, but the buffers have already been freed. Specify "
+               "retain_graph=True when calling backward the first time.",),
     ),
     Entry(
         id="saved-tensor-modified-inplace", stage="step", chapter=3,
@@ -155,7 +166,8 @@ ENTRIES = (
                  "https://github.com/jfzhang95/pytorch-video-recognition/issues/71",
                  "https://github.com/qubvel-org/segmentation_models.pytorch/issues/197"),
         older=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
-               "_thnn_nll_loss2d_forward",),
+               "_thnn_nll_loss2d_forward",
+               "Expected object of scalar type Long but got scalar type Float for argument #2 'target'"),
     ),
     Entry(
         id="cross-entropy-target-2d", stage="step", chapter=3,
@@ -177,6 +189,8 @@ ENTRIES = (
         sources=("https://github.com/Vidhiwar/multimodule-ecg-classification/issues/4",
                  "https://github.com/pytorch/pytorch/issues/3670",
                  "https://github.com/DeepRank/deeprank/issues/28"),
+        older=("multi-target not supported at d:\\projects\\pytorch\\torch\\lib\\thnn\\generic/"
+               "ClassNLLCriterion.c:22",),
     ),
     Entry(
         id="cross-entropy-mask-with-channel", stage="step", chapter=3,
@@ -375,7 +389,11 @@ ENTRIES = (
                 {"n_in": 20, "batch": 16, "cast": ".to(torch.bfloat16)", "astype": ".astype(np.float32)"}),
         sources=("https://github.com/theislab/scarches/issues/246",
                  "https://github.com/xianglin226/scMDC/issues/8",
-                 "https://github.com/Lakonik/ComfyUI-piFlow/issues/18"),
+                 "https://github.com/Lakonik/ComfyUI-piFlow/issues/18",
+                 "https://github.com/pytorch/pytorch/issues/11951",
+                 "https://github.com/OUCMachineLearning/OUCML/issues/24"),
+        older=("Expected object of scalar type Double but got scalar type Float for argument #2 'mat2'",
+               "expected scalar type Double but found Float",),
     ),
     Entry(
         id="bce-target-dtype-found-expected-float", stage="step", chapter=3,

@@ -27,7 +27,7 @@ _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
 TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
-           "epoch", "net", "scheduler")
+           "epoch", "net", "scheduler", "target")     # torch 1.x's "for argument #2 'target'": the labels
 _QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
 
 
@@ -38,6 +38,9 @@ def _name(match: re.Match) -> str:
 
 
 _SUBS = (
+    # torch 1.x ended many messages with the C++ source that raised them ("at /pytorch/aten/src/THC/...cu:18",
+    # "at c:\\...\\THTensorMath.c:1434"): where torch was built, not what went wrong
+    (re.compile(r"\s+at\s+(?:[A-Za-z]:)?[^\s]*\.(?:c|cc|cpp|cu|cuh|h|hpp)(?::\d+)?"), " "),
     (re.compile(r"<[\w.]+ object at 0x(?:[0-9a-fA-F]+|<address>)>"), " OBJECT "),
     (re.compile(r"(state_dict for )\w+"), r"\1 MODEL "),       # the learner's own model class
     (re.compile(r"(?:[A-Za-z]:)?(?:/|\\\\)[\w.<>~/\\\\-]+\.(?:py|pt|pth|ckpt|bin|safetensors|tar)\b"), " PATH "),
