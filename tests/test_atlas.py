@@ -67,16 +67,19 @@ def test_explain_finds_an_entry_from_a_variant_it_does_not_hold(entry, variant):
 
 
 def _traceback_of(entry) -> str:
-    """The whole traceback a learner would paste: the fragment raised inside a function, formatted by Python."""
+    """The whole traceback a learner would paste: the fragment raised inside a function, formatted by Python, below
+    the warnings it printed on the way (torch often warns, then fails: the terminal shows both)."""
     code = fragment(entry.code, entry.params[-1])
     namespace = _namespace(Path("/tmp"))
     wrapped = "def training_step():\n" + "".join(f"    {line}\n" for line in code.splitlines()) + "training_step()\n"
+    printed: list = []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")     # a warning entry raises as an exception: its traceback
+        with warnings.catch_warnings(record=True) as printed:
+            warnings.simplefilter("error" if entry.is_warning else "always")   # a warning entry: its traceback
             exec(compile(wrapped, "/home/learner/project/train.py", "exec"), namespace)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
-        return "".join(traceback.format_exception(exc))
+        return "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in printed) + \
+            "".join(traceback.format_exception(exc))
     return ""
 
 
@@ -153,7 +156,7 @@ def test_five_real_reports_not_used_to_build_it():
 
 
 def test_older_torchs_wording_finds_the_entry_from_threads_that_are_not_its_sources():
-    """Learners paste what their torch printed. An entry's `older` wordings come from its own sources; these
+    """Learners paste what their torch printed. An entry's `wordings` come from its own sources; these
     messages, from other threads (other shapes, other dtypes, another kernel's name), must still find it first."""
     others = [
         ("https://github.com/open-mmlab/mmsegmentation/issues/3055", "cross-entropy-mask-with-channel",
@@ -194,11 +197,37 @@ def test_older_torchs_wording_finds_the_entry_from_threads_that_are_not_its_sour
          "_th_addmm"),
         ("https://github.com/alvinliu0/HumanGaussian/issues/18", "input-dtype-differs-from-weights",
          "RuntimeError: expected scalar type Float but found Double"),
+        ("https://github.com/glam-imperial/cider/issues/6", "tensors-on-two-devices",
+         "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"),
+        ("https://github.com/pytorch/pytorch/issues/59778", "cuda-out-of-memory",
+         "CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 781.59 MiB already "
+         "allocated; 3.03 GiB free; 1.24 GiB reserved in total by PyTorch)"),
+        ("https://github.com/SYLan2019/DSTAGNN/issues/4", "cuda-out-of-memory",
+         "CUDA out of memory. Tried to allocate 12.00 MiB (GPU 0; 2.00 GiB total capacity; 1.68 GiB already "
+         "allocated; 0 bytes free; 1.71 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory "
+         "try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
+         "PYTORCH_CUDA_ALLOC_CONF"),
+        ("https://github.com/dbolya/yolact/issues/680", "worker-exited-unexpectedly",
+         "RuntimeError: DataLoader worker (pid 1620) is killed by signal: Killed."),
+        ("https://github.com/adesgautam/clip-search/issues/1", "embedding-float-ids",
+         "Expected tensor for argument #1 'indices' to have scalar type Long; but got torch.FloatTensor instead "
+         "(while checking arguments for embedding)"),
+        ("https://github.com/SpenserCai/ComfyUI-FunAudioLLM/issues/19", "embedding-float-ids",
+         "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got "
+         "torch.cuda.FloatTensor instead (while checking arguments for embedding)"),
+        ("https://github.com/maheshkkumar/fscc/issues/5", "regression-target-other-size",
+         "RuntimeError: The size of tensor a (1024) must match the size of tensor b(128) at non-singleton "
+         "dimension 3"),
+        ("https://github.com/nnanhuang/SegAnyMo/issues/9", "collate-empty-batch",
+         "RuntimeError: stack expects a non-empty TensorList"),
+        ("https://github.com/ztxz16/fastllm/issues/231", "numpy-of-gpu-tensor",
+         "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+         "memory first."),
     ]
     sources = {s for e in ENTRIES for s in e.sources}
     for url, want, text in others:
         assert url not in sources
         assert lookup(text).best is not None and lookup(text).best.id == want, (url, lookup(text).closest)
     for entry in ENTRIES:                  # an older wording is the entry's own, never closer to another entry
-        for message in entry.older:
+        for message in entry.wordings:
             assert lookup(message).best.id == entry.id, (entry.id, message)

@@ -132,6 +132,47 @@ ENTRIES = (
                  "https://github.com/graphnet-team/graphnet/issues/685"),
     ),
     Entry(
+        id="collate-empty-batch", stage="data", chapter=1,
+        title="a collate_fn that drops samples which failed to load stacks an empty batch",
+        code=source("""
+            class Images(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return None if i < $bad else torch.zeros(3)   # None: this file could not be read
+
+            def skip_bad(batch):
+                batch = [sample for sample in batch if sample is not None]
+                return torch.stack(batch)
+
+            for xb in DataLoader(Images(), batch_size=2, collate_fn=skip_bad):
+                pass
+        """),
+        fix=source("""
+            class Images(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return None if i < $bad else torch.zeros(3)
+
+            def skip_bad(batch):
+                batch = [sample for sample in batch if sample is not None]
+                return torch.stack(batch) if batch else None   # a batch with nothing left: say so
+
+            shown = sum(1 for xb in DataLoader(Images(), batch_size=2, collate_fn=skip_bad) if xb is not None)
+        """),
+        cause="A collate_fn that filters out failed samples leaves nothing when every sample of a batch failed (a "
+              "folder of unreadable files, a small batch), and torch.stack of an empty list raises. Return None "
+              "for an empty batch and skip it in the loop, or better, find and drop the bad files before "
+              "training.",
+        expect="RuntimeError",
+        params=({"bad": 2}, {"bad": 4}),
+        sources=("https://github.com/kai422/IART/issues/16",
+                 "https://github.com/filliptm/ComfyUI_FL-Trainer/issues/6"),
+    ),
+    Entry(
         id="dataset-len-too-long", stage="data", chapter=1,
         title="a Dataset whose __len__ is one more than the samples it holds",
         code=source("""

@@ -145,4 +145,33 @@ ENTRIES = (
                  "https://github.com/zhuangdizhu/FedGen/issues/1",
                  "https://github.com/XiaMooo/Yolo-Detect-Layer-Visualization/issues/1"),
     ),
+    Entry(
+        id="numpy-of-gpu-tensor", stage="evaluation", chapter=4,
+        title="outputs still on the GPU turned into NumPy for a metric or a plot",
+        code=source("""
+            # No GPU here: the meta device stands in for cuda:0 (a tensor with no memory on the CPU's side)
+            with torch.no_grad():
+                model = nn.Linear(4, $classes, device="meta")     # the model was moved with model.to(device)
+                probs = model(torch.randn(5, 4, device="meta")).softmax(dim=1)
+            preds = $convert
+        """),
+        fix=source("""
+            with torch.no_grad():
+                model = nn.Linear(4, $classes)
+                probs = model(torch.randn(5, 4)).softmax(dim=1)
+            preds = probs.cpu().numpy()          # copied to the host first (.detach() too, outside no_grad)
+            shown = preds.shape
+        """),
+        cause="NumPy arrays live in the CPU's memory, and torch does not copy a GPU tensor behind your back. "
+              "Call .cpu() (after .detach() when it requires grad) before .numpy(); on a GPU the message names "
+              "the device: 'can't convert cuda:0 device type tensor to numpy'.",
+        expect="TypeError",
+        params=({"classes": 3, "convert": "probs.numpy()"}, {"classes": 2, "convert": "np.asarray(probs.argmax(1))"}),
+        sources=("https://github.com/Zhongdao/Towards-Realtime-MOT/issues/257",
+                 "https://github.com/wengong-jin/hgraph2graph/pull/35",
+                 "https://github.com/iMoonLab/PVRNet/issues/3"),
+        wordings=("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+                  "memory first.",
+                  "can't convert CUDA tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."),
+    ),
 )

@@ -38,6 +38,11 @@ ENTRIES = (
             "https://github.com/murong-xu/CADS/issues/4",
             "https://github.com/lllyasviel/FramePack/issues/369",
             "https://github.com/pytorch/pytorch/issues/16417",
+            "https://github.com/microsoft/unilm/issues/137",
+        ),
+        wordings=(
+            "CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 11.17 GiB total capacity; 10.85 GiB already "
+            "allocated; 24.81 MiB free; 10.86 GiB reserved in total by PyTorch)",
         ),
     ),
     Entry(

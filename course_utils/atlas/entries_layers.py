@@ -85,6 +85,30 @@ ENTRIES = (
                  "https://github.com/ajhalthor/Transformer-Neural-Network/issues/13"),
     ),
     Entry(
+        id="embedding-float-ids", stage="step", chapter=3,
+        title="token ids passed to an Embedding as floats (a float array, torch.Tensor(list), a float column)",
+        code="torch.manual_seed(0)\n"
+             "emb = nn.Embedding(10, 8)\n"
+             "ids = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.$dtype)   # ids read into a float array\n"
+             "out = emb(ids)",
+        fix="torch.manual_seed(0)\n"
+            "emb = nn.Embedding(10, 8)\n"
+            "ids = torch.tensor([[1, 2, 3], [4, 5, 6]], dtype=torch.$dtype).long()   # ids are integers\n"
+            "out = emb(ids)\n"
+            "shown = tuple(out.shape)",
+        cause="An Embedding looks rows up by index, so its input must be an integer tensor (int64 or int32); "
+              "ids that went through a float NumPy array, torch.Tensor([...]) (always float32) or a model's "
+              "float output arrive as floats. Older torch accepted only int64 ('to have scalar type Long; but got "
+              "torch.IntTensor').",
+        expect="RuntimeError",
+        params=({"dtype": "float32"}, {"dtype": "float16"}),
+        sources=("https://github.com/pytorch/pytorch/issues/116598",
+                 "https://github.com/AIFSH/CosyVoice-ComfyUI/issues/70",
+                 "https://github.com/orcax/PGPR/issues/8"),
+        wordings=("Expected tensor for argument #1 'indices' to have scalar type Long; but got torch.IntTensor "
+                  "instead (while checking arguments for embedding)",),
+    ),
+    Entry(
         id="lstm-hidden-batch-size", stage="step", chapter=5,
         title="an initial LSTM state built for the full batch size, fed the smaller last batch",
         code="torch.manual_seed(0)\n"

@@ -18,8 +18,8 @@ ENTRIES = (
         params=({"wanted": 20, "given": 10}, {"wanted": 784, "given": 3136}),
         sources=("https://discuss.pytorch.org/t/runtimeerror-mat1-and-mat2-shapes-cannot-be-multiplied/125563",
                  "https://github.com/magic282/SEASS/issues/11"),
-        older=("size mismatch, m1: [64 x 256], m2: [512 x 512] at c:\\miniconda2\\conda-bld\\pytorch-cpu_1519449358620"
-               "\\work\\torch\\lib\\th\\generic/THTensorMath.c:1434",),
+        wordings=("size mismatch, m1: [64 x 256], m2: [512 x 512] at c:\\miniconda2\\conda-bld\\"
+                  "pytorch-cpu_1519449358620\\work\\torch\\lib\\th\\generic/THTensorMath.c:1434",),
     ),
     Entry(
         id="tensors-on-two-devices", stage="step", chapter=5,
@@ -55,10 +55,12 @@ ENTRIES = (
                  "https://github.com/kijai/ComfyUI-FluxTrainer/issues/116",
                  "https://github.com/wmyw96/FAST-NN/issues/1",
                  "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/75",
-                 "https://github.com/inyeoplee77/SAGPool/issues/3"),
-        older=("Expected object of device type cuda but got device type cpu for argument #1 'self' in call to "
-               "_thnn_conv2d_forward",
-               "Expected object of backend CUDA but got backend CPU for argument #2 'mat2'",),
+                 "https://github.com/inyeoplee77/SAGPool/issues/3",
+                 "https://github.com/yuanyuanli85/Fast_Human_Pose_Estimation_Pytorch/issues/7"),
+        wordings=("Expected object of device type cuda but got device type cpu for argument #1 'self' in call to "
+                  "_thnn_conv2d_forward",
+                  "Expected object of backend CUDA but got backend CPU for argument #2 'mat2'",
+                  "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"),
     ),
     Entry(
         id="backward-through-freed-graph", stage="step", chapter=3,
@@ -96,8 +98,8 @@ ENTRIES = (
                  "https://github.com/quark0/darts/issues/56",
                  "https://github.com/karpathy/nn-zero-to-hero/issues/31",
                  "https://github.com/longcw/faster_rcnn_pytorch/issues/90"),
-        older=("Trying to backward through the graph a second time, but the buffers have already been freed. Specify "
-               "retain_graph=True when calling backward the first time.",),
+        wordings=("Trying to backward through the graph a second time, but the buffers have already been freed. "
+                  "Specify retain_graph=True when calling backward the first time.",),
     ),
     Entry(
         id="saved-tensor-modified-inplace", stage="step", chapter=3,
@@ -165,9 +167,9 @@ ENTRIES = (
                  "https://github.com/pytorch/pytorch/issues/103813",
                  "https://github.com/jfzhang95/pytorch-video-recognition/issues/71",
                  "https://github.com/qubvel-org/segmentation_models.pytorch/issues/197"),
-        older=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
-               "_thnn_nll_loss2d_forward",
-               "Expected object of scalar type Long but got scalar type Float for argument #2 'target'"),
+        wordings=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
+                  "_thnn_nll_loss2d_forward",
+                  "Expected object of scalar type Long but got scalar type Float for argument #2 'target'"),
     ),
     Entry(
         id="cross-entropy-target-2d", stage="step", chapter=3,
@@ -189,8 +191,8 @@ ENTRIES = (
         sources=("https://github.com/Vidhiwar/multimodule-ecg-classification/issues/4",
                  "https://github.com/pytorch/pytorch/issues/3670",
                  "https://github.com/DeepRank/deeprank/issues/28"),
-        older=("multi-target not supported at d:\\projects\\pytorch\\torch\\lib\\thnn\\generic/"
-               "ClassNLLCriterion.c:22",),
+        wordings=("multi-target not supported at d:\\projects\\pytorch\\torch\\lib\\thnn\\generic/"
+                  "ClassNLLCriterion.c:22",),
     ),
     Entry(
         id="cross-entropy-mask-with-channel", stage="step", chapter=3,
@@ -214,8 +216,10 @@ ENTRIES = (
                  "https://github.com/milesial/Pytorch-UNet/issues/226",
                  "https://github.com/SforAiDl/KD_Lib/issues/122",
                  "https://github.com/HSG-AIML/SSLTransformerRS/issues/1"),
-        older=("only batches of spatial targets supported (3D tensors) but got targets of size: : [8, 1, 224, 224]",
-               "1only batches of spatial targets supported (3D tensors) but got targets of size: : [1, 1, 187, 621]"),
+        wordings=("only batches of spatial targets supported (3D tensors) but got targets of size: : "
+                  "[8, 1, 224, 224]",
+                  "1only batches of spatial targets supported (3D tensors) but got targets of size: : "
+                  "[1, 1, 187, 621]"),
     ),
     Entry(
         id="cross-entropy-spatial-size-mismatch", stage="step", chapter=3,
@@ -240,9 +244,34 @@ ENTRIES = (
         params=({"classes": 3, "batch": 2, "size": 8}, {"classes": 6, "batch": 3, "size": 16}),
         sources=("https://github.com/CSAILVision/semantic-segmentation-pytorch/issues/66",
                  "https://github.com/swamiviv/LSD-seg/issues/1"),
-        older=("input and target batch or spatial sizes don't match: target [1 x 85 x 106], input [1 x 8 x 170 x "
-               "212] at /opt/conda/conda-bld/pytorch_1524582441669/work/aten/src/THCUNN/generic/"
-               "SpatialClassNLLCriterion.cu:24",),
+        wordings=("input and target batch or spatial sizes don't match: target [1 x 85 x 106], input [1 x 8 x 170 x "
+                  "212] at /opt/conda/conda-bld/pytorch_1524582441669/work/aten/src/THCUNN/generic/"
+                  "SpatialClassNLLCriterion.cu:24",),
+    ),
+    Entry(
+        id="regression-target-other-size", stage="step", chapter=3,
+        title="MSELoss (or L1Loss) between a prediction and a target of another size (a map at a lower resolution)",
+        code="torch.manual_seed(0)\n"
+             "images = torch.randn(2, 3, $size, $size)\n"
+             "density = nn.Conv2d(3, 1, 3, stride=$stride, padding=1)(images)   # the output is strided\n"
+             "target = torch.rand(2, 1, $size, $size)                         # the map at full resolution\n"
+             "loss = F.mse_loss(density, target)",
+        fix="torch.manual_seed(0)\n"
+            "images = torch.randn(2, 3, $size, $size)\n"
+            "density = nn.Conv2d(3, 1, 3, stride=$stride, padding=1)(images)\n"
+            "target = torch.rand(2, 1, $size, $size)\n"
+            "target = F.avg_pool2d(target, $stride) * $stride ** 2   # resized to the output (a count kept)\n"
+            "loss = F.mse_loss(density, target)\n"
+            "shown = tuple(target.shape)",
+        cause="An elementwise loss compares the prediction and the target element by element, so their shapes must "
+              "match (torch first warns 'Using a target size ... that is different to the input size', then "
+              "fails where broadcasting cannot help). Resize one to the other: the target down to the model's "
+              "output (pooling, keeping sums for a density map) or the prediction up (F.interpolate).",
+        expect="RuntimeError",
+        params=({"size": 16, "stride": 2}, {"size": 32, "stride": 4}),
+        sources=("https://github.com/surajdakua/Crowd-Counting-Using-Pytorch/issues/4",
+                 "https://github.com/face-alignment-group-of-ahucs/SHN-based-2D-face-alignment/issues/2",
+                 "https://github.com/qianngli/MCNet/issues/3"),
     ),
     Entry(
         id="cross-entropy-batch-size-mismatch", stage="step", chapter=3,
@@ -392,8 +421,8 @@ ENTRIES = (
                  "https://github.com/Lakonik/ComfyUI-piFlow/issues/18",
                  "https://github.com/pytorch/pytorch/issues/11951",
                  "https://github.com/OUCMachineLearning/OUCML/issues/24"),
-        older=("Expected object of scalar type Double but got scalar type Float for argument #2 'mat2'",
-               "expected scalar type Double but found Float",),
+        wordings=("Expected object of scalar type Double but got scalar type Float for argument #2 'mat2'",
+                  "expected scalar type Double but found Float",),
     ),
     Entry(
         id="bce-target-dtype-found-expected-float", stage="step", chapter=3,

@@ -94,7 +94,9 @@ ENTRIES = (
         params=({"death": "os._exit(1)"}, {"death": "os.kill(os.getpid(), signal.SIGKILL)"}),
         sources=("https://github.com/rowanz/r2c/issues/27",
                  "https://github.com/patrickloeber/pytorchTutorial/issues/3",
-                 "https://github.com/xuebinqin/BASNet/issues/32"),
+                 "https://github.com/xuebinqin/BASNet/issues/32",
+                 "https://github.com/mittagessen/kraken/issues/266"),
+        wordings=("DataLoader worker (pid 22048) is killed by signal: Killed.",),   # the SIGCHLD handler's words
     ),
     Entry(
         id="dataloader-timeout", stage="data", chapter=1,

@@ -34,7 +34,7 @@ class Entry:
     message: str = ""               # only with not_run: the message as torch words it
     python_note: str = ""           # where Python's own words differ between versions, what is normalised
     fix_line: str = ""              # the line a learner writes, where the one read off the fragments misleads
-    older: tuple[str, ...] = ()     # the same error as older torch words it, copied from a thread in `sources`
+    wordings: tuple[str, ...] = ()  # the same error as older torch (or a GPU) words it, copied from a `sources` thread
 
     @property
     def fix_shown(self) -> str:
@@ -50,8 +50,8 @@ class Entry:
             raise ValueError(f"entry {self.id}: params needs at least one set")
         if self.not_run and not self.message:
             raise ValueError(f"entry {self.id}: an entry that is not run must give torch's message")
-        if self.older and not self.sources:
-            raise ValueError(f"entry {self.id}: an older wording must come from a thread in its sources")
+        if self.wordings and not self.sources:
+            raise ValueError(f"entry {self.id}: another wording must come from a thread in its sources")
 
     @property
     def is_warning(self) -> bool:

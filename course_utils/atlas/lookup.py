@@ -125,7 +125,7 @@ def _templates(entries: tuple[Entry, ...], leave_out: tuple[str, int] | None = N
     message itself left out, so the lookup is tested on a message it does not hold)."""
     saved = recorded()
     return [(entry, entry.expect, message) for entry in entries
-            for i, message in enumerate(saved.get(entry.id, {}).get("messages", []) + list(entry.older))
+            for i, message in enumerate(saved.get(entry.id, {}).get("messages", []) + list(entry.wordings))
             if (entry.id, i) != leave_out]
 
 
