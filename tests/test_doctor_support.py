@@ -348,3 +348,28 @@ def test_autograd_still_catches_an_in_place_change_of_a_saved_tensor():
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         with LoopDoctor(model):
             broken(hooks=False)
+
+
+@pytest.mark.parametrize("average", ["np.mean", "statistics.mean", "statistics.fmean", "torch.tensor(list).mean()"])
+def test_a_mean_of_readings_taken_in_one_call_is_checked(average):
+    """Per-batch validation losses collected with .item() and averaged in one call (makemore averages with
+    torch.tensor(losses).mean()): the mean of batch means is named when the batches differ in size (10 examples
+    in batches of 4: 4, 4, 2), not when they are equal (12), and every wrapped function is put back on exit."""
+    import statistics
+    means = {"np.mean": lambda values: np.mean(values), "statistics.mean": lambda values: statistics.mean(values),
+             "statistics.fmean": lambda values: statistics.fmean(values),
+             "torch.tensor(list).mean()": lambda values: torch.tensor(values).mean().item()}
+    originals = (np.mean, statistics.mean, statistics.fmean, torch.tensor, torch.Tensor.mean)
+    found = {}
+    for n_val in (10, 12):
+        model, train = _mlp(), Augmented(32, 1)
+        val = TensorDataset(torch.randn(n_val, 4), torch.randint(0, 3, (n_val,)))
+        with LoopDoctor(model) as doctor:
+            _train(model, DataLoader(train, batch_size=8), epochs=1)
+            model.eval()
+            with torch.no_grad():
+                losses = [nn.functional.cross_entropy(model(x), y).item() for x, y in DataLoader(val, batch_size=4)]
+            assert abs(float(means[average](losses)) - sum(map(float, losses)) / len(losses)) < 1e-6
+        found[n_val] = "mean_of_batch_means" in doctor.report().names
+    assert found == {10: True, 12: False}
+    assert (np.mean, statistics.mean, statistics.fmean, torch.tensor, torch.Tensor.mean) == originals

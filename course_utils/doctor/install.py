@@ -9,16 +9,19 @@ exit (``Undo``). What is wrapped, and why that way:
   ``no_grad`` wrapper around them): a name imported before the doctor started still reaches the wrapper;
 - ``GradScaler.scale``/``unscale_``/``step``, the ``step`` of every ``LRScheduler`` class (so schedulers built
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
-  ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset), and
-  ``Tensor.item`` (see ``readings.py``);
+  ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset),
+  ``Tensor.item``, and the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
+  then ``Tensor.mean``; see ``readings.py``);
 - torch's global optimizer step hooks, and forward hooks on the watched models (left out of a pickle or deep
   copy of the model, so ``torch.save(model)`` and ``copy.deepcopy(model)`` work and carry nothing of the doctor).
 """
 from __future__ import annotations
 
 import functools
+import statistics
 from collections.abc import Callable
 
+import numpy
 import torch
 from torch.nn.utils import clip_grad
 from torch.optim import lr_scheduler
@@ -132,3 +135,14 @@ def install(doctor, undo: Undo) -> None:
 
     item = torch.Tensor.item
     undo.attribute(torch.Tensor, "item", functools.wraps(item)(lambda t: doctor._item(item, t)))
+
+    # a list of readings averaged in one call (readings.mean_of)
+    for owner, name in [(numpy, "mean"), (statistics, "mean"), (statistics, "fmean")]:
+        original = getattr(owner, name)
+        undo.attribute(owner, name, functools.wraps(original)(
+            lambda values, *a, _original=original, **k: doctor._mean_taken(_original, values, *a, **k)))
+    make, mean = torch.tensor, torch.Tensor.mean
+    undo.attribute(torch, "tensor", functools.wraps(make)(
+        lambda data, *a, **k: doctor._tensor_made(make, data, *a, **k)))
+    undo.attribute(torch.Tensor, "mean", functools.wraps(mean)(
+        lambda t, *a, **k: doctor._tensor_mean(mean, t, *a, **k)))

@@ -10,8 +10,10 @@ readings by k is the mean of batch means, wrong when the batches differ in size;
 report time checks that those forwards were evaluations), and the quotient is a plain float.
 
 A Reading pickles, copies and prints as the plain float it equals, so nothing the loop saves or prints
-changes. What it cannot follow: values that leave Python floats (``np.mean``, ``torch.tensor(list)``,
-``statistics.mean``) and ``float(tensor)``, which Python forces back to a plain float.
+changes. A list of readings averaged outside Python's arithmetic, by ``np.mean``, ``statistics.mean`` /
+``fmean`` or ``torch.tensor(list).mean()`` (makemore's evaluation), gets the same check (``mean_of``; the
+doctor wraps those calls). What it cannot follow: ``np.array(list).mean()`` and other array methods, and
+``float(tensor)``, which Python forces back to a plain float.
 """
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ class Reading(float):
 
     __slots__ = ("terms", "sink")
 
-    def __new__(cls, value: float, terms: tuple[int, int, int, int, int], sink: Callable) -> Reading:
+    def __new__(cls, value: float, terms: tuple[int, int, int, int, int] | None = None,
+                sink: Callable | None = None) -> float:
+        if terms is None:                 # Reading(x), as statistics.mean converts its result: a plain float
+            return float(value)
         self = super().__new__(cls, value)
         self.terms, self.sink = terms, sink          # (first forward, last forward, k, smallest, largest batch)
         return self
@@ -72,6 +77,17 @@ class Reading(float):
         if value is not NotImplemented and isinstance(other, (int, float)) and other == k > 1 and smallest != largest:
             _safely(self.sink, self.terms, None)
         return value
+
+
+def mean_of(values: object) -> None:
+    """A list of readings averaged in one call (np.mean, statistics.mean, torch.tensor(list).mean()): the same
+    check as adding them up and dividing by how many there are."""
+    if isinstance(values, (list, tuple)) and len(values) > 1 and all(isinstance(v, Reading) for v in values):
+        total = values[0]
+        for value in values[1:]:
+            total = total + value
+        if isinstance(total, Reading):
+            total / len(values)           # noqa: B018 (the division tells the doctor, as `sum(...) / k` does)
 
 
 def _safely(fn: Callable, argument: object, value: float | None) -> object:

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from course_utils.doctor import keys
-from course_utils.doctor.readings import Reading
+from course_utils.doctor.readings import Reading, _safely, mean_of
 
 
 @dataclass(eq=False)
@@ -112,6 +112,27 @@ class DataWatch:
             if not tensor.requires_grad or (source is not None and not self.sources[source].trained):
                 return Reading(value, reading, self._averaged)
         return value
+
+    def _mean_taken(self, original, values, *args, **kwargs):
+        """np.mean / statistics.mean / fmean of a list of readings: checked as a sum divided by its length."""
+        result = original(values, *args, **kwargs)
+        if not args and not kwargs:
+            _safely(mean_of, values, None)
+        return result
+
+    def _tensor_made(self, original, data, *args, **kwargs):
+        """torch.tensor(list of readings): the tensor is remembered, so that its .mean() is checked."""
+        tensor = original(data, *args, **kwargs)
+        if isinstance(data, (list, tuple)) and len(data) > 1 and isinstance(data[0], Reading):
+            self._tensors_of_readings[id(tensor)] = (weakref.ref(tensor), list(data))
+        return tensor
+
+    def _tensor_mean(self, original, tensor, *args, **kwargs):
+        result = original(tensor, *args, **kwargs)
+        made = self._tensors_of_readings.get(id(tensor))
+        if made is not None and made[0]() is tensor and not args and not kwargs:
+            _safely(mean_of, made[1], None)
+        return result
 
     def _averaged(self, terms: tuple) -> None:
         if len(self.obs.averages) < 1000 and self.failure is None:

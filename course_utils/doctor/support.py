@@ -26,6 +26,9 @@ SUPPORT = (
      ("accelerate_cv_example", "accelerate_nlp_example", "test_dict_batches_model_kwargs_numpy_and_token_streams")),
     ("", "NumPy arrays and 1-D token streams without a DataLoader (pass `train_data=`, `val_data=`)",
      ("nanogpt_train", "examples_word_language_model")),
+    ("evaluation", "validation losses read with `.item()` and averaged as a Python sum, or in one call: `np.mean`, "
+                   "`statistics.mean`, `torch.tensor(list).mean()`",
+     ("makemore_train", "examples_imagenet", "test_a_mean_of_readings_taken_in_one_call_is_checked")),
     ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
      ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
     ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",

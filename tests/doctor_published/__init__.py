@@ -35,7 +35,10 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "yunjey_cnn", "yunjey_rnn", "mae_pretrain", "build_nanogpt_train", "timm_train",
          "transformers_glue_no_trainer", "vision_classification", "monai_densenet_training",
          "examples_super_resolution", "examples_imagenet", "yunjey_gan",
-         "yunjey_language_model", "examples_mnist_rnn")
+         "yunjey_language_model", "examples_mnist_rnn",
+         # added in stop 49: two the doctor was built against (makemore's one-call mean was missed, then caught)
+         # and four held out until graded last (23 of 23 cases right, before and after that change)
+         "makemore_train", "lucidrains_ddpm", "cleanrl_ppo", "pyg_gcn", "vision_segmentation", "spinningup_vpg")
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 
