@@ -69,3 +69,5 @@ def test_optimizer_knobs_and_scaler():
     s = scaler_knobs()
     assert s["scale after the inf step, then after 3 clean steps"] == [512.0, 512.0, 512.0, 1024.0]
     assert s["update(new_scale=8.0)"] == 8.0
+    assert s["clip to 1 after scaler.unscale_(): the step's norm"] == 1.0
+    assert s["clip to 1 before scaler.unscale_(): the step's norm"] == round(1 / 1024, 6)   # 1024 times too small

@@ -78,3 +78,16 @@ def test_every_prediction_of_chapters_6_and_7_is_asked_in_its_notebook_before_it
         qid = q.id.removeprefix("predict-")
         asked, shown = source.find(f'predict({chapter}, "{qid}")'), source.find(f'answer({chapter}, "{qid}")')
         assert 0 <= asked < shown, qid
+
+
+def test_a_resume_without_the_optimizer_state_is_another_run_and_one_with_it_is_the_same():
+    """Chapter 7: the oracle is the uninterrupted run itself, continued in the same process."""
+    from course_utils.chapters.ch07_checkpoint_travel import _resumed_runs, resume_without_optimizer_lines
+    run = _resumed_runs(seed=3, before=40, after=4)
+    same = all(torch.equal(a, b) for a, b in zip(run["uninterrupted"][1], run["weights and optimizer state"][1]))
+    differs = any(not torch.equal(a, b) for a, b in zip(run["uninterrupted"][1], run["weights alone"][1]))
+    assert same and differs
+    moved = run["weights alone"][2]
+    assert ((moved[moved > 0] - 1).abs() < 0.01).float().mean() > 0.9        # a fresh Adam: lr-sized steps
+    lines = resume_without_optimizer_lines(seeds=range(2))
+    assert "on 2 of 2 seeds" in lines[0] and "bitwise equal on 0 of 2" in lines[2]

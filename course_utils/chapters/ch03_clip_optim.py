@@ -228,6 +228,17 @@ def scaler_knobs() -> dict[str, object]:
     scaler.scale(w.sum())
     scaler.update(new_scale=8.0)
     out["update(new_scale=8.0)"] = scaler.get_scale()
+    for unscaled in (False, True):                   # clip_grad_norm_(max_norm=1) with a scale of 1024
+        w = nn.Parameter(torch.zeros(2))
+        optimizer = torch.optim.SGD([w], lr=1.0)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        scaler.scale(torch.tensor([3.0, 4.0]).dot(w)).backward()      # the true gradient [3, 4], norm 5
+        if unscaled:
+            scaler.unscale_(optimizer)
+        clip_grad_norm_([w], max_norm=1.0)
+        scaler.step(optimizer)
+        out[f"clip to 1 {'after' if unscaled else 'before'} scaler.unscale_(): the step's norm"] = round(
+            w.detach().norm().item(), 6)
     out["is_autocast_available('cpu')"] = torch.amp.is_autocast_available("cpu")
     with torch.amp.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
         out["autocast('cpu', bfloat16, cache_enabled=False): a Linear's output dtype"] = str(

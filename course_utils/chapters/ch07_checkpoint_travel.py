@@ -131,3 +131,76 @@ def strict_false_line(wrapper: nn.Module, make_plain) -> str:
     total = len(plain.state_dict())
     return (f"strict=False: no error; weights unchanged: {unchanged}; it returns {len(result.missing_keys)} of "
             f"{total} keys missing and {len(result.unexpected_keys)} unexpected")
+
+
+def _resumed_runs(seed: int, before: int = 150, after: int = 10, lr: float = 0.01) -> dict[str, tuple]:
+    """Full-batch Adam on a spiral for `before` updates, then `after` more three ways: uninterrupted, resumed
+    from the weights and the optimizer's state, resumed from the weights alone (a fresh Adam). Each: the losses
+    of the `after` updates and the final weights."""
+    from course_utils.engine.data import spiral_splits
+    from course_utils.engine.models import MLP
+    x, y = spiral_splits(300, 300, seed=seed).train.tensors
+
+    def step(model: nn.Module, optimizer: torch.optim.Optimizer) -> float:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    torch.manual_seed(seed)
+    model = MLP(hidden=64)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(before):
+        step(model, optimizer)
+    saved = serialize_state({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+    runs = {"uninterrupted": (model, optimizer)}
+    for case in ("weights and optimizer state", "weights alone"):
+        state = torch.load(io.BytesIO(saved), weights_only=True)        # each resume reads the file afresh
+        resumed = MLP(hidden=64)
+        resumed.load_state_dict(state["model"])
+        fresh = torch.optim.Adam(resumed.parameters(), lr=lr)
+        if case == "weights and optimizer state":
+            fresh.load_state_dict(state["optimizer"])
+        runs[case] = (resumed, fresh)
+    out = {}
+    for case, (m, o) in runs.items():
+        start = [p.detach().clone() for p in m.parameters()]
+        losses = [step(m, o)]
+        moved = torch.cat([(p.detach() - s).abs().flatten() for p, s in zip(m.parameters(), start)])
+        losses += [step(m, o) for _ in range(after - 1)]
+        out[case] = (losses, [p.detach().clone() for p in m.parameters()], moved / lr)
+    return out
+
+
+def serialize_state(state: dict) -> bytes:
+    """torch.save into bytes: a checkpoint file in memory."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def resume_without_optimizer_lines(seeds=range(5)) -> list[str]:
+    """A resume that leaves the optimizer's state out, against one that keeps it, over seeds (chapter 7)."""
+    from course_utils.infra.parallel import map_runs
+    runs = map_runs(_resumed_runs, [(seed,) for seed in seeds])       # side by side, one seed per process
+    n = len(runs)
+
+    def same(run: dict, case: str) -> bool:
+        return all(torch.equal(a, b) for a, b in zip(run["uninterrupted"][1], run[case][1]))
+
+    first = [r["weights alone"][0][1] / r["uninterrupted"][0][1] for r in runs]
+    def lr_sized(moved: torch.Tensor) -> bool:       # of the weights that moved at all, 90% by lr (within 1%)
+        moved = moved[moved > 0]
+        return bool(((moved - 1).abs() < 0.01).float().mean() > 0.9)
+
+    fresh_lr = sum(lr_sized(r["weights alone"][2]) for r in runs)
+    small = sum(bool(r["uninterrupted"][2].median() < 0.1) for r in runs)
+    last_above = sum(r["weights alone"][0][-1] > r["uninterrupted"][0][-1] for r in runs)
+    return [f"weights and optimizer state: 10 more updates, weights bitwise those of the uninterrupted run on "
+            f"{sum(same(r, 'weights and optimizer state') for r in runs)} of {n} seeds",
+            f"the next update: the uninterrupted run moves the median weight by less than lr/10 on {small} of {n}; "
+            f"a fresh Adam moves 90% or more of the weights it moves by lr (within 1%) on {fresh_lr} of {n}",
+            f"weights alone (a fresh Adam): bitwise equal on {sum(same(r, 'weights alone') for r in runs)} of {n}; "
+            f"the loss after its first update 25% or more above the uninterrupted run's on {sum(f > 1.25 for f in first)} "
+            f"of {n}, still above after the 10th on {last_above} of {n}"]

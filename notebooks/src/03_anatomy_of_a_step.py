@@ -894,6 +894,13 @@ for what, result in scaler_knobs().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# Clipping must come after `scaler.unscale_(optimizer)`: before it, the gradient is still multiplied by the scale,
+# so `clip_grad_norm_(max_norm=1)` clips a gradient 1024 times too large to norm 1, and the step that divides by
+# the scale then moves the weights by 1/1024 (0.000977 above) instead of 1. Clipping silently makes every update
+# tiny. The order: `scaler.scale(loss).backward()`, `scaler.unscale_(optimizer)`, clip, `scaler.step(optimizer)`,
+# `scaler.update()`.
+
+# %% [markdown]
 # ## Losses and files from other people's code
 #
 # `nn.LinearCrossEntropyLoss` folds the output layer into the loss (it never builds the full logits when

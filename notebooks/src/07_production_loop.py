@@ -246,6 +246,20 @@ print(sorted(k for k in state if k != "model"))
 print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 
 # %% [markdown]
+# Leave one of them out and the resumed run is another run. The weights alone, with a fresh optimizer, is the
+# most common partial checkpoint: a fresh Adam has no moments, so its first updates move every weight by about
+# the learning rate, whatever the gradient's size, and throw a converged model back up its valley. Full-batch
+# Adam on the spiral, 150 updates, then 10 more three ways, over five seeds:
+
+# %% tags=["answers-resume-partial"]
+from course_utils.chapters.ch07_checkpoint_travel import resume_without_optimizer_lines
+
+print("\n".join(resume_without_optimizer_lines(seeds=range(5))))
+
+# %% [markdown]
+# What leaving out each other piece does (the schedule's position, the scaler's scale, the random streams) is not
+# run here; the trainer saves them all, which is why its resume above changed nothing.
+#
 # **What "bitwise" needs on a GPU.** This chapter proves exact resume on a CPU. On a GPU the same guarantee
 # needs four more things. The notebooks run on a CPU; the GPU figures later in this chapter are a record
 # of `benchmarks/bench_cuda.py`, which times steps and has no kill-and-resume run, so none of these four
