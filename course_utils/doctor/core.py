@@ -171,6 +171,8 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._reading_source = source
         if self._last_batch is None:
             self._recent_outputs = ([_pointer(o) for o in outs] + self._recent_outputs)[:8]
+        if not live and torch.is_grad_enabled() and outs and not any(p.requires_grad for p in module.parameters()):
+            return       # a frozen stage in front of a trained one (a fixed encoder): neither training nor evaluation
         if not live:
             obs.evaluation_forwards += 1
             self._evaluated(obs.forwards)

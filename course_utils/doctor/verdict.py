@@ -97,7 +97,7 @@ def _unscaled(track: Track, many: bool) -> list[Finding]:
     summing K micro-batch means undivided, and a short window (flushed at an epoch's end) whose losses are still
     divided by the full window's K."""
     bad = [(w, [p.factor for p in w.members]) for w in track.windows
-           if w.batches >= 2 and all(p.factor > 0.99 for p in w.members)]
+           if w.batches >= 2 and all(p.factor > 0.99 for p in w.members) and not _summed_by_design(w)]
     if bad:
         w, factors = bad[0]
         return [finding("unscaled_accumulation", f"update {w.update}{_who(track, many)}: {w.batches} micro-batches "
@@ -117,6 +117,13 @@ def _unscaled(track: Track, many: bool) -> list[Finding]:
                     f"{sum(p.examples for p in w.members)} for the first)", len(short))]
 
 
+def _summed_by_design(window: Window) -> bool:
+    """Every micro-batch's mean loss multiplied by its own example count (yolov5's `loss * batch_size`): the window
+    sums per-example losses, each example weighing 1 in every window, a convention with its learning rate tuned to
+    it, not an undivided accumulation."""
+    return all(p.examples > 1 and abs(p.factor - p.examples) <= 0.01 * p.examples for p in window.members)
+
+
 def _micro(n: int) -> str:
     return f"{n} micro-batch{'' if n == 1 else 'es'}"
 
@@ -133,8 +140,8 @@ def _short_windows(track: Track) -> list[tuple[Window, float, float, int]]:
         return []                      # no accumulation
     known = [w for w in track.windows if all(p.examples for p in w.members)]
     full = [w for w in known if w.batches == typical]
-    if not full:
-        return []
+    if not full or all(_summed_by_design(w) for w in known):
+        return []                      # no full window, or per-example sums: each window weighs its examples
     weights = sorted(sum(p.factor for p in w.members) for w in full)
     middle = weights[len(weights) // 2]
     if middle <= 0 or weights[-1] - weights[0] > WEIGHT_TOLERANCE * middle:

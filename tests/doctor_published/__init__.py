@@ -38,7 +38,41 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "yunjey_language_model", "examples_mnist_rnn",
          # added in stop 49: two the doctor was built against (makemore's one-call mean was missed, then caught)
          # and four held out until graded last (23 of 23 cases right, before and after that change)
-         "makemore_train", "lucidrains_ddpm", "cleanrl_ppo", "pyg_gcn", "vision_segmentation", "spinningup_vpg")
+         "makemore_train", "lucidrains_ddpm", "cleanrl_ppo", "pyg_gcn", "vision_segmentation", "spinningup_vpg",
+         # added in stop 49, round 2 (held out, graded before any change)
+         "bentrevett_nbow", "yolov5_train", "dit_train", "detectron2_plain_train", "litgpt_lora",
+         "sgrvinod_captioning")
+# Cases of the loops held out in stop 49's second round that the doctor does not get right yet (graded before any
+# change: 16 of 34 right; after two general fixes, frozen stages and per-example sums, 18). Each is tested as an
+# expected failure that must keep failing (strict), with the mechanism it lacks; a fix makes its test fail until
+# the case leaves this list. The issue's precision and recall are measured on the other cases.
+_TENSOR_MEAN = "a validation loss accumulated in a tensor (loss += ...; / len(loader)): readings follow floats only"
+_FLUSH = ("the run ends by drawing the next epoch's first batch (CycleIterator) and backwarding it: reported as an "
+          "unflushed window, though no epoch's data was lost")
+KNOWN_MISSES = {
+    "yolov5_train:published": _TENSOR_MEAN,
+    "yolov5_train:scheduler_stepped_every_batch": _TENSOR_MEAN + "; a LambdaLR whose lambda counts epochs is not "
+                                                  "read as an epoch schedule",
+    "yolov5_train:clip_after_scaler_step": _TENSOR_MEAN,
+    "yolov5_train:hand_made_ema_validated_in_train_mode": _TENSOR_MEAN,
+    "yolov5_train:loss_items_not_detached": _TENSOR_MEAN,
+    "dit_train:preview_samples_from_model_in_train_mode": "a no-grad forward in train mode on inputs from torch.randn "
+                                                          "(no loader batch) is not judged an evaluation",
+    "detectron2_plain_train:one_x_schedule_in_epochs_stepped_per_iteration": "an infinite sampler ends no epoch, so "
+                                                                            "the cadence checks never run",
+    "detectron2_plain_train:test_without_no_grad": "outputs nested as a list of dicts of tensors are not found",
+    "litgpt_lora:published": _FLUSH,
+    "litgpt_lora:loss_not_divided_by_accumulation": _FLUSH,
+    "litgpt_lora:validate_with_gradients": _FLUSH,
+    "litgpt_lora:validate_leaves_eval_mode": _FLUSH,
+    "litgpt_lora:schedule_stepped_per_epoch": _FLUSH + "; a SequentialLR's horizon is not read",
+    "sgrvinod_captioning:hand_clamp_after_step": "gradients clamped by hand after step(): only torch's clipping "
+                                                 "functions are watched",
+    "sgrvinod_captioning:validate_without_decoder_eval": "the decoder's input comes from the encoder, not a loader "
+                                                         "batch, so its no-grad forward in train mode is not judged",
+    "sgrvinod_captioning:softmax_scores_into_cross_entropy": "the softmax reaches the loss through a copy into a "
+                                                             "preallocated tensor and pack_padded_sequence",
+}
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
 
