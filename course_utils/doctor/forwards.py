@@ -97,13 +97,21 @@ class Forward:
         self.reached = True
 
 
-def outputs(output: object, limit: int = 4) -> list[torch.Tensor]:
-    """The tensors a forward returned (a tensor, tuple/list, dict or ModelOutput), at most `limit`."""
+def outputs(output: object, limit: int = 4, depth: int = 3) -> list[torch.Tensor]:
+    """The tensors a forward returned, at most `limit`: a tensor, or in a tuple/list, dict or ModelOutput, nested up
+    to `depth` levels (a detector in eval mode returns a list of dicts of tensors)."""
     if isinstance(output, torch.Tensor):
         return [output]
+    if depth == 0:
+        return []
     values = output.values() if hasattr(output, "values") and callable(output.values) else \
         output if isinstance(output, (tuple, list)) else ()
-    return [v for v in values if isinstance(v, torch.Tensor)][:limit]
+    found: list[torch.Tensor] = []
+    for value in values:
+        if len(found) >= limit:
+            break
+        found += outputs(value, limit - len(found), depth - 1)
+    return found
 
 
 def first_input(args: tuple, kwargs: dict) -> torch.Tensor | None:

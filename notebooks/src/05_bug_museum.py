@@ -880,8 +880,9 @@ display(Markdown(support_table(shown_by=False)))
 
 # %% [markdown]
 # What it cannot see: forwards through `model.forward(x)` instead of `model(x)`; averages taken with
-# `np.array(list).mean()` or `float(tensor)` instead of `.item()` values summed or averaged in one call; leakage hidden behind a dataset with no raw storage
-# whose copies are augmented differently per split; clipping written by hand. Training with the whole model in eval
+# `np.array(list).mean()` or `float(tensor)` instead of `.item()` values summed or averaged in one call; leakage
+# hidden behind a dataset with no raw storage whose copies are augmented differently per split; clipping written
+# by hand. Training with the whole model in eval
 # mode on purpose is reported as a missing `train()` (freezing only the BatchNorm layers is not). A loss that ends
 # in its own division by a tensor (a hand-written mean such as `sum / mask.sum()`) hides an undivided accumulation.
 # And one false alarm it can raise: a GAN trained without a DataLoader and watched on the discriminator alone is

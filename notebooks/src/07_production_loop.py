@@ -247,8 +247,8 @@ print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 
 # %% [markdown]
 # Leave one of them out and the resumed run is another run. The weights alone, with a fresh optimizer, is the
-# most common partial checkpoint: a fresh Adam has no moments, so its first updates move every weight by about
-# the learning rate, whatever the gradient's size, and throw a converged model back up its valley. Full-batch
+# most common partial checkpoint: a fresh Adam has no moments, so its first update moves every weight it moves
+# by the whole learning rate, whatever the gradient's size, and throws a converged model back up its valley. Full-batch
 # Adam on the spiral, 150 updates, then 10 more three ways, over five seeds:
 
 # %% tags=["answers-resume-partial"]
@@ -1267,7 +1267,7 @@ print("\n".join(lightning_lines(lightning_run)))
 # batches to the training batches. Since 2.0 (pull request #16695) the training bar counts training batches
 # only and validation gets a bar of its own. Neither bar counts updates: 233 batches made 59 of them.
 #
-# When Lightning validates is counted in batches too. Three small fits (20 batches of 16 per epoch), each
+# When Lightning validates is counted in batches too. Four small fits (20 batches of 16 per epoch), each
 # validation run recorded as (epoch, training batches seen, `global_step`):
 
 # %% tags=["answers-lightning-validation"]
@@ -1280,9 +1280,9 @@ for setting, runs in lightning_validation_runs().items():
 # A fraction in `val_check_interval` splits each epoch's batches; an integer counts training *batches*, not
 # updates: with `accumulate_grad_batches=4`, validating "every 5" happened after 5, 10, 15 and 20 batches, at
 # `global_step` 1, 2, 3 and 5: to validate every N updates, give N × K. The count starts again in each epoch
-# (four runs in each of the two); with `check_val_every_n_epoch=None` it runs on across epochs (every 30 batches of 20-batch epochs:
-# after batches 30 and 60, in epochs 2 and 3), which is how to validate every N batches of a long run.
-# `check_val_every_n_epoch=2` validates every second epoch, and `EarlyStopping`'s
+# (four runs in each of the two); with `check_val_every_n_epoch=None` it runs on across epochs (every 30
+# batches of 20-batch epochs: after batches 30 and 60, in epochs 2 and 3), which is how to validate every N
+# batches of a long run. `check_val_every_n_epoch=2` validates every second epoch, and `EarlyStopping`'s
 # patience counts validation runs: `patience=2` on a loss that never improved stopped the run after epoch 6 of
 # 30 (the first run at epoch 2 set the best, the next two did not beat it). Size patience in validation runs:
 # with two runs per epoch (`val_check_interval=0.5`), the same 2 is one epoch.
