@@ -104,6 +104,23 @@ def _through_shapes(node: object) -> object:
     return node
 
 
+# Nodes that only move values around, from several inputs: a copy into a preallocated tensor (CopySlices, index_put),
+# cat/stack, where, pack_padded_sequence (a captioning decoder fills scores step by step, then packs them)
+MOVE_NODES = ("CopySlices", "IndexPutBackward", "CatBackward", "StackBackward", "WhereBackward",
+              "PackPaddedSequenceBackward")
+
+
+def _from_softmax(node: object, depth: int = 8) -> bool:
+    """Does `node`'s value come straight from a softmax, through shape-only and value-moving nodes?"""
+    node = _through_shapes(node)
+    name = type(node).__name__
+    if name == "SoftmaxBackward0":
+        return True
+    if depth == 0 or not any(name.startswith(m) for m in MOVE_NODES):
+        return False
+    return any(_from_softmax(n, depth - 1) for n, _ in getattr(node, "next_functions", ()) if n is not None)
+
+
 def softmax_in_loss(obs: Observations, root: torch.Tensor, index: int) -> None:
     """Does the loss graph apply log_softmax (cross_entropy's first step) to a softmax's output?"""
     frontier, seen = [(root.grad_fn, 0)], 0
@@ -113,8 +130,7 @@ def softmax_in_loss(obs: Observations, root: torch.Tensor, index: int) -> None:
         if node is None or depth > 12:
             continue
         parents = [n for n, _ in node.next_functions]
-        if type(node).__name__ == "LogSoftmaxBackward0" and any(
-                type(_through_shapes(p)).__name__ == "SoftmaxBackward0" for p in parents if p is not None):
+        if type(node).__name__ == "LogSoftmaxBackward0" and any(_from_softmax(p) for p in parents if p is not None):
             obs.note("softmax_before_cross_entropy",
                      f"backward pass {index}: the loss applies log_softmax (cross_entropy's own first step) to the "
                      "output of a softmax: probabilities were passed where logits belong")
