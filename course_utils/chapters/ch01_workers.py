@@ -275,9 +275,16 @@ class _Items(Dataset):
 
 
 def _private_mib(batch) -> float:
-    """collate_fn run in the worker: this process's private memory (USS: pages no other process shares), MiB."""
-    import psutil
-    return psutil.Process().memory_full_info().uss / 2**20
+    """collate_fn run in the worker: the memory this process has written to since the fork, MiB: Linux's
+    Private_Dirty (a page the parent rewrites also turns private in the worker, but clean: the parent's activity,
+    not the worker's reads). Elsewhere, psutil's USS (pages no other process shares)."""
+    import re
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as status:
+            return int(re.search(r"Private_Dirty:\s+(\d+) kB", status.read()).group(1)) / 1024
+    except (OSError, AttributeError):
+        import psutil
+        return psutil.Process().memory_full_info().uss / 2**20
 
 
 def copy_on_read(n: int = 500_000) -> dict[str, float]:

@@ -413,8 +413,8 @@ with answer(1, "worker-hang"):
 # writes to an object each time it is read (its reference count goes up and down), so a worker that reads
 # every example of a dataset held as a list of Python objects (file names, dicts, floats) ends up with its own
 # copy of all of them: `num_workers` copies, which looks like a leak as each epoch touches more. One forked
-# worker reads 500,000 floats once, as a list and as one NumPy array; its private memory (pages no other
-# process shares) is measured after each tenth:
+# worker reads 500,000 floats once, as a list and as one NumPy array; the memory it has written to since the
+# fork (Linux's Private_Dirty: the pages it now holds a copy of) is measured after each tenth:
 
 # %% tags=["answers-copy-on-read"]
 import sys
