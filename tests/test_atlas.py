@@ -231,3 +231,18 @@ def test_older_torchs_wording_finds_the_entry_from_threads_that_are_not_its_sour
     for entry in ENTRIES:                  # an older wording is the entry's own, never closer to another entry
         for message in entry.wordings:
             assert lookup(message).best.id == entry.id, (entry.id, message)
+
+
+def test_what_the_runs_print_to_the_terminal_stays_out_of_the_chapter(capfd):
+    """A fragment whose process writes to file descriptor 2 (as a dying DataLoader worker does) and warns: the
+    table's runs keep both out of the notebook's stderr, and the entry's message is still torch's."""
+    from course_utils.atlas import text
+    from course_utils.atlas.entry import Entry
+    noisy = Entry(id="noisy", stage="step", chapter=3, title="prints to the terminal, then raises",
+                  code="os.write(2, b'a worker says goodbye\\n')\nwarnings.warn('late', ResourceWarning)\n"
+                       "nn.Linear(20, 5)(torch.randn(4, 10))",
+                  fix="shown = 1", cause="a test", expect="RuntimeError")
+    done = text.outcomes((noisy,))
+    captured = capfd.readouterr()
+    assert done[0].ok and done[0].message.startswith("mat1 and mat2 shapes cannot be multiplied")
+    assert "goodbye" not in captured.err and "late" not in captured.err
