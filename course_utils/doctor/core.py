@@ -91,6 +91,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._fresh = False                           # has no forward run since the last batch was drawn?
         self._given = {p: d for d in (train_data, val_data) if d is not None for p in _storages(d)}
         self._serial = 0
+        self._epoch_serial = 0                        # the serial of the last batch before a training epoch ended
         self._recent_outputs: list[int] = []
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
         self._tensors_of_readings: dict[int, tuple] = {}    # torch.tensor(list of readings): id -> (ref, list)
@@ -285,9 +286,17 @@ class LoopDoctor(DataWatch, UpdateWatch):
         for track in self.tracks:
             if track.optimizer is None and track.moved():
                 self._hand_update(track)
-            track.final_unapplied = len(track.unapplied())
+            pending = track.unapplied()
+            track.final_unapplied = sum(not self._in_unfinished_epoch(p) for p in pending)
+            track.stopped_inside_epoch = len(pending) - track.final_unapplied
             track.settle("exit", self.obs.backward_passes)
         self._tick()
+
+    def _in_unfinished_epoch(self, done: Pass) -> bool:
+        """Did this pass train only on DataLoader batches drawn after the last training epoch ended? Then the loop
+        stopped inside an epoch (a step budget, a cycling iterator): no epoch's last micro-batches were lost."""
+        return bool(done.batches) and all(isinstance(b, tuple) and b[0] == "batch" and b[1] > self._epoch_serial
+                                          for b in done.batches)
 
     def report(self) -> Report:
         """The findings so far (complete once the with-block has ended), with what was counted."""

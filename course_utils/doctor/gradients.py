@@ -59,6 +59,7 @@ class Track:
     skipped: int = 0
     consumed_before: int = 0                    # at the last update: passes it found already applied
     final_unapplied: int = 0                    # at the loop's end: passes no update ever applied
+    stopped_inside_epoch: int = 0               # ... of which on batches of an epoch the loop left unfinished
     sched_mark: int | None = None               # forward count when a scheduler stepped with passes pending
     snapshot: tuple | None = None               # (state of .grad, was it empty then)
     before: tuple | None = None                 # state of .grad when the current backward pass began

@@ -71,6 +71,7 @@ class DataWatch:
         if iterator not in self._training_iterators:
             return
         self.obs.epochs += 1
+        self._epoch_serial = self._serial
         for track in self.tracks:
             if track.pending:
                 track.settle("epoch end", self.obs.backward_passes)

@@ -341,6 +341,11 @@ def notes(doctor: Doctor) -> list[str]:
                                         f"{trains} training forwards ran in eval mode" if trains else "") if x)
         found.append(f"{what}: no effect on {model}, which has no dropout, BatchNorm or other layer that behaves "
                      "differently in eval mode; it will bite once you add one")
+    inside = sum(t.stopped_inside_epoch for t in doctor.tracks)
+    if inside:
+        found.append(f"the loop stopped inside an epoch with {_passes(inside)} that no update applied (compute spent "
+                     "for nothing); no epoch's last micro-batches were lost, so it is not a missing end-of-epoch "
+                     "flush")
     skipped = sum(t.skipped for t in doctor.tracks)
     if skipped:
         found.append(f"GradScaler skipped {skipped} updates with inf/NaN gradients, as it should; their gradients "

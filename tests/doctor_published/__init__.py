@@ -48,8 +48,6 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
 # the mechanism it lacks; a fix makes its test fail until the case leaves this list. The issue's precision and
 # recall are measured on the other cases.
 _TENSOR_MEAN = "a validation loss accumulated in a tensor (loss += ...; / len(loader)): readings follow floats only"
-_FLUSH = ("the run ends by drawing the next epoch's first batch (CycleIterator) and backwarding it: reported as an "
-          "unflushed window, though no epoch's data was lost")
 KNOWN_MISSES = {
     "yolov5_train:published": _TENSOR_MEAN,
     "yolov5_train:scheduler_stepped_every_batch": _TENSOR_MEAN + "; a LambdaLR whose lambda counts epochs is not "
@@ -61,11 +59,7 @@ KNOWN_MISSES = {
                                                           "(no loader batch) is not judged an evaluation",
     "detectron2_plain_train:one_x_schedule_in_epochs_stepped_per_iteration": "an infinite sampler ends no epoch, so "
                                                                             "the cadence checks never run",
-    "litgpt_lora:published": _FLUSH,
-    "litgpt_lora:loss_not_divided_by_accumulation": _FLUSH,
-    "litgpt_lora:validate_with_gradients": _FLUSH,
-    "litgpt_lora:validate_leaves_eval_mode": _FLUSH,
-    "litgpt_lora:schedule_stepped_per_epoch": _FLUSH + "; a SequentialLR's horizon is not read",
+    "litgpt_lora:schedule_stepped_per_epoch": "a SequentialLR's horizon is not read",
     "sgrvinod_captioning:hand_clamp_after_step": "gradients clamped by hand after step(): only torch's clipping "
                                                  "functions are watched",
     "sgrvinod_captioning:validate_without_decoder_eval": "the decoder's input comes from the encoder, not a loader "
