@@ -253,3 +253,34 @@ def test_a_loop_that_stops_inside_an_epoch_loses_no_epoch_tail():
     # flushed, it is cured; its 1-batch window still divided by 3 is the course rule's other finding
     assert _budgeted_accumulation(30, per_epoch=10, count="epoch", flush=True).names == ("unscaled_accumulation",)
     assert _budgeted_accumulation(30, per_epoch=10).names == ()   # counted over the run: every window holds 3
+
+
+def _validation_sum(average: str) -> tuple[str, ...]:
+    """A model evaluated on 10 examples in batches of 4 (4, 4, 2), its losses summed in a tensor (yolov5's way)."""
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    model = nn.Linear(2, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train = DataLoader(TensorDataset(torch.randn(8, 2), torch.randint(0, 3, (8,))), batch_size=4)
+    val = DataLoader(TensorDataset(torch.randn(10, 2), torch.randint(0, 3, (10,))), batch_size=4)
+    with LoopDoctor(model) as doctor:
+        for x, y in train:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        model.eval()
+        total = torch.zeros(2)
+        with torch.no_grad():
+            for x, y in val:
+                out = model(x)
+                items = torch.stack([torch.nn.functional.cross_entropy(out, y), (out.argmax(1) == y).float().mean()])
+                total += items if average == "batches" else items * len(y)
+        mean = (total.cpu() / len(val)) if average == "batches" else total / len(val.dataset)
+        assert mean.shape == (2,)
+    return doctor.report().names
+
+
+def test_a_validation_mean_summed_in_a_tensor_is_checked():
+    assert _validation_sum("batches") == ("mean_of_batch_means",)      # (l1 + l2 + l3) / 3 with batches of 4, 4, 2
+    assert _validation_sum("examples") == ()                           # sum(l_i * n_i) / 10

@@ -95,6 +95,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._recent_outputs: list[int] = []
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
         self._tensors_of_readings: dict[int, tuple] = {}    # torch.tensor(list of readings): id -> (ref, list)
+        self._tensor_sums: dict[int, tuple] = {}     # tensors summing readings: id -> (ref, terms or None)
         self._reading_source: int | None = None      # and the dataset its input came from
         self._scales: set[int] = set()                # where each GradScaler seen keeps its scale
         self._frozen: list = []

@@ -10,8 +10,9 @@ exit (``Undo``). What is wrapped, and why that way:
 - ``GradScaler.scale``/``unscale_``/``step``, the ``step`` of every ``LRScheduler`` class (so schedulers built
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
   ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset),
-  ``Tensor.item``, and the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
-  then ``Tensor.mean``; see ``readings.py``);
+  ``Tensor.item``, the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
+  then ``Tensor.mean``) and a sum kept in a tensor (``Tensor.__iadd__``, ``cpu``, ``detach``, ``__truediv__``; see
+  ``readings.py``);
 - torch's global optimizer step hooks, and forward hooks on the watched models (left out of a pickle or deep
   copy of the model, so ``torch.save(model)`` and ``copy.deepcopy(model)`` work and carry nothing of the doctor).
 """
@@ -146,3 +147,11 @@ def install(doctor, undo: Undo) -> None:
         lambda data, *a, **k: doctor._tensor_made(make, data, *a, **k)))
     undo.attribute(torch.Tensor, "mean", functools.wraps(mean)(
         lambda t, *a, **k: doctor._tensor_mean(mean, t, *a, **k)))
+    # readings summed in a tensor (readings.py): `total += values`, `.cpu()`, `.detach()`, `total / k`
+    iadd, div = torch.Tensor.__iadd__, torch.Tensor.__truediv__
+    undo.attribute(torch.Tensor, "__iadd__", functools.wraps(iadd)(lambda t, o: doctor._tensor_added(iadd, t, o)))
+    undo.attribute(torch.Tensor, "__truediv__", functools.wraps(div)(lambda t, o: doctor._tensor_divided(div, t, o)))
+    for name in ("cpu", "detach"):
+        moved = getattr(torch.Tensor, name)
+        undo.attribute(torch.Tensor, name, functools.wraps(moved)(
+            lambda t, *a, _moved=moved, **k: doctor._tensor_moved(_moved, t, *a, **k)))

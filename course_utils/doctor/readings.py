@@ -12,8 +12,11 @@ report time checks that those forwards were evaluations), and the quotient is a 
 A Reading pickles, copies and prints as the plain float it equals, so nothing the loop saves or prints
 changes. A list of readings averaged outside Python's arithmetic, by ``np.mean``, ``statistics.mean`` /
 ``fmean`` or ``torch.tensor(list).mean()`` (makemore's evaluation), gets the same check (``mean_of``; the
-doctor wraps those calls). What it cannot follow: ``np.array(list).mean()`` and other array methods, and
-``float(tensor)``, which Python forces back to a plain float.
+doctor wraps those calls). A tensor can sum them too, as yolov5's validation does (``loss = torch.zeros(3)``, then
+``loss += loss_items`` after each forward, then ``loss.cpu() / len(dataloader)``): a no-gradient tensor of zeros
+that gains one no-gradient tensor after each forward keeps the same record (``tensor_added``), through ``.cpu()``
+and ``.detach()``, until it is divided by its count. What it cannot follow: ``np.array(list).mean()`` and other
+array methods, ``float(tensor)``, which Python forces back to a plain float, and a tensor sum copied any other way.
 """
 from __future__ import annotations
 
@@ -47,10 +50,8 @@ class Reading(float):
 
     def _plus(self, other: object, value: float) -> float:
         if isinstance(other, Reading):
-            a, b = (self.terms, other.terms) if self.terms[0] <= other.terms[0] else (other.terms, self.terms)
-            if a[1] >= b[0]:
-                return value          # the same forward read twice: not a sum over batches
-            return Reading(value, (a[0], b[1], a[2] + b[2], min(a[3], b[3]), max(a[4], b[4])), self.sink)
+            terms = combined(self.terms, other.terms)
+            return value if terms is None else Reading(value, terms, self.sink)   # None: one forward read twice
         if isinstance(other, (int, float)) and other == 0:
             return Reading(value, self.terms, self.sink)
         return value
@@ -88,6 +89,14 @@ def mean_of(values: object) -> None:
             total = total + value
         if isinstance(total, Reading):
             total / len(values)           # noqa: B018 (the division tells the doctor, as `sum(...) / k` does)
+
+
+def combined(earlier: tuple, later: tuple) -> tuple | None:
+    """The terms of a sum of two readings' terms, or None when they overlap (the same forward counted twice)."""
+    a, b = (earlier, later) if earlier[0] <= later[0] else (later, earlier)
+    if a[1] >= b[0]:
+        return None
+    return a[0], b[1], a[2] + b[2], min(a[3], b[3]), max(a[4], b[4])
 
 
 def _safely(fn: Callable, argument: object, value: float | None) -> object:

@@ -14,7 +14,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from course_utils.doctor import keys
-from course_utils.doctor.readings import Reading, _safely, mean_of
+from course_utils.doctor.readings import Reading, _safely, combined, mean_of
+
+
+SUM_SIZE = 64      # a tensor that sums readings holds a few numbers (yolov5's: 3 losses), not activations
 
 
 @dataclass(eq=False)
@@ -133,6 +136,42 @@ class DataWatch:
         made = self._tensors_of_readings.get(id(tensor))
         if made is not None and made[0]() is tensor and not args and not kwargs:
             _safely(mean_of, made[1], None)
+        return result
+
+    def _tensor_added(self, original, total, other):
+        """total += other: a no-gradient tensor of zeros that gains one no-gradient tensor after each forward sums
+        readings, as a float sum of .item()s does (readings.py); anything else ends the record."""
+        record = self._tensor_sums.get(id(total))
+        known = record is not None and record[0]() is total
+        start = (not known and self._reading is not None and isinstance(other, torch.Tensor) and not other.requires_grad
+                 and not total.requires_grad and total.numel() <= SUM_SIZE and not torch.compiler.is_compiling()
+                 and not total.any())
+        result = original(total, other)
+        if known:
+            terms = record[1]
+            if terms is not None:
+                terms = combined(terms, self._reading) if isinstance(other, torch.Tensor) else None
+            self._tensor_sums[id(total)] = (record[0], terms)
+        elif start:
+            self._tensor_sums[id(total)] = (weakref.ref(total), self._reading)
+        return result
+
+    def _tensor_moved(self, original, tensor, *args, **kwargs):
+        """tensor.cpu() / .detach(): the copy of a tensor sum keeps its record."""
+        result = original(tensor, *args, **kwargs)
+        record = self._tensor_sums.get(id(tensor))
+        if record is not None and record[0]() is tensor and result is not tensor:
+            self._tensor_sums[id(result)] = (weakref.ref(result), record[1])
+        return result
+
+    def _tensor_divided(self, original, tensor, other):
+        """tensor / k: a tensor sum of k readings divided by k is their mean of batch means."""
+        result = original(tensor, other)
+        record = self._tensor_sums.get(id(tensor))
+        if record is not None and record[0]() is tensor and record[1] is not None and isinstance(other, int):
+            k, smallest, largest = record[1][2:]
+            if other == k > 1 and smallest != largest:
+                self._averaged(record[1])
         return result
 
     def _averaged(self, terms: tuple) -> None:
