@@ -23,7 +23,7 @@ def test_text_is_at_least_9_px_on_screen(bugs):
     with plt.rc_context({"figure.dpi": NOTEBOOK_DPI}):
         fig = run_figure(session)
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", bbox_inches="tight")       # what the inline backend sends
+        fig.savefig(buffer, format="png")       # what the inline backend sends (setup_notebook: no tight bbox)
         width = int.from_bytes(buffer.getvalue()[16:20], "big")
         shown = min(1.0, OUTPUT_PX / width)                           # a wider image is scaled down to fit
         sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()]

@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.loop import evaluate
+from course_utils.infra.parallel import in_groups, map_runs
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,7 @@ def bn_collapse_fixes(seeds=range(5)) -> list[str]:
     update moves the first BatchNorm's input mean by the change of the weights times the inputs' offset. More
     updates shrink the lag only once the weights settle; centred inputs remove its cause."""
     n = len(seeds)
-    longer = [bn_collapse(s, steps=300) for s in seeds]
-    centred = [bn_collapse(s, offset=0.0) for s in seeds]
+    longer, centred = in_groups(map_runs(bn_collapse, [(s, 300) for s in seeds] + [(s, 30, 0.0) for s in seeds]), n)
     return [
         f"300 updates instead of 30 (inputs around 10): eval mode still more than 0.2 below the re-estimate on "
         f"{sum(r.recalibrated_accuracy - r.eval_mode_accuracy > 0.2 for r in longer)} of {n} seeds",

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
+from course_utils.infra.parallel import map_runs
 
 
 def averaging_rules(decay: float = 0.5) -> dict[str, bool | int]:
@@ -91,7 +92,7 @@ def ema_run(seed: int, epochs: int = 12, lr: float = 0.3, decay: float = 0.9) ->
 
 def ema_runs(seeds=range(5)) -> dict[str, int]:
     """Over seeds: how often the EMA beats the last weights, and what the EMA's BatchNorm held (chapter 7)."""
-    runs = [ema_run(s) for s in seeds]
+    runs = map_runs(ema_run, [(s,) for s in seeds])
     out = {"seeds": len(runs),
            "EMA (+ update_bn) below the last weights by > 0.05": sum(r["ema"] < r["last"] - 0.05 for r in runs)}
     for k in ("BN mean = the live model's", "update_bn recomputed it", "use_buffers=True averages it"):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import random
@@ -58,6 +59,9 @@ def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
         shell = get_ipython()
         if shell is not None and getattr(shell, "kernel", None) is not None:
             shell.run_line_magic("matplotlib", "inline")
+            # each figure sets its own margins (tight_layout, subplots_adjust): the inline backend's default
+            # tight bounding box would draw it a second time to measure it (chapter 5's panels: 0.35 -> 0.23 s)
+            shell.run_line_magic("config", "InlineBackend.print_figure_kwargs = {'bbox_inches': None}")
     except ImportError:  # pragma: no cover - IPython is a dependency
         pass
     import matplotlib.pyplot as plt
@@ -71,6 +75,10 @@ def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
         (DeprecationWarning, ".*"),
     ]:
         warnings.filterwarnings("ignore", message=pattern, category=category)
+    # What is loaded by now (torch, NumPy, matplotlib, IPython: over a million objects) stays for the kernel's
+    # life: frozen, the garbage collector no longer walks it on each full collection (measured: 0.2 s each, 5 to 9
+    # per chapter), and forked runs no longer copy the pages it would have touched
+    gc.freeze()
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ def seconds(wall_s: float) -> str:
     return f"{round(wall_s, 3):.1f} s"
 
 
-def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: float, live: list | None = None):
+def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: float, live: list | None = None,
+                title: str | None = None):
     """Validation accuracy after each update: the learner's run against the baseline's, with the target.
 
     A bare matplotlib Figure, not pyplot's: the view draws it from its training thread. A live curve
@@ -46,7 +47,9 @@ def race_figure(mine: RaceResult | None, baseline: RaceResult | None, target: fl
     ax.set_xlabel("updates (optimizer.step() calls, log scale)")
     ax.set_ylabel("validation accuracy")
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.95, bottom=0.17)   # fixed margins: fast, no jumps
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.88 if title else 0.95, bottom=0.17)   # fixed: fast, no jumps
     return fig
 
 

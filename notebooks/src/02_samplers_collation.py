@@ -56,6 +56,7 @@ ax.set_ylabel("batch loss")
 ax.set_title("Same model, same data, different order (seed 0)")
 ax.axhline(math.log(3), color="grey", linestyle=":", label="ln 3: guessing")
 ax.legend()
+fig.tight_layout()
 plt.show()
 
 # %% [markdown]

@@ -44,8 +44,7 @@ print("updates per epoch at B=32:", challenge.config(BASELINE).arithmetic().upda
 baseline = baseline_for(challenge)
 print(baseline.summary())
 print(arena_seeds.row(challenge, BASELINE).text())
-fig = race_figure(None, baseline, challenge.target)
-fig.axes[0].set_title("the baseline: validation accuracy after each update")
+fig = race_figure(None, baseline, challenge.target, title="the baseline: validation accuracy after each update")
 display(fig)
 plt.close(fig)
 
