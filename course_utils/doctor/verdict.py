@@ -176,10 +176,14 @@ def _schedule_cadence(doctor: Doctor) -> list[Finding]:
                             "milestone passed within the first epoch")
             elif isinstance(scheduler, lr_scheduler.ExponentialLR):
                 evidence = f"ExponentialLR was stepped {rate}: the lr shrank by gamma every batch, not every epoch"
+            elif (planned := _horizon(scheduler, EPOCH_HORIZONS)) is not None and steps > planned:
+                evidence = (f"the LambdaLR's lambda counts epochs ({planned}), but it was stepped {rate}: it reached "
+                            f"the end of its schedule after {planned} batches and went on past it ({steps} steps)")
         elif (per_epoch is not None and per_epoch <= 1.5 and updates_per_epoch is not None
-              and updates_per_epoch >= 2 and (isinstance(scheduler, PER_UPDATE) or _horizon(scheduler))):
+              and updates_per_epoch >= 2 and (isinstance(scheduler, PER_UPDATE) or _horizon(scheduler)
+                                              or _sized_in_updates(scheduler, track.updates, epochs))):
             name = "update_schedule_per_epoch"
-            horizon = getattr(scheduler, "total_steps", None) or _horizon(scheduler)
+            horizon = getattr(scheduler, "total_steps", None) or _horizon(scheduler) or _length(scheduler)
             evidence = (f"{type(scheduler).__name__} was stepped {per_epoch:.3g} times per epoch while the optimizer "
                         f"made {updates_per_epoch:.3g} updates per epoch: after {steps} of its "
                         f"{horizon or 'planned'} steps the schedule has barely started")
@@ -189,11 +193,14 @@ def _schedule_cadence(doctor: Doctor) -> list[Finding]:
 
 
 STEP_HORIZONS = ("num_training_steps", "total_steps", "num_train_steps", "max_steps", "total_iters_in_steps")
+EPOCH_HORIZONS = ("epochs", "num_epochs", "max_epochs", "n_epochs", "total_epochs", "num_train_epochs")
+PER_STEP_WORDS = ("step", "iter", "batch", "len", "loader")
 
 
-def _horizon(scheduler: object) -> int | None:
-    """A LambdaLR's length counted in training steps, when its lambda says so: a functools.partial or a closure
-    with a `num_training_steps`-like argument (transformers' get_*_schedule_with_warmup builds one)."""
+def _horizon(scheduler: object, names: tuple[str, ...] = STEP_HORIZONS) -> int | None:
+    """A LambdaLR's length counted in training steps (or, with EPOCH_HORIZONS, in epochs), when its lambda says so:
+    a functools.partial or a closure with a `num_training_steps`-like argument (transformers'
+    get_*_schedule_with_warmup builds one), or yolov5's `lambda x: (1 - x / epochs) * ...`."""
     lambdas = getattr(scheduler, "lr_lambdas", None) if isinstance(scheduler, lr_scheduler.LambdaLR) else None
     for fn in lambdas or ():
         named = dict(getattr(fn, "keywords", None) or {})
@@ -204,10 +211,33 @@ def _horizon(scheduler: object) -> int | None:
                     named[name] = cell.cell_contents
                 except ValueError:
                     continue
-        for key in STEP_HORIZONS:
-            if isinstance(named.get(key), int) and named[key] > 0:
+        if names is EPOCH_HORIZONS and any(part in key for key in named for part in PER_STEP_WORDS):
+            continue               # `epochs * steps_per_epoch`: a lambda that counts epochs and steps counts steps
+        for key in names:
+            if isinstance(named.get(key), int) and not isinstance(named[key], bool) and named[key] > 0:
                 return named[key]
     return None
+
+
+def _length(scheduler: object) -> int | None:
+    """How many step() calls a schedule was built for, where its arguments say: OneCycleLR's total_steps, a cosine's
+    T_max, LinearLR's or PolynomialLR's total_iters, a LambdaLR's step horizon; a SequentialLR's last milestone
+    plus its last schedule's length."""
+    if isinstance(scheduler, lr_scheduler.SequentialLR):
+        last = _length(scheduler._schedulers[-1])
+        return scheduler._milestones[-1] + last if last and scheduler._milestones else last
+    for name in ("total_steps", "T_max", "total_iters"):
+        value = getattr(scheduler, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return _horizon(scheduler)
+
+
+def _sized_in_updates(scheduler: object, updates: int, epochs: int) -> bool:
+    """Was the schedule built for the run's updates, not its epochs? Its length is the number of updates the run
+    made (within a tenth), and several times the number of epochs (litgpt: warmup then cosine over max_steps)."""
+    length = _length(scheduler)
+    return bool(length) and length >= 2 * epochs and abs(length - updates) <= max(1, updates // 10)
 
 
 def _leakage(doctor: Doctor) -> list[Finding]:
