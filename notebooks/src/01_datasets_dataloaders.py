@@ -482,6 +482,25 @@ with answer(1, "dataset-rng"):
 # object that owns it (`info.dataset.dataset.rng` for a `Subset`), or draw in `__getitem__` from a generator
 # seeded with `(get_worker_info().seed, index)`, which works through any wrapper.
 #
+# A seed fixes a sequence of draws, not each draw. After one `torch.manual_seed`, three calls give three different
+# values; seeding again gives the same three; one extra draw first shifts every draw after it:
+
+# %% tags=["answers-seed-sequence"]
+torch.manual_seed(9999)
+first = [torch.rand(2) for _ in range(3)]
+torch.manual_seed(9999)
+again = [torch.rand(2) for _ in range(3)]
+torch.manual_seed(9999)
+torch.rand(1)                                    # one extra draw, as an added dropout layer or worker would make
+shifted = [torch.rand(2) for _ in range(3)]
+print("three calls after one seed, all different:", len({tuple(t.tolist()) for t in first}) == 3)
+print("seeded again, the same three:", all(torch.equal(a, b) for a, b in zip(first, again)))
+print("one extra draw first, none of the three repeats:", not any(torch.equal(a, b) for a, b in zip(first, shifted)))
+
+# %% [markdown]
+# So a run repeats when it makes the same draws in the same order, and anything that adds or moves one (a
+# layer, a worker, a shuffle) changes everything after it.
+#
 # Workers also change the main process's random stream. `AugmentedRange` draws one `torch.rand` per example
 # (an augmentation); `shuffle=True` without a loader `generator` draws each epoch's permutation from the global
 # generator. The same `torch.manual_seed(0)`, two epochs, with no worker and with one:

@@ -345,7 +345,31 @@ full, _ = course_evaluate(model, DataLoader(ordered, batch_size=300))
 print("one batch of all 300:     loss", sig(full))
 
 # %% [markdown]
-# The per-example average matches the loss of one big batch; the mean of batch means does not.
+# The per-example average matches the loss of one big batch; the mean of batch means does not. A reset in the
+# wrong place is worse than either: written inside the batch loop, `total = 0.0` keeps only the last batch's
+# loss, and dividing by `len(loader)` shrinks it again. The same model and loader:
+
+# %% tags=["answers-eval-reset-inside"]
+def val_loss_reset_inside(model, loader):
+    model.eval()
+    with torch.no_grad():
+        for x, y in loader:
+            total = 0.0                                  # the bug: reset for every batch
+            total += nn.functional.cross_entropy(model(x), y).item()
+    return total / len(loader)
+
+
+shown = val_loss_reset_inside(model, loader)
+right, _ = course_evaluate(model, loader)
+last_x, last_y = list(loader)[-1]
+with torch.no_grad():
+    last = nn.functional.cross_entropy(model(last_x), last_y).item()
+print(f"reset inside the loop: {sig(shown, 2)} | per example: {sig(right, 2)} | {len(loader)} batches")
+print("it is the last batch's loss divided by the number of batches:", shown == last / len(loader))
+print("below half the real loss, with nothing learned:", shown < right / 2)
+
+# %% [markdown]
+# A validation loss far below the training loss from such a loop is the loop's arithmetic, not a good model.
 #
 # Each batch's loss is itself an average over B examples, so it scatters around the epoch's loss with a spread
 # of σ/√B (σ: the spread of the per-example losses): a per-batch training curve is noisy even when nothing is

@@ -99,6 +99,23 @@ for growth in (1.05, 1.10):
 # below the healthy one, and nothing overflows. A NaN needs an undefined operation, such as 0/0,
 # ∞ − ∞ or 0 · ∞, usually after an overflow to ∞; nothing here comes near float32's limit (about 3.4e38).
 #
+# Where the error feeds on itself, it does overflow. Gradient descent on least squares (a linear model, mean
+# squared error) converges only for lr below 2/λ, λ the loss's largest curvature; past that limit it multiplies
+# the error along one direction by the same factor at every step. Just past the limit, and at half of it:
+
+# %% tags=["answers-lr-overflow-nan"]
+from course_utils.chapters.ch06_overflow import overflow_lines
+
+print("\n".join(overflow_lines()))
+
+# %% [markdown]
+# The loss was enormous by step 50, yet finite for a hundred steps and more: a loop that only checks for NaN
+# learns of the problem hundreds of steps late, so watch the loss itself. The inf came first, when the squared
+# errors passed float32's limit while the weights were still finite; the NaN came hundreds of steps later, when
+# the weights overflowed too and a prediction added +∞ to −∞. The fix is the learner's own: an lr below the
+# limit. Chapter 7's guard skips a NaN update and stops a run whose updates keep failing; it cannot make a run
+# that diverges at every step converge.
+#
 # ## Experiment 2: the LR range test
 #
 # How do you find a good learning rate without training a run per candidate? The range test trains
