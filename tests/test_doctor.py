@@ -349,3 +349,38 @@ def test_a_sequential_schedule_sized_in_updates_stepped_per_epoch_is_found():
 
     assert run("epoch") == ("update_schedule_per_epoch",)
     assert run("update") == ()
+
+
+def _hand_clip(where: str, how: str) -> tuple[str, ...]:
+    """A loop that clamps (or rescales) every gradient by hand, before or after optimizer.step()."""
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def by_hand():
+        for p in model.parameters():
+            if how == "clamp via .data":
+                p.grad.data.clamp_(-1e-3, 1e-3)           # sgrvinod's clip_gradient: the version is not bumped
+            elif how == "clamp that changes nothing":
+                p.grad.data.clamp_(-1e6, 1e6)
+            else:
+                p.grad.mul_(0.5)
+
+    with LoopDoctor(model) as doctor:
+        for _ in range(4):
+            x, y = torch.randn(8, 2), torch.randint(0, 3, (8,))
+            optimizer.zero_grad(set_to_none=False)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if where == "before":
+                by_hand()
+            optimizer.step()
+            if where == "after":
+                by_hand()
+    return doctor.report().names
+
+
+@pytest.mark.parametrize("how", ["clamp via .data", "clamp that changes nothing", "mul_"])
+def test_a_gradient_edit_written_by_hand_after_the_step_is_clip_after_step(how):
+    assert _hand_clip("after", how) == ("clip_after_step",)
+    assert _hand_clip("before", how) == ()

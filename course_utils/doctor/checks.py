@@ -224,6 +224,15 @@ def clip_timing(obs: Observations, tracks: list[Track], name: str) -> None:
                      "changed nothing")
 
 
+def edited_after_step(obs: Observations, track: Track, where: str) -> None:
+    """Gradients changed in place after an update, by code other than torch's clipping functions (a clamp or clip
+    written by hand), and then cleared or overwritten: no update ever used the change."""
+    if track.stepped is not None and track.edited_since_step() and not track.empty():
+        obs.note("clip_after_step", f"after update {track.updates}, .grad was changed in place (a clip or clamp "
+                 f"written by hand?) and then {where} before any update used it: the change did nothing")
+    track.stepped = None
+
+
 def scheduler_stepped(obs: Observations, entry: list) -> None:
     """scheduler.step(): before any update at all, or while gradients wait for their update?"""
     scheduler, steps, track = entry

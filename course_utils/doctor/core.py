@@ -255,6 +255,8 @@ class LoopDoctor(DataWatch, UpdateWatch):
         for track in self.tracks:
             if track.optimizer is None and track.moved():
                 self._hand_update(track)
+            if track.stepped is not None:
+                checks.edited_after_step(obs, track, "overwritten by the next backward")
             if track.pending:
                 track.settle("backward", index)
                 track.before = track.current        # what settle just looked at: .grad before this pass
@@ -287,6 +289,8 @@ class LoopDoctor(DataWatch, UpdateWatch):
         for track in self.tracks:
             if track.optimizer is None and track.moved():
                 self._hand_update(track)
+            if track.stepped is not None:
+                checks.edited_after_step(self.obs, track, "left unused when the loop ended")
             pending = track.unapplied()
             track.final_unapplied = sum(not self._in_unfinished_epoch(p) for p in pending)
             track.stopped_inside_epoch = len(pending) - track.final_unapplied

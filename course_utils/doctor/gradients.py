@@ -60,6 +60,8 @@ class Track:
     consumed_before: int = 0                    # at the last update: passes it found already applied
     final_unapplied: int = 0                    # at the loop's end: passes no update ever applied
     stopped_inside_epoch: int = 0               # ... of which on batches of an epoch the loop left unfinished
+    stepped: tuple | None = None                # state of .grad right after the last update, until a backward
+    stepped_storages: set = field(default_factory=set)   # ... and where those .grad tensors keep their numbers
     sched_mark: int | None = None               # forward count when a scheduler stepped with passes pending
     snapshot: tuple | None = None               # (state of .grad, was it empty then)
     before: tuple | None = None                 # state of .grad when the current backward pass began
@@ -89,6 +91,38 @@ class Track:
             elif g is None or entry[0]() is not g or entry[1] != g._version:
                 return False
         return True
+
+    def look_after_step(self) -> None:
+        """Remember .grad as the update left it: which tensors, their versions, and their norms (an edit through
+        ``.data``, as in ``p.grad.data.clamp_()``, leaves the version alone). The norms stay on the device."""
+        self.stepped = (self.state(), self._norms())
+        self.stepped_storages = {storage_pointer(g) for g in self._grads() if g is not None}
+
+    def _norms(self) -> list[torch.Tensor] | None:
+        present = [g for g in self._grads() if g is not None]
+        if not present or any(g.is_sparse for g in present):
+            return None
+        by_device: dict[torch.device, list[torch.Tensor]] = {}
+        for g in present:
+            by_device.setdefault(g.device, []).append(g)
+        return [torch.stack(torch._foreach_norm(gs)) for gs in by_device.values()]
+
+    def edited_since_step(self) -> bool:
+        """Was a .grad the last update used changed in place since (not by a backward: each one resets this)?"""
+        if self.stepped is None:
+            return False
+        state, norms = self.stepped
+        same = True
+        for p, entry in zip(self.params, state):
+            g = p.grad
+            if entry is None or g is None or entry[0]() is not g:
+                same = False                           # replaced or cleared: not an edit of the same tensors
+            elif g._version != entry[1]:
+                return True
+        if not same or norms is None:
+            return False
+        now = self._norms()
+        return now is not None and len(now) == len(norms) and any(not torch.equal(a, b) for a, b in zip(norms, now))
 
     def remember(self, empty: bool) -> None:
         """Record what .grad holds now, and whether that is empty."""
@@ -183,3 +217,11 @@ class Track:
         """Hand-written updates: remember the parameters as they are at the end of a backward pass."""
         self.fingerprint = self._values().clone()
 
+
+
+def storage_pointer(tensor: torch.Tensor) -> int:
+    """Where a tensor keeps its numbers: the same for views and ``.data`` aliases of it (-1 when there is none)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return -1

@@ -13,6 +13,8 @@ exit (``Undo``). What is wrapped, and why that way:
   ``Tensor.item``, the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
   then ``Tensor.mean``) and a sum kept in a tensor (``Tensor.__iadd__``, ``cpu``, ``detach``, ``__truediv__``; see
   ``readings.py``);
+- ``zero_grad`` of optimizers and modules, and the in-place edits a hand-written clip uses (``clamp_``, ``clip_``,
+  ``mul_``, ``div_``, ...): was a .grad changed after the update that used it, before anything refilled it?
 - torch's global optimizer step hooks, and forward hooks on the watched models (left out of a pickle or deep
   copy of the model, so ``torch.save(model)`` and ``copy.deepcopy(model)`` work and carry nothing of the doctor).
 """
@@ -74,6 +76,8 @@ def _scheduler_classes() -> list[type]:
     return found
 
 
+GRAD_EDITS = ("clamp_", "clamp_min_", "clamp_max_", "clip_", "mul_", "div_")   # a hand-written clip or rescale
+
 HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
 
 
@@ -125,6 +129,15 @@ def install(doctor, undo: Undo) -> None:
             undo.attribute(scheduler, "step", functools.wraps(step)(
                 lambda *a, _step=step, _s=scheduler, **k: doctor._scheduler_step(lambda s, *b, **c: _step(*b, **c),
                                                                                   _s, *a, **k)))
+
+    for name in GRAD_EDITS:
+        edit = getattr(torch.Tensor, name)
+        undo.attribute(torch.Tensor, name, functools.wraps(edit)(
+            lambda t, *a, _edit=edit, **k: doctor._grad_edit(_edit, t, *a, **k)))
+    for owner in (torch.optim.Optimizer, torch.nn.Module):
+        zero_grad = owner.zero_grad
+        undo.attribute(owner, "zero_grad", functools.wraps(zero_grad)(
+            lambda o, *a, _zero_grad=zero_grad, **k: doctor._zero_grad(_zero_grad, o, *a, **k)))
 
     init = torch.optim.Optimizer.__init__
     undo.attribute(torch.optim.Optimizer, "__init__", functools.wraps(init)(

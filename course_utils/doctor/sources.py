@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from course_utils.doctor import keys
+from course_utils.doctor.gradients import storage_pointer as _pointer
 from course_utils.doctor.readings import Reading, _safely, combined, mean_of
 
 
@@ -207,9 +208,3 @@ def _storages(data: object) -> list[int]:
     items = data if isinstance(data, (tuple, list)) else [data]
     return [_pointer(t) for t in items if isinstance(t, torch.Tensor)]
 
-
-def _pointer(tensor: torch.Tensor) -> int:
-    try:
-        return tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return -1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.doctor import checks
-from course_utils.doctor.gradients import Track
+from course_utils.doctor.gradients import Track, storage_pointer
 
 
 class UpdateWatch:
@@ -76,6 +76,7 @@ class UpdateWatch:
         if self._stepping is track:
             track.discard()
             self._stepping = None
+        track.look_after_step()
 
     def _tick(self) -> None:
         """The update round: the busiest optimizer's update count (a GAN's round is one D and one G update)."""
@@ -124,6 +125,35 @@ class UpdateWatch:
             self._depth["clip"] -= 1
             for track, state in zip(tracks, before):
                 track.rekey(state)
+                if track.stepped is not None:        # torch's clipping after a step: clip_timing judged it
+                    track.look_after_step()
+
+    def _grad_edit(self, original, tensor, *args, **kwargs):
+        """An in-place clamp, clip or scaling (clamp_, clip_, mul_, div_, ...) of a tensor whose storage is a .grad
+        the last update already used, such as ``p.grad.data.clamp_(-c, c)`` after step(): too late to matter."""
+        if self.failure is None and not self._depth["clip"] and any(t.stepped is not None for t in self.tracks):
+            self._guarded(self._check_grad_edit, tensor, original.__name__)
+        return original(tensor, *args, **kwargs)
+
+    def _check_grad_edit(self, tensor, name: str) -> None:
+        pointer = storage_pointer(tensor)
+        for track in self.tracks:
+            if track.stepped is not None and pointer in track.stepped_storages:
+                self.obs.note("clip_after_step", f"after update {track.updates}, .grad was changed in place by "
+                              f"{name} (a clip or clamp written by hand?) before any backward refilled it: no "
+                              "update used the change")
+                track.stepped = None
+                return
+
+    def _zero_grad(self, original, owner, *args, **kwargs):
+        """optimizer.zero_grad() / model.zero_grad(): were the gradients it clears edited after the last update?"""
+        if self.failure is None and not self._depth["clip"]:
+            ids = {id(p) for p in (owner.parameters() if isinstance(owner, torch.nn.Module)
+                                   else (p for g in owner.param_groups for p in g["params"]))}
+            for track in self.tracks:
+                if track.stepped is not None and any(id(p) in ids for p in track.params):
+                    self._guarded(checks.edited_after_step, self.obs, track, "cleared by zero_grad")
+        return original(owner, *args, **kwargs)
 
     def _scheduler_step(self, original, scheduler, *args, **kwargs):
         if self._depth["sched"] or getattr(scheduler, "_is_initial", False) or self.failure is not None:
@@ -143,3 +173,4 @@ class UpdateWatch:
             entry = self.schedulers[id(scheduler)] = [scheduler, 0, track]
         entry[1] += 1
         checks.scheduler_stepped(self.obs, entry)
+
