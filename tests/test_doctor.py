@@ -286,21 +286,16 @@ def test_a_validation_mean_summed_in_a_tensor_is_checked():
     assert _validation_sum("examples") == ()                           # sum(l_i * n_i) / 10
 
 
-def _lambda_schedule(per: str, counts: str) -> tuple[str, ...]:
-    """3 epochs of 5 updates; a LambdaLR whose lambda counts `epochs` (or epochs * steps_per_epoch), stepped per
-    update or per epoch."""
+def _scheduled(make_scheduler, per: str, epochs: int = 3) -> tuple[str, ...]:
+    """`epochs` epochs of 5 updates, the scheduler `make_scheduler(optimizer, updates_per_epoch)` stepped per update
+    or per epoch; the doctor's findings."""
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
     torch.manual_seed(0)
     model = nn.Linear(2, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(TensorDataset(torch.randn(20, 2), torch.randint(0, 3, (20,))), batch_size=4)
-    epochs, steps_per_epoch = 3, len(loader)
-    if counts == "epochs":
-        fn = lambda x: 1 - x / (epochs + 1)                          # noqa: E731 (yolov5's shape of lambda)
-    else:
-        fn = lambda x: 1 - x / (epochs * steps_per_epoch + 1)        # noqa: E731
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
+    scheduler = make_scheduler(optimizer, len(loader))
     with LoopDoctor(model) as doctor:
         for _ in range(epochs):
             for x, y in loader:
@@ -314,6 +309,16 @@ def _lambda_schedule(per: str, counts: str) -> tuple[str, ...]:
     return doctor.report().names
 
 
+def _lambda_schedule(per: str, counts: str) -> tuple[str, ...]:
+    """A LambdaLR whose lambda counts `epochs` (yolov5's shape) or epochs * steps_per_epoch."""
+    def make(optimizer, steps_per_epoch):
+        epochs = 3
+        if counts == "epochs":
+            return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda x: 1 - x / (epochs + 1))
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda x: 1 - x / (epochs * steps_per_epoch + 1))
+    return _scheduled(make, per)
+
+
 def test_a_lambda_that_counts_epochs_is_read_as_an_epoch_schedule():
     assert _lambda_schedule("update", "epochs") == ("epoch_schedule_per_batch",)
     assert _lambda_schedule("epoch", "epochs") == ()
@@ -322,30 +327,16 @@ def test_a_lambda_that_counts_epochs_is_read_as_an_epoch_schedule():
 
 def test_a_sequential_schedule_sized_in_updates_stepped_per_epoch_is_found():
     """litgpt: LambdaLR warmup, then a cosine over max_steps - warmup, joined by SequentialLR: sized in updates."""
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
     from torch.optim import lr_scheduler
-    torch.manual_seed(0)
-    model = nn.Linear(2, 3)
-    loader = DataLoader(TensorDataset(torch.randn(20, 2), torch.randint(0, 3, (20,))), batch_size=4)
+
+    def make(optimizer, steps_per_epoch):
+        warmup, total = 2, 3 * steps_per_epoch
+        return lr_scheduler.SequentialLR(optimizer, [lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup),
+                                                     lr_scheduler.CosineAnnealingLR(optimizer, total - warmup)],
+                                         milestones=[warmup])
 
     def run(per: str) -> tuple[str, ...]:
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        warmup, total = 2, 3 * len(loader)
-        scheduler = lr_scheduler.SequentialLR(optimizer, [lr_scheduler.LambdaLR(optimizer, lambda s: (s + 1) / warmup),
-                                                          lr_scheduler.CosineAnnealingLR(optimizer, total - warmup)],
-                                              milestones=[warmup])
-        with LoopDoctor(model) as doctor:
-            for _ in range(3):
-                for x, y in loader:
-                    optimizer.zero_grad()
-                    torch.nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-                    if per == "update":
-                        scheduler.step()
-                if per == "epoch":
-                    scheduler.step()
-        return doctor.report().names
+        return _scheduled(make, per)
 
     assert run("epoch") == ("update_schedule_per_epoch",)
     assert run("update") == ()
