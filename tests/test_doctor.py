@@ -270,19 +270,20 @@ def _validation_sum(average: str) -> tuple[str, ...]:
             torch.nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
         model.eval()
-        total = torch.zeros(2)
+        total = 0 if average == "batches, from 0" else torch.zeros(2)       # Pytorch-UNet's dice_score = 0
         with torch.no_grad():
             for x, y in val:
                 out = model(x)
                 items = torch.stack([torch.nn.functional.cross_entropy(out, y), (out.argmax(1) == y).float().mean()])
-                total += items if average == "batches" else items * len(y)
-        mean = (total.cpu() / len(val)) if average == "batches" else total / len(val.dataset)
+                total += items if average.startswith("batches") else items * len(y)
+        mean = (total.cpu() / len(val)) if average.startswith("batches") else total / len(val.dataset)
         assert mean.shape == (2,)
     return doctor.report().names
 
 
 def test_a_validation_mean_summed_in_a_tensor_is_checked():
     assert _validation_sum("batches") == ("mean_of_batch_means",)      # (l1 + l2 + l3) / 3 with batches of 4, 4, 2
+    assert _validation_sum("batches, from 0") == ("mean_of_batch_means",)
     assert _validation_sum("examples") == ()                           # sum(l_i * n_i) / 10
 
 

@@ -115,12 +115,17 @@ def outputs(output: object, limit: int = 4, depth: int = 3) -> list[torch.Tensor
 
 
 def first_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The forward's example tensor: its first tensor argument, or `input_ids`, or its first tensor kwarg."""
+    """The forward's example tensor: its first tensor argument (or the first tensor of a tuple or list argument),
+    or `input_ids`, or its first tensor kwarg."""
     for value in args:
         if isinstance(value, torch.Tensor):
             return value
         if isinstance(value, dict):
             kwargs = {**value, **kwargs}
+        if isinstance(value, (tuple, list)):        # inputs packed in one tuple (tacotron2's model(x))
+            inner = next((v for v in value if isinstance(v, torch.Tensor)), None)
+            if inner is not None:
+                return inner
     if isinstance(kwargs.get("input_ids"), torch.Tensor):
         return kwargs["input_ids"]
     return next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)

@@ -11,7 +11,7 @@ exit (``Undo``). What is wrapped, and why that way:
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
   ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset),
   ``Tensor.item``, the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
-  then ``Tensor.mean``) and a sum kept in a tensor (``Tensor.__iadd__``, ``cpu``, ``detach``, ``__truediv__``; see
+  then ``Tensor.mean``) and a sum kept in a tensor (``Tensor.__iadd__``, ``__radd__``, ``cpu``, ``detach``, ``__truediv__``; see
   ``readings.py``);
 - ``zero_grad`` of optimizers and modules, and the in-place edits a hand-written clip uses (``clamp_``, ``clip_``,
   ``mul_``, ``div_``, ...): was a .grad changed after the update that used it, before anything refilled it?
@@ -161,8 +161,9 @@ def install(doctor, undo: Undo) -> None:
     undo.attribute(torch.Tensor, "mean", functools.wraps(mean)(
         lambda t, *a, **k: doctor._tensor_mean(mean, t, *a, **k)))
     # readings summed in a tensor (readings.py): `total += values`, `.cpu()`, `.detach()`, `total / k`
-    iadd, div = torch.Tensor.__iadd__, torch.Tensor.__truediv__
+    iadd, radd, div = torch.Tensor.__iadd__, torch.Tensor.__radd__, torch.Tensor.__truediv__
     undo.attribute(torch.Tensor, "__iadd__", functools.wraps(iadd)(lambda t, o: doctor._tensor_added(iadd, t, o)))
+    undo.attribute(torch.Tensor, "__radd__", functools.wraps(radd)(lambda t, o: doctor._tensor_started(radd, t, o)))
     undo.attribute(torch.Tensor, "__truediv__", functools.wraps(div)(lambda t, o: doctor._tensor_divided(div, t, o)))
     for name in ("cpu", "detach"):
         moved = getattr(torch.Tensor, name)

@@ -178,11 +178,18 @@ def readable(data: object) -> bool:
 # --- batches as they flow --------------------------------------------------------------------------
 
 def batch_tensors(batch: object) -> list[torch.Tensor]:
-    """The tensors of a collated batch (a tensor, a tuple/list, a dict), one level deep."""
+    """The tensors of a collated batch (a tensor, a tuple/list, a dict), and of a list of views in it (SimCLR's
+    ([view_1, view_2], labels)): two levels deep."""
     if isinstance(batch, torch.Tensor):
         return [batch]
     values = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
-    return [v for v in values if isinstance(v, torch.Tensor)]
+    found = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, (tuple, list)):
+            found += [t for t in v if isinstance(t, torch.Tensor)]
+    return found
 
 
 def batch_keys(batch: object) -> Keys | None:

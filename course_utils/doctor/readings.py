@@ -14,7 +14,8 @@ changes. A list of readings averaged outside Python's arithmetic, by ``np.mean``
 ``fmean`` or ``torch.tensor(list).mean()`` (makemore's evaluation), gets the same check (``mean_of``; the
 doctor wraps those calls). A tensor can sum them too, as yolov5's validation does (``loss = torch.zeros(3)``, then
 ``loss += loss_items`` after each forward, then ``loss.cpu() / len(dataloader)``): a no-gradient tensor of zeros
-that gains one no-gradient tensor after each forward keeps the same record (``tensor_added``), through ``.cpu()``
+(or the number 0 that a tensor is added to: ``total = 0; total += dice``) that gains one no-gradient tensor after
+each forward keeps the same record (``sources.py``: ``_tensor_added``, ``_tensor_started``), through ``.cpu()``
 and ``.detach()``, until it is divided by its count. What it cannot follow: ``np.array(list).mean()`` and other
 array methods, ``float(tensor)``, which Python forces back to a plain float, and a tensor sum copied any other way.
 """

@@ -85,7 +85,8 @@ class DataWatch:
 
     def _batch_of(self, x: torch.Tensor | None) -> tuple[int | None, object]:
         """(source id, batch identity) of a forward's input: a DataLoader's batch (any forward on its tensors, or
-        the first forward since it was drawn on a tensor of its shape: normalised, moved), a slice of the data
+        the first forward since it was drawn on a tensor of its shape, or of its shape but for the batch dimension:
+        normalised, moved, its views concatenated), a slice of the data
         given to the doctor, or (no DataLoader in use) a tensor the loop made; (None, None) for anything else."""
         if x is None:
             return None, None
@@ -98,8 +99,9 @@ class DataWatch:
         if last is not None:
             serial, source, pointers, shapes, iterator = last
             fresh, self._fresh = self._fresh, False
-            if pointer in pointers or any(x.shape == s and (fresh or x.device != d) for s, d in shapes):
-                return source, ("batch", serial, iterator)
+            if pointer in pointers or any(x.shape == s and (fresh or x.device != d) for s, d in shapes) or (
+                    fresh and x.dim() > 1 and any(len(s) == x.dim() and x.shape[1:] == s[1:] for s, _ in shapes)):
+                return source, ("batch", serial, iterator)    # the last: its views joined (SimCLR's torch.cat)
             return None, None          # not the batch, nor the first forward on its shape since (a GAN's fakes)
         if pointer in self._recent_outputs:
             return None, None
@@ -155,6 +157,15 @@ class DataWatch:
             self._tensor_sums[id(total)] = (record[0], terms)
         elif start:
             self._tensor_sums[id(total)] = (weakref.ref(total), self._reading)
+        return result
+
+    def _tensor_started(self, original, tensor, other):
+        """0 + tensor (a sum that starts as the number 0, as ``dice_score = 0; dice_score += dice`` does): the new
+        tensor starts a record of the readings it sums, as a tensor of zeros would."""
+        result = original(tensor, other)
+        if (isinstance(other, (int, float)) and other == 0 and self._reading is not None and isinstance(result, torch.Tensor)
+                and not result.requires_grad and result.numel() <= SUM_SIZE and not torch.compiler.is_compiling()):
+            self._tensor_sums[id(result)] = (weakref.ref(result), self._reading)
         return result
 
     def _tensor_moved(self, original, tensor, *args, **kwargs):

@@ -235,9 +235,12 @@ def _length(scheduler: object) -> int | None:
 
 def _sized_in_updates(scheduler: object, updates: int, epochs: int) -> bool:
     """Was the schedule built for the run's updates, not its epochs? Its length is the number of updates the run
-    made (within a tenth), and several times the number of epochs (litgpt: warmup then cosine over max_steps)."""
+    made, or one epoch's (T_max=len(train_loader), as SimCLR's), within a tenth, and several times the number of
+    epochs (litgpt: warmup then cosine over max_steps)."""
     length = _length(scheduler)
-    return bool(length) and length >= 2 * epochs and abs(length - updates) <= max(1, updates // 10)
+    if not length or length < 2 * epochs or not epochs:
+        return False
+    return any(abs(length - n) <= max(1, n // 10) for n in (updates, round(updates / epochs)))
 
 
 def _leakage(doctor: Doctor) -> list[Finding]:

@@ -41,7 +41,13 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          "makemore_train", "lucidrains_ddpm", "cleanrl_ppo", "pyg_gcn", "vision_segmentation", "spinningup_vpg",
          # added in stop 49, round 2 (held out, graded before any change)
          "bentrevett_nbow", "yolov5_train", "dit_train", "detectron2_plain_train", "litgpt_lora",
-         "sgrvinod_captioning")
+         "sgrvinod_captioning",
+         # added in stop 50, round 3: six loops written by two helpers who never saw the doctor, graded before
+         # any change (18 of 40 cases right, no false finding); the doctor was then changed looking at three of
+         # them only (tacotron2, simclr, haitongli: 3 of 20 -> 9 of 20); the other three were graded again after
+         # (pytorch_unet, informer_exp, sbert_fit: 15 of 20 -> 15 of 20), and a last change for Pytorch-UNet's
+         # `dice_score = 0` start made 16
+         "tacotron2_train", "simclr_sthalles", "haitongli_kd", "pytorch_unet", "informer_exp", "sbert_fit")
 # Cases of the loops held out in stop 49's second round that the doctor does not get right yet (graded before any
 # change: 16 of 34 right; 20 after four general fixes: frozen stages, per-example sums, nested outputs, a softmax
 # reaching the loss through copies; 31 in stop 50, after five more: a loop that stops inside an epoch, a validation
@@ -49,6 +55,10 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
 # edited by hand after the step). Each is tested as an expected failure that must keep failing (strict), with
 # the mechanism it lacks; a fix makes its test fail until the case leaves this list. The issue's precision and
 # recall are measured on the other cases.
+_SHRUNK_TMAX = ("T_max=len(train_loader) is 6 in a 5-epoch shrunk run: as a length it is as likely an epoch count, so "
+                "the schedule is not judged as sized in updates (on STL10, 390 against 100 epochs, it would be)")
+_NUMPY_METRICS = ("accuracy computed in NumPy from .numpy() outputs and averaged per batch: readings follow .item() and "
+                  "tensors, not arrays")
 KNOWN_MISSES = {
     "dit_train:preview_samples_from_model_in_train_mode": "a no-grad forward in train mode on inputs from torch.randn "
                                                           "(no loader batch) is not judged an evaluation",
@@ -56,6 +66,18 @@ KNOWN_MISSES = {
                                                                             "the cadence checks never run",
     "sgrvinod_captioning:validate_without_decoder_eval": "the decoder's input comes from the encoder, not a loader "
                                                          "batch, so its no-grad forward in train mode is not judged",
+    **{f"simclr_sthalles:{v}": _SHRUNK_TMAX for v in ("published", "no_zero_grad_in_full_precision",
+                                                      "epoch_losses_kept_as_tensors",
+                                                      "projection_head_added_after_the_optimizer",
+                                                      "held_out_monitor_leaves_eval_mode")},
+    **{f"haitongli_kd:{v}": _NUMPY_METRICS for v in ("published", "step_schedule_after_every_update",
+                                                     "teacher_left_in_train_mode", "student_not_switched_back_to_train",
+                                                     "zero_grad_dropped", "validation_loss_kept_as_tensor")},
+    "informer_exp:test_loader_keeps_its_last_batch": "a list of per-batch loss tensors averaged by np.average: only "
+                                                     "readings taken with .item() are followed into one-call means",
+    "sbert_fit:schedule_stepped_once_per_epoch": "not analysed yet (held out: graded after the changes)",
+    "sbert_fit:encode_without_no_grad": "not analysed yet (held out: graded after the changes)",
+    "sbert_fit:encode_without_eval": "not analysed yet (held out: graded after the changes)",
 }
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
@@ -155,8 +177,8 @@ def state_bytes(trained: list) -> list[bytes]:
             tensors += list(obj.state_dict().values())
         elif isinstance(obj, torch.optim.Optimizer):
             tensors += [v for state in obj.state.values() for v in state.values() if torch.is_tensor(v)]
-    return [t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.dim() else
-            t.detach().cpu().reshape(1).view(torch.uint8).numpy().tobytes() for t in tensors]
+    # flattened first: a size-1 dimension may keep any stride, and view() as bytes needs the last one to be 1
+    return [t.detach().cpu().flatten().contiguous().view(torch.uint8).numpy().tobytes() for t in tensors]
 
 
 def scorecard(reports: dict[str, Report], all_cases: list[Case]) -> list[tuple[str, int, int, int, float, float]]:
