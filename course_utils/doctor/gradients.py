@@ -218,7 +218,6 @@ class Track:
         self.fingerprint = self._values().clone()
 
 
-
 def storage_pointer(tensor: torch.Tensor) -> int:
     """Where a tensor keeps its numbers: the same for views and ``.data`` aliases of it (-1 when there is none)."""
     try:

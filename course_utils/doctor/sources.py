@@ -218,4 +218,3 @@ def _storages(data: object) -> list[int]:
         data = data.tensors
     items = data if isinstance(data, (tuple, list)) else [data]
     return [_pointer(t) for t in items if isinstance(t, torch.Tensor)]
-

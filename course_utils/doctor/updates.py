@@ -173,4 +173,3 @@ class UpdateWatch:
             entry = self.schedulers[id(scheduler)] = [scheduler, 0, track]
         entry[1] += 1
         checks.scheduler_stepped(self.obs, entry)
-
