@@ -376,3 +376,38 @@ def _hand_clip(where: str, how: str) -> tuple[str, ...]:
 def test_a_gradient_edit_written_by_hand_after_the_step_is_clip_after_step(how):
     assert _hand_clip("after", how) == ("clip_after_step",)
     assert _hand_clip("before", how) == ()
+
+
+def test_an_epoch_drawn_whole_from_a_kept_iterator_counts_though_it_is_never_exhausted():
+    """sentence-transformers draws steps_per_epoch = len(loader) batches per epoch from an iterator it keeps, so its
+    last epoch never raises StopIteration; the doctor still counts 2 epochs, and the schedule cadence check runs."""
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    model = nn.Linear(2, 3)
+    loader = DataLoader(TensorDataset(torch.randn(20, 2), torch.randint(0, 3, (20,))), batch_size=4)
+
+    def run(per: str):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=2 * len(loader))
+        with LoopDoctor(model) as doctor:
+            batches = iter(loader)
+            for _ in range(2):
+                for _ in range(len(loader)):
+                    try:
+                        x, y = next(batches)
+                    except StopIteration:
+                        batches = iter(loader)
+                        x, y = next(batches)
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                    if per == "update":
+                        scheduler.step()
+                if per == "epoch":
+                    scheduler.step()
+        return doctor.report()
+
+    assert run("epoch").names == ("update_schedule_per_epoch",)
+    assert run("update").names == ()
+    assert not any("no training epoch ended" in note for note in run("update").notes)

@@ -92,6 +92,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._given = {p: d for d in (train_data, val_data) if d is not None for p in _storages(d)}
         self._serial = 0
         self._epoch_serial = 0                        # the serial of the last batch before a training epoch ended
+        self._complete_unended: set[int] = set()      # training iterators that gave every batch, never asked again
         self._recent_outputs: list[int] = []
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
         self._tensors_of_readings: dict[int, tuple] = {}    # torch.tensor(list of readings): id -> (ref, list)
@@ -286,6 +287,9 @@ class LoopDoctor(DataWatch, UpdateWatch):
 
     def _finish(self) -> None:
         self._resolve(final=True)
+        # an epoch whose every batch was drawn ended, though the loop never asked for one more (sentence-transformers
+        # draws steps_per_epoch = len(loader) batches from an iterator it keeps)
+        self.obs.epochs += len(self._complete_unended)
         for track in self.tracks:
             if track.optimizer is None and track.moved():
                 self._hand_update(track)

@@ -178,8 +178,9 @@ def readable(data: object) -> bool:
 # --- batches as they flow --------------------------------------------------------------------------
 
 def batch_tensors(batch: object) -> list[torch.Tensor]:
-    """The tensors of a collated batch (a tensor, a tuple/list, a dict), and of a list of views in it (SimCLR's
-    ([view_1, view_2], labels)): two levels deep."""
+    """The tensors of a collated batch (a tensor, a tuple/list, a dict), and of a list in it, of views (SimCLR's
+    ([view_1, view_2], labels)) or of tokenized sides (sentence-transformers' ([{input_ids, ...}, ...], labels)):
+    two levels deep."""
     if isinstance(batch, torch.Tensor):
         return [batch]
     values = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
@@ -188,7 +189,9 @@ def batch_tensors(batch: object) -> list[torch.Tensor]:
         if isinstance(v, torch.Tensor):
             found.append(v)
         elif isinstance(v, (tuple, list)):
-            found += [t for t in v if isinstance(t, torch.Tensor)]
+            for item in v:
+                inner = item.values() if isinstance(item, Mapping) else (item,)
+                found += [t for t in inner if isinstance(t, torch.Tensor)]
     return found
 
 

@@ -61,12 +61,15 @@ class DataWatch:
             if found is not None:
                 source.flow.append(found)
         self._serial += 1
+        if iterator in self._training_iterators and _delivered_all(iterator):
+            self._complete_unended.add(id(iterator))      # its epoch is over, even if nobody asks for one more batch
         tensors = keys.batch_tensors(batch)
         self._fresh = True              # the next forward runs on this batch, even if the loop transformed it
         self._last_batch = (self._serial, id(iterator._dataset), {_pointer(t) for t in tensors},
                             [(t.shape, t.device) for t in tensors], weakref.ref(iterator))
 
     def _epoch_end(self, iterator) -> None:
+        self._complete_unended.discard(id(iterator))
         if iterator in self._exhausted or not iterator._num_yielded:
             return
         self._exhausted.add(iterator)
@@ -203,6 +206,14 @@ class DataWatch:
             runs[at][0] = index
         else:
             runs.insert(at, [index, index])
+
+
+def _delivered_all(iterator) -> bool:
+    """Has a DataLoader iterator yielded every batch of its epoch (an IterableDataset's has no length: no)?"""
+    try:
+        return iterator._num_yielded == len(iterator)
+    except TypeError:
+        return False
 
 
 def _size(x: torch.Tensor | None) -> int:
