@@ -287,9 +287,10 @@ def test_a_validation_mean_summed_in_a_tensor_is_checked():
     assert _validation_sum("examples") == ()                           # sum(l_i * n_i) / 10
 
 
-def _scheduled(make_scheduler, per: str, epochs: int = 3) -> tuple[str, ...]:
+def _scheduled(make_scheduler, per: str, epochs: int = 3, kept: bool = False):
     """`epochs` epochs of 5 updates, the scheduler `make_scheduler(optimizer, updates_per_epoch)` stepped per update
-    or per epoch; the doctor's findings."""
+    or per epoch; the doctor's findings. kept=True: the batches come from one iterator the loop keeps, len(loader)
+    per epoch (sentence-transformers' way), so the last epoch never raises StopIteration; then the whole report."""
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
     torch.manual_seed(0)
@@ -297,9 +298,19 @@ def _scheduled(make_scheduler, per: str, epochs: int = 3) -> tuple[str, ...]:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loader = DataLoader(TensorDataset(torch.randn(20, 2), torch.randint(0, 3, (20,))), batch_size=4)
     scheduler = make_scheduler(optimizer, len(loader))
+
+    def kept_epoch(batches):
+        for _ in range(len(loader)):
+            try:
+                yield next(batches[0])
+            except StopIteration:
+                batches[0] = iter(loader)
+                yield next(batches[0])
+
     with LoopDoctor(model) as doctor:
+        batches = [iter(loader)]
         for _ in range(epochs):
-            for x, y in loader:
+            for x, y in (kept_epoch(batches) if kept else loader):
                 optimizer.zero_grad()
                 torch.nn.functional.cross_entropy(model(x), y).backward()
                 optimizer.step()
@@ -307,7 +318,7 @@ def _scheduled(make_scheduler, per: str, epochs: int = 3) -> tuple[str, ...]:
                     scheduler.step()
             if per == "epoch":
                 scheduler.step()
-    return doctor.report().names
+    return doctor.report() if kept else doctor.report().names
 
 
 def _lambda_schedule(per: str, counts: str) -> tuple[str, ...]:
@@ -381,33 +392,9 @@ def test_a_gradient_edit_written_by_hand_after_the_step_is_clip_after_step(how):
 def test_an_epoch_drawn_whole_from_a_kept_iterator_counts_though_it_is_never_exhausted():
     """sentence-transformers draws steps_per_epoch = len(loader) batches per epoch from an iterator it keeps, so its
     last epoch never raises StopIteration; the doctor still counts 2 epochs, and the schedule cadence check runs."""
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
-    torch.manual_seed(0)
-    model = nn.Linear(2, 3)
-    loader = DataLoader(TensorDataset(torch.randn(20, 2), torch.randint(0, 3, (20,))), batch_size=4)
+    def make(optimizer, steps_per_epoch):
+        return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=2 * steps_per_epoch)
 
-    def run(per: str):
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=2 * len(loader))
-        with LoopDoctor(model) as doctor:
-            batches = iter(loader)
-            for _ in range(2):
-                for _ in range(len(loader)):
-                    try:
-                        x, y = next(batches)
-                    except StopIteration:
-                        batches = iter(loader)
-                        x, y = next(batches)
-                    optimizer.zero_grad()
-                    torch.nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-                    if per == "update":
-                        scheduler.step()
-                if per == "epoch":
-                    scheduler.step()
-        return doctor.report()
-
-    assert run("epoch").names == ("update_schedule_per_epoch",)
-    assert run("update").names == ()
-    assert not any("no training epoch ended" in note for note in run("update").notes)
+    assert _scheduled(make, "epoch", epochs=2, kept=True).names == ("update_schedule_per_epoch",)
+    per_update = _scheduled(make, "update", epochs=2, kept=True)
+    assert per_update.names == () and not any("no training epoch ended" in note for note in per_update.notes)
