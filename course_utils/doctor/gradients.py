@@ -93,36 +93,18 @@ class Track:
         return True
 
     def look_after_step(self) -> None:
-        """Remember .grad as the update left it: which tensors, their versions, and their norms (an edit through
-        ``.data``, as in ``p.grad.data.clamp_()``, leaves the version alone). The norms stay on the device."""
-        self.stepped = (self.state(), self._norms())
+        """Remember .grad as the update left it: which tensors and their versions, and where they keep their numbers
+        (an edit through ``.data``, as in ``p.grad.data.clamp_()``, leaves the version alone: the doctor's wrapper
+        of in-place edits sees it by the storage instead)."""
+        self.stepped = self.state()
         self.stepped_storages = {storage_pointer(g) for g in self._grads() if g is not None}
-
-    def _norms(self) -> list[torch.Tensor] | None:
-        present = [g for g in self._grads() if g is not None]
-        if not present or any(g.is_sparse for g in present):
-            return None
-        by_device: dict[torch.device, list[torch.Tensor]] = {}
-        for g in present:
-            by_device.setdefault(g.device, []).append(g)
-        return [torch.stack(torch._foreach_norm(gs)) for gs in by_device.values()]
 
     def edited_since_step(self) -> bool:
         """Was a .grad the last update used changed in place since (not by a backward: each one resets this)?"""
         if self.stepped is None:
             return False
-        state, norms = self.stepped
-        same = True
-        for p, entry in zip(self.params, state):
-            g = p.grad
-            if entry is None or g is None or entry[0]() is not g:
-                same = False                           # replaced or cleared: not an edit of the same tensors
-            elif g._version != entry[1]:
-                return True
-        if not same or norms is None:
-            return False
-        now = self._norms()
-        return now is not None and len(now) == len(norms) and any(not torch.equal(a, b) for a, b in zip(norms, now))
+        return any(entry is not None and p.grad is not None and entry[0]() is p.grad and p.grad._version != entry[1]
+                   for p, entry in zip(self.params, self.stepped))
 
     def remember(self, empty: bool) -> None:
         """Record what .grad holds now, and whether that is empty."""

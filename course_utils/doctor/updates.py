@@ -147,7 +147,7 @@ class UpdateWatch:
 
     def _zero_grad(self, original, owner, *args, **kwargs):
         """optimizer.zero_grad() / model.zero_grad(): were the gradients it clears edited after the last update?"""
-        if self.failure is None and not self._depth["clip"]:
+        if self.failure is None and not self._depth["clip"] and any(t.stepped is not None for t in self.tracks):
             ids = {id(p) for p in (owner.parameters() if isinstance(owner, torch.nn.Module)
                                    else (p for g in owner.param_groups for p in g["params"]))}
             for track in self.tracks:
