@@ -4,8 +4,8 @@ then grows by the same factor every step until it overflows to inf, and the next
 Gradient descent on a mean squared error is stable for lr < 2 / λ, λ the largest eigenvalue of the loss's Hessian
 (for a linear model, 2 XᵀX / n over the inputs with a column of ones for the bias). Just past it, the error along
 that one direction is multiplied by |1 − lr · λ| > 1 each step. The loss grows from the first steps, stays finite
-for hundreds, overflows to inf when the squared errors pass float32's limit (the weights are still finite, near
-1e19), and turns NaN hundreds of steps later, when the weights themselves overflow and inf − inf appears: the
+for over a hundred, overflows to inf when the squared errors pass float32's limit (the weights are still finite), and
+turns NaN over a hundred steps later, when the weights themselves overflow and inf − inf appears: the
 "NaN after 2,000 iterations" of a learner's question. A ReLU network at a high lr dies instead (its units stop
 firing): chapter 6's runs show that.
 """
@@ -29,6 +29,7 @@ class OverflowRun:
     at_50: float
     first_inf: int | None          # the first step (1-based) whose loss was inf
     first_nan: int | None          # the first step whose loss was NaN
+    weights_finite_at_inf: bool    # were all weights finite when the loss first read inf?
     final: float
 
 
@@ -46,10 +47,12 @@ def least_squares_run(seed: int, lr_factor: float, steps: int = 2000, n: int = 2
     torch.manual_seed(seed)
     model = nn.Linear(features, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr_factor * stable_limit(x))
-    losses = []
+    losses, finite_at_inf = [], False
     for _ in range(steps):
         optimizer.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
+        if math.isinf(loss.item()) and not any(math.isinf(v) for v in losses):     # the first inf: the weights now
+            finite_at_inf = all(bool(p.isfinite().all()) for p in model.parameters())
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -57,7 +60,7 @@ def least_squares_run(seed: int, lr_factor: float, steps: int = 2000, n: int = 2
             break
     first_inf = next((i + 1 for i, v in enumerate(losses) if math.isinf(v)), None)
     first_nan = next((i + 1 for i, v in enumerate(losses) if math.isnan(v)), None)
-    return OverflowRun(losses[0], losses[49], first_inf, first_nan, losses[-1])
+    return OverflowRun(losses[0], losses[49], first_inf, first_nan, finite_at_inf, losses[-1])
 
 
 def overflow_lines(seeds=SEEDS, past: float = 1.1, within: float = 0.5, steps: int = 1000) -> list[str]:
@@ -71,6 +74,7 @@ def overflow_lines(seeds=SEEDS, past: float = 1.1, within: float = 0.5, steps: i
         f"{sum(r.at_50 > 10 * r.start for r in high)} of {n}",
         f"  finite for more than 100 steps, then inf within {steps:,}: "
         f"{sum(r.first_inf is not None and r.first_inf > 100 for r in high)} of {n}",
+        f"  the weights all finite when the loss first read inf: {sum(r.weights_finite_at_inf for r in high)} of {n}",
         f"  NaN more than 100 steps after the first inf: "
         f"{sum(r.first_inf is not None and r.first_nan is not None and r.first_nan > r.first_inf + 100 for r in high)}"
         f" of {n}",

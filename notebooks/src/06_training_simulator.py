@@ -110,8 +110,8 @@ print("\n".join(overflow_lines()))
 
 # %% [markdown]
 # The loss was enormous by step 50, yet finite for a hundred steps and more: a loop that only checks for NaN
-# learns of the problem hundreds of steps late, so watch the loss itself. The inf came first, when the squared
-# errors passed float32's limit while the weights were still finite; the NaN came hundreds of steps later, when
+# learns of the problem over a hundred steps late, so watch the loss itself. The inf came first, when the squared
+# errors passed float32's limit while the weights were still finite; the NaN came over a hundred steps later, when
 # the weights overflowed too and a prediction added +∞ to −∞. The fix is the learner's own: an lr below the
 # limit. Chapter 7's guard skips a NaN update and stops a run whose updates keep failing; it cannot make a run
 # that diverges at every step converge.
