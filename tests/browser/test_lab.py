@@ -29,6 +29,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 OVERRIDES = ROOT / "tools" / "jupyterlab_overrides.json"
 FIRST = "00_vocabulary.ipynb"
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+LAB_LOG: Path | None = None          # the server's log, once the `lab` fixture has started it
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
@@ -60,7 +61,9 @@ def lab(tmp_path_factory):
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path_factory.mktemp("lab-ws")),
                COURSE_PROGRESS=str(root / ".progress.json"))
-    log = open(root.parent / "lab.log", "w")
+    global LAB_LOG
+    LAB_LOG = root.parent / "lab.log"
+    log = open(LAB_LOG, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
@@ -118,24 +121,50 @@ def open_notebook(page, url: str, name: str) -> None:
 
 
 def run_all_cells(page) -> None:
-    """Clear the committed outputs, Run All Cells from the menu, wait until every cell has run, fail on errors."""
+    """Clear the committed outputs, Run All Cells from the menu, wait until every cell has run, fail on errors.
+
+    A cell that raises stops Run All (the cells after it keep blank prompts), and so does a kernel that dies:
+    either fails at once: with the traceback, or (nothing running for 10 s, some cells not run) with the first cell
+    that did not run and the end of the server's log.
+    """
     menu(page, "Edit", "Clear Outputs of All Cells")  # committed outputs must not count as this run's
     page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".every(p => !/\\d/.test(p.textContent))", timeout=30_000)
     menu(page, "Run", "Run All Cells")
     try:
-        page.wait_for_function(
+        outcome = page.wait_for_function(
             """() => {
                 const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
-                return prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
-            }""", timeout=240_000)
+                if (prompts.length > 0 && prompts.every(t => /^\\[\\d+\\]:$/.test(t))) return 'done';
+                const traceback = [...document.querySelectorAll(
+                    ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")]
+                    .some(o => o.textContent.includes('Traceback'));
+                if (prompts.includes('[*]:')) { window.__stoppedSince = undefined; return false; }
+                if (traceback) return 'error';
+                window.__stoppedSince = window.__stoppedSince || Date.now();    // nothing running, some cells not
+                return Date.now() - window.__stoppedSince > 10000 ? 'stopped' : false;   // run: a dead kernel
+            }""", timeout=240_000, polling=500).json_value()
     except Exception:
-        running = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell')]
-            .map((c, i) => [i, c.querySelector('.jp-InputPrompt').textContent.trim(),
-                            (c.querySelector('.jp-InputArea-editor') || c).innerText.slice(0, 300)])
-            .filter(([i, p]) => p === '[*]:').slice(0, 1)""")
-        raise AssertionError(f"Run All did not finish in 240 s; the first cell still running: {running}") from None
-    assert_no_traceback(page)
+        outcome = "timeout"
+    if outcome == "done":
+        assert_no_traceback(page)
+        return
+    assert_no_traceback(page)                          # a cell raised: its traceback is the message
+    cells = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell')]
+        .map((c, i) => [i, c.querySelector('.jp-InputPrompt').textContent.trim(),
+                        (c.querySelector('.jp-InputArea-editor') || c).innerText.slice(0, 300)])""")
+    running = [c for c in cells if c[1] == "[*]:"][:1]
+    not_run = [c for c in cells if not any(ch.isdigit() for ch in c[1])][:1]
+    raise AssertionError(f"Run All {'stopped' if outcome == 'stopped' else 'did not finish in 240 s'}; still running: {running}; the first cell not run: "
+                         f"{not_run}; the server's log ends: {lab_log_tail()}")
+
+
+def lab_log_tail(lines: int = 15) -> str:
+    """The server log's last lines about kernels or errors (a kernel that died and restarted says so there)."""
+    if LAB_LOG is None:
+        return "(no log)"
+    said = [line for line in LAB_LOG.read_text(errors="replace").splitlines() if "ernel" in line or "rror" in line]
+    return "\n".join(said[-lines:]) or "(nothing about kernels)"
 
 
 def run_all(page, url: str, name: str) -> None:
