@@ -133,7 +133,8 @@ def use_simulator(page) -> None:
     page.wait_for_timeout(150)
     button(page, "Stop").click()
     page.wait_for_function("() => /Stopped at step|run is complete/.test(document.body.innerText)", timeout=60_000)
-    stopped = "Stopped at step" in _message(page)
+    ended = _message(page)                           # what the view said then: Reset below replaces it
+    stopped = "Stopped at step" in ended
     timed_click(page, "Reset")
     assert "step 0 of 190" in _readouts(page) and "Reset: a new run" in _message(page)
     page.locator(".widget-checkbox", has_text="Missing zero_grad").first.locator("input").click()   # healthy again
@@ -154,7 +155,7 @@ def use_simulator(page) -> None:
           f"Stop honoured mid-run: {stopped}")
     # A 190-step run may end before the Stop click reaches the kernel on a fast host: here Stop and the run's end race,
     # and either ending must be said. That Stop is honoured is checked where it cannot lose the race: long_run().
-    assert stopped or "run is complete" in _message(page), _message(page)
+    assert stopped or "run is complete" in ended, ended
     assert max(steps) < LIMIT_MS, f"a Step took {max(steps):.0f} ms"
     return figures
 
