@@ -41,6 +41,13 @@ def fails(seed: int) -> int:
     return seed
 
 
+def dies_in_a_child(seed: int) -> tuple[int, int]:
+    """A run that kills its process when it is a child (as the out-of-memory killer would), and runs here."""
+    if parallel._in_child and seed == 1:
+        os._exit(9)
+    return seed, os.getpid()
+
+
 CALLS: list[tuple] = []
 
 
@@ -71,6 +78,13 @@ def test_an_error_in_a_run_is_raised_here():
     with pytest.raises(ValueError, match="seed 1 failed"):
         map_runs(fails, [(0,), (1,), (2,)])
     assert map_runs(fails, [(0,), (2,)]) == [0, 2]
+
+
+@linux_only
+def test_a_child_that_dies_leaves_the_runs_to_this_process_and_says_so():
+    with pytest.warns(RuntimeWarning, match="dies_in_a_child stopped abruptly.*its 3 runs go one after another"):
+        results = map_runs(dies_in_a_child, [(0,), (1,), (2,)])
+    assert results == [(0, os.getpid()), (1, os.getpid()), (2, os.getpid())]
 
 
 def test_functions_a_child_cannot_reach_by_name_run_here():

@@ -63,7 +63,8 @@ def map_runs(fn: Callable, calls: Iterable[tuple]) -> list:
 
     `fn`'s result must depend on its arguments only. The children receive it by name: a lambda, or a function
     defined inside another, runs one call after another here. An exception in a run is raised here, as it would
-    be one after another.
+    be one after another; a child that dies (killed, crashed) makes every run go one after another here, with a
+    RuntimeWarning saying so.
     """
     calls = [tuple(args) for args in calls]
     n = workers(len(calls))
@@ -76,16 +77,24 @@ def map_runs(fn: Callable, calls: Iterable[tuple]) -> list:
         return [fn(*args) for args in calls]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that forking a process with threads (a Jupyter kernel has some) may deadlock the
-        # child should it take a lock another thread held; a child here only computes and returns its result.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_start_child)
-        try:
-            return list(pool.map(_call, [fn] * len(calls), calls))
-        finally:   # stopped (an interrupt, an error): the runs not started are dropped, those in flight finish
-            pool.shutdown(wait=True, cancel_futures=True)
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that forking a process with threads (a Jupyter kernel has some) may deadlock the
+            # child should it take a lock another thread held; a child here only computes and returns its result.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_start_child)
+            try:
+                return list(pool.map(_call, [fn] * len(calls), calls))
+            finally:   # stopped (an interrupt, an error): the runs not started are dropped, those in flight finish
+                pool.shutdown(wait=True, cancel_futures=True)
+    except BrokenProcessPool as error:
+        # A child was killed (out of memory, a crash in a library): nothing it computed came back, and the results
+        # do not depend on where they are computed, so they are all computed again here, and the learner is told.
+        warnings.warn(f"a process computing {fn.__name__} stopped abruptly ({error}); its {len(calls)} runs go one "
+                      f"after another in this process instead", RuntimeWarning, stacklevel=2)
+    return [fn(*args) for args in calls]
 
 
 def in_groups(results: list, size: int) -> list[list]:
