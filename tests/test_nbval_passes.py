@@ -49,6 +49,8 @@ def test_the_pinned_pass_is_the_instructor_command():
 def test_the_configurations_really_perturb():
     """Each configuration changes what it claims to: ATen's path, or NumPy's dispatch and libm's variants."""
     import subprocess
+
+    import torch
     probe = ("import os, torch; from course_utils.infra.notebook import pin_numerics; pin_numerics(); "
              "from numpy._core._multiarray_umath import __cpu_features__ as f; "
              "print(torch.backends.cpu.get_cpu_capability(), os.environ['MKL_CBWR'], f['X86_V3'])")
@@ -57,14 +59,31 @@ def test_the_configurations_really_perturb():
         env = nbval_perturbed.environment(config, Path("unused"))
         seen[config] = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
                                       check=True).stdout.split()
-    assert seen[None][:2] == ["DEFAULT", "COMPATIBLE,STRICT"]          # the pin, as the chapters run
-    assert seen["avx2-unpinned"][:2] == ["AVX2", "AVX2"]
-    assert seen["pinned-other-libs"] == ["DEFAULT", "COMPATIBLE,STRICT", "False"]
-    assert seen["other-host"] == ["AVX2", "AVX2", "False"]
+    pinned = ["AVX2", "AVX2,STRICT"] if torch.cpu._is_avx2_supported() else ["DEFAULT", "COMPATIBLE,STRICT"]
+    assert seen[None][:2] == pinned                                      # the pin, as the chapters run
+    assert seen["generic-path"][:2] == ["DEFAULT", "COMPATIBLE,STRICT"]
+    assert seen["pinned-other-libs"] == [*pinned, "False"]
+    assert seen["other-host"] == ["DEFAULT", "COMPATIBLE,STRICT", "False"]
     assert seen["nudged"] == seen[None]                                # the nudge leaves the pin alone ...
     assert nbval_perturbed.environment("nudged", Path("u"))["COURSE_NUDGE"] == "1e-6"   # ... and moves the runs
     assert seen["any-host"] == seen["other-host"]                       # make test's pass: everything at once
     assert nbval_perturbed.environment("any-host", Path("u"))["COURSE_NUDGE"] == "1e-6"
+
+
+def test_the_pin_is_avx2_where_the_cpu_has_it_and_generic_elsewhere(monkeypatch):
+    """Forcing ATen onto AVX2 on a CPU without it would stop the kernel on an illegal instruction: such a CPU, and
+    a torch without the CPUID probe, get the generic path; the perturbed pass runs exactly that path."""
+    import torch
+
+    from course_utils.infra.notebook import GENERIC_PATH, NUMERIC_PIN, numeric_path
+    monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: True)
+    assert numeric_path() is NUMERIC_PIN and NUMERIC_PIN["ATEN_CPU_CAPABILITY"] == "avx2"
+    monkeypatch.setattr(torch.cpu, "_is_avx2_supported", lambda: False)
+    assert numeric_path() is GENERIC_PATH
+    monkeypatch.delattr(torch.cpu, "_is_avx2_supported")
+    assert numeric_path() is GENERIC_PATH
+    assert nbval_perturbed.CONFIGS["generic-path"] == GENERIC_PATH and set(GENERIC_PATH) == set(NUMERIC_PIN)
+    assert set(NUMERIC_PIN) <= set(nbval_perturbed.PIN_VARIABLES)      # a perturbed pass never inherits the pin
 
 
 def test_the_libm_perturbation_reaches_the_dynamic_loader():

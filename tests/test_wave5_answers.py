@@ -5,6 +5,7 @@ fails here, not only in a notebook diff."""
 from __future__ import annotations
 
 import math
+import os
 
 from course_utils.chapters import ch08_arena_seeds
 from course_utils.chapters.ch01_workers import threads_where_loaded, worker_starts
@@ -62,6 +63,22 @@ def test_the_batch_changes_train_mode_outputs_and_only_float_rounding_in_eval_mo
     train, evaluation = batch_dependence()
     assert "differ by more than 0.1: True; every prediction the same: False" in train
     assert "differ by less than 1e-5: True" in evaluation and "every prediction the same: True" in evaluation
+
+
+def test_on_the_generic_path_the_batch_size_moves_eval_outputs_in_their_last_bits():
+    """Chapter 4's text: the last bits may move with the batch size, depending on the code path; the generic path
+    (a CPU without AVX2) moves them, in a process of its own, while the predictions stay."""
+    import subprocess
+    import sys
+
+    from course_utils.infra.notebook import GENERIC_PATH
+    probe = ("import torch; torch.set_num_threads(1); from course_utils.chapters.ch04_eval_pitfalls import "
+             "batch_dependence, last_bits; print(last_bits()); print(batch_dependence()[1])")
+    env = {k: v for k, v in os.environ.items() if k not in GENERIC_PATH} | GENERIC_PATH
+    bits, evaluation = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                      check=True).stdout.splitlines()
+    assert bits.startswith("this machine (DEFAULT kernels)") and ": no" in bits, bits
+    assert "every prediction the same: True" in evaluation
 
 
 def test_a_softmax_before_the_loss_looks_stuck_at_log_c_with_ten_classes():

@@ -2,11 +2,12 @@
 
 A host with another CPU computes float32 on another code path: ATen's AVX-512, AVX2 or generic kernels, MKL's
 per-CPU branches, oneDNN's ISA, NumPy's SIMD dispatch, glibc's libm variants (with or without FMA). The
-chapters pin ATen and MKL (``course_utils.infra.notebook.NUMERIC_PIN``); each configuration below moves what a
-different host would move:
+chapters pin ATen, MKL and oneDNN to their AVX2 paths (``course_utils.infra.notebook.NUMERIC_PIN``); each
+configuration below moves what a different host would move:
 
-- ``avx2-unpinned``: the pin overridden by an AVX2 path for ATen, MKL and oneDNN: an AVX2 host where the pin
-  did not take (or a build without MKL). Everything nbval compares must be a conclusion robust to that.
+- ``generic-path``: the pin overridden by the generic path (ATen's generic kernels, MKL's compatible branch,
+  oneDNN at SSE4.1: ``GENERIC_PATH``), what a CPU without AVX2 computes on, or a host where the pin did not take.
+  Everything nbval compares must be a conclusion robust to that.
 - ``pinned-other-libs``: the pin in force, and what it does not cover lowered: NumPy's dispatch to its
   baseline, glibc's libm without AVX2/FMA/AVX-512 variants.
 - ``other-host``: both at once.
@@ -39,15 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from course_utils.infra.notebook import GENERIC_PATH  # noqa: E402 (the course, from this checkout)
 NOTEBOOKS = ROOT / "notebooks"
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 
-_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+_KERNELS = dict(GENERIC_PATH)          # the path the pin does not take (a CPU without AVX2 takes it)
 _OTHER_LIBS = {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
                "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F"}
 NUDGE = {"COURSE_NUDGE": "1e-6"}       # course_utils/infra/nudge.py: every random init and generated point moved
 CONFIGS: dict[str, dict[str, str]] = {
-    "avx2-unpinned": _KERNELS,
+    "generic-path": _KERNELS,
     "pinned-other-libs": _OTHER_LIBS,
     "other-host": {**_KERNELS, **_OTHER_LIBS},
     "nudged": NUDGE,

@@ -137,33 +137,52 @@ def recalibrate_batchnorm(model: nn.Module, loader: DataLoader) -> None:
     model.train(was_training)
 
 
+def _outputs_by_batch(batch_sizes, seed: int, modes=("train", "eval")):
+    """The spiral MLP with BatchNorm on 300 validation points, per mode: (one batch's outputs, {size: outputs})."""
+    x = spiral_splits(600, 300, seed=seed).val.tensors[0]
+    torch.manual_seed(seed)
+    model = bn_mlp()
+    runs = {}
+    with torch.no_grad():
+        model.train()
+        model(x)                                            # running statistics that are not the defaults
+        for mode in modes:
+            model.train(mode == "train")
+            with torch.random.fork_rng():
+                runs[mode] = model(x), {b: torch.cat([model(c) for c in x.split(b)]) for b in batch_sizes}
+    return len(x), runs
+
+
 def batch_dependence(batch_sizes=(2, 7, 64), seed: int = 0) -> list[str]:
     """Chapter 4: do a model's outputs for the same examples depend on the batch they are computed in?
 
     Two causes, measured on the spiral MLP with BatchNorm: train mode (the batch's own statistics, a large
-    change) and, in eval mode, float32 itself (another batch size takes other kernel paths and sums in
-    another order, so the last bits may move; the predictions do not)."""
-    x = spiral_splits(600, 300, seed=seed).val.tensors[0]
-    torch.manual_seed(seed)
-    model = bn_mlp()
-    with torch.no_grad():
-        model.train()
-        model(x)                                            # running statistics that are not the defaults
-        lines = []
-        for mode in ("train", "eval"):
-            model.train(mode == "train")
-            with torch.random.fork_rng():
-                whole = model(x)
-                parts = {b: torch.cat([model(c) for c in x.split(b)]) for b in batch_sizes}
-            gap = max((p - whole).abs().max().item() for p in parts.values())
-            same_bits = all(torch.equal(p, whole) for p in parts.values())
-            same_argmax = all(torch.equal(p.argmax(1), whole.argmax(1)) for p in parts.values())
-            sizes = ", ".join(map(str, batch_sizes))
-            if mode == "train":
-                lines.append(f"train mode, batches of {sizes} against one batch of {len(x)}: outputs differ by more "
-                             f"than 0.1: {gap > 0.1}; every prediction the same: {same_argmax}")
-            else:
-                lines.append(f"eval mode,  batches of {sizes} against one batch of {len(x)}: outputs differ by less "
-                             f"than 1e-5: {gap < 1e-5}; bit for bit the same: {same_bits}; every prediction the "
-                             f"same: {same_argmax}")
+    change) and, in eval mode, float32 itself (another batch size may take other kernel paths and sum in
+    another order, so the last bits may move; the predictions do not). Whether the last bits do move depends on
+    the CPU's code path, so these lines say only what holds on every path; `last_bits` says what this one did."""
+    n, runs = _outputs_by_batch(batch_sizes, seed)
+    sizes = ", ".join(map(str, batch_sizes))
+    lines = []
+    for mode, (whole, parts) in runs.items():
+        gap = max((p - whole).abs().max().item() for p in parts.values())
+        same_argmax = all(torch.equal(p.argmax(1), whole.argmax(1)) for p in parts.values())
+        if mode == "train":
+            lines.append(f"train mode, batches of {sizes} against one batch of {n}: outputs differ by more "
+                         f"than 0.1: {gap > 0.1}; every prediction the same: {same_argmax}")
+        else:
+            lines.append(f"eval mode,  batches of {sizes} against one batch of {n}: outputs differ by less "
+                         f"than 1e-5: {gap < 1e-5}; every prediction the same: {same_argmax}")
     return lines
+
+
+def last_bits(batch_sizes=(1, 2, 7, 64), seed: int = 0) -> str:
+    """Chapter 4, this machine's code path: which batch sizes give eval-mode outputs bit for bit those of one batch.
+
+    Measured on this host (seeds 0-2 alike): all of them on the course's pin (ATen AVX2, MKL's AVX2 branch in
+    strict mode); batches of 1, 2 and 7 differ on ATen's generic kernels, on MKL's AVX2 branch without strict
+    mode and on the AVX-512 path (tests/test_wave5_answers.py runs the generic path in a process of its own)."""
+    n, runs = _outputs_by_batch(batch_sizes, seed, modes=("eval",))    # (train mode refuses a batch of 1)
+    whole, parts = runs["eval"]
+    same = ", ".join(f"{b}: {'yes' if torch.equal(parts[b], whole) else 'no'}" for b in batch_sizes)
+    return (f"this machine ({torch.backends.cpu.get_cpu_capability()} kernels), eval mode, bit for bit the "
+            f"outputs of one batch of {n}? batches of {same}")

@@ -14,14 +14,19 @@ import torch
 
 DEFAULT_SEED = 0
 
-# The CPU code path the chapters' numbers are computed on (issue 21). Float32 kernels round differently in the
-# last bit on AVX-512, AVX2 and generic code, and between MKL's per-CPU branches; a chaotic run amplifies that
-# into printed digits. ATen's generic kernels and MKL's "compatible" branch in strict mode are the same code on
-# every x86-64 CPU, so with one thread the chapters compute bit for bit the same numbers on any of them. Cost on
-# the course's runs: about 8 % (a 190-step run, 0.113 -> 0.122 s); large matrix products run about 2x slower, so
-# only the notebooks pin it, never the trainer or the learner's own scripts. It must be set before torch runs
-# its first operation; an explicit value in the environment wins (the perturbed nbval test relies on that).
-NUMERIC_PIN = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE,STRICT"}
+# The CPU code path the chapters' numbers are computed on (issues 21 and 38). Float32 kernels round differently in
+# the last bit on AVX-512, AVX2 and generic code, and between MKL's per-CPU branches; a chaotic run amplifies that
+# into printed digits. The pin puts ATen on its AVX2 kernels, MKL on its AVX2 branch in strict mode and oneDNN at
+# AVX2 at most, with one thread: the same code on every CPU that has AVX2 (x86-64 since 2013-15), and Intel
+# documents MKL's AVX2 branch as giving the same results on every Intel CPU with AVX2 (on other vendors' CPUs MKL
+# uses its own choice: docs/instructors.md). A CPU without AVX2 (an old or low-end x86, an arm64 machine) gets
+# GENERIC_PATH instead: ATen's generic kernels, MKL's compatible branch. Nothing nbval compares may depend on which
+# (the perturbed pass runs GENERIC_PATH, nudged); the pin only makes figures and a cell marked as this machine's
+# come out the same again. It was GENERIC_PATH everywhere until issue 38's budget: that cost 3.3x on chapter 7's
+# transformer (13.2 s against 4.0 s for its two epochs) for no guarantee the AVX2 path does not give. The pin must
+# be set before torch runs its first operation; an explicit value in the environment wins (the perturbed passes).
+NUMERIC_PIN = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+GENERIC_PATH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE,STRICT", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 
 def seed_everything(seed: int = DEFAULT_SEED) -> None:
@@ -31,16 +36,24 @@ def seed_everything(seed: int = DEFAULT_SEED) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
+def numeric_path() -> dict[str, str]:
+    """The pin for this CPU: NUMERIC_PIN where it has AVX2, else GENERIC_PATH (forcing AVX2 on a CPU without it
+    would stop the kernel on an illegal instruction, and arm64 builds of torch refuse the name with a warning)."""
+    has_avx2 = getattr(torch.cpu, "_is_avx2_supported", lambda: False)     # reads CPUID; fixes no code path
+    return NUMERIC_PIN if has_avx2() else GENERIC_PATH
+
+
 def pin_numerics() -> bool:
-    """Put the chapters on NUMERIC_PIN's code path (every chapter, via setup_notebook); False if torch already ran.
+    """Put the chapters on this CPU's pinned code path (every chapter, via setup_notebook); False if torch already ran.
 
     Where the environment already names a path (an instructor's choice, or the perturbed nbval test), that wins.
     """
     ours = "ATEN_CPU_CAPABILITY" not in os.environ
-    for name, value in NUMERIC_PIN.items():
+    pin = numeric_path()
+    for name, value in pin.items():
         os.environ.setdefault(name, value)
     path = torch.backends.cpu.get_cpu_capability()  # this call fixes the path for the rest of the process
-    return not ours or path == NUMERIC_PIN["ATEN_CPU_CAPABILITY"].upper()
+    return not ours or path == pin["ATEN_CPU_CAPABILITY"].upper()
 
 
 def setup_notebook(seed: int = DEFAULT_SEED, threads: int = 1) -> None:
