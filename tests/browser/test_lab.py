@@ -120,13 +120,41 @@ def open_notebook(page, url: str, name: str) -> None:
     wait_for_kernel(page)
 
 
-def run_all_cells(page) -> None:
+def notebook_kernel(page) -> str | None:
+    """The id of the kernel the server holds for the page's notebook (its one session), or None."""
+    base, _, rest = page.url.partition("/lab/")
+    name = rest.split("tree/", 1)[-1].split("?")[0]          # lab/tree/NAME or lab/workspaces/W/tree/NAME
+    sessions = json.load(urllib.request.urlopen(f"{base}/api/sessions", timeout=10))
+    kernels = [s["kernel"]["id"] for s in sessions if s.get("path", "").endswith(name) and s.get("kernel")]
+    return kernels[0] if len(kernels) == 1 else None
+
+
+def settled_kernel(page, quiet_s: float = 2.0, timeout_s: float = 60.0) -> str | None:
+    """Wait until the notebook's kernel has been the same one, and idle, for `quiet_s`: JupyterLab can replace the
+    kernel it first started for a notebook within a second of opening it (seen in a CI run: started, shut down
+    0.8 s later, another started), and cells sent to the first one are lost."""
+    stable_since, last, end = time.monotonic(), None, time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        kernel = notebook_kernel(page)
+        if kernel != last:
+            stable_since, last = time.monotonic(), kernel
+        elif kernel and time.monotonic() - stable_since >= quiet_s and page.locator(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle']").count():
+            return kernel
+        time.sleep(0.25)
+    return last
+
+
+def run_all_cells(page, retry: bool = True) -> None:
     """Clear the committed outputs, Run All Cells from the menu, wait until every cell has run, fail on errors.
 
     A cell that raises stops Run All (the cells after it keep blank prompts), and so does a kernel that dies:
     either fails at once: with the traceback, or (nothing running for 10 s, some cells not run) with the first cell
-    that did not run and the end of the server's log.
+    that did not run and the end of the server's log. Run All starts on a settled kernel; if the server's kernel
+    for the notebook is another one when Run All stops (JupyterLab replaced it under the test, not a cell's doing),
+    Run All runs once more, and says so.
     """
+    kernel = settled_kernel(page)
     menu(page, "Edit", "Clear Outputs of All Cells")  # committed outputs must not count as this run's
     page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".every(p => !/\\d/.test(p.textContent))", timeout=30_000)
@@ -150,13 +178,19 @@ def run_all_cells(page) -> None:
         assert_no_traceback(page)
         return
     assert_no_traceback(page)                          # a cell raised: its traceback is the message
+    replaced = notebook_kernel(page) != kernel
+    if outcome == "stopped" and replaced and retry:
+        print(f"\n[browser] Run All stopped and the notebook's kernel is another one ({kernel} -> "
+              f"{notebook_kernel(page)}): JupyterLab replaced it; Run All once more")
+        return run_all_cells(page, retry=False)
     cells = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell')]
         .map((c, i) => [i, c.querySelector('.jp-InputPrompt').textContent.trim(),
                         (c.querySelector('.jp-InputArea-editor') || c).innerText.slice(0, 300)])""")
     running = [c for c in cells if c[1] == "[*]:"][:1]
     not_run = [c for c in cells if not any(ch.isdigit() for ch in c[1])][:1]
-    raise AssertionError(f"Run All {'stopped' if outcome == 'stopped' else 'did not finish in 240 s'}; still running: {running}; the first cell not run: "
-                         f"{not_run}; the server's log ends: {lab_log_tail()}")
+    raise AssertionError(f"Run All {'stopped' if outcome == 'stopped' else 'did not finish in 240 s'}; still running: "
+                         f"{running}; the first cell not run: {not_run}; kernel replaced: {replaced}; the server's "
+                         f"log ends: {lab_log_tail()}")
 
 
 def lab_log_tail(lines: int = 15) -> str:
