@@ -5,6 +5,7 @@ without the pin, NumPy's dispatch and libm's variants lowered: another CPU) and 
 init and generated point moved by 1e-6: every chaotic run moved, on any host) at once. Each pass is one pytest process over copies of
 the notebooks; its failing cells and log are this test's message. `pytest --nbval` checks the notebooks cell by
 cell in the session instead, and then the pinned pass is left out (conftest.py)."""
+import os
 import sys
 from pathlib import Path
 
@@ -121,10 +122,16 @@ def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last
     ran = []
     monkeypatch.setattr(course, "installed", lambda: None)
     monkeypatch.setattr(course, "run", lambda *args: None)                     # Chromium's install
-    monkeypatch.setattr(course, "call", lambda *args: ran.append([str(a) for a in args]) or 0)
+    monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append([str(a) for a in args]) or envs.append(env)
+                        or 0)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    envs: list = []
     with pytest.raises(SystemExit) as stopped:
         course.main(["test"])
     assert stopped.value.code == 0 and len(ran) == 2
+    # the phases may cache rewritten test files (a host that forbids bytecode makes every collection rewrite them)
+    assert all(env is not None and "PYTHONDONTWRITEBYTECODE" not in env and env.get("PATH") == os.environ["PATH"]
+               for env in envs)
     for command in ran:
         assert "--nbval" not in command and command[1:5] == ["-m", "pytest", "-p", "no:randomly"]
     unit, browser = (command[5:] for command in ran)
@@ -150,7 +157,7 @@ def test_make_test_fails_when_either_phase_fails_and_runs_both(monkeypatch):
         ran, answers = [], iter(codes)
         monkeypatch.setattr(course, "installed", lambda: None)
         monkeypatch.setattr(course, "run", lambda *args: None)
-        monkeypatch.setattr(course, "call", lambda *args: ran.append(args) or next(answers))
+        monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append(args) or next(answers))
         with pytest.raises(SystemExit) as stopped:
             course.main(["test"])
         assert len(ran) == 2 and stopped.value.code == max(codes)

@@ -44,10 +44,10 @@ def stamp() -> Path:
     return VENV / f".installed-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def call(*args: object) -> int:
-    """Run a command from the repository root; its exit code."""
+def call(*args: object, env: dict[str, str] | None = None) -> int:
+    """Run a command from the repository root (in `env`, else this environment); its exit code."""
     print(" ".join(map(str, args)), flush=True)
-    return subprocess.call([str(a) for a in args], cwd=ROOT)
+    return subprocess.call([str(a) for a in args], cwd=ROOT, env=env)
 
 
 def run(*args: object) -> None:
@@ -121,7 +121,12 @@ def main(argv: list[str]) -> None:
         # Two phases, so that every core works all the time and what the browser times is not slowed by the
         # unit tests: the unit and widget tests on every core (pytest-xdist, a file per worker); then the
         # browser tests, with the two notebook passes in the background on the cores they leave idle.
-        codes = [call(*PYTEST, *UNIT_PHASE), call(*PYTEST, *BROWSER_PHASE)]
+        # Every pytest process (two xdist workers, the phases, the tests that collect or run pytest themselves)
+        # rewrites the asserts of all 120 test files unless it may cache the result: where the host sets
+        # PYTHONDONTWRITEBYTECODE (this one does), a collection of the whole suite took 14.9 s instead of 9.5 s.
+        # The caches go to the clone's __pycache__ folders, which git ignores.
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
         sys.exit(max(codes))
     else:
         run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
