@@ -129,7 +129,7 @@ def notebook_kernel(page) -> str | None:
     return kernels[0] if len(kernels) == 1 else None
 
 
-def settled_kernel(page, quiet_s: float = 2.0, timeout_s: float = 60.0) -> str | None:
+def settled_kernel(page, quiet_s: float = 1.0, timeout_s: float = 60.0) -> str | None:
     """Wait until the notebook's kernel has been the same one, and idle, for `quiet_s`: JupyterLab can replace the
     kernel it first started for a notebook within a second of opening it (seen in a CI run: started, shut down
     0.8 s later, another started), and cells sent to the first one are lost."""
