@@ -158,6 +158,7 @@ def run_all_cells(page, retry: bool = True) -> None:
     menu(page, "Edit", "Clear Outputs of All Cells")  # committed outputs must not count as this run's
     page.wait_for_function("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
                            ".every(p => !/\\d/.test(p.textContent))", timeout=30_000)
+    page.evaluate("() => { window.__stoppedSince = undefined; }")       # a retry starts its own 10 s
     menu(page, "Run", "Run All Cells")
     try:
         outcome = page.wait_for_function(
@@ -177,12 +178,12 @@ def run_all_cells(page, retry: bool = True) -> None:
     if outcome == "done":
         assert_no_traceback(page)
         return
-    assert_no_traceback(page)                          # a cell raised: its traceback is the message
     replaced = notebook_kernel(page) != kernel
-    if outcome == "stopped" and replaced and retry:
+    if outcome in ("stopped", "error") and replaced and retry:  # (a cell the old kernel was running was interrupted)
         print(f"\n[browser] Run All stopped and the notebook's kernel is another one ({kernel} -> "
               f"{notebook_kernel(page)}): JupyterLab replaced it; Run All once more")
         return run_all_cells(page, retry=False)
+    assert_no_traceback(page)                          # a cell raised: its traceback is the message
     cells = page.evaluate("""() => [...document.querySelectorAll('.jp-CodeCell')]
         .map((c, i) => [i, c.querySelector('.jp-InputPrompt').textContent.trim(),
                         (c.querySelector('.jp-InputArea-editor') || c).innerText.slice(0, 300)])""")
