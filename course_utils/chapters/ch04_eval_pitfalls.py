@@ -179,8 +179,9 @@ def last_bits(batch_sizes=(1, 2, 7, 64), seed: int = 0) -> str:
     """Chapter 4, this machine's code path: which batch sizes give eval-mode outputs bit for bit those of one batch.
 
     Measured on this host (seeds 0-2 alike): all of them on the course's pin (ATen AVX2, MKL's AVX2 branch in
-    strict mode); batches of 1, 2 and 7 differ on ATen's generic kernels, on MKL's AVX2 branch without strict
-    mode and on the AVX-512 path (tests/test_wave5_answers.py runs the generic path in a process of its own)."""
+    strict mode); batches of 1, 2 and 7 differ on ATen's generic kernels and on the AVX-512 path, and all four
+    on MKL's AVX2 branch without strict mode (tests/test_wave5_answers.py runs the generic path in a process of
+    its own)."""
     n, runs = _outputs_by_batch(batch_sizes, seed, modes=("eval",))    # (train mode refuses a batch of 1)
     whole, parts = runs["eval"]
     same = ", ".join(f"{b}: {'yes' if torch.equal(parts[b], whole) else 'no'}" for b in batch_sizes)

@@ -110,9 +110,9 @@ print("\n".join(batch_dependence(batch_sizes=(2, 7, 64))))
 
 # %% [markdown]
 # Whether the last bits really move depends on the code your CPU runs. On this course's host, batches of 1, 2
-# and 7 moved them on ATen's generic kernels (what a CPU without AVX2 runs), on MKL without its strict mode and on
-# the AVX-512 kernels, and on none of these batch sizes with the course's pin (AVX2 kernels, MKL's AVX2 branch in
-# strict mode). Your machine's answer, in a cell nbval does not compare:
+# and 7 moved them on ATen's generic kernels (what a CPU without AVX2 runs) and on the AVX-512 kernels, all four
+# sizes did on MKL's AVX2 branch without its strict mode, and none did with the course's pin (AVX2 kernels, MKL's
+# AVX2 branch in strict mode). Your machine's answer, in a cell nbval does not compare:
 
 # %% tags=["nbval-ignore-output"]
 print(last_bits(batch_sizes=(1, 2, 7, 64)))
