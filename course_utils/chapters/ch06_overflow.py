@@ -47,20 +47,21 @@ def least_squares_run(seed: int, lr_factor: float, steps: int = 2000, n: int = 2
     torch.manual_seed(seed)
     model = nn.Linear(features, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr_factor * stable_limit(x))
-    losses, finite_at_inf = [], False
+    losses, finite_at_inf = [], None
     for _ in range(steps):
         optimizer.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
-        if math.isinf(loss.item()) and not any(math.isinf(v) for v in losses):     # the first inf: the weights now
+        value = loss.item()
+        if math.isinf(value) and finite_at_inf is None:          # the first inf: are the weights still finite?
             finite_at_inf = all(bool(p.isfinite().all()) for p in model.parameters())
         loss.backward()
         optimizer.step()
-        losses.append(loss.item())
-        if math.isnan(losses[-1]):
+        losses.append(value)
+        if math.isnan(value):
             break
     first_inf = next((i + 1 for i, v in enumerate(losses) if math.isinf(v)), None)
     first_nan = next((i + 1 for i, v in enumerate(losses) if math.isnan(v)), None)
-    return OverflowRun(losses[0], losses[49], first_inf, first_nan, finite_at_inf, losses[-1])
+    return OverflowRun(losses[0], losses[49], first_inf, first_nan, bool(finite_at_inf), losses[-1])
 
 
 def overflow_lines(seeds=SEEDS, past: float = 1.1, within: float = 0.5, steps: int = 1000) -> list[str]:

@@ -109,10 +109,10 @@ from course_utils.chapters.ch04_eval_pitfalls import batch_dependence, last_bits
 print("\n".join(batch_dependence(batch_sizes=(2, 7, 64))))
 
 # %% [markdown]
-# Whether the last bits really move depends on the code your CPU runs. On this course's host, batches of 1, 2
-# and 7 moved them on ATen's generic kernels (what a CPU without AVX2 runs) and on the AVX-512 kernels, all four
-# sizes did on MKL's AVX2 branch without its strict mode, and none did with the course's pin (AVX2 kernels, MKL's
-# AVX2 branch in strict mode). Your machine's answer, in a cell nbval does not compare:
+# Whether the last bits really move depends on the code your CPU runs: on some code paths another batch size
+# changes them, on others it does not (the course's tests run ATen's generic kernels, what a CPU without AVX2
+# runs, and find them moved there; the predictions never change). Your machine's answer, in a cell nbval does not
+# compare:
 
 # %% tags=["nbval-ignore-output"]
 print(last_bits(batch_sizes=(1, 2, 7, 64)))
