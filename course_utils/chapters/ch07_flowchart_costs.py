@@ -91,8 +91,9 @@ def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> 
             _, history = fit(lambda: MLP(hidden=32), splits.train, splits.val, **options)
         seconds = time.perf_counter() - start
         disk = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
-        time.sleep(0.05)        # gives up the GIL: gloo's workers free their finished work (see _hold_ddp)
-        held.clear()            # DDP, and with it the process group, freed only now
+        if held:                # a loop with DDP: free it only after gloo's workers have freed their work
+            time.sleep(0.05)    # gives up the GIL: gloo's workers free their finished work (see _hold_ddp)
+            held.clear()        # DDP, and with it the process group, freed only now
     return seconds, meter.peak, disk, history
 
 
