@@ -94,6 +94,41 @@ def test_explain_reads_a_whole_traceback(entry):
     assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
 
 
+def _recorded_message(entry) -> tuple[str, str]:
+    saved = recorded()[entry.id]
+    return saved["type"], saved["messages"][0]
+
+
+@pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
+def test_explain_reads_a_launchers_log_where_every_line_has_a_rank_prefix(entry):
+    kind, message = _recorded_message(entry)
+    pasted = "\n".join(f"[rank1]: {line}" for line in f"{kind}: {message}".splitlines())   # torchrun's prefix
+    found = lookup(pasted)
+    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+
+
+@pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
+def test_explain_reads_a_paste_cut_before_the_exception_type(entry):
+    """A learner's paste: a few frames, a "[...]" where they cut, then the message without its type."""
+    _, message = _recorded_message(entry)
+    pasted = ('  File "/home/learner/project/train.py", line 88, in evaluate\n    out = model(x)\n[...]\n'
+              + message)
+    found = lookup(pasted)
+    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+
+
+DETAILED = [e for e in RUN if any(line.startswith("\t") for line in _recorded_message(e)[1].splitlines()[1:])]
+
+
+@pytest.mark.parametrize("entry", DETAILED, ids=lambda e: e.id)
+def test_explain_finds_an_entry_from_its_detail_lines_alone(entry):
+    """Only the lines that name what differs ("size mismatch for ...", "Missing key(s) ..."), as learners quote."""
+    _, message = _recorded_message(entry)
+    pasted = "\n".join(line for line in message.splitlines()[1:] if line.startswith("\t"))
+    found = lookup(pasted)
+    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+
+
 UNRELATED = [
     "ModuleNotFoundError: No module named 'cv2'",
     "SyntaxError: invalid syntax",

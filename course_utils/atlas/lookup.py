@@ -22,6 +22,11 @@ from course_utils.atlas.entry import Entry
 
 MATCH = 0.62          # the least score that names an entry
 
+# What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:" and glog's "[E1218 20:27:21.4 File.cpp:629]"
+_LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]\s*)?")
+# A traceback's frames and the lines between chained exceptions: what no entry is matched on
+_FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
+                    r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
 _HEAD = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning|Interrupt|Exit))(?::\s?(.*))?$")
 _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
@@ -77,7 +82,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
     found: list[list[str]] = []
     current: list[str] | None = None
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = _LINE_PREFIX.sub("", raw.rstrip()) if not raw.startswith((" ", "\t")) else raw.rstrip()
         warning = _WARNING.match(line)
         head = _HEAD.match(line) if not warning else None
         if warning:
@@ -92,6 +97,14 @@ def error_lines(text: str) -> list[tuple[str, str]]:
         elif not line.strip():
             current = None
     return [(kind, message.strip()) for kind, message in found]
+
+
+def residue(text: str) -> str:
+    """A pasted text with no exception line (the message alone, or the lines after a cut "[...]"): what is left
+    once the traceback's frames and the loggers' prefixes are dropped."""
+    kept = [_LINE_PREFIX.sub("", line).strip() for line in text.splitlines()
+            if line.strip() and (line.startswith("\t") or not _FRAME.match(line))]
+    return "\n".join(line for line in kept if line)
 
 
 def tokens(message: str) -> tuple[str, ...]:
@@ -141,8 +154,15 @@ def _ratio(a: tuple[str, ...], b: tuple[str, ...]) -> float:
 def score(kind: str, message: str, expected: str, template: str) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
     whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
-    first = _ratio(_tokens_cached(message.strip().splitlines()[0] if message.strip() else ""),
-                   _tokens_cached(template.strip().splitlines()[0] if template.strip() else ""))
+    head = _tokens_cached(message.strip().splitlines()[0] if message.strip() else "")
+    lines = template.strip().splitlines() or [""]
+    first = _ratio(head, _tokens_cached(lines[0]))
+    # a paste that starts inside the message (its detail lines, without the line that opens it) is matched
+    # against the template's other lines, at a discount: the opening line, where it is pasted, says more
+    # (the message's own detail lines: not another exception's, such as a worker's original error, nor frames)
+    details = [line for line in lines[1:] if line.strip() and not _HEAD.match(line)
+               and (line.startswith("\t") or not _FRAME.match(line)) and not line.startswith("Original Traceback")]
+    first = max([first] + [0.9 * _ratio(head, _tokens_cached(line)) for line in details])
     whole = _ratio(_tokens_cached(message), _tokens_cached(template))
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
@@ -169,7 +189,11 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
     """The atlas entries for a pasted message or traceback, best first (see the module)."""
     if entries is None:
         from course_utils.atlas import ENTRIES as entries
-    lines = error_lines(text) or [("", text.strip())]
+    lines, rest = error_lines(text), residue(text)
+    if not lines or (rest and not error_lines(rest.splitlines()[0])):
+        # no exception line, or the paste starts inside a message ("Caught ... in DataLoader worker process 0."
+        # with the worker's error below it, or "size mismatch for ..." without its opening line): the paste itself
+        lines = lines + [("", rest or text.strip())]
     best: dict[str, tuple[Entry, float]] = {}
     for kind, message in lines:
         for entry, expected, template in _templates(tuple(entries), leave_out):
