@@ -179,6 +179,12 @@ ENTRIES = (
             "https://github.com/xdit-project/mochi-xdit/issues/22",
             "https://github.com/om-ai-lab/VLM-R1/issues/289",
             "https://github.com/NVIDIA/Megatron-LM/issues/1371",
+            "https://github.com/intelligent-machine-learning/dlrover/issues/443",
+        ),
+        wordings=(   # torch 1.x's TCPStore (the last thread)
+            "The server socket has failed to listen on any local network address. The server socket has failed to "
+            "bind to [::]:44796 (errno: 98 - Address already in use). The server socket has failed to bind to "
+            "0.0.0.0:44796 (errno: 98 - Address already in use).",
         ),
     ),
     Entry(
@@ -208,5 +214,41 @@ ENTRIES = (
             "https://github.com/NVIDIA/Megatron-LM/pull/521",
             "https://github.com/ddPn08/rvc-webui/pull/54",
         ),
+    ),
+    Entry(
+        id="nccl-collective-timeout", stage="distributed", chapter=7,
+        title="one rank waits in a collective (all_reduce, barrier) that another rank never calls",
+        code=(
+            "dist.init_process_group(\"nccl\", timeout=datetime.timedelta(minutes=10))   # under torchrun, 2 GPUs\n"
+            "rank = dist.get_rank()\n"
+            "loss = torch.ones(1, device=f\"cuda:{rank}\")\n"
+            "if rank == 0:   # a collective inside rank-0-only code (logging, validation, a checkpoint)\n"
+            "    dist.all_reduce(loss)\n"
+            "torch.cuda.synchronize()\n"
+        ),
+        fix=(
+            "dist.init_process_group(\"nccl\", timeout=datetime.timedelta(minutes=10))\n"
+            "rank = dist.get_rank()\n"
+            "loss = torch.ones(1, device=f\"cuda:{rank}\")\n"
+            "dist.all_reduce(loss)   # every rank calls every collective, in the same order\n"
+            "if rank == 0:\n"
+            "    shown = loss.item()\n"
+        ),
+        cause="A collective completes only when every rank calls it; one that never arrives (a collective in "
+              "rank-0-only code, ranks with different numbers of batches, a rank stuck or crashed in its data "
+              "loading) leaves the others waiting until the timeout, and the watchdog then ends the job. Make every "
+              "rank run the same collectives in the same order (DistributedSampler gives every rank as many "
+              "batches); chapter 7's two gloo ranks show the same wait with gloo's words.",
+        expect="DistBackendError",
+        not_run="needs two CUDA GPUs and NCCL, which this machine lacks",
+        message="[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, "
+                "NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing "
+                "out.",
+        sources=("https://github.com/XPixelGroup/BasicSR/issues/737",
+                 "https://github.com/NVIDIA/Megatron-LM/issues/1207",
+                 "https://github.com/hiyouga/LlamaFactory/issues/7396",
+                 "https://github.com/OFA-Sys/OFA/issues/271"),
+        wordings=("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, "
+                  "Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",),   # torch 1.x
     ),
 )

@@ -1,5 +1,5 @@
 """The atlas's entries for DataLoader workers (chapter 1): an error raised in a worker, a worker that dies, a
-timeout, too many workers. Fragments that start workers use one worker and the fork start method (the Linux
+timeout, too many workers, too many open files, CUDA in a forked worker (quoted: it needs a GPU). Fragments that start workers use one worker and the fork start method (the Linux
 default), so classes defined in a fragment reach the worker without pickling.
 """
 from __future__ import annotations
@@ -159,5 +159,91 @@ ENTRIES = (
         sources=("https://github.com/AILab-CVC/YOLO-World/issues/413",
                  "https://github.com/embeddings-benchmark/mteb/issues/1331",
                  "https://github.com/MIC-DKFZ/ParticleSeg3D/pull/2"),
+    ),
+    Entry(
+        id="too-many-open-files", stage="data", chapter=1,
+        title="the main process keeps every batch the workers sent, under a low open-file limit (ulimit -n)",
+        code=source("""
+            import resource
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            open_now = len(os.listdir("/dev/fd"))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + $spare, hard))  # a machine whose ulimit -n is low
+            try:
+                loader = DataLoader(TensorDataset(torch.arange(512.0)), batch_size=2, num_workers=1)
+                kept = [xb for (xb,) in loader]   # every batch kept: each holds a shared-memory file open
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        """),
+        fix=source("""
+            import resource
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            open_now = len(os.listdir("/dev/fd"))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + $spare, hard))  # a machine whose ulimit -n is low
+            try:
+                loader = DataLoader(TensorDataset(torch.arange(512.0)), batch_size=2, num_workers=1)
+                kept = [xb.clone() for (xb,) in loader]   # a copy in ordinary memory: the shared file is closed
+                shown = len(kept)
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        """),
+        cause="A worker hands each batch over in shared memory, one open file per tensor (the Linux default "
+              "sharing strategy, file_descriptor), and the file stays open as long as the tensor lives. Keeping "
+              "every batch (a cache, a list of all outputs), or batches of many small tensors, exhausts the "
+              "process's open-file limit. Keep copies (.clone(), .tolist()) or only what you need, raise ulimit -n, "
+              "or call torch.multiprocessing.set_sharing_strategy('file_system') first thing.",
+        expect="RuntimeError",
+        params=({"spare": 32}, {"spare": 80}),
+        sources=("https://github.com/zju3dv/NeuralRecon/issues/91",
+                 "https://github.com/facebookresearch/detectron2/issues/3953",
+                 "https://github.com/pytorch/pytorch/issues/49849",
+                 "https://github.com/GoekeLab/m6anet/issues/75"),
+        # what Python's multiprocessing raises when the limit strips a file from a worker's message and torch's
+        # check for the limit comes too late to say so (torch's own note in dataloader.py names it)
+        wordings=("received 0 items of ancdata",),
+    ),
+    Entry(
+        id="cuda-in-forked-worker", stage="data", chapter=1,
+        fix_line="xb = xb.cuda(non_blocking=True)   # in the loop: workers return CPU tensors, the main process moves them",
+        title="CUDA used inside a DataLoader worker (or any forked process) after the main process started CUDA",
+        code=source("""
+            torch.cuda.init()   # CUDA started in the main process (any .cuda() or device="cuda" before the loop)
+
+            class OnGpu(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return torch.zeros(2, device="cuda")   # a forked worker cannot use the parent's CUDA
+
+            for xb in DataLoader(OnGpu(), batch_size=2, num_workers=2):
+                pass
+        """),
+        fix=source("""
+            class OnCpu(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return torch.zeros(2)   # workers prepare CPU tensors
+
+            for xb in DataLoader(OnCpu(), batch_size=2, num_workers=2, pin_memory=True):
+                xb = xb.cuda(non_blocking=True)   # the main process moves each batch to the GPU
+            shown = xb.device.type
+        """),
+        cause="A forked process inherits a copy of the parent's memory but not a usable CUDA context, so torch "
+              "refuses to start CUDA in it; in a DataLoader worker the error arrives wrapped in 'Caught "
+              "RuntimeError in DataLoader worker process N'. Keep workers on the CPU and move batches in the main "
+              "process (pin_memory=True, .cuda(non_blocking=True)), or start workers with "
+              "multiprocessing_context='spawn' if they truly need the GPU.",
+        expect="RuntimeError",
+        not_run="needs a CUDA GPU, which this machine lacks",
+        message="Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+                "the 'spawn' start method",
+        sources=("https://github.com/shubham-goel/4D-Humans/issues/59",
+                 "https://github.com/traveller59/spconv/issues/408",
+                 "https://github.com/facebookresearch/pycls/issues/183",
+                 "https://github.com/pytorch/pytorch/issues/40403"),
     ),
 )

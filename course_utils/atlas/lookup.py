@@ -109,7 +109,8 @@ def residue(text: str) -> str:
 
 def tokens(message: str) -> tuple[str, ...]:
     """The message with what varies replaced by placeholders, as word and punctuation tokens."""
-    message = _QUOTED.sub(_name, message)          # first: a quoted path or number is a name
+    message = "\n".join(_LINE_PREFIX.sub("", line) for line in message.splitlines())   # "[Rank 1] ..." as pasted
+    message = _QUOTED.sub(_name, message)          # then: a quoted path or number is a name
     for pattern, placeholder in _SUBS:
         message = pattern.sub(placeholder, message)
     out: list[str] = []
