@@ -281,3 +281,13 @@ def test_what_the_runs_print_to_the_terminal_stays_out_of_the_chapter(capfd):
     captured = capfd.readouterr()
     assert done[0].ok and done[0].message.startswith("mat1 and mat2 shapes cannot be multiplied")
     assert "goodbye" not in captured.err and "late" not in captured.err
+
+
+def test_a_dtypes_kind_is_kept_its_width_is_not():
+    """Class labels of the wrong integer type and inputs of the wrong float type both read "expected scalar type X
+    but found Y": the kinds tell them apart (torch 1.8-2.0 wordings; 2.13 words both otherwise)."""
+    assert tokens("expected scalar type Long but found Int") == tokens("expected scalar type Int but found Short")
+    assert tokens("expected scalar type Long but found Int") != tokens("expected scalar type Double but found Float")
+    assert lookup("RuntimeError: expected scalar type Long but found Int").best.id == "cross-entropy-target-dtype"
+    assert lookup("RuntimeError: expected scalar type Double but found Float").best.id == \
+        "input-dtype-differs-from-weights"

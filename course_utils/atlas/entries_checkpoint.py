@@ -365,7 +365,9 @@ ENTRIES = (
         ),
         cause="Saving a whole object pickles everything it holds, and pickle stores a function by its importable "
               "name; a lambda or a function defined inside another function has none. Save the state_dict, or move "
-              "the function to module level.",
+              "the function to module level. A DataLoader whose workers start by spawn (Windows, macOS) pickles "
+              "its dataset for each worker and fails the same way on a lambda the dataset holds (a transform): "
+              "there too, a module-level function (chapter 1 shows spawn's pickling).",
         expect="AttributeError",
         params=(
             {"helper": "pass", "attr": "activation", "func": "lambda x: x.clamp(min=0)"},

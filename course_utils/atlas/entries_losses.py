@@ -26,10 +26,12 @@ ENTRIES = (
         sources=("https://github.com/milesial/Pytorch-UNet/issues/93",
                  "https://github.com/pytorch/pytorch/issues/103813",
                  "https://github.com/jfzhang95/pytorch-video-recognition/issues/71",
-                 "https://github.com/qubvel-org/segmentation_models.pytorch/issues/197"),
+                 "https://github.com/qubvel-org/segmentation_models.pytorch/issues/197",
+                 "https://github.com/pytorch/pytorch/issues/118280"),
         wordings=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
                   "_thnn_nll_loss2d_forward",
-                  "Expected object of scalar type Long but got scalar type Float for argument #2 'target'"),
+                  "Expected object of scalar type Long but got scalar type Float for argument #2 'target'",
+                  "expected scalar type Long but found Float"),   # torch 1.8 to 2.0 (the last thread)
     ),
     Entry(
         id="cross-entropy-target-2d", stage="step", chapter=3,

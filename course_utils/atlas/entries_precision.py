@@ -1,5 +1,5 @@
 """The atlas's entries for mixed precision (stage "precision", chapter 7): autocast, half-precision overflow,
-GradScaler's rules, bfloat16 to NumPy."""
+GradScaler's rules, bfloat16 to NumPy, the deprecated torch.cuda.amp names, BCELoss under CUDA autocast (quoted)."""
 from __future__ import annotations
 
 from course_utils.atlas.entry import Entry
@@ -170,5 +170,59 @@ ENTRIES = (
                 {"n_out": 1, "batch": 8, "convert": "out.detach().cpu().numpy()"}),
         sources=("https://github.com/pytorch/pytorch/issues/110285",
                  "https://github.com/xwying/torchshow/issues/23"),
+    ),
+    Entry(
+        id="cuda-amp-deprecated", stage="precision", chapter=7,
+        title="mixed precision written with the torch.cuda.amp names (GradScaler, autocast)",
+        code="$old\n",
+        fix="$new\nshown = $shown\n",
+        cause="torch.cuda.amp.GradScaler and torch.cuda.amp.autocast are the old, CUDA-only spellings; torch.amp "
+              "takes the device as an argument (the old names are thin wrappers around it), so one loop serves the CPU and the "
+              "GPU. Only the name changes: the behaviour, and a loop that trains correctly, stay the same.",
+        expect="FutureWarning",
+        params=({"old": "scaler = torch.cuda.amp.GradScaler(enabled=torch.cuda.is_available())",
+                 "new": "scaler = torch.amp.GradScaler(\"cuda\", enabled=torch.cuda.is_available())",
+                 "shown": "type(scaler).__qualname__"},
+                {"old": "with torch.cuda.amp.autocast(enabled=torch.cuda.is_available()):\n    pass",
+                 "new": "with torch.autocast(\"cuda\", enabled=torch.cuda.is_available()):\n    pass",
+                 "shown": "torch.is_autocast_enabled()"}),
+        sources=("https://github.com/Linesight-RL/linesight/issues/51",
+                 "https://github.com/pomonam/kronfluence/issues/35",
+                 "https://github.com/thuml/Time-Series-Library/issues/740",
+                 "https://github.com/pytorch/tutorials/issues/3331"),
+    ),
+    Entry(
+        id="bce-unsafe-to-autocast", stage="precision", chapter=7,
+        fix_line="loss = F.binary_cross_entropy_with_logits(model(x), y)   # and the model's Sigmoid layer removed",
+        title="a Sigmoid then BCELoss (binary_cross_entropy) inside CUDA autocast",
+        code=(
+            "model = nn.Sequential(nn.Linear(16, 1), nn.Sigmoid()).cuda()\n"
+            "x, y = torch.randn(8, 16, device=\"cuda\"), torch.randint(0, 2, (8, 1), device=\"cuda\").float()\n"
+            "with torch.autocast(\"cuda\", dtype=torch.float16):\n"
+            "    loss = F.binary_cross_entropy(model(x), y)   # probabilities in float16, then their log\n"
+        ),
+        fix=(
+            "model = nn.Linear(16, 1).cuda()   # the logits: no Sigmoid layer\n"
+            "x, y = torch.randn(8, 16, device=\"cuda\"), torch.randint(0, 2, (8, 1), device=\"cuda\").float()\n"
+            "with torch.autocast(\"cuda\", dtype=torch.float16):\n"
+            "    loss = F.binary_cross_entropy_with_logits(model(x), y)   # sigmoid and log together, in float32\n"
+            "shown = str(loss.dtype)\n"
+        ),
+        cause="A sigmoid's output in float16 rounds to exactly 0 or 1 for moderate logits, and BCE takes its log, "
+              "so CUDA autocast refuses binary_cross_entropy outright. Drop the Sigmoid and use BCEWithLogitsLoss "
+              "(binary_cross_entropy_with_logits), which computes both together, stably. On the CPU, autocast "
+              "runs binary_cross_entropy in float32 and raises nothing (checked on torch 2.13, float16 and "
+              "bfloat16), so the error first appears on the GPU.",
+        expect="RuntimeError",
+        not_run="needs a CUDA GPU, which this machine lacks; CPU autocast does not raise it",
+        message="torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+                "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+                "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+                "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+                "safe to autocast.",
+        sources=("https://github.com/pytorch/pytorch/issues/61098",
+                 "https://github.com/Nioolek/PPYOLOE_pytorch/issues/16",
+                 "https://github.com/SysCV/transfiner/issues/43",
+                 "https://github.com/bcmi/SLBR-Visible-Watermark-Removal/issues/10"),
     ),
 )

@@ -1,7 +1,7 @@
 """Finding an atlas entry from a pasted message or traceback (issue 39's `explain`).
 
 What varies between a learner's run and the atlas's is replaced by placeholders on both sides before the
-two are compared: numbers, shapes and sizes, dtypes, device names, quoted names (parameters, keys, classes),
+two are compared: numbers, shapes and sizes, dtypes (keeping their kind: integer, floating or bool), device names, quoted names (parameters, keys, classes),
 file paths and line numbers; the surrounding traceback is dropped, keeping the exception lines (and, for an
 error raised in a DataLoader worker, the worker's original error as well as the wrapper). The comparison is
 difflib's ratio over the placeholder-token sequences (standard library: the atlas is a few dozen entries, a
@@ -56,8 +56,12 @@ _SUBS = (
     (re.compile(r"\(\s*-?\d+(?:\s*[,x]\s*-?\d+)+\s*\)"), " SHAPE "),
     (re.compile(r"\b\d+x\d+(?:x\d+)*\b"), " SHAPE "),
     (re.compile(r"\b(?:cuda|cpu|meta|mps|xpu|hip)(?::\d+)?\b"), " DEVICE "),
-    (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:float(?:16|32|64)?|double|half|bfloat16|BFloat16|Half|Float|Double|Long|"
-                r"Int|Short|Byte|Char|Bool|ComplexFloat|int(?:8|16|32|64)?|uint8|bool|long)\b"), " DTYPE "),
+    # a dtype's kind stays, its width does not: "expected Long but found Int" (class labels) is another error than
+    # "expected Float but found Double" (inputs against weights), though both name two dtypes
+    (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:Long|Int|Short|Byte|Char|int(?:8|16|32|64)?|uint8|long)\b"), " INTDTYPE "),
+    (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:float(?:16|32|64)?|double|half|bfloat16|BFloat16|Half|Float|Double|"
+                r"ComplexFloat)\b"), " FLOATDTYPE "),
+    (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:Bool|bool)\b"), " BOOLDTYPE "),
     (re.compile(r"-?\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b"), " NUM "),
 )
 _TOKEN = re.compile(r"[A-Za-z_]+|[^\sA-Za-z_]")
