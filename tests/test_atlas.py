@@ -291,3 +291,14 @@ def test_a_dtypes_kind_is_kept_its_width_is_not():
     assert lookup("RuntimeError: expected scalar type Long but found Int").best.id == "cross-entropy-target-dtype"
     assert lookup("RuntimeError: expected scalar type Double but found Float").best.id == \
         "input-dtype-differs-from-weights"
+
+
+def _blind():
+    from tests.atlas_blind_set import BLIND
+    return BLIND
+
+
+@pytest.mark.parametrize("half, thread, expected, text", _blind(), ids=[row[1].split("github.com/")[-1] for row in _blind()])
+def test_a_blind_set_of_real_reports_finds_the_entry_a_reader_would_pick(half, thread, expected, text):
+    found = lookup(text)
+    assert found.best is not None and found.best.id == expected, (half, [(e.id, round(s, 2)) for e, s in found.matches])
