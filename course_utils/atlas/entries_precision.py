@@ -177,8 +177,8 @@ ENTRIES = (
         code="$old\n",
         fix="$new\nshown = $shown\n",
         cause="torch.cuda.amp.GradScaler and torch.cuda.amp.autocast are the old, CUDA-only spellings; torch.amp "
-              "takes the device as an argument (the old names are thin wrappers around it), so one loop serves the CPU and the "
-              "GPU. Only the name changes: the behaviour, and a loop that trains correctly, stay the same.",
+              "takes the device as an argument (the old names are thin wrappers around it), so one loop serves the "
+              "CPU and the GPU. Only the name changes: the behaviour, and a loop that trains correctly, stay the same.",
         expect="FutureWarning",
         params=({"old": "scaler = torch.cuda.amp.GradScaler(enabled=torch.cuda.is_available())",
                  "new": "scaler = torch.amp.GradScaler(\"cuda\", enabled=torch.cuda.is_available())",

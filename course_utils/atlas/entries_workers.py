@@ -1,6 +1,7 @@
 """The atlas's entries for DataLoader workers (chapter 1): an error raised in a worker, a worker that dies, a
-timeout, too many workers, too many open files, CUDA in a forked worker (quoted: it needs a GPU). Fragments that start workers use one worker and the fork start method (the Linux
-default), so classes defined in a fragment reach the worker without pickling.
+timeout, too many workers, too many open files, CUDA in a forked worker (quoted: it needs a GPU). Fragments that
+start workers use one worker and the fork start method (the Linux default), so classes defined in a fragment reach
+the worker without pickling.
 """
 from __future__ import annotations
 
@@ -205,7 +206,7 @@ ENTRIES = (
     ),
     Entry(
         id="cuda-in-forked-worker", stage="data", chapter=1,
-        fix_line="xb = xb.cuda(non_blocking=True)   # in the loop: workers return CPU tensors, the main process moves them",
+        fix_line="xb = xb.cuda(non_blocking=True)   # workers return CPU tensors, the main process moves them",
         title="CUDA used inside a DataLoader worker (or any forked process) after the main process started CUDA",
         code=source("""
             torch.cuda.init()   # CUDA started in the main process (any .cuda() or device="cuda" before the loop)

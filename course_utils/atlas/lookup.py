@@ -1,9 +1,12 @@
 """Finding an atlas entry from a pasted message or traceback (issue 39's `explain`).
 
 What varies between a learner's run and the atlas's is replaced by placeholders on both sides before the
-two are compared: numbers, shapes and sizes, dtypes (keeping their kind: integer, floating or bool), device names, quoted names (parameters, keys, classes),
-file paths and line numbers; the surrounding traceback is dropped, keeping the exception lines (and, for an
-error raised in a DataLoader worker, the worker's original error as well as the wrapper). The comparison is
+two are compared: numbers, shapes and sizes, dtypes (keeping their kind: integer, floating or bool), device names,
+quoted names (parameters, keys, classes), file paths and line numbers, a launcher's or logger's line prefix
+("[rank1]:", glog's "[E... File.cpp:N]"); the surrounding traceback is dropped, keeping the exception lines (and,
+for an error raised in a DataLoader worker, the worker's original error as well as the wrapper). A paste with no
+exception line (frames, a "[...]" cut, the message alone) or one that starts inside a message (its detail lines
+only) is compared as it is, its first line also against the templates' detail lines, at a discount. The comparison is
 difflib's ratio over the placeholder-token sequences (standard library: the atlas is a few dozen entries, a
 lookup takes milliseconds, and a fuzzy-matching dependency would buy nothing measurable here), plus a small
 bonus when the exception types agree. Below a threshold, no entry is claimed: the answer names the stage the
@@ -22,7 +25,7 @@ from course_utils.atlas.entry import Entry
 
 MATCH = 0.62          # the least score that names an entry
 
-# What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:" and glog's "[E1218 20:27:21.4 File.cpp:629]"
+# What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:", glog's "[E1218 20:27:21.4 File.cpp:629]"
 _LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]\s*)?")
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
@@ -162,9 +165,9 @@ def score(kind: str, message: str, expected: str, template: str) -> float:
     head = _tokens_cached(message.strip().splitlines()[0] if message.strip() else "")
     lines = template.strip().splitlines() or [""]
     first = _ratio(head, _tokens_cached(lines[0]))
-    # a paste that starts inside the message (its detail lines, without the line that opens it) is matched
-    # against the template's other lines, at a discount: the opening line, where it is pasted, says more
-    # (the message's own detail lines: not another exception's, such as a worker's original error, nor frames)
+    # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
+    # line is also matched against the template's own detail lines (not another exception's, such as a worker's
+    # original error, nor frames), at a discount, so that the opening line, where it is pasted, counts for more.
     details = [line for line in lines[1:] if line.strip() and not _HEAD.match(line)
                and (line.startswith("\t") or not _FRAME.match(line)) and not line.startswith("Original Traceback")]
     first = max([first] + [0.9 * _ratio(head, _tokens_cached(line)) for line in details])
