@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from course_utils.atlas import ENTRIES, STAGES
 from course_utils.atlas.lookup import MATCH, MESSAGES, lookup, recorded, tokens
@@ -302,3 +303,17 @@ def _blind():
 def test_a_blind_set_of_real_reports_finds_the_entry_a_reader_would_pick(half, thread, expected, text):
     found = lookup(text)
     assert found.best is not None and found.best.id == expected, (half, [(e.id, round(s, 2)) for e, s in found.matches])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_what_the_amp_entries_say_of_the_cpu_holds(dtype):
+    """bce-unsafe-to-autocast is quoted, not run, because CPU autocast computes binary_cross_entropy in float32 and
+    raises nothing; cuda-amp-deprecated calls the old names thin wrappers around torch.amp's."""
+    import torch.nn.functional as F
+
+    probabilities, targets = torch.rand(8, 1), torch.randint(0, 2, (8, 1)).float()
+    with torch.autocast("cpu", dtype=getattr(torch, dtype)):
+        loss = F.binary_cross_entropy(probabilities.to(getattr(torch, dtype)), targets)
+    assert loss.dtype == torch.float32
+    assert issubclass(torch.cuda.amp.GradScaler, torch.amp.GradScaler)
+    assert issubclass(torch.cuda.amp.autocast, torch.amp.autocast)

@@ -181,7 +181,7 @@ ENTRIES = (
             "https://github.com/NVIDIA/Megatron-LM/issues/1371",
             "https://github.com/intelligent-machine-learning/dlrover/issues/443",
         ),
-        wordings=(   # torch 1.x's TCPStore (the last thread)
+        wordings=(   # an older torch's TCPStore (the last thread)
             "The server socket has failed to listen on any local network address. The server socket has failed to "
             "bind to [::]:44796 (errno: 98 - Address already in use). The server socket has failed to bind to "
             "0.0.0.0:44796 (errno: 98 - Address already in use).",
@@ -249,6 +249,6 @@ ENTRIES = (
                  "https://github.com/hiyouga/LlamaFactory/issues/7396",
                  "https://github.com/OFA-Sys/OFA/issues/271"),
         wordings=("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, "
-                  "Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",),   # torch 1.x
+                  "Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",),   # an older torch
     ),
 )

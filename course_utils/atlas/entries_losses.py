@@ -31,7 +31,7 @@ ENTRIES = (
         wordings=("Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to "
                   "_thnn_nll_loss2d_forward",
                   "Expected object of scalar type Long but got scalar type Float for argument #2 'target'",
-                  "expected scalar type Long but found Float"),   # torch 1.8 to 2.0 (the last thread)
+                  "expected scalar type Long but found Float"),   # an older torch's words (the last thread)
     ),
     Entry(
         id="cross-entropy-target-2d", stage="step", chapter=3,

@@ -7,6 +7,23 @@ from __future__ import annotations
 
 from course_utils.atlas.entry import Entry, source
 
+
+def _under_a_low_file_limit(*lines: str) -> str:
+    """The too-many-open-files fragment around `lines` (the entry and its fix differ only there): a DataLoader's
+    batches loaded with the open-file limit lowered meanwhile, as on a machine whose ulimit -n is low."""
+    body = "".join(f"    {line}\n" for line in lines)
+    return ("import resource\n"
+            "\n"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+            "open_now = len(os.listdir(\"/dev/fd\"))\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + $spare, hard))  # a machine whose ulimit -n is low\n"
+            "try:\n"
+            "    loader = DataLoader(TensorDataset(torch.arange(512.0)), batch_size=2, num_workers=1)\n"
+            f"{body}"
+            "finally:\n"
+            "    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))\n")
+
+
 ENTRIES = (
     Entry(
         id="worker-raised", stage="data", chapter=1,
@@ -164,31 +181,11 @@ ENTRIES = (
     Entry(
         id="too-many-open-files", stage="data", chapter=1,
         title="the main process keeps every batch the workers sent, under a low open-file limit (ulimit -n)",
-        code=source("""
-            import resource
-
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            open_now = len(os.listdir("/dev/fd"))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + $spare, hard))  # a machine whose ulimit -n is low
-            try:
-                loader = DataLoader(TensorDataset(torch.arange(512.0)), batch_size=2, num_workers=1)
-                kept = [xb for (xb,) in loader]   # every batch kept: each holds a shared-memory file open
-            finally:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        """),
-        fix=source("""
-            import resource
-
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            open_now = len(os.listdir("/dev/fd"))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + $spare, hard))  # a machine whose ulimit -n is low
-            try:
-                loader = DataLoader(TensorDataset(torch.arange(512.0)), batch_size=2, num_workers=1)
-                kept = [xb.clone() for (xb,) in loader]   # a copy in ordinary memory: the shared file is closed
-                shown = len(kept)
-            finally:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        """),
+        code=_under_a_low_file_limit(
+            "kept = [xb for (xb,) in loader]   # every batch kept: each holds a shared-memory file open"),
+        fix=_under_a_low_file_limit(
+            "kept = [xb.clone() for (xb,) in loader]   # a copy in ordinary memory: the shared file is closed",
+            "shown = len(kept)"),
         cause="A worker hands each batch over in shared memory, one open file per tensor (the Linux default "
               "sharing strategy, file_descriptor), and the file stays open as long as the tensor lives. Keeping "
               "every batch (a cache, a list of all outputs), or batches of many small tensors, exhausts the "

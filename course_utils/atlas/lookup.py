@@ -159,18 +159,25 @@ def _ratio(a: tuple[str, ...], b: tuple[str, ...]) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
 
 
+@lru_cache(maxsize=1024)
+def _template_lines(template: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """A template's opening line and its own detail lines, as tokens; not another exception's lines (a worker's
+    original error) nor frames."""
+    lines = template.strip().splitlines() or [""]
+    details = [line for line in lines[1:] if line.strip() and not _HEAD.match(line)
+               and (line.startswith("\t") or not _FRAME.match(line)) and not line.startswith("Original Traceback")]
+    return _tokens_cached(lines[0]), tuple(_tokens_cached(line) for line in details)
+
+
 def score(kind: str, message: str, expected: str, template: str) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
     whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
     head = _tokens_cached(message.strip().splitlines()[0] if message.strip() else "")
-    lines = template.strip().splitlines() or [""]
-    first = _ratio(head, _tokens_cached(lines[0]))
+    opening, details = _template_lines(template)
     # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
-    # line is also matched against the template's own detail lines (not another exception's, such as a worker's
-    # original error, nor frames), at a discount, so that the opening line, where it is pasted, counts for more.
-    details = [line for line in lines[1:] if line.strip() and not _HEAD.match(line)
-               and (line.startswith("\t") or not _FRAME.match(line)) and not line.startswith("Original Traceback")]
-    first = max([first] + [0.9 * _ratio(head, _tokens_cached(line)) for line in details])
+    # line is also matched against the template's own detail lines, at a discount, so that the opening line,
+    # where it is pasted, counts for more.
+    first = max([_ratio(head, opening)] + [0.9 * _ratio(head, line) for line in details])
     whole = _ratio(_tokens_cached(message), _tokens_cached(template))
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
