@@ -1,4 +1,5 @@
 """The README's commands without make (tools/course.py) and the Makefile install and run the same things."""
+import os
 import re
 import subprocess
 import sys
@@ -50,8 +51,10 @@ def test_install_runs_the_lock_then_the_course_without_extras(monkeypatch, tmp_p
     monkeypatch.setattr(course, "run", lambda *args: ran.append([str(a) for a in args]))
     course.install()
     pip = [args[args.index("install") + 1:] for args in ran if "pip" in args]
-    assert pip == [["--quiet", "--upgrade", "pip", "setuptools>=77"], ["--quiet", "-r", "requirements.lock"],
+    assert pip == [["--quiet", "--upgrade", "pip", "setuptools>=77"], ["--quiet", "--no-compile", "-r", "requirements.lock"],
                    ["--quiet", "--no-deps", "--no-build-isolation", "-e", "."]]
+    lock = next(i for i, args in enumerate(ran) if "requirements.lock" in args)
+    assert ran[lock + 1][1:] == ["-c", course.COMPILE_SITE_PACKAGES]          # then the bytecode, on every core
     assert ran[0][1:] == ["-m", "venv", str(tmp_path / ".venv")]
     copied = tmp_path / ".venv" / course.OVERRIDES_AT
     assert copied.read_text() == (ROOT / course.OVERRIDES).read_text()
@@ -77,3 +80,22 @@ def test_an_unsupported_python_is_refused_in_one_line(monkeypatch, tmp_path, cap
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and "Python 3.10" in out[0] and "3.11 to 3.13" in out[0]
     assert not (tmp_path / ".venv").exists()
+
+
+def test_the_bytecode_step_compiles_what_pip_left_uncompiled(tmp_path):
+    """install's second step writes the bytecode pip was told not to: a module dropped into a fresh venv's
+    site-packages has its .pyc afterwards, and a file that is not valid Python does not stop the step."""
+    import sysconfig
+    import venv
+    venv.create(tmp_path / "v", with_pip=False)
+    python = tmp_path / "v" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "pkg").mkdir(parents=True, exist_ok=True)
+    (purelib / "pkg" / "good.py").write_text("x = 1\n")
+    (purelib / "pkg" / "bad.py").write_text("def (:\n")                  # some wheels ship such files; pip skips them
+    done = subprocess.run([str(python), "-c", course.COMPILE_SITE_PACKAGES], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tag = sysconfig.get_config_var("py_version_nodot")
+    assert list((purelib / "pkg" / "__pycache__").glob(f"good.*{tag}*.pyc"))
+    assert not list((purelib / "pkg" / "__pycache__").glob("bad.*.pyc"))

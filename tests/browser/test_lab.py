@@ -1,6 +1,7 @@
 """Real-browser test: JupyterLab in headless Chromium runs every notebook ONCE; in that one pass its views are used
 as a learner would, every registered control is timed (input event to last change, within 1 s), and the view is
-photographed.
+photographed. The chapters are opened one after the other in the same JupyterLab tab, as a learner moves on
+(File > Open from Path); a chapter whose test failed leaves the next one a freshly started JupyterLab.
 
 The server is started the way `make lab` starts it: chapter 0 as the default URL, and the JupyterLab settings
 `make lab` installs (tools/jupyterlab_overrides.json: widget state saved with the notebook, no news pop-up).
@@ -113,11 +114,37 @@ def wait_for_kernel(page) -> None:
 
 
 def open_notebook(page, url: str, name: str) -> None:
-    """Open a notebook in a fresh workspace of its own (no tabs restored from earlier tests) and wait for its kernel."""
-    workspace = name.split("_")[0]
-    page.goto(f"{url}/lab/workspaces/nb{workspace}/tree/{name}?reset", wait_until="domcontentloaded")
+    """Open a notebook and wait for its kernel. In a page already running this server's JupyterLab, the way a learner
+    moves on to the next chapter: every tab closed (what the last chapter's run changed, discarded), then File > Open
+    from Path. Otherwise JupyterLab starts on the notebook's URL, in a fresh workspace of its own (no tabs restored
+    from earlier tests): about 5 s more here, most of it JupyterLab's own start in the browser."""
+    if page.url.startswith(f"{url}/lab") and page.locator("#jp-main-dock-panel").count():
+        close_every_tab(page)
+        menu(page, "File", "Open from Path")
+        page.locator(".jp-Dialog input").fill(name)
+        page.keyboard.press("Enter")
+        page.wait_for_function("(name) => document.title.startsWith(name.slice(0, 12))", arg=name, timeout=60_000)
+        launcher = page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="Launcher")   # opened on the empty
+        if launcher.count():                                                                  # main area
+            launcher.first.locator(".lm-TabBar-tabCloseIcon").click()
+    else:
+        page.goto(f"{url}/lab/workspaces/nb{name.split('_')[0]}/tree/{name}?reset", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     wait_for_kernel(page)
+    assert page.url.split("?")[0].endswith(f"/tree/{name}"), page.url          # what notebook_kernel() reads
+
+
+def close_every_tab(page) -> None:
+    """File > Close All Tabs, answering Discard for each notebook a run left changed; wait until no notebook is left."""
+    menu(page, "File", "Close All Tabs")
+    for _ in range(100):
+        discard = page.locator(".jp-Dialog button", has_text="Discard")
+        if discard.count():
+            discard.first.click()
+        elif not page.locator(".jp-Notebook").count() and not page.locator(".jp-Dialog").count():
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("the tabs did not close: " + page.locator("#jp-main-dock-panel").inner_text()[:500])
 
 
 def notebook_kernel(page) -> str | None:
@@ -232,13 +259,31 @@ def shutdown_kernels(url: str) -> None:
         urllib.request.urlopen(request, timeout=30)
 
 
+@pytest.fixture(scope="module")
+def pages(browser):
+    """The page the chapters are opened in, one after the other, as a learner works through them in one JupyterLab
+    tab. A test that fails closes it, so the next chapter starts JupyterLab afresh and does not inherit the damage."""
+    held: dict = {}
+
+    def page():
+        if held.get("page") is None or held["page"].is_closed():
+            held["page"] = browser.new_page(viewport={"width": 1280, "height": 900})
+        return held["page"]
+    yield page
+    if held.get("page") is not None and not held["page"].is_closed():
+        held["page"].close()
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
-def test_notebook_in_one_pass(lab, browser, name):
+def test_notebook_in_one_pass(lab, pages, name):
     """Run the notebook once; use, time and photograph its views in that same pass."""
     assert name in PASSES, f"{name} has no browser pass for its views"
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = pages()
     console: list[str] = []
-    page.on("pageerror", lambda error: console.append(f"page error: {error}"))
+
+    def said(error) -> None:
+        console.append(f"page error: {error}")
+    page.on("pageerror", said)
     try:
         PASSES[name](page, lab)
         assert_no_traceback(page)
@@ -247,7 +292,9 @@ def test_notebook_in_one_pass(lab, browser, name):
         assert not console, console[:3]
     except Exception:
         shot(page, name.removesuffix(".ipynb") + "-FAILED")
+        page.close()
         raise
     finally:
-        page.close()
+        if not page.is_closed():
+            page.remove_listener("pageerror", said)
         shutdown_kernels(lab)

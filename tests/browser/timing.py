@@ -24,7 +24,8 @@ from pathlib import Path
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
-SETTLE_MS = 600      # quiet this long, with the kernel idle: nothing of the answer is still being computed
+SETTLE_MS = 400      # quiet this long, with the kernel idle: nothing of the answer is still being computed (the
+                     # kernel's idle status comes after every message of the answer; 400 ms as chapter 6's QUIET_MS)
 LIMIT_MS = 1000
 
 _ARM = """() => {
