@@ -118,6 +118,71 @@ def test_explain_reads_a_paste_cut_before_the_exception_type(entry):
     assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
 
 
+def _first_line(entry) -> tuple[str, str]:
+    kind, message = _recorded_message(entry)
+    return kind, message.strip().splitlines()[0]
+
+
+QUOTABLE = [e for e in RUN if '"' not in _first_line(e)[1] and not e.is_warning]
+
+
+@pytest.mark.parametrize("entry", QUOTABLE, ids=lambda e: e.id)
+def test_explain_reads_the_source_line_that_raised_as_the_line_it_printed(entry):
+    """Learners quote the line that raised (from the traceback's last frame, or an issue's title that is the
+    exception's repr): `raise T("...")`, `T("...")`, and for an assert, `assert cond, "..."`. Each is read as the
+    printed "T: ..." line is (which, for a first line several entries share, is not one entry)."""
+    kind, first = _first_line(entry)
+    printed = lookup(f"{kind}: {first}")
+    assert printed.best is not None
+    pastes = [f'    raise {kind}("{first}")', f'{kind}("{first}")'] if kind != "AssertionError" else \
+        [f'    assert len(state["found"]) > 0, "{first}"']
+    for pasted in pastes:
+        found = lookup(pasted)
+        assert found.best is not None and found.best.id == printed.best.id, (pasted, [(e.id, round(s, 2))
+                                                                                      for e, s in found.matches])
+
+
+def test_a_quoted_source_line_is_read_only_when_nothing_printed_is_there():
+    """A traceback shows the source lines of its frames; where the printed exception line is there, it decides."""
+    printed = ('  File "train.py", line 3, in step\n    raise ValueError("Attempting to unscale FP16 gradients.")\n'
+               "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)")
+    assert lookup(printed).best.id == "mat1-mat2-shapes"
+
+
+LONG_OPENING = [e for e in RUN if len(tokens(_first_line(e)[1].split(":")[0])) >= 12
+                and ":" in _first_line(e)[1][20:]]
+
+
+@pytest.mark.parametrize("entry", LONG_OPENING, ids=lambda e: e.id)
+def test_explain_reads_a_message_cut_at_its_first_colon(entry):
+    """A title or a paste that stops where the message's details begin ("...modified by an inplace operation")."""
+    kind, first = _first_line(entry)
+    cut = first[:20] + first[20:].split(":")[0]
+    found = lookup(f"{kind}: {cut}")
+    assert found.best is not None and found.best.id == entry.id, (cut, [(e.id, round(s, 2)) for e, s in found.matches])
+
+
+CARRIERS = [e for e in RUN if any(line.startswith(("RuntimeError: ", "ValueError: ", "KeyError: ", "TypeError: "))
+                                  for line in _recorded_message(e)[1].splitlines()[1:])]
+
+
+@pytest.mark.parametrize("entry", CARRIERS, ids=lambda e: e.id)
+def test_the_original_error_a_wrapper_carries_finds_the_entry_only_when_it_is_the_entrys_own(entry):
+    """A learner pastes only the last line of a worker's traceback. It names the entry when that error is the same in
+    every run of the entry (it is what the entry is about); where the entry's runs raise different ones (whatever a
+    dataset raised), it does not: an error of the same type and another text gets no entry."""
+    from course_utils.atlas.lookup import _inner, _own_inner
+    inner = [_inner(m) for m in recorded()[entry.id]["messages"]]
+    kind = next(line.split(":")[0] for line in _recorded_message(entry)[1].splitlines()[1:] if ": " in line
+                and line.split(":")[0].endswith("Error"))
+    found = lookup(f"{kind}: {inner[0][-1]}")
+    if _own_inner(entry.id):
+        assert all(i == inner[0] for i in inner) and found.best is not None and found.best.id == entry.id
+    else:
+        assert len({tuple(i) for i in inner}) > 1
+        assert lookup(f"{kind}: could not convert string to float: 'cat'").best is None
+
+
 DETAILED = [e for e in RUN if any(line.startswith("\t") for line in _recorded_message(e)[1].splitlines()[1:])]
 
 
@@ -139,7 +204,7 @@ UNRELATED = [
     "PermissionError: [Errno 13] Permission denied: '/data/train.csv'",
     "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
     "ImportError: cannot import name 'soft_unicode' from 'markupsafe'",
-    "AssertionError: Torch not compiled with CUDA enabled",
+    "IndentationError: unexpected indent",
     "OSError: [Errno 28] No space left on device",
     "RecursionError: maximum recursion depth exceeded while calling a Python object",
     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
@@ -296,7 +361,8 @@ def test_a_dtypes_kind_is_kept_its_width_is_not():
 
 def _blind():
     from tests.atlas_blind_set import BLIND
-    return BLIND
+    from tests.atlas_blind_set_2 import BLIND_2
+    return BLIND + BLIND_2
 
 
 @pytest.mark.parametrize("half, thread, expected, text", _blind(), ids=[row[1].split("github.com/")[-1] for row in _blind()])

@@ -180,11 +180,13 @@ ENTRIES = (
             "https://github.com/om-ai-lab/VLM-R1/issues/289",
             "https://github.com/NVIDIA/Megatron-LM/issues/1371",
             "https://github.com/intelligent-machine-learning/dlrover/issues/443",
+            "https://github.com/thu-coai/CDial-GPT/issues/103",
         ),
-        wordings=(   # an older torch's TCPStore (the last thread)
+        wordings=(   # older torch's TCPStore (dlrover#443; torch 1.x, CDial-GPT#103)
             "The server socket has failed to listen on any local network address. The server socket has failed to "
             "bind to [::]:44796 (errno: 98 - Address already in use). The server socket has failed to bind to "
             "0.0.0.0:44796 (errno: 98 - Address already in use).",
+            "Address already in use",
         ),
     ),
     Entry(
@@ -250,5 +252,41 @@ ENTRIES = (
                  "https://github.com/OFA-Sys/OFA/issues/271"),
         wordings=("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=469508, OpType=ALLREDUCE, "
                   "Timeout(ms)=1800000) ran for 1802212 milliseconds before timing out.",),   # an older torch
+    ),
+    Entry(
+        id="nccl-unhandled-system-error", stage="distributed", chapter=7,
+        title="NCCL could not set up its connections between the GPUs (shared memory, network)",
+        code=(
+            "dist.init_process_group(\"nccl\")   # under torchrun, 2 GPUs, in a container with the default /dev/shm\n"
+            "rank = dist.get_rank()\n"
+            "dist.all_reduce(torch.ones(1, device=f\"cuda:{rank}\"))   # the first collective builds NCCL's links\n"
+        ),
+        fix=(
+            "# NCCL_DEBUG=INFO names the call that failed (\"Error while creating shared memory segment ...\");\n"
+            "# then: docker run --ipc=host (or --shm-size=8g), or NCCL_SHM_DISABLE=1, or NCCL_SOCKET_IFNAME=<iface>\n"
+            "dist.init_process_group(\"nccl\")\n"
+            "rank = dist.get_rank()\n"
+            "t = torch.ones(1, device=f\"cuda:{rank}\")\n"
+            "dist.all_reduce(t)\n"
+            "shown = t.item()\n"
+        ),
+        cause="NCCL failed a system call while connecting the ranks: most often the shared memory it needs in "
+              "/dev/shm (a Docker container gets 64 MB unless started with --ipc=host or a larger --shm-size, or "
+              "/dev/shm is not writable), sometimes the network interface it picked. torch only relays NCCL's "
+              "code; run with NCCL_DEBUG=INFO to see which call failed.",
+        expect="DistBackendError",
+        not_run="needs two CUDA GPUs and NCCL, which this machine lacks",
+        message="NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled system error "
+                "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+                "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device "
+                "error. \n"
+                "Last error:\n"
+                "Error while creating shared memory segment /dev/shm/nccl-LeXlEJ (size 9637888)",
+        sources=("https://github.com/hiyouga/LlamaFactory/issues/7233",
+                 "https://github.com/NVIDIA/DeepLearningExamples/issues/1386",
+                 "https://github.com/pytorch/pytorch/issues/37004",
+                 "https://github.com/NVIDIA/nccl/issues/473"),
+        wordings=("NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error",   # torch 1.2 (pytorch#37004)
+                  "NCCL Error 2: unhandled system error"),                           # torch 1.0 (NVIDIA/nccl#473)
     ),
 )

@@ -1,4 +1,5 @@
-"""The atlas's entries that need a CUDA GPU (quoted from torch, not run here): out of memory, a device-side assert."""
+"""The atlas's entries that need a CUDA GPU (quoted from torch, not run here): out of memory, a device-side assert, a
+torch built without CUDA, a torch built for other GPUs."""
 from __future__ import annotations
 
 from course_utils.atlas.entry import Entry
@@ -39,10 +40,14 @@ ENTRIES = (
             "https://github.com/lllyasviel/FramePack/issues/369",
             "https://github.com/pytorch/pytorch/issues/16417",
             "https://github.com/microsoft/unilm/issues/137",
+            "https://github.com/skorch-dev/skorch/issues/218",
+            "https://github.com/sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning/issues/57",
         ),
         wordings=(
             "CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 11.17 GiB total capacity; 10.85 GiB already "
             "allocated; 24.81 MiB free; 10.86 GiB reserved in total by PyTorch)",
+            "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58",  # torch 0.4
+            "CUDA error: out of memory",   # raised by a kernel launch rather than the allocator (torch 1.x)
         ),
     ),
     Entry(
@@ -76,6 +81,63 @@ ENTRIES = (
         sources=(
             "https://github.com/mrdbourke/pytorch-deep-learning/issues/1290",
             "https://github.com/pytorch/pytorch/issues/18014",
+        ),
+    ),
+    Entry(
+        id="cuda-not-compiled", stage="step", chapter=3,
+        title="moved the model to \"cuda\" with a torch that was installed without CUDA",
+        code=(
+            "model = nn.Linear(4, 2).to(\"cuda\")   # or .cuda(), device=\"cuda\": the script assumes a GPU\n"
+        ),
+        fix=(
+            "device = \"cuda\" if torch.cuda.is_available() else \"cpu\"   # the script runs on either\n"
+            "model = nn.Linear(4, 2).to(device)\n"
+            "shown = str(next(model.parameters()).device)\n"
+        ),
+        cause="This torch is a CPU-only build (the default wheel on Windows and macOS, or a CPU install on Linux), "
+              "so nothing can go to \"cuda\". Choose the device from torch.cuda.is_available(), or, with an NVIDIA "
+              "GPU, install the CUDA build that matches the driver (torch.version.cuda is None on a CPU build).",
+        expect="AssertionError",
+        not_run="its words depend on the build (a CUDA build without a GPU says it found no NVIDIA driver), and a "
+                "chapter prints the same on every machine",
+        message="Torch not compiled with CUDA enabled",
+        sources=(
+            "https://github.com/karpathy/nanoGPT/issues/281",
+            "https://github.com/zzzDavid/ICDAR-2019-SROIE/issues/4",
+            "https://github.com/X-PLUG/MobileAgent/issues/60",
+        ),
+    ),
+    Entry(
+        id="cuda-no-kernel-image", stage="step", chapter=3,
+        title="ran torch on a GPU it was not built for (a newer or older card than its wheel supports)",
+        code=(
+            "x = torch.randn(64, 64, device=\"cuda\")   # torch warned at start: the card's sm_XY is not supported\n"
+            "y = (x @ x).relu()\n"
+        ),
+        fix=(
+            "# in a shell, a build for the card: pip install torch --index-url https://download.pytorch.org/whl/cu128\n"
+            "major, minor = torch.cuda.get_device_capability()\n"
+            "assert f\"sm_{major}{minor}\" in torch.cuda.get_arch_list(), \"install a torch build for this card\"\n"
+            "x = torch.randn(64, 64, device=\"cuda\")\n"
+            "shown = (x @ x).relu().shape\n"
+        ),
+        cause="The torch wheel holds GPU code for a list of compute capabilities (torch.cuda.get_arch_list()) and "
+              "this card is not in it: a card newer than the wheel, or an old card that a new wheel dropped. "
+              "torch says so in a UserWarning at the first CUDA call; install a build for the card's sm_XY "
+              "(another CUDA variant of the wheel).",
+        expect="AcceleratorError",
+        not_run=_NEEDS_GPU,
+        fix_line="pip install torch --index-url https://download.pytorch.org/whl/cu128  # a build listing the card's sm_XY",
+        message="CUDA error: no kernel image is available for execution on the device\n"
+                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.\n"
+                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+        sources=(
+            "https://github.com/pytorch/pytorch/issues/31285",
+            "https://github.com/Turoad/CLRNet/issues/83",
+            "https://github.com/sconlyshootery/FeatDepth/issues/68",
+            "https://github.com/INK-USC/RE-Net/issues/77",
         ),
     ),
 )

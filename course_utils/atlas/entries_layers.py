@@ -131,4 +131,28 @@ ENTRIES = (
                  "https://github.com/MUST-Deep-Learning/KnowIt/issues/252",
                  "https://github.com/PetrochukM/PyTorch-NLP/issues/51"),
     ),
+    Entry(
+        id="rnn-input-size", stage="step", chapter=5,
+        title="an LSTM (or GRU) built for another feature width than its input's",
+        code="torch.manual_seed(0)\n"
+             "rnn = nn.$cls(input_size=$built, hidden_size=16, batch_first=True)\n"
+             "x = torch.randn(4, 7, $width)        # (batch, time, features): the features from another encoder\n"
+             "out, _ = rnn(x)",
+        fix="torch.manual_seed(0)\n"
+            "x = torch.randn(4, 7, $width)\n"
+            "rnn = nn.$cls(input_size=x.shape[-1], hidden_size=16, batch_first=True)   # the last dimension\n"
+            "out, _ = rnn(x)\n"
+            "shown = tuple(out.shape)",
+        cause="A recurrent layer checks that the input's last dimension equals the input_size it was built with; "
+              "batch_first only swaps batch and time, never the features. The features come from an embedding or "
+              "encoder of another width (300-d vectors for a 100-d layer, a 768-d BERT for 1024): build the layer "
+              "with input_size = the width that arrives, or project to it with an nn.Linear.",
+        expect="RuntimeError",
+        params=({"cls": "LSTM", "built": 300, "width": 100}, {"cls": "GRU", "built": 64, "width": 80}),
+        sources=("https://github.com/xiaojunxu/SQLNet/issues/59",
+                 "https://github.com/RaleLee/DialogueGCN/issues/5",
+                 "https://github.com/uoe-agents/LIAM/issues/3",
+                 "https://github.com/ljynlp/W2NER/issues/23"),
+    ),
 )
+

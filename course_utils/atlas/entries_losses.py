@@ -299,12 +299,15 @@ ENTRIES = (
             "loss = nn.BCELoss()(probs, targets)\n"
             "shown = str(targets.dtype)",
         cause="The target's dtype must match the input's (float32), but targets built from numpy arrive as "
-              "float64 or int64; some losses raise it in the forward, others (MSELoss in older torch) only in "
-              "backward(). Convert the targets with .float().",
+              "float64 or int64 (or a model made .double() for numpy inputs meets float32 targets); some losses "
+              "raise it in the forward, others (MSELoss in older torch) only in backward(). Convert the targets "
+              "with .float() and keep the model in float32.",
         expect="RuntimeError",
         params=({"dtype": "float64"}, {"dtype": "int64"}),
         sources=("https://github.com/huggingface/sentence-transformers/issues/770",
                  "https://github.com/pytorch/pytorch/issues/45373",
-                 "https://github.com/pytorch/pytorch/issues/2138"),
+                 "https://github.com/pytorch/pytorch/issues/2138",
+                 "https://github.com/pytorch/pytorch/issues/36553"),
+        wordings=("expected dtype Double but got dtype Float",),   # torch 1.4's MSELoss backward (pytorch#36553)
     ),
 )

@@ -146,4 +146,30 @@ ENTRIES = (
         sources=("https://github.com/xxlong0/SparseNeuS/issues/42",
                  "https://github.com/hy-struggle/PRGC/issues/16"),
     ),
+    Entry(
+        id="checkpoint-reentrant-no-grad-inputs", stage="step", chapter=3,
+        title="gradient checkpointing (use_reentrant=True) on a block whose input needs no gradient",
+        code="from torch.utils.checkpoint import checkpoint\n"
+             "torch.manual_seed(0)\n"
+             "frozen, block, head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 1)\n"
+             "frozen.requires_grad_(False)                  # a frozen backbone (or the raw batch) feeds the block\n"
+             "head(checkpoint(block, frozen(torch.randn($batch, 4)), use_reentrant=True)).sum().backward()",
+        fix="from torch.utils.checkpoint import checkpoint\n"
+            "torch.manual_seed(0)\n"
+            "frozen, block, head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 1)\n"
+            "frozen.requires_grad_(False)\n"
+            "x = frozen(torch.randn($batch, 4)).requires_grad_()   # or use_reentrant=False, torch's recommendation\n"
+            "head(checkpoint(block, x, use_reentrant=True)).sum().backward()\n"
+            "shown = block.weight.grad is not None",
+        cause="The reentrant checkpoint gives the checkpointed block gradients only if one of its inputs requires "
+              "grad; fed a frozen layer's output or the raw batch, it gives none, and the block silently stops "
+              "training while the loss still falls through the layers outside it (chapter 3 shows it). Pass "
+              "use_reentrant=False, or make the input require grad (enable_input_require_grads() in Hugging Face).",
+        expect="UserWarning",
+        params=({"batch": 5}, {"batch": 16}),
+        sources=("https://github.com/maciej-sypetkowski/kaggle-rcic-1st/issues/2",
+                 "https://github.com/InternLM/InternLM-XComposer/issues/326",
+                 "https://github.com/hiyouga/LlamaFactory/issues/6357",
+                 "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/182"),
+    ),
 )

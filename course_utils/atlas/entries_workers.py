@@ -113,8 +113,12 @@ ENTRIES = (
         sources=("https://github.com/rowanz/r2c/issues/27",
                  "https://github.com/patrickloeber/pytorchTutorial/issues/3",
                  "https://github.com/xuebinqin/BASNet/issues/32",
-                 "https://github.com/mittagessen/kraken/issues/266"),
-        wordings=("DataLoader worker (pid 22048) is killed by signal: Killed.",),   # the SIGCHLD handler's words
+                 "https://github.com/mittagessen/kraken/issues/266",
+                 "https://github.com/nianticlabs/simplerecon/issues/3"),
+        wordings=("DataLoader worker (pid 22048) is killed by signal: Killed.",   # the SIGCHLD handler's words
+                  # what the dying worker itself prints on SIGBUS, before the loader's error (simplerecon#3)
+                  "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+                  "memory (shm)."),
     ),
     Entry(
         id="dataloader-timeout", stage="data", chapter=1,

@@ -31,6 +31,10 @@ _LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
                     r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
 _HEAD = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning|Interrupt|Exit))(?::\s?(.*))?$")
+# Where a learner quotes the line of source that raised, not what it printed: `raise ValueError("...")`, the
+# exception's repr `ValueError("...")` (an issue's title), or `assert cond, "..."`
+_RAISED = re.compile(r"""^\s*(?:raise\s+)?(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning))\(\s*[rbuf]?(["'])(.+?)\2""")
+_ASSERTED = re.compile(r"""^\s*assert\b.*?,\s*[rbuf]?(["'])(.+?)\1\s*\)?\s*$""")
 _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
@@ -103,6 +107,13 @@ def error_lines(text: str) -> list[tuple[str, str]]:
             current[1] += "\n" + line.strip()
         elif not line.strip():
             current = None
+    if not found:          # no line says what was printed: the source line that raised, if quoted
+        for raw in text.splitlines():
+            raised, asserted = _RAISED.match(raw), _ASSERTED.match(raw)
+            if raised:
+                found.append([raised.group(1), raised.group(3)])
+            elif asserted:
+                found.append(["AssertionError", asserted.group(2)])
     return [(kind, message.strip()) for kind, message in found]
 
 
@@ -159,25 +170,44 @@ def _ratio(a: tuple[str, ...], b: tuple[str, ...]) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
 
 
+def _inner(template: str) -> list[str]:
+    """The messages of the errors a template carries below its opening line (a DataLoader worker's original error)."""
+    return [head.group(2) for head in map(_HEAD.match, template.strip().splitlines()[1:]) if head and head.group(2)]
+
+
+@lru_cache(maxsize=256)
+def _own_inner(entry_id: str) -> bool:
+    """Is the error an entry's wrapper carries the entry's own, the same in every run of it (a worker that cannot
+    resize a shared storage), rather than an example that varies (whatever a dataset happened to raise)?"""
+    runs = [tuple(_tokens_cached(m) for m in _inner(t)) for t in recorded().get(entry_id, {}).get("messages", [])]
+    return bool(runs) and bool(runs[0]) and len(set(runs)) == 1
+
+
 @lru_cache(maxsize=1024)
-def _template_lines(template: str) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-    """A template's opening line and its own detail lines, as tokens; not another exception's lines (a worker's
-    original error) nor frames."""
+def _template_lines(template: str, with_inner: bool = False) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """A template's opening line and its own detail lines, as tokens, not frames; `with_inner`: also the message of
+    the original error it carries (learners often paste only that last line)."""
     lines = template.strip().splitlines() or [""]
     details = [line for line in lines[1:] if line.strip() and not _HEAD.match(line)
                and (line.startswith("\t") or not _FRAME.match(line)) and not line.startswith("Original Traceback")]
-    return _tokens_cached(lines[0]), tuple(_tokens_cached(line) for line in details)
+    return _tokens_cached(lines[0]), tuple(_tokens_cached(line) for line in details + (_inner(template)
+                                                                                          if with_inner else []))
 
 
-def score(kind: str, message: str, expected: str, template: str) -> float:
+def score(kind: str, message: str, expected: str, template: str, with_inner: bool = False) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
     whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
     head = _tokens_cached(message.strip().splitlines()[0] if message.strip() else "")
-    opening, details = _template_lines(template)
+    opening, details = _template_lines(template, with_inner)
     # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
     # line is also matched against the template's own detail lines, at a discount, so that the opening line,
     # where it is pasted, counts for more.
     first = max([_ratio(head, opening)] + [0.9 * _ratio(head, line) for line in details])
+    # A paste cut short (a title, "...has been modified by an inplace operation" without what follows): all of it
+    # is where the template's opening starts, at least eight tokens of it
+    pasted = head[:-1] if head[-1:] in ((".",), (":",)) else head
+    if len(pasted) >= 8 and opening[:len(pasted)] == pasted:
+        first = max(first, 0.95)
     whole = _ratio(_tokens_cached(message), _tokens_cached(template))
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
@@ -212,7 +242,7 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
     best: dict[str, tuple[Entry, float]] = {}
     for kind, message in lines:
         for entry, expected, template in _templates(tuple(entries), leave_out):
-            value = score(kind, message, expected, template)
+            value = score(kind, message, expected, template, _own_inner(entry.id))
             if entry.id not in best or value > best[entry.id][1]:
                 best[entry.id] = (entry, value)
     ranked = sorted(best.values(), key=lambda pair: -pair[1])
