@@ -362,7 +362,8 @@ def test_a_dtypes_kind_is_kept_its_width_is_not():
 def _blind():
     from tests.atlas_blind_set import BLIND
     from tests.atlas_blind_set_2 import BLIND_2
-    return BLIND + BLIND_2
+    from tests.atlas_blind_set_3 import BLIND_3
+    return BLIND + BLIND_2 + BLIND_3
 
 
 @pytest.mark.parametrize("half, thread, expected, text", _blind(), ids=[row[1].split("github.com/")[-1] for row in _blind()])

@@ -115,4 +115,24 @@ ENTRIES = (
                  "https://github.com/pfnet/pfrl/issues/189",
                  "https://github.com/pytorch/pytorch/issues/57467"),
     ),
+    Entry(
+        id="tensor-copy-construct", stage="data", chapter=1,
+        title="torch.tensor() called on something that is already a tensor (a Dataset's __getitem__, a label)",
+        code="features = torch.randn($n, 4)                 # a dataset already held as tensors\n"
+             "x = torch.tensor(features[0])                  # copies it, and says so",
+        fix="features = torch.randn($n, 4)\n"
+            "x = features[0].detach().clone()               # or just features[0], if no copy is needed\n"
+            "shown = tuple(x.shape)",
+        cause="torch.tensor() builds a new tensor from data; given a tensor it copies it (and drops its graph) and "
+              "warns, because the copy is rarely what was meant. Index the tensor directly, or say what you want: "
+              ".detach().clone() for an independent copy, torch.as_tensor() to convert only when needed.",
+        expect="UserWarning",
+        params=({"n": 8}, {"n": 3}),
+        sources=("https://github.com/choderalab/modelforge/issues/57",
+                 "https://github.com/pytorch/pytorch/issues/59800",
+                 "https://github.com/cornellius-gp/gpytorch/issues/281",
+                 "https://github.com/Comfy-Org/ComfyUI/issues/2986"),
+        wordings=("To copy construct from a tensor, it is recommended to use sourceTensor.clone().detach() or "
+                  "sourceTensor.clone().detach().requires_grad_(True), rather than torch.tensor(sourceTensor).",),
+    ),
 )

@@ -39,7 +39,9 @@ ENTRIES = (
             "https://github.com/pytorch/pytorch/issues/3805",
             "https://github.com/abeardear/pytorch-YOLO-v1/issues/4",
             "https://github.com/rasbt/LLMs-from-scratch/issues/580",
+            "https://github.com/VITA-Group/EnlightenGAN/issues/30",
         ),
+        wordings=("'unexpected key \"module.conv1_1.weight\" in state_dict'",),   # torch 0.3's KeyError (EnlightenGAN#30)
     ),
     Entry(
         id="state-dict-whole-checkpoint", stage="checkpoint", chapter=7,
@@ -140,7 +142,17 @@ ENTRIES = (
             "https://github.com/ppogg/YOLOv5-Lite/issues/277",
             "https://github.com/Comfy-Org/ComfyUI/issues/7425",
             "https://github.com/ZHO-ZHO-ZHO/ComfyUI-YoloWorld-EfficientSAM/issues/102",
+            "https://github.com/mj-will/nessai/pull/455",
         ),
+        wordings=("You are using `torch.load` with `weights_only=False` (the current default value), which uses the "
+                  "default pickle module implicitly. It is possible to construct malicious pickle data which will "
+                  "execute arbitrary code during unpickling (See https://github.com/pytorch/pytorch/blob/main/"
+                  "SECURITY.md#untrusted-models for more details). In a future release, the default value for "
+                  "`weights_only` will be flipped to `True`. This limits the functions that could be executed during "
+                  "unpickling. Arbitrary objects will no longer be allowed to be loaded via this mode unless they are "
+                  "explicitly allowlisted by the user via `torch.serialization.add_safe_globals`. We recommend you "
+                  "start setting `weights_only=True` for any use case where you don't have full control of the "
+                  "loaded file.",),   # torch 2.4-2.5's FutureWarning, before the default flipped (nessai#455)
     ),
     Entry(
         id="load-not-a-checkpoint", stage="checkpoint", chapter=7,

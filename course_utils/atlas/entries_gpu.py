@@ -5,6 +5,10 @@ from __future__ import annotations
 from course_utils.atlas.entry import Entry
 
 _NEEDS_GPU = "needs a CUDA GPU, which this machine lacks"
+# what torch adds to every CUDA runtime error it reports
+_CUDA_TAIL = ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+              "might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
 
 ENTRIES = (
     Entry(
@@ -42,12 +46,14 @@ ENTRIES = (
             "https://github.com/microsoft/unilm/issues/137",
             "https://github.com/skorch-dev/skorch/issues/218",
             "https://github.com/sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning/issues/57",
+            "https://github.com/saforem2/ezpz/pull/190",
         ),
         wordings=(
             "CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 11.17 GiB total capacity; 10.85 GiB already "
             "allocated; 24.81 MiB free; 10.86 GiB reserved in total by PyTorch)",
             "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/generic/THCStorage.cu:58",  # torch 0.4
             "CUDA error: out of memory",   # raised by a kernel launch rather than the allocator (torch 1.x)
+            "XPU out of memory. Tried to allocate 15.62 GiB.",   # an Intel GPU's allocator (ezpz#190)
         ),
     ),
     Entry(
@@ -74,10 +80,7 @@ ENTRIES = (
         message="CUDA error: device-side assert triggered\n"
                 "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
                 "group__CUDART__TYPES.html for more information.\n"
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                "below might be incorrect.\n"
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+                + _CUDA_TAIL,
         sources=(
             "https://github.com/mrdbourke/pytorch-deep-learning/issues/1290",
             "https://github.com/pytorch/pytorch/issues/18014",
@@ -129,10 +132,7 @@ ENTRIES = (
         not_run=_NEEDS_GPU,
         fix_line="pip install torch --index-url https://download.pytorch.org/whl/cu128  # a build listing the card's sm_XY",
         message="CUDA error: no kernel image is available for execution on the device\n"
-                "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                "below might be incorrect.\n"
-                "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-                "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+                + _CUDA_TAIL,
         sources=(
             "https://github.com/pytorch/pytorch/issues/31285",
             "https://github.com/Turoad/CLRNet/issues/83",
@@ -140,4 +140,112 @@ ENTRIES = (
             "https://github.com/INK-USC/RE-Net/issues/77",
         ),
     ),
+    Entry(
+        id="cuda-invalid-device-ordinal", stage="distributed", chapter=7,
+        title="asked for a GPU index the machine does not have (more processes per node than GPUs)",
+        code=(
+            "local_rank = int(os.environ[\"LOCAL_RANK\"])   # torchrun --nproc_per_node=4 on a machine with 2 GPUs\n"
+            "torch.cuda.set_device(local_rank)                # ranks 2 and 3 ask for cuda:2 and cuda:3\n"
+        ),
+        fix=(
+            "assert torch.cuda.device_count() >= int(os.environ[\"LOCAL_WORLD_SIZE\"]), \"one process per GPU\"\n"
+            "local_rank = int(os.environ[\"LOCAL_RANK\"])   # torchrun --nproc_per_node=2 (= the GPUs it can see)\n"
+            "torch.cuda.set_device(local_rank)\n"
+            "shown = torch.cuda.current_device()\n"
+        ),
+        cause="GPUs are numbered from 0 to torch.cuda.device_count() - 1 among those CUDA_VISIBLE_DEVICES leaves "
+              "visible; a rank whose LOCAL_RANK is past that end (nproc_per_node larger than the GPUs, or a device "
+              "id in a config written for a bigger machine) asks for a card that does not exist. Launch one process "
+              "per visible GPU.",
+        expect="AcceleratorError",
+        not_run=_NEEDS_GPU,
+        message="CUDA error: invalid device ordinal\n"
+                + _CUDA_TAIL,
+        sources=("https://github.com/HRNet/HRNet-Semantic-Segmentation/issues/171",
+                 "https://github.com/tatsu-lab/stanford_alpaca/issues/67",
+                 "https://github.com/cfzd/Ultra-Fast-Lane-Detection/issues/193",
+                 "https://github.com/wenwenyu/PICK-pytorch/issues/14"),
+        wordings=("THCudaCheck FAIL file=/pytorch/torch/csrc/cuda/Module.cpp line=33 error=10 : invalid device "
+                  "ordinal",   # torch 1.x (HRNet#171)
+                  "cuda runtime error (101) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:59"),
+    ),
+    Entry(
+        id="cublas-workspace-config", stage="step", chapter=7,
+        title="torch.use_deterministic_algorithms(True) on a GPU without CUBLAS_WORKSPACE_CONFIG",
+        code=(
+            "torch.use_deterministic_algorithms(True)   # for a reproducible run\n"
+            "x = torch.randn(64, 64, device=\"cuda\")\n"
+            "y = x @ x                                  # a cuBLAS matmul\n"
+        ),
+        fix=(
+            "os.environ[\"CUBLAS_WORKSPACE_CONFIG\"] = \":4096:8\"   # before the first CUDA call (or export it)\n"
+            "torch.use_deterministic_algorithms(True)\n"
+            "x = torch.randn(64, 64, device=\"cuda\")\n"
+            "shown = (x @ x).shape\n"
+        ),
+        cause="cuBLAS picks its workspace per stream in a way that can change results between runs, unless the "
+              "environment variable fixes it before CUDA starts; with deterministic algorithms requested, torch "
+              "refuses the matmul instead. Set CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) before the first CUDA "
+              "call; chapter 7 lists the other reproducibility switches.",
+        expect="RuntimeError",
+        not_run=_NEEDS_GPU,
+        message="Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
+                "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because it "
+                "uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must set "
+                "an environment variable before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 "
+                "or CUBLAS_WORKSPACE_CONFIG=:16:8. For more information, go to "
+                "https://docs.nvidia.com/cuda/cublas/index.html#results-reproducibility",
+        sources=("https://github.com/Metta-AI/metta/pull/654",
+                 "https://github.com/Lightning-AI/litgpt/pull/2124",
+                 "https://github.com/pytorch/tutorials/pull/2758",
+                 "https://github.com/open-mmlab/mmengine/pull/929"),
+    ),
+    Entry(
+        id="bf16-unsupported-device", stage="precision", chapter=7,
+        title="autocast to bfloat16 on a GPU older than Ampere",
+        code=(
+            "model = nn.Linear(8, 2).cuda()             # a Turing card (RTX 20xx, T4, Quadro RTX) or older\n"
+            "with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "    out = model(torch.randn(4, 8, device=\"cuda\"))\n"
+        ),
+        fix=(
+            "model = nn.Linear(8, 2).cuda()\n"
+            "dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16   # with a GradScaler\n"
+            "with torch.autocast(\"cuda\", dtype=dtype):\n"
+            "    out = model(torch.randn(4, 8, device=\"cuda\"))\n"
+            "shown = str(out.dtype)\n"
+        ),
+        cause="bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer; older cards have float16 only. "
+              "Ask torch.cuda.is_bf16_supported() and fall back to float16, which needs a GradScaler (chapter 7), "
+              "or train in float32.",
+        expect="RuntimeError",
+        not_run="needs an NVIDIA GPU older than compute capability 8.0, which this machine lacks",
+        message="Current CUDA Device does not support bfloat16. Please switch dtype to float16.",
+        sources=("https://github.com/openvla/openvla/issues/103",),
+    ),
+    Entry(
+        id="dataparallel-gather-scalars", stage="distributed", chapter=7,
+        title="nn.DataParallel around a model whose forward returns the loss (a 0-d tensor per GPU)",
+        code=(
+            "model = nn.DataParallel(ModelReturningMeanLoss().cuda())   # 2 GPUs: each returns loss.mean()\n"
+            "loss = model(batch, targets)                              # gathered: a vector of 2 losses\n"
+            "loss.backward()                                           # needs .mean() first\n"
+        ),
+        fix=(
+            "model = nn.DataParallel(ModelReturningMeanLoss().cuda())\n"
+            "loss = model(batch, targets).mean()    # one loss: the mean of the GPUs' (or use DDP, chapter 7)\n"
+            "loss.backward()\n"
+            "shown = loss.shape\n"
+        ),
+        cause="DataParallel runs the forward on each GPU and stacks what the replicas return along dimension 0; a "
+              "loss already averaged inside forward is a 0-d tensor, so it is turned into a vector with one loss per "
+              "GPU. Harmless, but reduce it with .mean() before backward (or return per-example losses); DDP, which "
+              "torch recommends over DataParallel, has no gather.",
+        expect="UserWarning",
+        not_run="needs two CUDA GPUs, which this machine lacks (on one device DataParallel gathers nothing)",
+        message="Was asked to gather along dimension 0, but all input tensors were scalars; will instead unsqueeze "
+                "and return a vector.",
+        sources=("https://github.com/airsplay/lxmert/issues/17",),
+    ),
 )
+

@@ -310,4 +310,23 @@ ENTRIES = (
                  "https://github.com/pytorch/pytorch/issues/36553"),
         wordings=("expected dtype Double but got dtype Float",),   # torch 1.4's MSELoss backward (pytorch#36553)
     ),
+    Entry(
+        id="loss-size-average-deprecated", stage="step", chapter=3,
+        title="a loss built with the old size_average= / reduce= arguments",
+        code="loss_fn = nn.$cls(size_average=$avg)          # from a pre-0.4 tutorial",
+        fix="loss_fn = nn.$cls(reduction=\"$reduction\")   # the one argument that replaced both\n"
+            "shown = loss_fn.reduction",
+        cause="size_average and reduce were replaced by reduction= in torch 0.4 and still work through a "
+              "translation that warns each time a loss is built. reduction=\"mean\" is the old default, "
+              "size_average=False is reduction=\"sum\", reduce=False is reduction=\"none\".",
+        expect="UserWarning",
+        params=({"cls": "MSELoss", "avg": "False", "reduction": "sum"},
+                {"cls": "CrossEntropyLoss", "avg": "True", "reduction": "mean"}),
+        sources=("https://github.com/facebookresearch/UnsupervisedMT/issues/21",
+                 "https://github.com/jessicayung/blog-code-snippets/issues/5",
+                 "https://github.com/neptune-ai/open-solution-mapping-challenge/issues/184",
+                 "https://github.com/xuebinqin/DIS/issues/35"),
+        wordings=("size_average and reduce args will be deprecated, please use reduction='elementwise_mean' "
+                  "instead.",),    # torch 0.4.0, before "mean" was the name
+    ),
 )

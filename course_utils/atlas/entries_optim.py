@@ -207,4 +207,34 @@ ENTRIES = (
                  "https://github.com/A4Bio/PiFold/issues/6",
                  "https://github.com/flairNLP/flair/issues/2954"),
     ),
+    Entry(
+        id="scheduler-step-epoch-argument", stage="step", chapter=7,
+        title="scheduler.step(epoch): the epoch passed in, as older tutorials did",
+        code="torch.manual_seed(0)\n"
+             "model = nn.Linear(4, 1)\n"
+             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "scheduler = torch.optim.lr_scheduler.$cls(opt, $args)\n"
+             "for epoch in range(3):\n"
+             "    opt.step()\n"
+             "    scheduler.step(epoch)                  # the epoch number passed in",
+        fix="torch.manual_seed(0)\n"
+            "model = nn.Linear(4, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scheduler = torch.optim.lr_scheduler.$cls(opt, $args)\n"
+            "for epoch in range(3):\n"
+            "    opt.step()\n"
+            "    scheduler.step()                       # it counts for itself\n"
+            "shown = scheduler.get_last_lr()",
+        cause="A scheduler counts its own steps; passing the epoch switches it to a closed-form formula (where the "
+              "class has one) that can disagree with the chained one and is deprecated. Call scheduler.step() with "
+              "no argument, once per epoch or per update as the schedule is sized (ReduceLROnPlateau takes the "
+              "metric, not an epoch).",
+        expect="UserWarning",
+        params=({"cls": "StepLR", "args": "step_size=1, gamma=0.5"},
+                {"cls": "ExponentialLR", "args": "gamma=0.9"}),
+        sources=("https://github.com/Tony-Y/pytorch_warmup/issues/5",
+                 "https://github.com/pytorch/pytorch/issues/51712",
+                 "https://github.com/MannLabs/alphapeptdeep/issues/194",
+                 "https://github.com/torch-points3d/torch-points3d/issues/487"),
+    ),
 )

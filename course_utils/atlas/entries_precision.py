@@ -225,4 +225,73 @@ ENTRIES = (
                  "https://github.com/SysCV/transfiner/issues/43",
                  "https://github.com/bcmi/SLBR-Visible-Watermark-Removal/issues/10"),
     ),
+    Entry(
+        id="autocast-cpu-unsupported-dtype", stage="precision", chapter=7,
+        title="CPU autocast asked for a dtype it does not support (float32, float64)",
+        code="model = nn.Linear(4, 2)\n"
+             "with torch.autocast(\"cpu\", dtype=torch.$dtype):   # meant: \"full precision\"\n"
+             "    out = model(torch.randn(3, 4))",
+        fix="model = nn.Linear(4, 2)\n"
+            "with torch.autocast(\"cpu\", dtype=torch.bfloat16, enabled=$wanted):   # on, or off with enabled=\n"
+            "    out = model(torch.randn(3, 4))\n"
+            "shown = str(out.dtype)",
+        cause="Autocast lowers precision: on the CPU only bfloat16 and float16 are its dtypes, so asking for "
+              "float32 (to mean \"no mixed precision\") disables it with a warning. Turn it off with "
+              "enabled=False instead, which is what a flag like --amp should switch.",
+        expect="UserWarning",
+        params=({"dtype": "float32", "wanted": "False"}, {"dtype": "float64", "wanted": "True"}),
+        sources=("https://github.com/pytorch/pytorch/issues/100565",
+                 "https://github.com/modelscope/FunASR/issues/264",
+                 "https://github.com/pytorch/pytorch/pull/107348"),
+        wordings=("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                  "CPU Autocast only supports dtype of torch.bfloat16 currently.",),   # torch 2.0 (pytorch#100565)
+    ),
+    Entry(
+        id="autocast-cuda-unavailable", stage="precision", chapter=7,
+        title="torch.autocast(\"cuda\") (or torch.cuda.amp) on a machine without a usable GPU",
+        code="model = nn.Linear(4, 2)\n"
+             "with torch.autocast(\"cuda\", dtype=torch.float16):   # the script assumes a GPU\n"
+             "    out = model(torch.randn(3, 4))",
+        fix="device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n"
+            "model = nn.Linear(4, 2).to(device)\n"
+            "with torch.autocast(device, dtype=torch.bfloat16):   # the device the model is on\n"
+            "    out = model(torch.randn(3, 4, device=device))\n"
+            "shown = str(out.dtype)",
+        cause="Autocast for \"cuda\" (which is all torch.cuda.amp.autocast can mean) switches itself off where "
+              "CUDA is not available, so the run is silently full precision on the CPU. Pass the device the model "
+              "is on (torch.autocast(device_type=device)).",
+        expect="UserWarning",
+        not_run="warns only where CUDA is unavailable (here it does); on a machine with a GPU it runs, and a "
+                "chapter prints the same on every machine",
+        message="CUDA is not available or torch_xla is imported. Disabling autocast.",
+        sources=("https://github.com/pytorch/pytorch/issues/83733",
+                 "https://github.com/pytorch/pytorch/issues/73140",
+                 "https://github.com/ai-forever/Real-ESRGAN/issues/12"),
+        wordings=("User provided device_type of 'cuda', but CUDA is not available. Disabling",),   # torch 1.12
+    ),
+    Entry(
+        id="tf32-not-enabled", stage="precision", chapter=7,
+        title="torch.compile on an Ampere-or-newer GPU with float32 matmuls left at full precision",
+        code="model = torch.compile(nn.Linear(1024, 1024).cuda())   # an A100, RTX 30xx or newer\n"
+             "out = model(torch.randn(64, 1024, device=\"cuda\"))",
+        fix="torch.set_float32_matmul_precision(\"high\")   # TF32 for float32 matmuls (10 mantissa bits)\n"
+            "model = torch.compile(nn.Linear(1024, 1024).cuda())\n"
+            "out = model(torch.randn(64, 1024, device=\"cuda\"))\n"
+            "shown = str(out.dtype)",
+        cause="Not an error: the card has TensorFloat32 tensor cores, and torch leaves float32 matmuls at full "
+              "precision unless told otherwise. torch.set_float32_matmul_precision(\"high\") trades the last "
+              "digits for several times the matmul speed, which training usually tolerates; leave it when exact "
+              "float32 results matter.",
+        expect="UserWarning",
+        not_run="needs an NVIDIA GPU of compute capability 8.0 or newer, which this machine lacks",
+        message="TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider "
+                "setting `torch.set_float32_matmul_precision('high')` for better performance.",
+        sources=("https://github.com/drubinstein/pokemonred_puffer/issues/10",
+                 "https://github.com/vllm-project/vllm/pull/29897",
+                 "https://github.com/pytorch/FBGEMM/pull/4767",
+                 "https://github.com/mittagessen/kraken/issues/596"),
+        wordings=("You are using a CUDA device ('NVIDIA GeForce RTX 4070') that has Tensor Cores. To properly utilize "
+                  "them, you should set `torch.set_float32_matmul_precision('medium' | 'high')` which will trade-off "
+                  "precision for performance.",),   # Lightning's words for the same setting (kraken#596)
+    ),
 )

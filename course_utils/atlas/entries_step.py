@@ -172,4 +172,35 @@ ENTRIES = (
                  "https://github.com/hiyouga/LlamaFactory/issues/6357",
                  "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/182"),
     ),
+    Entry(
+        id="clip-grad-norm-nonfinite", stage="step", chapter=3,
+        title="clip_grad_norm_ met a NaN or inf gradient",
+        code="torch.manual_seed(0)\n"
+             "model = nn.Linear(4, 1)\n"
+             "loss = model(torch.randn(8, 4)).mean() * $blowup   # an overflow, a log(0), a divide by zero\n"
+             "loss.backward()\n"
+             "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0, error_if_nonfinite=True)",
+        fix="torch.manual_seed(0)\n"
+            "model = nn.Linear(4, 1)\n"
+            "loss = model(torch.randn(8, 4)).mean() * $blowup\n"
+            "loss.backward()\n"
+            "norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)\n"
+            "if not torch.isfinite(norm):                 # skip this update (GradScaler does the same under AMP)\n"
+            "    model.zero_grad()\n"
+            "shown = bool(torch.isfinite(norm))",
+        cause="Some gradient is NaN or inf (an overflow, log(0), 0/0 in the loss, or a learning rate that blew the "
+              "weights up), so the total norm is too and clipping cannot scale it back. By default "
+              "(error_if_nonfinite=False) torch only returns the non-finite norm and the step then writes NaN "
+              "into the weights: check the norm and skip the update, and find where the NaN starts "
+              "(torch.autograd.detect_anomaly, chapter 3).",
+        expect="RuntimeError",
+        params=({"blowup": "float('inf')"}, {"blowup": "float('nan')"}),
+        sources=("https://github.com/ultralytics/yolov5/issues/11262",
+                 "https://github.com/pytorch/pytorch/issues/46849",
+                 "https://github.com/pytorch/pytorch/pull/55169"),
+        wordings=("Non-finite norm encountered in torch.nn.utils.clip_grad_norm_; continuing anyway. Note that the "
+                  "default behavior will change in a future release to error out if a non-finite total norm is "
+                  "encountered. At that point, setting error_if_nonfinite=false will be required to retain the old "
+                  "behavior.",),   # torch 1.9-1.13's FutureWarning (yolov5#11262)
+    ),
 )

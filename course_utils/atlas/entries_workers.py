@@ -248,4 +248,37 @@ ENTRIES = (
                  "https://github.com/facebookresearch/pycls/issues/183",
                  "https://github.com/pytorch/pytorch/issues/40403"),
     ),
+    Entry(
+        id="spawn-without-main-guard", stage="data", chapter=1,
+        title="a script whose top level starts DataLoader workers, run where workers start by spawn",
+        code="# train.py, run as `python train.py` on Windows or macOS (or Linux with Python 3.14's forkserver)\n"
+             "loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, num_workers=2)\n"
+             "for (xb,) in loader:   # each spawned worker re-runs this file's top level, and starts workers again\n"
+             "    pass\n",
+        fix="def main():\n"
+            "    loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8, num_workers=2)\n"
+            "    for (xb,) in loader:\n"
+            "        pass\n"
+            "if __name__ == \"__main__\":   # a worker imports the file as __mp_main__ and skips this\n"
+            "    main()\n",
+        cause="A spawned worker is a fresh interpreter that first imports your script to find its functions; "
+              "whatever the top level does runs again in the worker, and starting workers from there, before the "
+              "worker has finished starting, is refused. Put the work in main() under "
+              "if __name__ == \"__main__\": (chapter 1 runs both versions of such a script).",
+        expect="RuntimeError",
+        not_run="needs a script started as its own process (chapter 1's main-guard cell runs one; a fragment here "
+                "runs inside the notebook's kernel), and these are Python's words",
+        message="An attempt has been made to start a new process before the\n"
+                "current process has finished its bootstrapping phase.\n\n"
+                "This probably means that you are not using fork to start your\n"
+                "child processes and you have forgotten to use the proper idiom\n"
+                "in the main module:\n\n"
+                "    if __name__ == '__main__':\n"
+                "        freeze_support()\n"
+                "        ...",
+        sources=("https://github.com/tinkerhub/ComputerVision-with-PyTorch-Learning-Program/issues/80",
+                 "https://github.com/pytorch/tutorials/issues/1661",
+                 "https://github.com/Project-MONAI/MONAI/issues/755",
+                 "https://github.com/guoyang9/BPR-pytorch/issues/1"),
+    ),
 )

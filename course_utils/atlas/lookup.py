@@ -30,17 +30,20 @@ _LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
                     r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
-_HEAD = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning|Interrupt|Exit))(?::\s?(.*))?$")
+_HEAD = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning|Interrupt|Exit))(?:\s?:\s?(.*))?$")
 # Where a learner quotes the line of source that raised, not what it printed: `raise ValueError("...")`, the
 # exception's repr `ValueError("...")` (an issue's title), or `assert cond, "..."`
 _RAISED = re.compile(r"""^\s*(?:raise\s+)?(?:[\w.]+\.)?(\w*(?:Error|Exception|Warning))\(\s*[rbuf]?(["'])(.+?)\2""")
 _ASSERTED = re.compile(r"""^\s*assert\b.*?,\s*[rbuf]?(["'])(.+?)\1\s*\)?\s*$""")
+# ... or an exception whose line break was lost in the paste: "...(input, target) IndexError: Target 5 is out of bounds."
+_INLINE = re.compile(r"\s(\w*(?:Error|Exception|Warning)):(?:\s(.*))?$")
 _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
 TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
            "epoch", "net", "scheduler", "target")     # torch 1.x's "for argument #2 'target'": the labels
-_QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
+# (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
+_QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 
 
 def _name(match: re.Match) -> str:
@@ -72,6 +75,7 @@ _SUBS = (
     (re.compile(r"-?\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b"), " NUM "),
 )
 _TOKEN = re.compile(r"[A-Za-z_]+|[^\sA-Za-z_]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -92,28 +96,38 @@ def error_lines(text: str) -> list[tuple[str, str]]:
     follow it until a blank line, a traceback line or the next exception."""
     found: list[list[str]] = []
     current: list[str] | None = None
+    indented, margin = False, 0
     for raw in text.splitlines():
         line = _LINE_PREFIX.sub("", raw.rstrip()) if not raw.startswith((" ", "\t")) else raw.rstrip()
         warning = _WARNING.match(line)
         head = _HEAD.match(line) if not warning else None
         if warning:
-            current = [warning.group(1), warning.group(2)]
+            current, indented, margin = [warning.group(1), warning.group(2)], False, 0
             found.append(current)
         elif head and (head.group(2) is not None or not found):
-            current = [head.group(1), head.group(2) or ""]
+            current, indented = [head.group(1), head.group(2) or ""], False
+            margin = len(raw) - len(raw.lstrip())      # a whole block pasted indented: its lines share the margin
             found.append(current)
-        elif current is not None and line.strip() and not line.startswith(("Traceback", "  File ", "    ")) \
-                and not line.lstrip().startswith("^"):
+        elif current is not None and line.strip() and not line.lstrip().startswith(("^", "File ")) and (
+                not line.startswith(("Traceback", "  File ", "    ")) or not current[1].strip() or indented
+                or (margin and len(raw) - len(raw.lstrip()) == margin)):
+            # (an indented line continues only a message that has no text yet, and then the lines after it:
+            # Python's own multi-line messages, "RuntimeError:" with its paragraph indented below it; otherwise it
+            # is a frame's source line)
+            indented = indented or (line.startswith(" ") and not current[1].strip())
             current[1] += "\n" + line.strip()
         elif not line.strip():
             current = None
-    if not found:          # no line says what was printed: the source line that raised, if quoted
-        for raw in text.splitlines():
-            raised, asserted = _RAISED.match(raw), _ASSERTED.match(raw)
+    if not found:          # no line says what was printed: the source line that raised, if quoted, or an
+        for i, raw in enumerate(text.splitlines()):     # exception pasted at the end of a frame's line
+            raised, asserted, inline = _RAISED.match(raw), _ASSERTED.match(raw), _INLINE.search(raw)
             if raised:
                 found.append([raised.group(1), raised.group(3)])
             elif asserted:
                 found.append(["AssertionError", asserted.group(2)])
+            elif inline:
+                rest = (inline.group(2) or "").strip() or "\n".join(text.splitlines()[i + 1:i + 2])
+                found.append([inline.group(1), rest])
     return [(kind, message.strip()) for kind, message in found]
 
 
@@ -127,6 +141,7 @@ def residue(text: str) -> str:
 
 def tokens(message: str) -> tuple[str, ...]:
     """The message with what varies replaced by placeholders, as word and punctuation tokens."""
+    message = _ANSI.sub("", message)              # a terminal's bold and colours: a paste has the text only
     message = "\n".join(_LINE_PREFIX.sub("", line) for line in message.splitlines())   # "[Rank 1] ..." as pasted
     message = _QUOTED.sub(_name, message)          # then: a quoted path or number is a name
     for pattern, placeholder in _SUBS:
@@ -208,6 +223,19 @@ def score(kind: str, message: str, expected: str, template: str, with_inner: boo
     pasted = head[:-1] if head[-1:] in ((".",), (":",)) else head
     if len(pasted) >= 8 and opening[:len(pasted)] == pasted:
         first = max(first, 0.95)
+    # ... or one whose lines were joined into one (a title, a log line): the template's whole opening starts it
+    elif len(opening) >= 8 and head[:len(opening)] == opening:
+        first = max(first, 0.95)
+    # ... or only its end (the last line of a long warning that a terminal wrapped)
+    elif len(pasted) >= 8 and opening[-len(pasted):] == pasted:
+        first = max(first, 0.9)
+    # ... or one line of torch's wrapped over several by a terminal or an issue's editor: the lines joined
+    lines = message.strip().splitlines()
+    if len(lines) > 1:
+        joined = _tokens_cached(" ".join(line.strip() for line in lines))
+        first = max(first, _ratio(joined, opening))
+        if len(opening) >= 8 and joined[:len(opening)] == opening:
+            first = max(first, 0.95)
     whole = _ratio(_tokens_cached(message), _tokens_cached(template))
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 

@@ -51,7 +51,7 @@ def one_entry(outcome: Outcome) -> str:
     said = f"{outcome.raised}: {outcome.message}" if outcome.raised else "(nothing raised: the atlas is wrong here)"
     lines = [f"[{entry.id}] {entry.title}", *("    " + line for line in said.splitlines())]
     if entry.not_run:
-        lines.append(f"    (not run here: {entry.not_run}; torch's words, from a real report)")
+        lines.append(f"    (not run here: {entry.not_run}; the words as real reports print them)")
         return "\n".join(lines)
     fix = fragment(entry.fix, entry.params[0]).strip().splitlines()
     result = f" -> {outcome.shown!r}" if outcome.shown is not None else ""
