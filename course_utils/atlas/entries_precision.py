@@ -258,8 +258,8 @@ ENTRIES = (
             "    out = model(torch.randn(3, 4, device=device))\n"
             "shown = str(out.dtype)",
         cause="Autocast for \"cuda\" (which is all torch.cuda.amp.autocast can mean) switches itself off where "
-              "CUDA is not available, so the run is silently full precision on the CPU. Pass the device the model "
-              "is on (torch.autocast(device_type=device)).",
+              "CUDA is not available, so the run is full precision on the CPU with only this warning to say so. "
+              "Pass the device the model is on (torch.autocast(device_type=device)).",
         expect="UserWarning",
         not_run="warns only where CUDA is unavailable (here it does); on a machine with a GPU it runs, and a "
                 "chapter prints the same on every machine",
@@ -279,9 +279,9 @@ ENTRIES = (
             "out = model(torch.randn(64, 1024, device=\"cuda\"))\n"
             "shown = str(out.dtype)",
         cause="Not an error: the card has TensorFloat32 tensor cores, and torch leaves float32 matmuls at full "
-              "precision unless told otherwise. torch.set_float32_matmul_precision(\"high\") trades the last "
-              "digits for several times the matmul speed, which training usually tolerates; leave it when exact "
-              "float32 results matter.",
+              "precision unless told otherwise. torch.set_float32_matmul_precision(\"high\") runs them on those "
+              "cores with 10 mantissa bits instead of 23 (faster; by how much depends on the card, not measured "
+              "here), which training usually tolerates; leave it when exact float32 results matter.",
         expect="UserWarning",
         not_run="needs an NVIDIA GPU of compute capability 8.0 or newer, which this machine lacks",
         message="TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider "

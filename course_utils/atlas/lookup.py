@@ -6,7 +6,10 @@ quoted names (parameters, keys, classes), file paths and line numbers, a launche
 ("[rank1]:", glog's "[E... File.cpp:N]"); the surrounding traceback is dropped, keeping the exception lines (and,
 for an error raised in a DataLoader worker, the worker's original error as well as the wrapper). A paste with no
 exception line (frames, a "[...]" cut, the message alone) or one that starts inside a message (its detail lines
-only) is compared as it is, its first line also against the templates' detail lines, at a discount. The comparison is
+only) is compared as it is, its first line also against the templates' detail lines, at a discount; where nothing
+printed was pasted, the quoted source line that raised is read (`raise T("...")`, `T("...")`, `assert ..., "..."`).
+A paste cut short, wrapped over lines, joined into one or holding only a message's end is lined up with the
+template's opening (`_aligned`). The comparison is
 difflib's ratio over the placeholder-token sequences (standard library: the atlas is a few dozen entries, a
 lookup takes milliseconds, and a fuzzy-matching dependency would buy nothing measurable here), plus a small
 bonus when the exception types agree. Below a threshold, no entry is claimed: the answer names the stage the
@@ -209,33 +212,35 @@ def _template_lines(template: str, with_inner: bool = False) -> tuple[tuple[str,
                                                                                           if with_inner else []))
 
 
+@lru_cache(maxsize=256)
+def _paste(message: str) -> tuple[tuple[str, ...], ...]:
+    """A pasted message's first line and, for a message over several lines, those lines joined into one (one line
+    of torch's that a terminal or an issue's editor wrapped), as tokens: computed once, compared with every template."""
+    lines = message.strip().splitlines() or [""]
+    joined = (_tokens_cached(" ".join(line.strip() for line in lines)),) if len(lines) > 1 else ()
+    return (_tokens_cached(lines[0]),) + joined
+
+
+def _aligned(paste: tuple[str, ...], opening: tuple[str, ...]) -> float:
+    """How a paste lines up with a template's opening, whole tokens at its edges (0 when it does not): the paste cut
+    short (a title, "...modified by an inplace operation" without what follows) or the opening plus what the learner
+    joined to it (0.95), or only the opening's end, the last line of a wrapped warning (0.9); eight tokens at least."""
+    cut = paste[:-1] if paste[-1:] in ((".",), (":",)) else paste
+    if len(cut) >= 8 and opening[:len(cut)] == cut or len(opening) >= 8 and paste[:len(opening)] == opening:
+        return 0.95
+    return 0.9 if len(cut) >= 8 and opening[-len(cut):] == cut else 0.0
+
+
 def score(kind: str, message: str, expected: str, template: str, with_inner: bool = False) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
     whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
-    head = _tokens_cached(message.strip().splitlines()[0] if message.strip() else "")
+    head, *joined = _paste(message)
     opening, details = _template_lines(template, with_inner)
     # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
     # line is also matched against the template's own detail lines, at a discount, so that the opening line,
     # where it is pasted, counts for more.
-    first = max([_ratio(head, opening)] + [0.9 * _ratio(head, line) for line in details])
-    # A paste cut short (a title, "...has been modified by an inplace operation" without what follows): all of it
-    # is where the template's opening starts, at least eight tokens of it
-    pasted = head[:-1] if head[-1:] in ((".",), (":",)) else head
-    if len(pasted) >= 8 and opening[:len(pasted)] == pasted:
-        first = max(first, 0.95)
-    # ... or one whose lines were joined into one (a title, a log line): the template's whole opening starts it
-    elif len(opening) >= 8 and head[:len(opening)] == opening:
-        first = max(first, 0.95)
-    # ... or only its end (the last line of a long warning that a terminal wrapped)
-    elif len(pasted) >= 8 and opening[-len(pasted):] == pasted:
-        first = max(first, 0.9)
-    # ... or one line of torch's wrapped over several by a terminal or an issue's editor: the lines joined
-    lines = message.strip().splitlines()
-    if len(lines) > 1:
-        joined = _tokens_cached(" ".join(line.strip() for line in lines))
-        first = max(first, _ratio(joined, opening))
-        if len(opening) >= 8 and joined[:len(opening)] == opening:
-            first = max(first, 0.95)
+    first = max([_ratio(head, opening)] + [0.9 * _ratio(head, line) for line in details]
+                + [_ratio(line, opening) for line in joined] + [_aligned(line, opening) for line in [head, *joined]])
     whole = _ratio(_tokens_cached(message), _tokens_cached(template))
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
