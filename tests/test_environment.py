@@ -100,3 +100,18 @@ def test_installed_pins_admit_the_pythons_their_markers_give_them():
                 assert python in needs, (line, python, str(needs))
         checked += 1
     assert checked > 100
+
+
+def test_jupyters_commands_start_without_building_a_grammar():
+    """`jupyter nbconvert` and JupyterLab import jsonschema with jupyter-events' format extra; from jsonschema 4.25
+    that extra brings rfc3987-syntax, which builds Lark grammars on import (about 1.1 s on this course's reference
+    machine, before every notebook the budget counts). The lock keeps jsonschema below 4.25: checked by importing
+    what nbconvert imports, in a fresh interpreter, and looking for the grammar library."""
+    import subprocess
+    import sys
+
+    probe = "import sys, nbconvert.nbconvertapp, jupyter_events; print(sorted(m for m in sys.modules if 'lark' in m " \
+            "or m.startswith('rfc3987_syntax')))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
