@@ -384,3 +384,37 @@ def test_what_the_amp_entries_say_of_the_cpu_holds(dtype):
     assert loss.dtype == torch.float32
     assert issubclass(torch.cuda.amp.GradScaler, torch.amp.GradScaler)
     assert issubclass(torch.cuda.amp.autocast, torch.amp.autocast)
+
+
+def _types(style: str, dtype: str, cuda: bool) -> str:
+    if style == "torch":
+        return f"torch.{'cuda.' if cuda else ''}{dtype}Tensor"
+    return f"{'CUDA' if cuda else 'CPU'}{dtype}Tensor"          # torch 0.4's names
+
+
+_PAIRS = [(style, a, b, devices) for style in ("torch", "old") for a in ("Float", "Half", "BFloat16", "Double")
+          for b in ("Float", "Half", "BFloat16", "Double") for devices in ((True, True), (True, False), (False, True))
+          if (a == b) != (devices[0] == devices[1])]
+
+
+@pytest.mark.parametrize("style, a, b, devices", _PAIRS)
+def test_two_tensor_types_tell_a_batch_on_another_device_from_a_model_in_another_dtype(style, a, b, devices):
+    """"Input type (A) and weight type (B)": one dtype on two devices is a batch left behind, two dtypes on one
+    device a cast model, in every naming torch has used and for pairs no entry holds."""
+    message = f"RuntimeError: Input type ({_types(style, a, devices[0])}) and weight type " \
+              f"({_types(style, b, devices[1])}) should be the same"
+    expected = "input-dtype-differs-from-weights" if a != b else "tensors-on-two-devices"
+    found = lookup(message)
+    assert found.best is not None and found.best.id == expected, [(e.id, round(s, 2)) for e, s in found.matches]
+
+
+@pytest.mark.parametrize("entry", [e for e in RUN if len(recorded()[e.id]["messages"][0].splitlines()) > 1],
+                         ids=lambda e: e.id)
+def test_the_first_line_alone_of_a_long_message_finds_the_entry(entry):
+    """Most reports quote only the first line of a message that goes on with a hint or a list: that line is enough
+    (where two entries open with the same line, either is right: the line cannot tell them apart)."""
+    kind, first = _first_line(entry)
+    found = lookup(f"{kind}: {first}")
+    assert found.best is not None, entry.id
+    assert found.best.id == entry.id or tokens(_first_line(found.best)[1]) == tokens(first), \
+        [(e.id, round(s, 2)) for e, s in found.matches]

@@ -1,5 +1,5 @@
 """The atlas's entries for NumPy arrays turned into tensors in a Dataset (chapter 1): negative strides,
-read-only arrays, object arrays, a list of arrays.
+read-only arrays, object arrays, a list of arrays, the aliases NumPy 1.24 removed.
 """
 from __future__ import annotations
 
@@ -134,5 +134,27 @@ ENTRIES = (
                  "https://github.com/Comfy-Org/ComfyUI/issues/2986"),
         wordings=("To copy construct from a tensor, it is recommended to use sourceTensor.clone().detach() or "
                   "sourceTensor.clone().detach().requires_grad_(True), rather than torch.tensor(sourceTensor).",),
+    ),
+    Entry(
+        id="numpy-removed-alias", stage="data", chapter=1,
+        title="a dataset written for an older NumPy uses np.float or np.int (removed in NumPy 1.24)",
+        code=source("""
+            centre = np.array([12.5, 40.0], dtype=np.$alias)   # as in code written before NumPy 1.24
+        """),
+        fix=source("""
+            centre = np.array([12.5, 40.0], dtype=$builtin)     # or np.$sized: the same dtype, named
+            shown = str(centre.dtype)
+        """),
+        cause="The code was written for another version of the library than the one installed. NumPy 1.20 "
+              "deprecated the aliases np.float, np.int and np.object of Python's own types and 1.24 removed "
+              "them: write float, int, object (or np.float64, np.int64 where the width matters); pinning "
+              "numpy<1.24 only postpones it. Any \"module 'X' has no attribute 'Y'\" is worth the same first "
+              "check: the version of X the code asks for, then the name's spelling.",
+        expect="AttributeError",
+        params=({"alias": "float", "builtin": "float", "sized": "float64"},
+                {"alias": "int", "builtin": "int", "sized": "int64"}),
+        sources=("https://github.com/cnr-isti-vclab/TagLab/issues/133",
+                 "https://github.com/leoxiaobin/deep-high-resolution-net.pytorch/issues/311",
+                 "https://github.com/Torchlight-ljj/DSMT-Net/issues/4"),
     ),
 )

@@ -150,9 +150,7 @@ ENTRIES = (
         title="outputs still on the GPU turned into NumPy for a metric or a plot",
         code=source("""
             # No GPU here: the meta device stands in for cuda:0 (a tensor with no memory on the CPU's side)
-            with torch.no_grad():
-                model = nn.Linear(4, $classes, device="meta")     # the model was moved with model.to(device)
-                probs = model(torch.randn(5, 4, device="meta")).softmax(dim=1)
+            probs = torch.zeros(5, $classes, device="meta")     # model(x).softmax(1) after model.to(device)
             preds = $convert
         """),
         fix=source("""

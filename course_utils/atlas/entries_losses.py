@@ -261,30 +261,40 @@ ENTRIES = (
     ),
     Entry(
         id="input-dtype-differs-from-weights", stage="step", chapter=3,
-        title="a batch whose dtype differs from the weights' (a float64 numpy array, a model cast to bfloat16)",
+        title="a batch whose dtype differs from the weights' (a float64 numpy array, a model cast to half or "
+              "bfloat16)",
         code="rng = np.random.default_rng(0)\n"
-             "model = nn.Linear($n_in, 2)$cast\n"
-             "x = torch.from_numpy(rng.random(($batch, $n_in))$astype)   # numpy's default dtype is float64\n"
+             "model = $layer$cast\n"
+             "x = torch.from_numpy(rng.random($shape)$astype)   # numpy's default dtype is float64\n"
              "out = model(x)",
         fix="rng = np.random.default_rng(0)\n"
-            "model = nn.Linear($n_in, 2)$cast\n"
-            "x = torch.from_numpy(rng.random(($batch, $n_in))$astype)\n"
+            "model = $layer$cast\n"
+            "x = torch.from_numpy(rng.random($shape)$astype)\n"
             "out = model(x.to(model.weight.dtype))              # the batch in the weights' dtype\n"
             "shown = str(out.dtype)",
-        cause="A matrix product needs both operands in one dtype and nothing casts outside autocast: numpy arrays "
-              "and pandas columns are float64 (torch.from_numpy keeps it) while weights are float32, and a model "
-              "cast with .half() or .to(torch.bfloat16) meets a float32 batch. Cast the batch with .float() or "
-              ".to(model.weight.dtype), or keep float32 weights and use torch.autocast.",
+        cause="A matrix product or a convolution needs its input and its weights in one dtype, and nothing casts "
+              "outside autocast: numpy arrays and pandas columns are float64 (torch.from_numpy keeps it) while "
+              "weights are float32, and a model cast with .half() or .to(torch.bfloat16) meets a float32 batch. "
+              "Cast the batch with .float() or .to(model.weight.dtype), or keep float32 weights and use "
+              "torch.autocast. (Where the two types name different devices, cuda and cpu, the devices differ.)",
         expect="RuntimeError",
-        params=({"n_in": 3, "batch": 4, "cast": "", "astype": ""},
-                {"n_in": 20, "batch": 16, "cast": ".to(torch.bfloat16)", "astype": ".astype(np.float32)"}),
+        params=({"layer": "nn.Linear(3, 2)", "shape": "(4, 3)", "cast": "", "astype": ""},
+                {"layer": "nn.Linear(20, 2)", "shape": "(16, 20)", "cast": ".to(torch.bfloat16)",
+                 "astype": ".astype(np.float32)"},
+                {"layer": "nn.Conv2d(1, 4, 3)", "shape": "(2, 1, 8, 8)", "cast": "", "astype": ""},
+                {"layer": "nn.Conv2d(1, 4, 3, bias=False)", "shape": "(2, 1, 8, 8)", "cast": ".half()",
+                 "astype": ".astype(np.float32)"}),
         sources=("https://github.com/theislab/scarches/issues/246",
                  "https://github.com/xianglin226/scMDC/issues/8",
                  "https://github.com/Lakonik/ComfyUI-piFlow/issues/18",
                  "https://github.com/pytorch/pytorch/issues/11951",
-                 "https://github.com/OUCMachineLearning/OUCML/issues/24"),
+                 "https://github.com/OUCMachineLearning/OUCML/issues/24",
+                 "https://github.com/LeapLabTHU/ACmix/issues/15",
+                 "https://github.com/Yu-Fangxu/COLD-Attack/issues/20"),
         wordings=("Expected object of scalar type Double but got scalar type Float for argument #2 'mat2'",
-                  "expected scalar type Double but found Float",),
+                  "expected scalar type Double but found Float",
+                  "Input type (torch.cuda.FloatTensor) and weight type (torch.cuda.HalfTensor) should be the same",
+                  "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same"),
     ),
     Entry(
         id="bce-target-dtype-found-expected-float", stage="step", chapter=3,

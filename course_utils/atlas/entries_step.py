@@ -52,6 +52,7 @@ ENTRIES = (
         params=({"n_in": 10, "classes": 3, "batch": 4, "x_to": ""},
                 {"n_in": 32, "classes": 5, "batch": 8, "x_to": ".to(\"meta\")"}),
         sources=("https://github.com/BenMSK/trajectory_prediction_TraPHic/issues/1",
+                 "https://github.com/alvinliu0/HumanGaussian/issues/25",
                  "https://github.com/kijai/ComfyUI-FluxTrainer/issues/116",
                  "https://github.com/wmyw96/FAST-NN/issues/1",
                  "https://github.com/HRNet/HigherHRNet-Human-Pose-Estimation/issues/75",
@@ -60,7 +61,8 @@ ENTRIES = (
         wordings=("Expected object of device type cuda but got device type cpu for argument #1 'self' in call to "
                   "_thnn_conv2d_forward",
                   "Expected object of backend CUDA but got backend CPU for argument #2 'mat2'",
-                  "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"),
+                  "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+                  "Input type (torch.cuda.HalfTensor) and weight type (torch.HalfTensor) should be the same"),
     ),
     Entry(
         id="backward-through-freed-graph", stage="step", chapter=3,

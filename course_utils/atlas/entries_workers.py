@@ -148,7 +148,7 @@ ENTRIES = (
                     time.sleep($load)  # e.g. a read from a slow network drive
                     return torch.zeros(2)
 
-            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=10 * $load)
+            loader = DataLoader(Slow(), batch_size=1, num_workers=1, timeout=5)   # well above the slowest batch
             batch = next(iter(loader))
             shown = tuple(batch.shape)
         """),
@@ -156,7 +156,7 @@ ENTRIES = (
               "workers, then gives up. Set it well above the slowest batch (or leave the default 0, wait "
               "forever), and if a worker is really stuck find out where (a deadlock, a hung read).",
         expect="RuntimeError",
-        params=({"load": 0.3, "timeout": 0.1}, {"load": 0.2, "timeout": 0.05}),
+        params=({"load": 0.1, "timeout": 0.02}, {"load": 0.15, "timeout": 0.05}),
         sources=("https://github.com/pytorch/pytorch/issues/33296",
                  "https://github.com/pytorch/pytorch/issues/43502",
                  "https://github.com/MPI-Dortmund/tomotwin-cryoet/pull/57"),

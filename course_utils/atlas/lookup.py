@@ -1,7 +1,8 @@
 """Finding an atlas entry from a pasted message or traceback (issue 39's `explain`).
 
 What varies between a learner's run and the atlas's is replaced by placeholders on both sides before the
-two are compared: numbers, shapes and sizes, dtypes (keeping their kind: integer, floating or bool), device names,
+two are compared: numbers, shapes and sizes, dtypes (keeping their kind: integer, floating or bool), tensor type
+names (where a message names two, whether their devices and their dtypes agree: that tells the cause), device names,
 quoted names (parameters, keys, classes), file paths and line numbers, a launcher's or logger's line prefix
 ("[rank1]:", glog's "[E... File.cpp:N]"); the surrounding traceback is dropped, keeping the exception lines (and,
 for an error raised in a DataLoader worker, the worker's original error as well as the wrapper). A paste with no
@@ -77,6 +78,35 @@ _SUBS = (
     (re.compile(r"\b(?:torch\.)?(?:c10::)?(?:Bool|bool)\b"), " BOOLDTYPE "),
     (re.compile(r"-?\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b"), " NUM "),
 )
+# A tensor type's name ("torch.cuda.HalfTensor", torch 0.4's "CUDAFloatTensor", "CPUBFloat16Type"): its device and
+# dtype. Where a message names two, what tells the cause is how they differ ("Input type (A) and weight type (B)":
+# the same dtype on two devices is a batch left on the CPU, two dtypes on one device a cast model), so the pair
+# becomes TENSORTYPE twice, the second followed by SAMEDEVICE or OTHERDEVICE and SAMEDTYPE or OTHERDTYPE
+# (and in "Input type (double) and bias type (float)", a CPU tensor named by its dtype alone)
+_TENSOR_TYPE = re.compile(r"\b(?:torch\.)?(?:(cuda)\.|(CUDA))?(?:CPU)?(Float|Double|Half|BFloat16|Long|Int|Short|Byte|"
+                          r"Char|Bool)(?:Tensor|Type)\b|(?<=type \()()()(?:c10::)?(float|double|Half|BFloat16|"
+                          r"long|int|bool)(?=\))")
+_KIND = {"float": "FLOATDTYPE", "double": "FLOATDTYPE", "half": "FLOATDTYPE", "bfloat16": "FLOATDTYPE",
+         "bool": "BOOLDTYPE"}
+
+
+def _tensor_types(message: str) -> str:
+    found = [(m.start(), m.end(), bool(m.group(1) or m.group(2) or m.group(4) or m.group(5)),
+              (m.group(3) or m.group(6)).lower()) for m in _TENSOR_TYPE.finditer(message)]
+    if len(found) == 2:
+        (_, _, cuda_a, dtype_a), (_, _, cuda_b, dtype_b) = found
+        said = [" TENSORTYPE ", " TENSORTYPE {} {} ".format("SAMEDEVICE" if cuda_a == cuda_b else "OTHERDEVICE",
+                                                           "SAMEDTYPE" if dtype_a == dtype_b else "OTHERDTYPE")]
+    else:                  # one (or many): where it lives and its dtype's kind
+        said = [f" {'DEVICE ' if cuda else ''}{_KIND.get(dtype, 'INTDTYPE')} TENSORTYPE "
+                for _, _, cuda, dtype in found]
+    pieces, end = [], 0
+    for (start, stop, _, _), text in zip(found, said):
+        pieces += [message[end:start], text]
+        end = stop
+    return "".join(pieces) + message[end:]
+
+
 _TOKEN = re.compile(r"[A-Za-z_]+|[^\sA-Za-z_]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -146,6 +176,7 @@ def tokens(message: str) -> tuple[str, ...]:
     """The message with what varies replaced by placeholders, as word and punctuation tokens."""
     message = _ANSI.sub("", message)              # a terminal's bold and colours: a paste has the text only
     message = "\n".join(_LINE_PREFIX.sub("", line) for line in message.splitlines())   # "[Rank 1] ..." as pasted
+    message = _tensor_types(message)
     message = _QUOTED.sub(_name, message)          # then: a quoted path or number is a name
     for pattern, placeholder in _SUBS:
         message = pattern.sub(placeholder, message)
@@ -233,7 +264,8 @@ def _aligned(paste: tuple[str, ...], opening: tuple[str, ...]) -> float:
 
 def score(kind: str, message: str, expected: str, template: str, with_inner: bool = False) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
-    whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's), agreeing types add 0.05."""
+    whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's; the template only as far as the
+    paste goes), agreeing types add 0.05."""
     head, *joined = _paste(message)
     opening, details = _template_lines(template, with_inner)
     # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
@@ -241,7 +273,10 @@ def score(kind: str, message: str, expected: str, template: str, with_inner: boo
     # where it is pasted, counts for more.
     first = max([_ratio(head, opening)] + [0.9 * _ratio(head, line) for line in details]
                 + [_ratio(line, opening) for line in joined] + [_aligned(line, opening) for line in [head, *joined]])
-    whole = _ratio(_tokens_cached(message), _tokens_cached(template))
+    # the whole messages; a paste of one line (the first line alone, what most reports quote) against the template
+    # cut to its length, not marked down for the hint paragraph it left out
+    pasted, full = _tokens_cached(message), _tokens_cached(template)
+    whole = _ratio(pasted, full[:max(len(pasted), len(opening))] if len(message.strip().splitlines()) == 1 else full)
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
 

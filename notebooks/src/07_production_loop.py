@@ -1055,7 +1055,7 @@ print("compiled val losses:", [sig(r["val_loss"]) for r in compiled])
 print("plain    val losses:", [sig(r["val_loss"]) for r in minimal_history], "(section 1's run)")
 print("model.compile() keeps the module:", type(compiled_model).__name__, "with keys like",
       list(compiled_model.state_dict())[0])
-wrapped = torch.compile(MLP())
+wrapped = torch.compile(MLP(), backend="eager")      # the same wrapper whatever the backend
 print("torch.compile(model) wraps it:", type(wrapped).__name__, "with keys like", list(wrapped.state_dict())[0])
 
 # %% [markdown]
