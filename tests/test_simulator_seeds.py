@@ -94,6 +94,8 @@ def test_watched_records_what_the_run_did():
     assert len(w.losses) == len(w.grad_norms) == 4 and len(w.epochs) == 2
     assert not w.any_nan and 0 <= w.dead <= 1 and 0 < w.max_move <= 3.2
     assert w.last_spread(2) == abs(round(w.epochs[0].val_acc * 32) - round(w.epochs[1].val_acc * 32))
+    losses = [e.val_loss for e in w.epochs]
+    assert math.isclose(w.last_loss_jump(2), abs(losses[1] - losses[0]) / min(losses))
     assert math.isclose(seeds.first_adam_move(0.003), 0.003, rel_tol=1e-3)
 
 

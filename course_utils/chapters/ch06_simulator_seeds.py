@@ -63,6 +63,12 @@ class Watched:
         last = [round(e.val_acc * self.config.n_val) for e in self.epochs[-n:]]
         return max(last) - min(last)
 
+    def last_loss_jump(self, n: int = 5) -> float:
+        """The largest change of the validation loss from one of the last `n` epochs to the next, as a share of the
+        lowest of them (a steady rise, overfitting, moves a little each epoch; a run that jumps, a lot at once)."""
+        last = [e.val_loss for e in self.epochs[-n:]]
+        return max(abs(b - a) for a, b in zip(last, last[1:])) / min(last)
+
 
 def dead_fraction(model: torch.nn.Module, inputs: torch.Tensor) -> float:
     """Share of the hidden ReLU units that output 0 for every one of `inputs` (chapter 6; eval mode, no_grad)."""
@@ -283,6 +289,9 @@ def no_grad(epochs: int = 3, seed: int = 0) -> NoGrad:
 
 # --- experiment 6: cosine against a constant learning rate ----------------------------------------
 
+JUMP = 0.5    # a validation loss that changes by over half its lowest from one epoch to the next jumps
+
+
 @dataclass(frozen=True)
 class Schedules:
     """A constant and a cosine learning rate, same lr and epochs, on each seed (chapter 6, experiment 6)."""
@@ -299,7 +308,11 @@ class Schedules:
                 "cosine settles (within 1%) on every seed": all(c.last_spread() <= c.config.n_val // 100
                                                                 for c in self.cosine),
                 "constant jumps more than cosine on every seed": all(k.last_spread() > c.last_spread()
-                                                                     for k, c in pairs)}
+                                                                     for k, c in pairs),
+                "constant's val loss jumps more than cosine's on every seed": all(
+                    k.last_loss_jump() > c.last_loss_jump() for k, c in pairs),
+                "constant's val loss jumps by over half its lowest on every seed, cosine's on none": all(
+                    k.last_loss_jump() > JUMP >= c.last_loss_jump() for k, c in pairs)}
 
     def text(self) -> str:
         pairs, n = list(zip(self.constant, self.cosine)), len(self.cosine)
@@ -310,12 +323,16 @@ class Schedules:
             f"{tally(c.final_train_loss < k.final_train_loss for k, c in pairs)}",
             f"last 5 epochs' val accuracy within 1% (settled)      "
             f"{tally(k.last_spread() <= k.config.n_val // 100 for k in self.constant):<10} "
-            f"{tally(c.last_spread() <= c.config.n_val // 100 for c in self.cosine)}"])
+            f"{tally(c.last_spread() <= c.config.n_val // 100 for c in self.cosine)}",
+            f"{'last 5 epochs: val loss jumps by > half its lowest':<53}"
+            f"{tally(k.last_loss_jump() > JUMP for k in self.constant):<10} "
+            f"{tally(c.last_loss_jump() > JUMP for c in self.cosine)}"])
 
     def raw_text(self) -> str:
         return "\n".join(f"{name:<9} final train loss {Spread(tuple(w.final_train_loss for w in runs)).text(2)}; "
                          f"last 5 epochs' accuracy spread {Spread(tuple(w.last_spread() for w in runs)).text(2)} "
-                         f"of {runs[0].config.n_val} examples"
+                         f"of {runs[0].config.n_val} examples; largest val loss jump "
+                         f"{Spread(tuple(100 * w.last_loss_jump() for w in runs)).text(2)}% of its lowest"
                          for name, runs in (("constant", self.constant), ("cosine", self.cosine)))
 
 

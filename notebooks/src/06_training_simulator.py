@@ -275,7 +275,7 @@ with answer(6, "no-grad"):
 # %%
 predict(6, "schedules")
 
-# %%
+# %% tags=["answers-lr-schedule-settles"]
 schedules = seeds.schedules()
 with answer(6, "schedules"):
     print(schedules.text())
@@ -285,9 +285,12 @@ with answer(6, "schedules"):
     print(schedules.raw_text())
 
 # %% [markdown]
-# With a constant rate the last epochs still take large steps around the minimum, and the validation
-# accuracy keeps jumping; the cosine run takes ever smaller steps, settles and ends with the lower
-# training loss, on every seed.
+# With a constant rate the last epochs still take large steps around the minimum, so each epoch ends
+# somewhere else in the valley: the validation accuracy keeps jumping, and the validation loss jumps
+# with it, by more than half its lowest from one epoch to the next, on every seed. Overfitting looks
+# different: it raises the validation loss a little every epoch. The cosine run takes ever smaller steps,
+# settles and ends with the lower training loss, on every seed. A validation loss that jumps up and down
+# late in training calls for a decaying schedule or a lower rate, not for early stopping.
 #
 # ## A run, frozen for the page
 #
