@@ -1,5 +1,5 @@
-"""DDP's constructor flags, SyncBatchNorm and the collectives a metric needs, run on the two gloo ranks of chapter 7's
-torchrun cell (chapter 7).
+"""Every line running on every rank, DDP's constructor flags, SyncBatchNorm and the collectives a metric needs, run on
+the two gloo ranks of chapter 7's torchrun cell (chapter 7).
 
 ``python -m course_utils.chapters.ch07_ddp_ranks <trainer flags>`` is what that cell launches under torchrun: each
 rank joins the process group, runs ``record_rank_traps`` (about 0.2 s of collectives and tiny DDP models; every
@@ -20,6 +20,7 @@ import hashlib
 import inspect
 import json
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -240,10 +241,32 @@ def _digest() -> str:
     return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
 
 
+def _every_line(rank: int, out: Path) -> dict[str, object]:
+    """Every rank runs every line of the script: a file written in the loop (a hook saving extra files, a log) is
+    written once per rank, unless the write sits under ``if dist.get_rank() == 0``."""
+    folder = Path(out) / "every-rank"
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    dist.barrier()
+    with open(folder / "unguarded.txt", "a", encoding="utf-8") as log:     # appends: one line per writer
+        log.write(f"{rank}\n")
+    if dist.get_rank() == 0:
+        with open(folder / "guarded.txt", "a", encoding="utf-8") as log:
+            log.write(f"{rank}\n")
+    dist.barrier()
+
+    def writers(name: str) -> list[int]:
+        return sorted(int(line) for line in (folder / name).read_text(encoding="utf-8").split())
+    return {"a file written in the loop, unguarded: ranks that wrote it": writers("unguarded.txt"),
+            "the same write under if dist.get_rank() == 0: ranks that wrote it": writers("guarded.txt")}
+
+
 def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
     """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
     rank = dist.get_rank()
-    record = {"collectives": _collectives(rank), "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank),
+    record = {"every line on every rank": _every_line(rank, out), "collectives": _collectives(rank),
+              "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank),
               "predictions from every rank": _every_prediction(rank)}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

@@ -1340,7 +1340,10 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # %% [markdown]
 # **DDP's flags and the collectives, on the same two ranks.** Before training, each rank of the run above
 # spent about a fifth of a second on checks with tiny models (`course_utils/chapters/ch07_ddp_ranks.py`, which
-# then starts the trainer). A collective works in place and returns `None` (a `Work` to `wait()` on with
+# then starts the trainer). First, torchrun starts one process per rank and each runs the whole script: a file
+# the loop writes (a checkpoint hook's extra files, a log) is written once per rank unless the write sits under
+# `if dist.get_rank() == 0:` (in Lightning, `trainer.is_global_zero` or `@rank_zero_only`). A collective never
+# goes in such a branch: the other ranks never reach it. A collective works in place and returns `None` (a `Work` to `wait()` on with
 # `async_op=True`), so `x = dist.all_reduce(t)` leaves `x` None; `reduce` defines the result on `dst` only. A
 # barrier one rank never reaches raises on the others after its timeout (30 minutes by default): a rank 0
 # evaluating alone for longer than that takes the run down. `init_sync=False` skips the broadcast of rank 0's
@@ -1351,7 +1354,7 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # backward, in the order the gradients became ready. `SyncBatchNorm` refuses to train on the CPU. The record
 # is checked against the module's source before it is printed:
 
-# %% tags=["answers-rank-predictions"]
+# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
 
 print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
