@@ -264,8 +264,8 @@ def _aligned(paste: tuple[str, ...], opening: tuple[str, ...]) -> float:
 
 def score(kind: str, message: str, expected: str, template: str, with_inner: bool = False) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
-    whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's; the template only as far as the
-    paste goes), agreeing types add 0.05."""
+    whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's; a paste of one line against the
+    template only as far as it goes), agreeing types add 0.05."""
     head, *joined = _paste(message)
     opening, details = _template_lines(template, with_inner)
     # A paste may start inside the message ("size mismatch for ..." without the line that opens it): its first
