@@ -418,3 +418,15 @@ def test_the_first_line_alone_of_a_long_message_finds_the_entry(entry):
     assert found.best is not None, entry.id
     assert found.best.id == entry.id or tokens(_first_line(found.best)[1]) == tokens(first), \
         [(e.id, round(s, 2)) for e, s in found.matches]
+
+
+@pytest.mark.parametrize("owner, expected", [("DistributedDataParallel", "ddp-wrapper-attribute"),
+                                              ("DataParallel", "ddp-wrapper-attribute"),
+                                              ("NoneType", "grad-none-before-backward")])
+@pytest.mark.parametrize("attribute", ["generate", "zero_", "encoder", "data"])
+def test_the_object_an_attribute_error_names_tells_the_entry(owner, expected, attribute):
+    """"'X' object has no attribute 'Y'": a wrapper (either of DDP's two) and None are different causes whatever Y is,
+    and a module lacking an attribute is NumPy's or torch's version, not the wrapper."""
+    found = lookup(f"AttributeError: '{owner}' object has no attribute '{attribute}'")
+    assert found.best is not None and found.best.id == expected, [(e.id, round(s, 2)) for e, s in found.matches]
+    assert lookup(f"AttributeError: module 'numpy' has no attribute '{attribute}'").best.id == "numpy-removed-alias"

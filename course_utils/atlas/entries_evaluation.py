@@ -172,4 +172,34 @@ ENTRIES = (
                   "memory first.",
                   "can't convert CUDA tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."),
     ),
+    Entry(
+        id="dim-out-of-range", stage="evaluation", chapter=4,
+        title="argmax or softmax over dim=1 of a 1-D tensor (one logit per example, squeezed)",
+        code=source("""
+            torch.manual_seed(0)
+            model = nn.Linear(4, 1)                         # a binary classifier: one logit per example
+            logits = model(torch.randn(8, 4)).squeeze(1)    # shape (8,): no class dimension
+            preds = $read
+        """),
+        fix=source("""
+            torch.manual_seed(0)
+            model = nn.Linear(4, 1)
+            logits = model(torch.randn(8, 4)).squeeze(1)
+            preds = $fixed
+            shown = tuple(preds.shape)
+        """),
+        cause="dim=1 names a dimension the tensor does not have: a 1-D tensor has only dim 0 (or -1). A model with "
+              "one output per example, squeezed to shape (N,), has no class dimension to take an argmax or a "
+              "softmax over: threshold the logit (> 0) or take its sigmoid. Labels that are already class indices "
+              "are not one-hot: use them as they are, not max(y, 1). Print .shape just before the call.",
+        expect="IndexError",
+        params=({"read": "logits.argmax(dim=1)", "fixed": "(logits > 0).long()    # one logit: its sign is the class"},
+                {"read": "torch.softmax(logits, dim=1)",
+                 "fixed": "torch.sigmoid(logits)  # one logit: its sigmoid is the probability"}),
+        sources=("https://github.com/pytorch/tutorials/issues/2122",
+                 "https://github.com/ishaqadenali/SVRG-Pytorch/issues/1",
+                 "https://github.com/Joyako/SphereFace-pytorch/issues/3",
+                 "https://github.com/fxia22/kdnet.pytorch/issues/3"),
+        wordings=("dimension out of range (expected to be in range of [-1, 0], but got 1)",),
+    ),
 )

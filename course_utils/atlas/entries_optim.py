@@ -237,4 +237,25 @@ ENTRIES = (
                  "https://github.com/MannLabs/alphapeptdeep/issues/194",
                  "https://github.com/torch-points3d/torch-points3d/issues/487"),
     ),
+    Entry(
+        id="scheduler-verbose-removed", stage="step", chapter=7,
+        title="a scheduler built with verbose=True, an argument torch has removed (code written for older torch)",
+        code="model = nn.Linear(2, 1)\n"
+             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "scheduler = torch.optim.lr_scheduler.$cls(optimizer, $args, verbose=True)",
+        fix="model = nn.Linear(2, 1)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scheduler = torch.optim.lr_scheduler.$cls(optimizer, $args)\n"
+            "shown = scheduler.get_last_lr()          # log the rate yourself where you want to see it",
+        cause="verbose= printed a line whenever the rate changed; torch 2.2 deprecated it and later releases removed "
+              "it, so code written for older torch fails to build its scheduler. Drop it and log "
+              "scheduler.get_last_lr() yourself. Any \"unexpected keyword argument\" from a library's constructor "
+              "asks the same first question: which version was the code written for?",
+        expect="TypeError",
+        params=({"cls": "ReduceLROnPlateau", "args": "mode=\"min\", factor=0.5"},
+                {"cls": "StepLR", "args": "step_size=10"}),
+        sources=("https://github.com/sb-ai-lab/LightAutoML/issues/173",
+                 "https://github.com/gszfwsb/NCFM/pull/11",
+                 "https://github.com/scverse/scvi-tools/pull/3297"),
+    ),
 )

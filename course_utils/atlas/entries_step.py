@@ -205,4 +205,31 @@ ENTRIES = (
                   "encountered. At that point, setting error_if_nonfinite=false will be required to retain the old "
                   "behavior.",),   # torch 1.9-1.13's FutureWarning (yolov5#11262)
     ),
+    Entry(
+        id="grad-none-before-backward", stage="step", chapter=3,
+        title="an attribute read on None, in a loop most often p.grad.zero_() or p.grad.data on a parameter whose "
+              ".grad is None (no backward yet, an unused parameter, or after zero_grad())",
+        code="torch.manual_seed(0)\n"
+             "model = nn.Linear(3, 1)\n"
+             "for p in model.parameters():     # zeroing by hand before backward(), as pre-1.0 examples did\n"
+             "    p.grad$op",
+        fix="torch.manual_seed(0)\n"
+            "model = nn.Linear(3, 1)\n"
+            "for p in model.parameters():\n"
+            "    if p.grad is not None:       # or optimizer.zero_grad(), which does this for every parameter\n"
+            "        p.grad$op\n"
+            "shown = [p.grad is None for p in model.parameters()]",
+        cause="Something is None where the code expects an object: look at what the line reads the attribute from "
+              "(a dataset whose image failed to load returns None, for one). In a training loop it is most often a "
+              "gradient: a parameter's .grad is None until a backward() reaches it, so before the first backward, "
+              "for a parameter the loss does not use (a frozen or unused layer), and after optimizer.zero_grad(), "
+              "which since torch 2.0 sets gradients to None, not to zeros (set_to_none=True). Let zero_grad() "
+              "clear them, or check `p.grad is not None` first; .data is not needed.",
+        expect="AttributeError",
+        params=({"op": ".zero_()"}, {"op": ".data.mul_(0.5)"}),
+        sources=("https://github.com/jcjohnson/pytorch-examples/issues/7",
+                 "https://github.com/yizt/Grad-CAM.pytorch/issues/27",
+                 "https://github.com/learnables/learn2learn/issues/428",
+                 "https://github.com/wiseodd/generative-models/issues/26"),
+    ),
 )

@@ -45,7 +45,9 @@ _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
 TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
-           "epoch", "net", "scheduler", "target")     # torch 1.x's "for argument #2 'target'": the labels
+           "epoch", "net", "scheduler", "target",     # torch 1.x's "for argument #2 'target'": the labels
+           "NoneType", "DistributedDataParallel", "DataParallel")   # "'X' object has no attribute": X tells
+WRAPPERS = ("DistributedDataParallel", "DataParallel")     # one cause: your model is inside as .module
 # (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
 _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 
@@ -53,7 +55,7 @@ _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 def _name(match: re.Match) -> str:
     text = next(group for group in match.groups() if group is not None)
     first = text.split(".")[0]
-    return f" NAME_{first} " if first in TELLING else " NAME "
+    return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
 
 
 _SUBS = (
