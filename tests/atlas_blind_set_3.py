@@ -10,12 +10,12 @@ of 32 and the graded half, looked at only then, still 16 of 33: what it held (to
 DataParallel, device ordinals, bfloat16 on old GPUs) was not in the atlas's map. Fixed after, by mechanism (five
 entries: a device ordinal past the GPUs, CUBLAS_WORKSPACE_CONFIG, bfloat16 on a pre-Ampere GPU, DataParallel's scalar
 gather, scheduler.step(epoch); a message wrapped over lines or pasted indented; `ValueError :`; the tail of a
-warning; older wordings of OOM, of a wrapper's unexpected keys and Lightning's words for TF32): 26 of 33. Left out
-below, unanswered: the 3 build and 7 graded reports with no right entry (a library's own words, a bare
-`warnings.warn(` line, torch 1.x's SyncBatchNorm outside DDP, torch.compile on Windows, Dynamo's recompile limit,
-an abort without a message, and "Input type (CUDAFloatTensor) and weight type (CUDAHalfTensor)" read as a device
-mismatch although the dtypes differ). Kept as a regression test: the entry a reader of each thread would pick, the
-text as pasted."""
+warning; older wordings of OOM, of a wrapper's unexpected keys and Lightning's words for TF32): 26 of 33. Stop 54
+read a pair of tensor type names by how they differ (devices or dtypes), by mechanism, not from this thread: "Input
+type (CUDAFloatTensor) and weight type (CUDAHalfTensor)" is now a dtype mismatch, 27 of 33. Left out below,
+unanswered: the 3 build and 6 graded reports with no right entry (a library's own words, a bare `warnings.warn(`
+line, torch 1.x's SyncBatchNorm outside DDP, torch.compile on Windows, Dynamo's recompile limit, an abort without a
+message). Kept as a regression test: the entry a reader of each thread would pick, the text as pasted."""
 from __future__ import annotations
 
 BLIND_3 = [
@@ -129,4 +129,6 @@ BLIND_3 = [
      'RuntimeError: Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` \nor `at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because \nit uses CuBLAS and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must \nset an environment variable before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 \nor CUBLAS_WORKSPACE_CONFIG=:16:8.'),
     ('graded', 'https://github.com/saforem2/ezpz/pull/190', 'cuda-out-of-memory',
      'buf2 = empty_strided_xpu((16384, 256000), (256000, 1), torch.float32)   # 15.62 GiB\ntorch.OutOfMemoryError: XPU out of memory. Tried to allocate 15.62 GiB.'),
+    ('graded', 'https://github.com/ayooshkathuria/pytorch-yolo-v3/issues/7', 'input-dtype-differs-from-weights',
+     'RuntimeError: Input type (CUDAFloatTensor) and weight type (CUDAHalfTensor) should be the same'),
 ]
