@@ -28,6 +28,70 @@ ENTRIES = (
                  "https://github.com/zshuai8/FedGMM_ICML2023/issues/2"),
     ),
     Entry(
+        id="conv-input-dims", stage="step", chapter=3,
+        title="a batch with too few or too many dimensions for a convolution (one H x W image, a stack unsqueezed "
+              "once too often)",
+        code="torch.manual_seed(0)\n"
+             "conv = nn.Conv$d($ch, 8, 3)\n"
+             "x = $batch\n"
+             "out = conv(x)",
+        fix="torch.manual_seed(0)\n"
+            "conv = nn.Conv$d($ch, 8, 3)\n"
+            "x = $batch\n"
+            "out = conv(x$fixed)\n"
+            "shown = tuple(out.shape)",
+        cause="A convolution takes (N, C, ...) or, for one example, (C, ...): Conv2d 4 or 3 dimensions, Conv1d 3 or "
+              "2. A grayscale image read as (H, W) lacks its channel (and batch) dimension; a batch stacked and then "
+              "unsqueezed, or a video's frames kept as their own dimension, has one too many. Print x.shape before "
+              "the model and add (x[None], unsqueeze) or fold away (squeeze, flatten(0, 1)) the dimension that "
+              "differs. Older torch wanted the batch dimension even for one example (\"Expected 4-dimensional "
+              "input for 4-dimensional weight\").",
+        expect="RuntimeError",
+        params=({"d": "2d", "ch": 1, "batch": "torch.randn(28, 28)                 # one grayscale image, (H, W)",
+                 "fixed": "[None, None]"},
+                {"d": "2d", "ch": 3, "batch": "torch.randn(4, 3, 32, 32).unsqueeze(0)   # a batch unsqueezed again",
+                 "fixed": ".squeeze(0)"},
+                {"d": "1d", "ch": 6, "batch": "torch.randn(8, 6, 1, 12)            # (N, C, 1, L) from a 2-D reshape",
+                 "fixed": ".flatten(2)"}),
+        sources=("https://github.com/long123524/SEANet_torch/issues/4",
+                 "https://github.com/CGCL-codes/AdvCLIP/issues/3",
+                 "https://github.com/leizhang-geo/ST-CausalConvNet/issues/1",
+                 "https://github.com/VisionRush/DeepFakeDefenders/issues/30",
+                 "https://github.com/valerystrizh/pytorch-histogram-loss/issues/13",
+                 "https://github.com/facebookresearch/ConvNeXt/issues/140"),
+        wordings=("Expected 4-dimensional input for 4-dimensional weight [64, 3, 7, 7], but got 3-dimensional input of "
+                  "size [3, 224, 224] instead",
+                  "Expected 4-dimensional input for 4-dimensional weight [96, 3, 4, 4], but got 5-dimensional input of "
+                  "size [2, 16, 3, 448, 448] instead"),
+    ),
+    Entry(
+        id="batchnorm-input-dims", stage="step", chapter=3,
+        title="a BatchNorm for other data than it gets (BatchNorm2d after a flatten or on video, BatchNorm1d on "
+              "feature maps)",
+        code="bn = nn.$cls($features)\n"
+             "x = $batch\n"
+             "out = bn(x)",
+        fix="bn = nn.$good($features)     # the BatchNorm for the input's dimensions\n"
+            "x = $batch\n"
+            "out = bn(x)\n"
+            "shown = tuple(out.shape)",
+        cause="Each BatchNorm checks its input's dimensions: BatchNorm1d takes (N, C) or (N, C, L), BatchNorm2d "
+              "(N, C, H, W), BatchNorm3d (N, C, D, H, W). The number in the name counts the data's own dimensions, "
+              "not the input's. Use the one that fits where the layer sits (after a flatten, BatchNorm1d), or "
+              "reshape the input.",
+        expect="ValueError",
+        params=({"cls": "BatchNorm2d", "features": 64, "good": "BatchNorm1d",
+                 "batch": "torch.randn(8, 64)               # features after flatten(): (N, C)"},
+                {"cls": "BatchNorm2d", "features": 3, "good": "BatchNorm3d",
+                 "batch": "torch.randn(2, 3, 4, 16, 16)     # video clips: (N, C, T, H, W)"},
+                {"cls": "BatchNorm1d", "features": 16, "good": "BatchNorm2d",
+                 "batch": "torch.randn(8, 16, 5, 5)         # feature maps: (N, C, H, W)"}),
+        sources=("https://github.com/pytorch/pytorch/issues/6316",
+                 "https://github.com/rcdaudt/patch_based_change_detection/issues/1",
+                 "https://github.com/kenshohara/3D-ResNets-PyTorch/issues/92",
+                 "https://github.com/keras-team/autokeras/issues/475"),
+    ),
+    Entry(
         id="view-on-non-contiguous", stage="step", chapter=3,
         title=".view() on a transposed (non-contiguous) tensor",
         code="torch.manual_seed(0)\n"
