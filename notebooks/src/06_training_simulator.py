@@ -288,7 +288,8 @@ with answer(6, "schedules"):
 # With a constant rate the last epochs still take large steps around the minimum, so each epoch ends
 # somewhere else in the valley: the validation accuracy keeps jumping, and the validation loss jumps
 # with it, by more than half its lowest from one epoch to the next, on every seed. Overfitting looks
-# different: it raises the validation loss a little every epoch. The cosine run takes ever smaller steps,
+# different: the validation loss climbs from its lowest point and ends above it (chapter 5, "Validation loss
+# and accuracy rising together"), rather than jumping back and forth. The cosine run takes ever smaller steps,
 # settles and ends with the lower training loss, on every seed. A validation loss that jumps up and down
 # late in training calls for a decaying schedule or a lower rate, not for early stopping.
 #
