@@ -86,22 +86,20 @@ _SUBS = (
 # becomes TENSORTYPE twice, the second followed by SAMEDEVICE or OTHERDEVICE and SAMEDTYPE or OTHERDTYPE
 # (and in "Input type (double) and bias type (float)", a CPU tensor named by its dtype alone)
 _TENSOR_TYPE = re.compile(r"\b(?:torch\.)?(?:(cuda)\.|(CUDA))?(?:CPU)?(Float|Double|Half|BFloat16|Long|Int|Short|Byte|"
-                          r"Char|Bool)(?:Tensor|Type)\b|(?<=type \()()()(?:c10::)?(float|double|Half|BFloat16|"
+                          r"Char|Bool)(?:Tensor|Type)\b|(?<=type \()(?:c10::)?(float|double|Half|BFloat16|"
                           r"long|int|bool)(?=\))")
-_KIND = {"float": "FLOATDTYPE", "double": "FLOATDTYPE", "half": "FLOATDTYPE", "bfloat16": "FLOATDTYPE",
-         "bool": "BOOLDTYPE"}
 
 
 def _tensor_types(message: str) -> str:
-    found = [(m.start(), m.end(), bool(m.group(1) or m.group(2) or m.group(4) or m.group(5)),
-              (m.group(3) or m.group(6)).lower()) for m in _TENSOR_TYPE.finditer(message)]
+    found = [(m.start(), m.end(), bool(m.group(1) or m.group(2)), m.group(3) or m.group(4))   # (a dtype alone: CPU)
+             for m in _TENSOR_TYPE.finditer(message)]
     if len(found) == 2:
         (_, _, cuda_a, dtype_a), (_, _, cuda_b, dtype_b) = found
-        said = [" TENSORTYPE ", " TENSORTYPE {} {} ".format("SAMEDEVICE" if cuda_a == cuda_b else "OTHERDEVICE",
-                                                           "SAMEDTYPE" if dtype_a == dtype_b else "OTHERDTYPE")]
-    else:                  # one (or many): where it lives and its dtype's kind
-        said = [f" {'DEVICE ' if cuda else ''}{_KIND.get(dtype, 'INTDTYPE')} TENSORTYPE "
-                for _, _, cuda, dtype in found]
+        said = [" TENSORTYPE ", " TENSORTYPE {} {} ".format(
+            "SAMEDEVICE" if cuda_a == cuda_b else "OTHERDEVICE",
+            "SAMEDTYPE" if dtype_a.lower() == dtype_b.lower() else "OTHERDTYPE")]
+    else:                  # one (or many): where it lives and its dtype, whose kind the dtype rules below keep
+        said = [f" {'DEVICE ' if cuda else ''}{dtype} TENSORTYPE " for _, _, cuda, dtype in found]
     pieces, end = [], 0
     for (start, stop, _, _), text in zip(found, said):
         pieces += [message[end:start], text]
@@ -278,7 +276,7 @@ def score(kind: str, message: str, expected: str, template: str, with_inner: boo
     # the whole messages; a paste of one line (the first line alone, what most reports quote) against the template
     # cut to its length, not marked down for the hint paragraph it left out
     pasted, full = _tokens_cached(message), _tokens_cached(template)
-    whole = _ratio(pasted, full[:max(len(pasted), len(opening))] if len(message.strip().splitlines()) == 1 else full)
+    whole = _ratio(pasted, full if joined else full[:max(len(pasted), len(opening))])
     return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
 
 
