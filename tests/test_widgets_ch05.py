@@ -139,3 +139,36 @@ def test_detector_trains_the_ticked_bugs_ahead_in_a_kernel_and_shows_the_same_re
         museum._BUGGED.clear()
         fresh = museum.compare(ahead.bugs, **config)
         assert ahead.bugged_session.history == fresh.bugged_session.history and ahead == fresh
+
+
+def test_a_run_ahead_that_fails_half_way_costs_neither_the_round_nor_the_detectors_run():
+    """The work ahead is only a head start: should finishing it raise, New round and Run train afresh, and the
+    learner gets the round (menu and Check enabled) and the detector's result as if nothing had been ahead."""
+    import asyncio
+
+    config = dict(n_train=60, n_val=30, n_test=30, epochs=2, batch_size=16, accum_steps=2, clip_norm=1.0)
+
+    def broken():
+        yield
+        raise RuntimeError("ahead broke")
+
+    async def play():
+        view = mystery(seed=3, store=ProgressStore(path="/dev/null/none.json"), config=config)
+        view.diagnose(view.game.hidden)
+        view.check()
+        upcoming = view.game.peek()
+        view.ahead.start(upcoming, broken(), lambda: b"never drawn")
+        await asyncio.sleep(0)                              # the first step ran; the error comes when finishing
+        view.new_round()
+        assert view.game.hidden == upcoming and view.game.round == 2
+        assert not view.choice.disabled and not view.check_button.disabled and "round 2" in view.status.value
+        assert view.plot.value == view._figure(view.game.comparison)
+
+        detector = bug_detector("missing_no_grad", **config)
+        detector.boxes["missing_zero_grad"].value = True
+        detector.ahead.start(detector.selected(), broken(), lambda: b"never drawn")
+        comp = detector.run()
+        assert comp is not None and detector.error is None and detector.shown == detector.selected()
+        assert detector.plot.value == detector._figure(detector.selected())
+
+    asyncio.run(play())

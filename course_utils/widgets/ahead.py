@@ -39,14 +39,20 @@ class RunAhead:
         self._task = loop.create_task(work())
 
     def finish(self, key: Hashable) -> bytes | None:
-        """Complete the work for `key` now (its runs are then cached); its figure if it was drawn already."""
+        """Complete the work for `key` now (its runs are then cached); its figure if it was drawn already.
+
+        None when there is no figure yet, or when finishing failed: the caller then computes the result itself.
+        """
         png = None
         if self.key == key:
             if self._task is not None:
                 self._task.cancel()          # paused between micro-batches: finishing here is safe
-            for _ in self._steps or ():
-                pass
-            png = self.png
+            try:
+                for _ in self._steps or ():
+                    pass
+                png = self.png
+            except Exception:                # only a head start: the caller trains afresh, and shows any error then
+                png = None
         self.cancel()
         return png
 

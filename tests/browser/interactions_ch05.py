@@ -34,7 +34,11 @@ def _diagnose(page) -> None:
     select.scroll_into_view_if_needed()
     # The new round trains ahead in the kernel, the menu disabled until it is ready (on a loaded machine that took
     # over 30 s): wait for it, then time the learner's choice from the choice itself, as every control is timed.
-    page.wait_for_function("(el) => !el.disabled", arg=select.element_handle(), timeout=180_000)
+    try:
+        page.wait_for_function("(el) => !el.disabled", arg=select.element_handle(), timeout=180_000)
+    except Exception as exc:      # say what the game shows (its status line holds any error of the round)
+        game = page.locator(".widget-vbox", has=page.locator(".widget-dropdown", has_text="diagnosis")).first
+        raise AssertionError(f"the diagnosis menu stayed disabled; the game shows: {game.inner_text()!r}") from exc
     page.evaluate(_ARM)
     select.select_option(index=3)
     mystery_check(page).click()
