@@ -105,3 +105,15 @@ def test_step_through_marks_outputs_stale_after_a_step():
     assert view.engine.stale == {"y", "L"} and "stale" in view.board.value and "stale" in view.text()
     view.press("forward")
     assert view.engine.stale == set() and "stale" not in view.board.value
+
+
+def test_a_constant_on_the_loss_cancels_in_adam_and_adamw_only():
+    """Adam's m/sqrt(v) cancels a factor of 4 on the loss (AdamW too); SGD, clipping and Adam's L2 decay do not, and
+    a factor small enough to bring the gradients near eps does not cancel either."""
+    from course_utils.chapters.ch03_anatomy import loss_factor_gaps
+
+    gaps = loss_factor_gaps(factors=(4, 1e-6), seeds=range(2), steps=10)
+    for optimizer in ("Adam", "AdamW(weight_decay=0.1)"):
+        assert max(gaps[optimizer][4]) < 1e-4 and min(gaps[optimizer][1e-6]) > 1e-3
+    for optimizer in ("SGD", "Adam + clip_grad_norm_(5.0)", "Adam(weight_decay=0.1)"):
+        assert min(gaps[optimizer][4]) > 1e-3

@@ -37,7 +37,7 @@ def test_two_ranks_record_what_the_chapter_says(tmp_path):
     assert every["the same write under if dist.get_rank() == 0: ranks that wrote it"] == [0]
     assert c["x = all_reduce(t): x, then t (rank r holds r + 1)"] == [None, 3.0]
     assert c["broadcast(src=1): every rank holds"] == [2.0, 2.0]
-    assert c["rank 0 at barrier(timeout=50 ms), rank 1 never comes"].startswith("Timed out")
+    assert c["rank 0 at barrier(timeout=50 ms), rank 1 never comes"].startswith("RuntimeError: Timed out")
     assert d["different seeds, init_sync=False: weights equal on both ranks"] is False
     assert d["different seeds, default init_sync=True: weights equal on both ranks (rank 0's)"] is True
     assert d["broadcast_buffers=False: BatchNorm running_mean equal after DDP(...)"] is False
@@ -45,6 +45,17 @@ def test_two_ranks_record_what_the_chapter_says(tmp_path):
     assert d["unused head, default DDP: two steps"].startswith("RuntimeError: Expected to have finished reduction")
     assert d["unused head, find_unused_parameters=True"] == d["unused head, static_graph=True"] == "ran"
     assert d["bucket_cap_mb=0.0001: parameters per bucket, backward 1 and 2"] == [[6], [4, 2]]
+    split = traps["one batch split over the ranks"]    # DDP's average is the whole batch's gradient (mean loss)
+    assert split["loss reduction='mean', 4 examples per rank: gradient, one process on all 8 / DDP's"] == 1.0
+    assert split["loss reduction='mean': weights after one SGD step (lr 0.1) = one process's on all 8"] is True
+    assert split["loss reduction='sum', 4 examples per rank: gradient, one process on all 8 / DDP's"] == 2.0
+    assert split["loss reduction='sum': weights after one SGD step (lr 0.1) = one process's on all 8"] is False
+    uneven = traps["uneven batch counts"]             # the rank with a batch left waits; Join lets both finish
+    result = uneven["rank 0: 3 batches, rank 1: 2; each rank's result"]
+    assert result[0].startswith("RuntimeError: Timed out waiting 500ms") and result[1] == "finished its 2 batches"
+    assert "pair.cc" not in result[0] and "unbound_buffer" not in result[0]          # the source position cut
+    assert uneven["the same loop under Join([ddp]): steps per rank"] == [3, 2]
+    assert uneven["under Join: weights equal on both ranks at the end"] is True
     assert traps["SyncBatchNorm"]["convert_sync_batchnorm: layers"] == ["Linear", "SyncBatchNorm", "ReLU"]
     p = traps["predictions from every rank"]          # 11 examples on 2 ranks: one padded duplicate, or one dropped
     assert p["drop_last=False: examples per rank"] == [6, 6] and p["drop_last=True: examples per rank"] == [5, 5]

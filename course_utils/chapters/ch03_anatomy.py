@@ -334,3 +334,43 @@ def scheduler_before_optimizer_warning() -> str:
         optimizer.step()
     messages = [str(w.message) for w in caught if "lr_scheduler.step()" in str(w.message)]
     return messages[0] if messages else ""
+
+
+# ----------------------------------------------------------------------------- a constant factor on the loss
+LOSS_FACTOR_OPTIMIZERS = {
+    "Adam": lambda params: torch.optim.Adam(params, lr=0.01),
+    "SGD": lambda params: torch.optim.SGD(params, lr=0.01),
+    "Adam + clip_grad_norm_(5.0)": lambda params: torch.optim.Adam(params, lr=0.01),
+    "Adam(weight_decay=0.1)": lambda params: torch.optim.Adam(params, lr=0.01, weight_decay=0.1),
+    "AdamW(weight_decay=0.1)": lambda params: torch.optim.AdamW(params, lr=0.01, weight_decay=0.1),
+}
+
+
+def _weights_after(optimizer: str, factor: float, seed: int, steps: int) -> torch.Tensor:
+    """Every weight of a small regression MLP after `steps` full-batch steps on `factor` x its MSE loss."""
+    torch.manual_seed(seed)
+    x = torch.randn(64, 4)
+    y = x @ torch.randn(4, 1) + 0.1 * torch.randn(64, 1)
+    net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    opt = LOSS_FACTOR_OPTIMIZERS[optimizer](net.parameters())
+    for _ in range(steps):
+        opt.zero_grad()
+        (factor * nn.functional.mse_loss(net(x), y)).backward()
+        if "clip" in optimizer:
+            nn.utils.clip_grad_norm_(net.parameters(), 5.0)
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+def loss_factor_gaps(factors: tuple[float, ...], seeds: range, steps: int = 20) -> dict[str, dict[float, list[float]]]:
+    """Per optimizer and factor c, seed by seed: how far the weights after training on c x loss end from those after
+    training on the loss itself, relative to the largest weight (NaN where the run diverged)."""
+    gaps: dict[str, dict[float, list[float]]] = {}
+    for optimizer in LOSS_FACTOR_OPTIMIZERS:
+        gaps[optimizer] = {c: [] for c in factors}
+        for seed in seeds:
+            plain = _weights_after(optimizer, 1.0, seed, steps)
+            for c in factors:
+                scaled = _weights_after(optimizer, c, seed, steps)
+                gaps[optimizer][c].append(((plain - scaled).abs().max() / plain.abs().max()).item())
+    return gaps

@@ -20,6 +20,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -28,6 +29,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
@@ -38,6 +40,11 @@ RECORD = "rank_traps.json"
 
 def _first_line(call) -> str:
     return raised(call, whole=False)
+
+
+def _without_source(message: str) -> str:
+    """torch's message without the C++ source position gloo puts in front ("[.../pair.cc:598] ")."""
+    return re.sub(r"\[[^\]]*\.(?:cc|cpp|h):\d+\] ", "", message)
 
 
 def _count_buckets(calls: list[int], bucket):        # no return annotation: DDP checks a string's
@@ -93,7 +100,7 @@ def _collectives(rank: int) -> dict[str, object]:
     late = dist.new_group(backend="gloo")     # its own group: the timed-out barrier leaves the main one intact
     if rank == 0:                             # rank 1 is busy elsewhere (rank 0 alone evaluating, in reverse)
         message = _first_line(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
-        out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = message.split("] ")[-1]
+        out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = _without_source(message)
     dist.barrier()                            # rank 1 keeps the late group open until rank 0 has timed out
     dist.destroy_process_group(late)
     return out
@@ -204,6 +211,72 @@ def _ddp_flags(rank: int) -> dict[str, object]:
     return out
 
 
+def _whole_batch(rank: int) -> dict[str, object]:
+    """What DDP's averaged gradient is: each rank takes its half of one batch of 8; one SGD step on every rank against
+    one process stepping on the whole batch (same start, same lr), for a mean and for a summed loss."""
+    world = dist.get_world_size()
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    mine = slice(rank * 8 // world, (rank + 1) * 8 // world)
+    out: dict[str, object] = {}
+    for reduction in ("mean", "sum"):
+        torch.manual_seed(1)
+        alone, model = nn.Linear(4, 1), nn.Linear(4, 1)
+        model.load_state_dict(alone.state_dict())
+        ddp = DDP(model)
+        nn.functional.mse_loss(ddp(x[mine]), y[mine], reduction=reduction).backward()
+        nn.functional.mse_loss(alone(x), y, reduction=reduction).backward()
+        ratio = (alone.weight.grad.norm() / model.weight.grad.norm()).item()
+        for net in (alone, model):
+            torch.optim.SGD(net.parameters(), lr=0.1).step()
+        same = all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(alone.parameters(), model.parameters()))
+        out[f"loss reduction={reduction!r}, 4 examples per rank: gradient, one process on all 8 / DDP's"] = round(
+            ratio, 3)
+        out[f"loss reduction={reduction!r}: weights after one SGD step (lr 0.1) = one process's on all 8"] = same
+    return out
+
+
+def _uneven_batches(rank: int) -> dict[str, object]:
+    """Rank 0 has 3 batches, rank 1 has 2 (random per-rank data, an unsharded stream): DDP's all-reduce in rank 0's
+    third backward waits for a rank that has finished; then the same loop under Join([ddp])."""
+    out: dict[str, object] = {}
+    batches = 3 if rank == 0 else 2
+    late = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=0.5))   # its own group and a short
+    torch.manual_seed(0)                                                               # timeout (default 30 min)
+    ddp = DDP(nn.Linear(4, 1), process_group=late)
+    done = 0
+
+    def train() -> None:
+        nonlocal done
+        for _ in range(batches):
+            dist.barrier()                    # both ranks start each shared batch together: under load, a rank
+            ddp(torch.ones(2, 4)).sum().backward()        # late by the timeout must not pass for the hang
+            done += 1
+    message = _first_line(train)
+    if rank == 1:                             # the barrier before rank 0's third batch (then rank 1 is gone)
+        dist.barrier()
+    out["the default timeout instead (gloo's; torch.distributed.constants.default_pg_timeout)"] = str(
+        dist.constants.default_pg_timeout)
+    out["rank 0: 3 batches, rank 1: 2; each rank's result"] = _both(      # rank 1 keeps the late group open
+        _without_source(message) if message != "no error" else f"finished its {done} batches")  # until then
+    del ddp
+    dist.destroy_process_group(late)
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    ddp = DDP(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps = 0
+    with Join([ddp]):                         # a rank that runs out answers the others' all-reduces with zeros
+        for _ in range(batches):
+            optimizer.zero_grad()
+            ddp(torch.ones(2, 4) * (rank + 1)).sum().backward()
+            optimizer.step()
+            steps += 1
+    out["the same loop under Join([ddp]): steps per rank"] = _both(steps)
+    out["under Join: weights equal on both ranks at the end"] = _equal(model.weight)
+    return out
+
+
 def _sync_batchnorm(rank: int) -> dict[str, object]:
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.ReLU())
     converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -266,7 +339,8 @@ def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
     """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
     rank = dist.get_rank()
     record = {"every line on every rank": _every_line(rank, out), "collectives": _collectives(rank),
-              "DDP flags": _ddp_flags(rank), "SyncBatchNorm": _sync_batchnorm(rank),
+              "DDP flags": _ddp_flags(rank), "one batch split over the ranks": _whole_batch(rank),
+              "uneven batch counts": _uneven_batches(rank), "SyncBatchNorm": _sync_batchnorm(rank),
               "predictions from every rank": _every_prediction(rank)}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

@@ -307,8 +307,8 @@ print("new loss below the old one,", sig(hand.loss), ":", hand.loss_new < hand.l
 # At the first step m̂ = g and v̂ = g², so the update is lr · g / |g| = lr · sign(g): every weight moves
 # by about lr, whatever the size of its gradient. A separate fact, true at every step: multiply every
 # gradient by a constant c and m̂ grows by c, √v̂ by |c|, so m̂ / √v̂ is unchanged (up to ε). That is why a
-# constant factor on the loss barely changes Adam (chapter 5). One step on TinyLinear, same gradient as
-# above, lr = 0.01:
+# constant factor on the loss barely changes Adam (run after this step). One step on TinyLinear, same gradient
+# as above, lr = 0.01:
 
 # %%
 from course_utils.chapters.ch03_anatomy import adam_step_by_hand
@@ -325,7 +325,37 @@ print("first update = lr * sign(g) for every weight (to 1e-6):",
 # Compare with SGD's update of the same gradient: −lr·g = [[0.011, 0.022], [−0.018, −0.036]], four
 # different sizes. Adam moves all four weights by 0.01.
 #
-# That fixed step size has a consequence for targets in the hundreds or thousands (prices, counts): a
+# The constant factor, run. Summing K micro-batch losses instead of averaging them (chapter 0) multiplies every
+# gradient by K; so does any constant on the loss. A small regression MLP, 20 full-batch steps at lr = 0.01 on
+# c × its loss against the same steps on the loss itself, 3 seeds; the gap is the largest weight difference
+# relative to the largest weight:
+
+# %% tags=["answers-adam-loss-factor"]
+from course_utils.chapters.ch03_anatomy import loss_factor_gaps
+from course_utils.chapters.over_seeds import tally
+
+
+def factor_verdict(values):
+    if all(v < 1e-4 for v in values):
+        return f"same weights (within 0.01%) on {tally(True for _ in values)} seeds"
+    if all(not v < 1e-3 for v in values):                      # a diverged run's NaN counts as apart
+        return f"other weights (over 0.1% apart) on {tally(True for _ in values)} seeds"
+    return f"within 0.01% on {tally(v < 1e-4 for v in values)}, over 0.1% apart on {tally(not v < 1e-3 for v in values)}"
+
+
+for optimizer, by_factor in loss_factor_gaps(factors=(4, 1e-6), seeds=range(3)).items():
+    print(f"{optimizer:<29}" + " | ".join(f"c = {c:g}: {factor_verdict(v)}" for c, v in by_factor.items()))
+
+# %% [markdown]
+# Adam and AdamW end on the same weights with the loss times 4, where SGD's steps are 4 times larger. The
+# cancellation has three limits, each in a row above: a factor so small that the gradients come near ε
+# (c = 1e-6); gradient clipping, which caps the norm only on the steps above its threshold, so with c = 4
+# other steps get capped; and Adam's `weight_decay`, which adds λ·w to the gradient before the moments, so
+# the factor shifts the balance between loss and decay (AdamW decays the weights apart from the gradient and
+# keeps the cancellation). So with Adam, summed micro-batch losses matter only through clipping, weight
+# decay and ε; average them anyway (divide each by K), and the clipping threshold means what it says.
+#
+# Adam's step of about lr per weight has a consequence for targets in the hundreds or thousands (prices, counts): a
 # network starts near output 0, and Adam moves each weight by about lr per step, so it spends its steps
 # walking the shared bias and the output layer towards the targets' mean, and predicts nearly the same value
 # for every input. The same regression (targets around 3,000, spread about 2,000), 30 Adam steps at

@@ -1338,9 +1338,8 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # `--checkpoint-every` updates and loses at most that much work, as section 4's SIGKILL showed.
 
 # %% [markdown]
-# **DDP's flags and the collectives, on the same two ranks.** Before training, each rank of the run above
-# spent about a fifth of a second on checks with tiny models (`course_utils/chapters/ch07_ddp_ranks.py`, which
-# then starts the trainer). First, torchrun starts one process per rank and each runs the whole script: a file
+# **DDP's flags and the collectives, on the same two ranks.** Before training, each rank of the run above ran
+# checks with tiny models (`course_utils/chapters/ch07_ddp_ranks.py`, which then starts the trainer). First, torchrun starts one process per rank and each runs the whole script: a file
 # the loop writes (a checkpoint hook's extra files, a log) is written once per rank unless the write sits under
 # `if dist.get_rank() == 0:` (in Lightning, `trainer.is_global_zero` or `@rank_zero_only`). A collective never
 # goes in such a branch: the other ranks never reach it. A collective works in place and returns `None` (a `Work` to `wait()` on with
@@ -1351,10 +1350,20 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # buffers at construction; its replacement `forward_sync_buffers=False` does not, as torch's warning says. A
 # parameter that gets no gradient breaks the second step unless `find_unused_parameters=True` or
 # `static_graph=True` (the old `check_reduction=True` only warns). Buckets are laid out again after the first
-# backward, in the order the gradients became ready. `SyncBatchNorm` refuses to train on the CPU. The record
-# is checked against the module's source before it is printed:
+# backward, in the order the gradients became ready. Two sections answer questions about the learning rate and
+# about hangs. One batch of 8 split over the two ranks, 4 each, one SGD step: with a mean loss DDP's averaged
+# gradient is the whole batch's, and the weights come out as one process's on all 8. So the learning rate
+# belongs to the total batch (B·K·W), not to the per-GPU one, and at a fixed total batch the number of GPUs
+# does not change the step. With `reduction="sum"` the average over ranks is 1/W of the whole batch's
+# gradient. Then uneven batch counts (random per-rank data, or a stream of shards that does not divide by W):
+# the rank with a batch left waits in DDP's all-reduce for a rank that has already finished. Here a group with a
+# 0.5 s timeout makes it raise; with the default (30 minutes for gloo; nccl's, 10 minutes in torch's source, is
+# not in a CPU build) the job hangs that long.
+# `Join([ddp])` lets a finished rank answer the others' all-reduces with zeros, and the ranks end with the same
+# weights. `SyncBatchNorm` refuses to train on the CPU. The record is checked against the module's source before
+# it is printed:
 
-# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line"]
+# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
 
 print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
