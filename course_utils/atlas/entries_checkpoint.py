@@ -307,6 +307,79 @@ ENTRIES = (
         ),
     ),
     Entry(
+        id="optimizer-load-wrong-dict", stage="checkpoint", chapter=7,
+        title="gave optimizer.load_state_dict a dict that is not an optimizer's state (the model's, the scheduler's, "
+              "or the whole checkpoint)",
+        code=(
+            "model = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)\n"
+            "torch.save({\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict(),\n"
+            "            \"scheduler\": scheduler.state_dict()}, tmp / \"ckpt.pt\")\n"
+            "checkpoint = torch.load(tmp / \"ckpt.pt\")\n"
+            "optimizer.load_state_dict($given)\n"
+        ),
+        fix=(
+            "model = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)\n"
+            "torch.save({\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict(),\n"
+            "            \"scheduler\": scheduler.state_dict()}, tmp / \"ckpt.pt\")\n"
+            "checkpoint = torch.load(tmp / \"ckpt.pt\")\n"
+            "optimizer.load_state_dict(checkpoint[\"optimizer\"])   # an optimizer's own state: 'state', 'param_groups'\n"
+            "shown = sorted(checkpoint[\"optimizer\"])\n"
+        ),
+        cause="An optimizer's state_dict has exactly two keys, 'state' and 'param_groups'; what was passed has "
+              "neither: the model's weights, the scheduler's state (saved under the optimizer's name, or the two "
+              "swapped), or the whole checkpoint dict. Print the keys of what you load and pass the optimizer's "
+              "own entry.",
+        expect="KeyError",
+        params=({"given": "checkpoint[\"scheduler\"]"}, {"given": "checkpoint[\"model\"]"}, {"given": "checkpoint"}),
+        sources=(
+            "https://github.com/bl0/moco/issues/8",
+            "https://github.com/ruotianluo/self-critical.pytorch/issues/232",
+        ),
+    ),
+    Entry(
+        id="scheduler-last-epoch-without-initial-lr", stage="checkpoint", chapter=7,
+        title="resumed a scheduler by building it with last_epoch=N on an optimizer that never had a scheduler",
+        code=(
+            "model = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "start_epoch = $epoch                     # read from the checkpoint\n"
+            "scheduler = torch.optim.lr_scheduler.$sched(optimizer, $args, last_epoch=start_epoch - 1)\n"
+        ),
+        fix=(
+            "model = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "saved = torch.optim.lr_scheduler.$sched(optimizer, $args)   # the run that saved: $epoch epochs\n"
+            "for _ in range($epoch):\n"
+            "    optimizer.step()\n"
+            "    saved.step()\n"
+            "torch.save({\"optimizer\": optimizer.state_dict(), \"scheduler\": saved.state_dict()}, tmp / \"ckpt.pt\")\n"
+            "checkpoint = torch.load(tmp / \"ckpt.pt\")\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "optimizer.load_state_dict(checkpoint[\"optimizer\"])\n"
+            "scheduler = torch.optim.lr_scheduler.$sched(optimizer, $args)\n"
+            "scheduler.load_state_dict(checkpoint[\"scheduler\"])   # resume by its state, not last_epoch=\n"
+            "shown = (scheduler.last_epoch, scheduler.get_last_lr() == saved.get_last_lr())\n"
+        ),
+        cause="A scheduler built with last_epoch >= 0 expects to resume: it reads each group's 'initial_lr', which "
+              "only a scheduler writes into the optimizer (so a freshly built optimizer, or one whose state was not "
+              "loaded, has none). Build the scheduler as for a new run, then load its state_dict from the "
+              "checkpoint (with the optimizer's loaded first).",
+        expect="KeyError",
+        params=({"sched": "StepLR", "args": "step_size=3", "epoch": "5"},
+                {"sched": "CosineAnnealingLR", "args": "T_max=20", "epoch": "12"}),
+        sources=(
+            "https://github.com/XiaohangZhan/deocclusion/issues/43",
+            "https://github.com/stefanopini/simple-HRNet/issues/33",
+            "https://github.com/akamaster/pytorch_resnet_cifar10/pull/14",
+            "https://github.com/real-stanford/universal_manipulation_interface/issues/70",
+        ),
+        wordings=("KeyError: \"param 'initial_lr' is not specified in param_groups[0] when resuming an optimizer\"",),
+    ),
+    Entry(
         id="optimizer-state-before-move", stage="checkpoint", chapter=7,
         title="loaded the optimizer state, then moved the model (dtype standing in for the device)",
         code=(

@@ -46,6 +46,7 @@ _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
 TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
            "epoch", "net", "scheduler", "target",     # torch 1.x's "for argument #2 'target'": the labels
+           "param_groups",                            # KeyError: 'param_groups': not an optimizer's state
            "NoneType", "DistributedDataParallel", "DataParallel")   # "'X' object has no attribute": X tells
 WRAPPERS = ("DistributedDataParallel", "DataParallel")     # one cause: your model is inside as .module
 # (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
