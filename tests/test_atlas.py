@@ -420,6 +420,24 @@ def test_the_first_line_alone_of_a_long_message_finds_the_entry(entry):
         [(e.id, round(s, 2)) for e, s in found.matches]
 
 
+def _short_first_sentence(entry) -> str:
+    """The opening's first sentence as the run printed it, where it is 4 to 7 tokens long (else "")."""
+    _, first = _first_line(entry)
+    head = first.split(". ")[0].rstrip(".") + "."
+    return head if head != first and 4 <= len(tokens(head)) - 1 < 8 else ""
+
+
+@pytest.mark.parametrize("entry", [e for e in RUN if _short_first_sentence(e)], ids=lambda e: e.id)
+def test_a_short_first_sentence_pasted_alone_finds_the_entry(entry):
+    """"Weights only load failed." alone, the sentence a title or a chat quotes: too short to line up by length, it
+    is the opening's whole first sentence (where two entries open with it, either is right)."""
+    head = _short_first_sentence(entry)
+    found = lookup(head)
+    assert found.best is not None, (entry.id, head)
+    assert found.best.id == entry.id or tokens(_short_first_sentence(found.best)) == tokens(head), \
+        [(e.id, round(s, 2)) for e, s in found.matches]
+
+
 @pytest.mark.parametrize("owner, expected", [("DistributedDataParallel", "ddp-wrapper-attribute"),
                                               ("DataParallel", "ddp-wrapper-attribute"),
                                               ("NoneType", "grad-none-before-backward")])

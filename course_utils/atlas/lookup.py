@@ -256,10 +256,13 @@ def _paste(message: str) -> tuple[tuple[str, ...], ...]:
 def _aligned(paste: tuple[str, ...], opening: tuple[str, ...]) -> float:
     """How a paste lines up with a template's opening, whole tokens at its edges (0 when it does not): the paste cut
     short (a title, "...modified by an inplace operation" without what follows) or the opening plus what the learner
-    joined to it (0.95), or only the opening's end, the last line of a wrapped warning (0.9); eight tokens at least."""
+    joined to it (0.95), or only the opening's end, the last line of a wrapped warning (0.9); eight tokens at least,
+    or four for the opening's whole first sentence, its full stop included."""
     cut = paste[:-1] if paste[-1:] in ((".",), (":",)) else paste
     if len(cut) >= 8 and opening[:len(cut)] == cut or len(opening) >= 8 and paste[:len(opening)] == opening:
         return 0.95
+    if len(cut) >= 4 and paste[-1:] == (".",) and opening[:len(paste)] == paste:
+        return 0.95          # the opening's whole first sentence ("Weights only load failed."), however short
     return 0.9 if len(cut) >= 8 and opening[-len(cut):] == cut else 0.0
 
 
