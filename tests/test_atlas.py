@@ -448,3 +448,16 @@ def test_the_object_an_attribute_error_names_tells_the_entry(owner, expected, at
     found = lookup(f"AttributeError: '{owner}' object has no attribute '{attribute}'")
     assert found.best is not None and found.best.id == expected, [(e.id, round(s, 2)) for e, s in found.matches]
     assert lookup(f"AttributeError: module 'numpy' has no attribute '{attribute}'").best.id == "numpy-removed-alias"
+
+
+@pytest.mark.parametrize("owner, expected", [("NoneType", "dataset-image-read-none"),
+                                              ("DistributedDataParallel", "ddp-wrapper-attribute"),
+                                              ("DataParallel", "ddp-wrapper-attribute")])
+def test_an_arrays_attribute_read_on_none_is_an_image_not_read_but_the_object_tells_first(owner, expected):
+    """".shape" on None is an image reader's None (cv2.imread's); on a wrapper it is still the wrapper: the object
+    named tells more than the attribute, and None with any other attribute stays the general None entry."""
+    found = lookup(f"AttributeError: '{owner}' object has no attribute 'shape'")
+    assert found.best is not None and found.best.id == expected, [(e.id, round(s, 2)) for e, s in found.matches]
+    frames = ('  File "data/wider_face.py", line 42, in __getitem__\n    height, width, _ = img.shape\n'
+              f"AttributeError: '{owner}' object has no attribute 'shape'")
+    assert lookup(frames).best.id == expected

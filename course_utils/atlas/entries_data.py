@@ -132,6 +132,62 @@ ENTRIES = (
                  "https://github.com/graphnet-team/graphnet/issues/685"),
     ),
     Entry(
+        id="dataset-image-read-none", stage="data", chapter=1,
+        title="an image reader returned None for a file it could not read (cv2.imread does, without an error), and "
+              "__getitem__ read its .shape",
+        code=source("""
+            def read_image(path):                  # as cv2.imread: None, not an error, for a path it cannot read
+                return np.load(path) if os.path.exists(path) else None
+
+            np.save(tmp / "a.npy", np.zeros((8, 6, 3)))
+            class Images(Dataset):
+                def __init__(self, paths):
+                    self.paths = paths
+
+                def __len__(self):
+                    return len(self.paths)
+
+                def __getitem__(self, i):
+                    image = read_image(self.paths[i])
+                    height, width = image.$attr[:2]
+                    return torch.zeros(3)
+
+            for xb in DataLoader(Images([tmp / "a.npy", tmp / "$missing"]), batch_size=2):
+                pass
+        """),
+        fix=source("""
+            def read_image(path):
+                return np.load(path) if os.path.exists(path) else None
+
+            np.save(tmp / "a.npy", np.zeros((8, 6, 3)))
+            class Images(Dataset):
+                def __init__(self, paths):
+                    self.paths = [p for p in paths if os.path.exists(p)]   # drop (and report) unreadable files first
+                    self.missing = len(paths) - len(self.paths)
+
+                def __len__(self):
+                    return len(self.paths)
+
+                def __getitem__(self, i):
+                    image = read_image(self.paths[i])
+                    height, width = image.$attr[:2]
+                    return torch.zeros(3)
+
+            images = Images([tmp / "a.npy", tmp / "$missing"])
+            shown = (len(images), images.missing, sum(len(xb) for xb in DataLoader(images, batch_size=2)))
+        """),
+        cause="The image is None: the reader could not open the file (a wrong path or extension, a file that is "
+              "missing or corrupt, a path with non-ASCII characters) and, like OpenCV's cv2.imread, returned None "
+              "instead of raising. Print the path of the failing index, and check the files once before training "
+              "(drop or report the unreadable ones).",
+        expect="AttributeError",
+        params=({"attr": "shape", "missing": "b.npy"}, {"attr": "shape", "missing": "images/0001.jpg"}),
+        sources=("https://github.com/biubug6/Pytorch_Retinaface/issues/185",
+                 "https://github.com/vision4robotics/TCTrack/issues/41",
+                 "https://github.com/lindawangg/COVID-Net/issues/155",
+                 "https://github.com/hongsukchoi/TCMR_RELEASE/issues/12"),
+    ),
+    Entry(
         id="collate-empty-batch", stage="data", chapter=1,
         title="a collate_fn that drops samples which failed to load stacks an empty batch",
         code=source("""

@@ -48,6 +48,9 @@ TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "op
            "epoch", "net", "scheduler", "target",     # torch 1.x's "for argument #2 'target'": the labels
            "param_groups",                            # KeyError: 'param_groups': not an optimizer's state
            "NoneType", "DistributedDataParallel", "DataParallel")   # "'X' object has no attribute": X tells
+# ... and so, after it, does an array's attribute read on None (an image that was not read): the name stays a name
+# as well, so the object tells more than the attribute
+ARRAY_ATTRIBUTES = ("shape",)
 WRAPPERS = ("DistributedDataParallel", "DataParallel")     # one cause: your model is inside as .module
 # (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
 _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
@@ -56,6 +59,8 @@ _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 def _name(match: re.Match) -> str:
     text = next(group for group in match.groups() if group is not None)
     first = text.split(".")[0]
+    if first in ARRAY_ATTRIBUTES:
+        return f" NAME NAME_{first} "
     return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
 
 
