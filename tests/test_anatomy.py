@@ -117,3 +117,13 @@ def test_a_constant_on_the_loss_cancels_in_adam_and_adamw_only():
         assert max(gaps[optimizer][4]) < 1e-4 and min(gaps[optimizer][1e-6]) > 1e-3
     for optimizer in ("SGD", "Adam + clip_grad_norm_(5.0)", "Adam(weight_decay=0.1)"):
         assert min(gaps[optimizer][4]) > 1e-3
+
+
+def test_adams_weight_decay_is_half_its_value_times_the_squared_weights_in_the_loss():
+    """Adam(weight_decay=d) adds d*w to the gradient: the same weights as d/2 * sum(w**2) in the loss; the penalty
+    without the 1/2, and AdamW's decoupled decay, end elsewhere."""
+    from course_utils.chapters.ch03_anatomy import decay_in_the_loss_gaps
+
+    gaps = decay_in_the_loss_gaps(decay=0.1, seeds=range(2), steps=10)
+    half, whole, decoupled = gaps.values()
+    assert max(half) < 1e-5 and min(whole) > 1e-3 and min(decoupled) > 1e-3

@@ -20,6 +20,9 @@ def test_freezing_and_naming():
     assert f["SGD(weight_decay=0.5): a grad of zero shrinks the weight"]
     assert not f["SGD(weight_decay=0.5): a grad of None shrinks the weight"]
     assert f["module.requires_grad = False (no underscore): its weight still gets a .grad"]
+    assert f["last layer frozen: the first layer's .grad filled (backward passes through the frozen layer)"]
+    assert f["last layer frozen: its own .grad stays None"]
+    assert f["last layer run under no_grad instead: its output still leads back to the first layer"] is False
     n = naming_rules()
     assert n["tied: len(list(parameters()))"] == 1
     assert n["tied: named_parameters(remove_duplicate=False)"] == ["embed.weight", "out.weight"]

@@ -91,3 +91,16 @@ def test_a_resume_without_the_optimizer_state_is_another_run_and_one_with_it_is_
     assert ((moved[moved > 0] - 1).abs() < 0.01).float().mean() > 0.9        # a fresh Adam: lr-sized steps
     lines = resume_without_optimizer_lines(seeds=range(2))
     assert "on 2 of 2 seeds" in lines[0] and "bitwise equal on 0 of 2" in lines[2]
+
+
+def test_a_resume_that_rebuilds_its_scheduler_warms_up_again_and_one_that_loads_it_is_the_same_run():
+    """Chapter 7: the oracle is the uninterrupted run; the rebuilt scheduler's rates are LambdaLR's own from 0."""
+    from course_utils.chapters.ch07_checkpoint_travel import _schedule_resumes, _warmup_cosine
+    run = _schedule_resumes(seed=1, before=40, total=60, warmup=5, lr=0.05)
+    assert all(torch.equal(a, b) for a, b in zip(run["uninterrupted"][2], run["scheduler state loaded"][2]))
+    assert run["scheduler state loaded"][0] == run["uninterrupted"][0]
+    rates = run["scheduler built anew"][0]
+    factor = _warmup_cosine(5, 60)
+    assert rates[0] == run["uninterrupted"][0][0]        # the first update: the lr the optimizer's state restored
+    assert rates[1:] == pytest.approx([0.05 * factor(k) for k in range(1, 20)])   # then the schedule from its start
+    assert run["stepped past the end"][2] > run["stepped past the end"][1] > run["stepped past the end"][0] == 0

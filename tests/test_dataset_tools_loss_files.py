@@ -19,6 +19,12 @@ def test_composition_rules_leave_the_global_generator_alone():
     assert r["Subset(ds, [1, 3, 5]).tensors"].startswith("AttributeError")
     assert r["ChainDataset([stream of 2, stream of 3])"] == [0, 1, 0, 1, 2]
     assert r["StackDataset of 10 and 9 examples"] == "ValueError: Size mismatch between datasets"
+    before, after = r["val.transform = f on the Subset: the val loader's batch, before and after"]
+    assert before == after                              # an attribute of the Subset is never read
+    negated, train_first = r["val.dataset.transform = f (f: x -> -x): the val batch, and train's first item too"]
+    assert negated == [-v for v in before] and train_first < 0          # the wrapped dataset's: both splits
+    plain, _ = r["Subset(a second dataset object, val.indices): the val batch, train's first item"]
+    assert plain == before
 
 
 def test_loader_and_sampler_knobs():

@@ -97,18 +97,28 @@ def problems() -> list[str]:
 BLIND = ROOT / "tools" / "blind_grades.json"
 
 
-def blind_grading() -> str:
-    """The held-out half's rate as a reader who did not write the course graded it (tools/blind_grades.json)."""
+def _grading_line(label: str, held_out: dict, calibration: dict) -> str:
+    """One blind grading's counts: its held-out questions by grade, and its calibration's agreement."""
     from collections import Counter
-    graded = json.loads(BLIND.read_text(encoding="utf-8"))
-    held, calibration = Counter(g["grade"] for g in graded["held_out"].values()), graded["calibration"]
+    held = Counter(g["grade"] for g in held_out.values())
     n = sum(held.values())
     agree = sum(g["grade"] == "answered" for g in calibration.values())
-    return (f"held out, graded blind: {n} questions: {held['answered']} answered, {held['partly']} partly, "
+    return (f"{label}: {n} questions: {held['answered']} answered, {held['partly']} partly, "
             f"{held['not answered']} not answered, {held['out of scope']} out of scope; answered "
             f"{held['answered'] / n:.0%} ({(held['answered'] + held['partly'] / 2) / n:.0%} with partly as half); "
-            f"the grader found {agree} of the author's {len(calibration)} anchored calibration questions answered"
-            + previous_grading(graded.get("previous")))
+            f"the grader found {agree} of the author's {len(calibration)} anchored calibration questions answered")
+
+
+def blind_grading() -> str:
+    """The held-out half's rate as readers who did not write the course graded it (tools/blind_grades.json): the
+    questions held out first, and a fresh set collected and graded later (``fresh``), each by its own reader."""
+    graded = json.loads(BLIND.read_text(encoding="utf-8"))
+    line = _grading_line("held out, graded blind", graded["held_out"], graded["calibration"])
+    line += previous_grading(graded.get("previous"))
+    if "fresh" in graded:
+        line += "\n" + _grading_line("a fresh set, collected and graded blind later", graded["fresh"]["held_out"],
+                                      graded["fresh"]["calibration"])
+    return line
 
 
 def previous_grading(previous: dict | None) -> str:

@@ -45,6 +45,20 @@ def _val_indices(generator: torch.Generator | None, draw_before: bool) -> list[i
     return list(random_split(_ten(), [7, 3], generator=generator)[1].indices)
 
 
+class _WithTransform(Dataset):
+    """Ten numbers 1..10, each passed through `self.transform` (none: unchanged), as an image folder applies one."""
+
+    def __init__(self) -> None:
+        self.transform = None
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        x = torch.tensor(float(i + 1))
+        return self.transform(x) if self.transform else x
+
+
 def composition_rules() -> dict[str, object]:
     """random_split, Subset, ConcatDataset, ChainDataset, StackDataset, default_convert (chapter 1)."""
     ds = _ten()
@@ -58,6 +72,18 @@ def composition_rules() -> dict[str, object]:
     }
     train, val = random_split(ds, [7, 3], generator=torch.Generator().manual_seed(0))
     out["train.dataset is val.dataset (a transform set on one is set on both)"] = train.dataset is val.dataset
+    images = _WithTransform()
+    train, val = random_split(images, [7, 3], generator=torch.Generator().manual_seed(0))
+    before = [x.item() for x in next(iter(DataLoader(val, batch_size=3)))]
+    val.transform = lambda x: -x                 # an attribute of the Subset: __getitem__ never reads it
+    out["val.transform = f on the Subset: the val loader's batch, before and after"] = (
+        before, [x.item() for x in next(iter(DataLoader(val, batch_size=3)))])
+    val.dataset.transform = lambda x: -x         # the wrapped dataset's: both splits change
+    out["val.dataset.transform = f (f: x -> -x): the val batch, and train's first item too"] = (
+        [x.item() for x in next(iter(DataLoader(val, batch_size=3)))], train[0].item())
+    plain = Subset(_WithTransform(), val.indices)          # a second dataset object, its own transform (none)
+    out["Subset(a second dataset object, val.indices): the val batch, train's first item"] = (
+        [x.item() for x in next(iter(DataLoader(plain, batch_size=3)))], train[0].item())
     out["Subset(ds, [1, 3, 5]).tensors"] = raised(lambda: Subset(ds, [1, 3, 5]).tensors)
     joined = ConcatDataset([TensorDataset(torch.arange(3)), TensorDataset(torch.arange(10, 15))])
     out["ConcatDataset(3 + 5): len, cumulative_sizes, item 4"] = (len(joined), joined.cumulative_sizes,

@@ -103,6 +103,17 @@ def freezing_rules() -> dict[str, bool]:
     out = {"frozen layer: .grad stays None": grad_is_none,
            "frozen layer: AdamW(weight_decay=0.1) left it unchanged": torch.equal(frozen, model[0].weight),
            "trainable layer: .grad filled": model[2].weight.grad is not None}
+    torch.manual_seed(0)                         # the other way round: only the first layer trains
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    model[2].requires_grad_(False)
+    model(torch.ones(4, 3)).pow(2).mean().backward()
+    out["last layer frozen: the first layer's .grad filled (backward passes through the frozen layer)"] = bool(
+        model[0].weight.grad is not None and model[0].weight.grad.abs().sum() > 0)
+    out["last layer frozen: its own .grad stays None"] = model[2].weight.grad is None
+    hidden = model[1](model[0](torch.ones(4, 3)))
+    with torch.no_grad():                        # no_grad around the later layer instead: the graph stops there
+        output = model[2](hidden)
+    out["last layer run under no_grad instead: its output still leads back to the first layer"] = output.requires_grad
     layer = nn.Linear(3, 1)
     layer.requires_grad = False                  # no underscore: a new attribute of the Module, nothing more
     layer(torch.ones(2, 3)).sum().backward()

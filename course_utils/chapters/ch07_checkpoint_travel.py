@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 
 import torch
@@ -204,3 +205,90 @@ def resume_without_optimizer_lines(seeds=range(5)) -> list[str]:
             f"weights alone (a fresh Adam): bitwise equal on {sum(same(r, 'weights alone') for r in runs)} of {n}; "
             f"the loss after its first update 25% or more above the uninterrupted run's on {sum(f > 1.25 for f in first)} "
             f"of {n}, still above after the 10th on {last_above} of {n}"]
+
+
+def _warmup_cosine(warmup: int, total: int):
+    """The usual hand-written LambdaLR: linear warmup, then a half cosine to 0 at `total` (and beyond it, the cosine
+    goes on: back up)."""
+    def factor(update: int) -> float:
+        if update < warmup:
+            return (update + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (update - warmup) / (total - warmup)))
+    return factor
+
+
+def _schedule_resumes(seed: int, before: int = 250, total: int = 300, warmup: int = 10, lr: float = 0.05) -> dict:
+    """Full-batch Adam on a spiral under warmup + cosine over `total` updates; after `before`, the rest three ways:
+    uninterrupted, resumed with the scheduler's state, resumed with the scheduler built anew (its position lost).
+    Each: the learning rate of every remaining update, the final loss and the final weights."""
+    from course_utils.engine.data import spiral_splits
+    from course_utils.engine.models import MLP
+    x, y = spiral_splits(300, 300, seed=seed).train.tensors
+
+    def build(model: nn.Module):
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(warmup, total))
+
+    def step(model, optimizer, scheduler) -> float:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        return loss.item()
+
+    torch.manual_seed(seed)
+    model = MLP(hidden=64)
+    optimizer, scheduler = build(model)
+    for _ in range(before):
+        step(model, optimizer, scheduler)
+    saved = serialize_state({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "scheduler": scheduler.state_dict()})
+    runs = {"uninterrupted": (model, optimizer, scheduler)}
+    for case in ("scheduler state loaded", "scheduler built anew"):
+        state = torch.load(io.BytesIO(saved), weights_only=True)
+        resumed = MLP(hidden=64)
+        resumed.load_state_dict(state["model"])
+        fresh_optimizer, fresh_scheduler = build(resumed)
+        fresh_optimizer.load_state_dict(state["optimizer"])
+        if case == "scheduler state loaded":
+            fresh_scheduler.load_state_dict(state["scheduler"])
+        runs[case] = (resumed, fresh_optimizer, fresh_scheduler)
+    at_checkpoint = nn.functional.cross_entropy(model(x), y).item()
+    out = {}
+    for case, (m, o, s) in runs.items():
+        rates, losses = [], []
+        for _ in range(total - before):
+            rates.append(o.param_groups[0]["lr"])
+            losses.append(step(m, o, s))
+        final = nn.functional.cross_entropy(m(x), y).item()
+        out[case] = (rates, final, [p.detach().clone() for p in m.parameters()], max(losses) / at_checkpoint)
+    past = [lr * _warmup_cosine(warmup, total)(update) for update in (total, total + 20, total + 50)]
+    out["stepped past the end"] = past
+    return out
+
+
+def schedule_resume_lines(seeds=range(5), before: int = 250, total: int = 300) -> list[str]:
+    """A resume that loses the scheduler's position, against one that keeps it, over seeds (chapter 7)."""
+    from course_utils.infra.parallel import map_runs
+    runs = map_runs(_schedule_resumes, [(seed,) for seed in seeds])
+    n, first = len(runs), runs[0]
+    same = sum(all(torch.equal(a, b) for a, b in zip(r["uninterrupted"][2], r["scheduler state loaded"][2]))
+               for r in runs)
+    kept, lost = first["uninterrupted"][0], first["scheduler built anew"][0]
+    below = sum(r["scheduler built anew"][1] < r["uninterrupted"][1] for r in runs)
+    past = first["stepped past the end"]
+
+    def spiked(case: str) -> int:      # the loss rose to 10x or more its value at the checkpoint
+        return sum(r[case][3] >= 10 for r in runs)
+    return [f"scheduler state loaded: the last {total - before} updates bitwise those of the uninterrupted run on "
+            f"{same} of {n} seeds",
+            f"learning rate at update {before + 1}, {before + 11}, {total}: uninterrupted "
+            f"{', '.join(f'{v:.2g}' for v in (kept[0], kept[10], kept[-1]))}; scheduler built anew "
+            f"{', '.join(f'{v:.2g}' for v in (lost[0], lost[10], lost[-1]))} (a second warmup, then the peak again)",
+            f"the loss within the last {total - before} updates 10x or more its value at the checkpoint: scheduler "
+            f"built anew on {spiked('scheduler built anew')} of {n} seeds, uninterrupted on {spiked('uninterrupted')}",
+            f"scheduler built anew: final training loss below the uninterrupted run's on {below} of {n} (the extra "
+            f"updates at a high rate go on fitting the training set: another run, not the one planned)",
+            f"the same LambdaLR stepped past its {total} updates: lr {', '.join(f'{v:.2g}' for v in past)} at updates "
+            f"{total}, {total + 20}, {total + 50} (the cosine climbs back up)"]

@@ -647,11 +647,14 @@ tmp.cleanup()
 # draw earlier in a script changes which examples end up in validation. Fractions are rounded down and the
 # leftover examples go one each to the first splits, not to the largest. The splits are `Subset`s of one
 # dataset: a transform set through `train.dataset` is set for validation too, and the wrapped dataset's
-# attributes are not on the `Subset`. `ConcatDataset` joins map-style datasets end to end, `ChainDataset`
+# attributes are not on the `Subset`. Assigning one on the `Subset` (`val.transform = ...`) raises nothing and
+# changes nothing: it is a new attribute that `__getitem__` never reads. For a validation split without
+# augmentation, build a second dataset object with its own transform and take a `Subset` of each with the
+# same indices. `ConcatDataset` joins map-style datasets end to end, `ChainDataset`
 # streams, `StackDataset` zips datasets of equal length. `default_convert` turns NumPy arrays into tensors
 # without stacking them: it is what a loader with `batch_size=None` applies to each single example.
 
-# %%
+# %% tags=["answers-subset-transform"]
 from course_utils.chapters.ch01_dataset_tools import composition_rules, loader_knobs
 
 for what, result in composition_rules().items():

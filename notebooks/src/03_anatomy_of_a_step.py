@@ -355,6 +355,21 @@ for optimizer, by_factor in loss_factor_gaps(factors=(4, 1e-6), seeds=range(3)).
 # keeps the cancellation). So with Adam, summed micro-batch losses matter only through clipping, weight
 # decay and ε; average them anyway (divide each by K), and the clipping threshold means what it says.
 #
+# Is Adam's `weight_decay` the same as an L2 penalty added to the loss? Adam adds λ·w to each gradient, and
+# λ·w is the gradient of (λ/2)·Σw². The same runs with Adam(weight_decay=0.1) against plain Adam on the loss
+# plus a penalty:
+
+# %% tags=["answers-adam-decay-in-loss"]
+from course_utils.chapters.ch03_anatomy import decay_in_the_loss_gaps
+
+for case, gaps in decay_in_the_loss_gaps(decay=0.1, seeds=range(3)).items():
+    print(f"Adam(weight_decay=0.1) against Adam with {case}: {factor_verdict(gaps)}")
+
+# %% [markdown]
+# The penalty λ/2·Σw² in the loss and Adam's `weight_decay=λ` are one thing. Without the 1/2 the decay is twice
+# as strong; a penalty on some weights only (an embedding's norm, the rows of this batch) is another
+# regulariser; and AdamW's decoupled decay is a third. A swap that "made results worse" is one of these three.
+#
 # Adam's step of about lr per weight has a consequence for targets in the hundreds or thousands (prices, counts): a
 # network starts near output 0, and Adam moves each weight by about lr per step, so it spends its steps
 # walking the shared bias and the output layer towards the targets' mean, and predicts nearly the same value
@@ -768,7 +783,7 @@ print("optimizer holds every parameter of the model:", held_by(model, optimizer)
 # delete those keys from the checkpoint first. `assign=True` puts new Parameter objects in the model, so an optimizer built
 # before it steps the old ones: no error, no training. Each line below is run on a tiny model.
 
-# %%
+# %% tags=["answers-freeze-later-layers"]
 from course_utils.chapters.ch03_module_state import autograd_modes, checkpoint_rules, freezing_rules, naming_rules
 
 for rules in (checkpoint_rules, freezing_rules, naming_rules):
@@ -781,6 +796,9 @@ for rules in (checkpoint_rules, freezing_rules, naming_rules):
 # Mind the underscore: `module.requires_grad = False` freezes nothing. A Module has no such switch, so Python
 # just stores a new attribute and every parameter keeps `requires_grad=True` (the row above: its weight still
 # gets a `.grad`). The method `requires_grad_(False)`, on the module or on each parameter, is the switch.
+# Freezing a layer does not stop the backward pass through it: with the last layer frozen, the first still gets
+# its gradient (the layer's weights are constants, its input still carries a graph). Running the later layer
+# under `no_grad` is another thing: its output has no graph, and nothing before it can learn.
 # Tied weights are one Parameter: `parameters()` counts it once, which is what an optimizer must receive.
 #
 # "Frozen" has more ways to leak. A part run under `no_grad` gets no gradient, but an optimizer that holds

@@ -257,8 +257,28 @@ from course_utils.chapters.ch07_checkpoint_travel import resume_without_optimize
 print("\n".join(resume_without_optimizer_lines(seeds=range(5))))
 
 # %% [markdown]
-# What leaving out each other piece does (the schedule's position, the scaler's scale, the random streams) is not
-# run here; the trainer saves them all, which is why its resume above changed nothing.
+# The schedule's position is the next piece people leave out: the scheduler is built again in the resumed script,
+# and its state is not loaded. Full-batch Adam on the spiral under the usual hand-written LambdaLR (10 updates of
+# warmup, then a cosine to 0 at update 300, peak lr 0.05), a checkpoint after 250 updates, the last 50 three
+# ways, five seeds:
+
+# %% tags=["answers-resume-schedule"]
+from course_utils.chapters.ch07_checkpoint_travel import schedule_resume_lines
+
+print("\n".join(schedule_resume_lines(seeds=range(5))))
+
+# %% [markdown]
+# A scheduler built anew starts its warmup again and climbs back to the peak, so a run that was annealing gets
+# the full learning rate on a model near its minimum: on the seeds counted above the loss shot up by 10x or more
+# (what learners report as "the loss got worse right after resuming"). The first resumed update still used the saved
+# rate, because `optimizer.load_state_dict` restores each group's `lr`; the rebuilt scheduler's first `step()`
+# overwrote it. A lower final training loss on some seeds is no comfort: the extra updates at a high rate fit
+# the training set further, and it is no longer the run that was planned. Passing `last_epoch=249` instead of
+# loading the state needs `initial_lr` in each group and raises a KeyError on a fresh optimizer (the
+# `scheduler-last-epoch-without-initial-lr` entry in this chapter's errors). Stepped past its end, the same
+# LambdaLR climbs back up: a finished cosine run resumed for more updates needs a new schedule, not more steps of
+# the old one. What leaving out the scaler's scale or the random streams does is not run here; the trainer saves
+# them all, which is why its resume above changed nothing.
 #
 # **What "bitwise" needs on a GPU.** This chapter proves exact resume on a CPU. On a GPU the same guarantee
 # needs four more things. The notebooks run on a CPU; the GPU figures later in this chapter are a record
@@ -1293,7 +1313,7 @@ for setting, runs in lightning_validation_runs().items():
 # batch; the wrappers act only when a window closes (and at the loader's end). The line that steps the
 # scheduler is read from the installed source:
 
-# %%
+# %% tags=["answers-accelerate-accumulate"]
 accelerate_run = run_accelerate(n_train=14_905, batch_size=64, accumulate=4)
 print("\n".join(accelerate_lines(accelerate_run, world_size=2)))
 
