@@ -104,3 +104,13 @@ def test_a_resume_that_rebuilds_its_scheduler_warms_up_again_and_one_that_loads_
     assert rates[0] == run["uninterrupted"][0][0]        # the first update: the lr the optimizer's state restored
     assert rates[1:] == pytest.approx([0.05 * factor(k) for k in range(1, 20)])   # then the schedule from its start
     assert run["stepped past the end"][2] > run["stepped past the end"][1] > run["stepped past the end"][0] == 0
+
+
+def test_a_model_without_its_inputs_learns_the_label_frequencies_and_nothing_else():
+    """Chapter 7: with every example the same row the held-out loss is the prior's cross-entropy (computed from the
+    training labels' frequencies by torch's own cross_entropy) and the accuracy the majority's share."""
+    from course_utils.chapters.ch07_loop_tables import _collapse_run
+    lost, healthy = _collapse_run(0, inputs_lost=True), _collapse_run(0, inputs_lost=False)
+    assert abs(lost["loss"] / lost["prior_loss"] - 1) < 0.02 and lost["classes"] == 1
+    assert lost["accuracy"] == lost["majority"]
+    assert healthy["loss"] < 0.8 * healthy["prior_loss"] and healthy["classes"] == 3

@@ -157,3 +157,48 @@ def initial_loss_check(classes: int = 3, n: int = 600, seed: int = 0) -> tuple[f
     with torch.no_grad():
         loss = nn.functional.cross_entropy(model(x), y).item()
     return loss, math.log(classes)
+
+
+PRIOR = (0.65, 0.25, 0.10)       # class frequencies of the collapse check (chapter 7)
+
+
+def _collapse_run(seed: int, inputs_lost: bool, steps: int = 200) -> dict[str, float | int]:
+    """A 3-class problem with skewed labels (PRIOR), Gaussian blobs; trained full-batch on 300 examples, measured on
+    300 others. `inputs_lost`: every example arrives as the same row (a loader bug: the features never reach the
+    model), so only the labels' frequencies can be learned."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.multinomial(torch.tensor(PRIOR), 600, replacement=True, generator=g)
+    x = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])[y] + torch.randn(600, 2, generator=g)
+    if inputs_lost:
+        x = x[:1].expand(600, 2)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x[:300]), y[:300]).backward()
+        optimizer.step()
+    with torch.no_grad():
+        logits = model(x[300:])
+    frequencies = torch.bincount(y[:300], minlength=3).float() / 300
+    predicted = logits.argmax(1)
+    return {"loss": nn.functional.cross_entropy(logits, y[300:]).item(),
+            "prior_loss": nn.functional.cross_entropy(frequencies.log().expand(300, 3), y[300:]).item(),
+            "classes": len(predicted.unique()), "accuracy": (predicted == y[300:]).float().mean().item(),
+            "majority": (y[300:] == frequencies.argmax()).float().mean().item()}
+
+
+def collapse_lines(seeds=range(5)) -> list[str]:
+    """A model whose inputs never reach it learns the labels' frequencies and nothing else: one class predicted, the
+    loss at the prior's cross-entropy, the accuracy at the majority's share; over seeds (chapter 7)."""
+    from course_utils.chapters.over_seeds import tally
+    prior = torch.tensor(PRIOR)
+    lines = [f"labels split {'/'.join(f'{100 * p:.0f}' for p in PRIOR)}: the prior's cross-entropy "
+             f"{-(prior * prior.log()).sum().item():.2f}, log 3 = {math.log(3):.2f}"]
+    for name, lost in (("healthy", False), ("inputs lost (every example the same row)", True)):
+        runs = [_collapse_run(seed, lost) for seed in seeds]
+        lines.append(f"{name}: held-out loss within 2% of the prior's on {tally(abs(r['loss'] / r['prior_loss'] - 1) < 0.02 for r in runs)}"
+                     f", below it by 20% or more on {tally(r['loss'] < 0.8 * r['prior_loss'] for r in runs)}; one class "
+                     f"predicted on {tally(r['classes'] == 1 for r in runs)}; accuracy = the majority class's share on "
+                     f"{tally(abs(r['accuracy'] - r['majority']) < 1e-9 for r in runs)}")
+    return lines

@@ -1503,6 +1503,25 @@ for classes in (3, 5):
 display(debug_view())
 
 # %% [markdown]
+# The same arithmetic reads a run that predicts one class for every input. A model that gets nothing from its
+# inputs can still learn how often each label occurs: its best guess is those frequencies for every example, so
+# its loss settles at the prior's cross-entropy (below log C: the first line below) and its accuracy at the
+# majority class's share, which looks like learning. Three classes with those frequencies,
+# trained on 300 examples and measured on 300 others, healthy and with the inputs lost on the way (every example
+# arrives as the same row, as a loader that indexes the wrong thing or a normalisation that flattens everything
+# would do), five seeds:
+
+# %% tags=["answers-prior-collapse"]
+from course_utils.chapters.ch07_loop_tables import collapse_lines
+
+print("\n".join(collapse_lines(seeds=range(5))))
+
+# %% [markdown]
+# So a classifier that predicts one class, with a loss stuck near the cross-entropy of the label frequencies,
+# has learned the frequencies and nothing else: look for what keeps the inputs from it (features and labels read
+# apart, a constant input, dead units after too high a learning rate) before tuning anything.
+
+# %% [markdown]
 # ## 18. Your own model: a `Task`
 #
 # Everything above trained the spiral MLP, but nothing in the trainer depends on it. A **task** is your
