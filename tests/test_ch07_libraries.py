@@ -19,6 +19,11 @@ def test_lightning_counts_match_the_calculator_over_two_epochs():
     assert {"state_dict", "optimizer_states", "lr_schedulers", "loops", "global_step"} <= set(run.checkpoint_keys)
     lines = lib.lightning_lines(run, 100, 30, 16, 3, 2)
     assert "all agree: True" in lines[3] and "7 + 2 = 9" in lines[4]
+    # global_step counts updates: each of a window's batches reads the same value (windows 3, 3, 1 per epoch)
+    assert run.steps_seen_in_training_step == (0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 4, 4, 4, 5)
+    assert run.steps_seen_before_update == tuple(range(6))
+    assert "ran 7 times, at global_step 0 (3 times), 2 (once), 4 (3 times); in on_before_optimizer_step it ran 3 " \
+        "times" in lib.periodic_task_line(run, every=2)
 
 
 def test_accelerate_steps_the_scheduler_once_per_update_on_one_process():

@@ -198,3 +198,36 @@ def wrong_params_run(case: str, seed: int = 0, steps: int = 30) -> WrongParams:
         after = nn.functional.cross_entropy(model(x), y).item()
     return WrongParams(held_by(model, optimizer), len(list(model.parameters())), before, after)
 
+
+
+def two_network_rules(seed: int = 0) -> dict[str, object]:
+    """A generator G and a discriminator D, as a GAN or an adversarial VAE trains them (chapter 3): what D's loss does
+    to G with and without detach, and G's loss reusing D's output after D's step, against one from a fresh forward."""
+    torch.manual_seed(seed)
+    G, D = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt_d = torch.optim.Adam(D.parameters(), lr=0.01)
+    z, real = torch.randn(8, 2), torch.randn(8, 3)
+    bce = nn.functional.binary_cross_entropy_with_logits
+    out: dict[str, object] = {}
+    for detach in (False, True):
+        G.zero_grad()
+        fake = G(z)
+        d_loss = bce(D(fake.detach() if detach else fake), torch.zeros(8, 1)) + bce(D(real), torch.ones(8, 1))
+        d_loss.backward()
+        out[f"D's loss on {'G(z).detach()' if detach else 'G(z)'}, backward: G's .grad filled"] = G.weight.grad is not None
+    G.zero_grad(), D.zero_grad()
+    fake = G(z)
+    d_fake = D(fake)                                  # one forward, used for both losses
+    d_loss = bce(d_fake, torch.zeros(8, 1)) + bce(D(real), torch.ones(8, 1))
+    d_loss.backward(retain_graph=True)
+    opt_d.step()                                      # changes D's weights in place: the graph of d_fake saved them
+    message = ""
+    try:
+        bce(d_fake, torch.ones(8, 1)).backward()      # G's loss through the old D output
+    except RuntimeError as exc:
+        message = f"{type(exc).__name__}: {str(exc).split(':')[0]}"
+    out["G's loss on the same D(G(z)) after D's step (retain_graph=True)"] = message or "ran"
+    G.zero_grad()
+    bce(D(G(z)), torch.ones(8, 1)).backward()         # G's loss through a fresh forward of the stepped D
+    out["G's loss on a fresh D(G(z)) after D's step: G's .grad filled"] = G.weight.grad is not None
+    return out

@@ -70,6 +70,8 @@ class LightningRun:
     train_bar_totals: tuple[int, ...]   # the training bar's total, at each epoch's start
     val_bar_totals: tuple[int, ...]     # the validation bar's total, at each validation run
     checkpoint_keys: tuple[str, ...]    # the top-level keys of trainer.save_checkpoint's file
+    steps_seen_in_training_step: tuple[int, ...] = ()    # trainer.global_step, read at every training_step
+    steps_seen_before_update: tuple[int, ...] = ()       # the same, read in on_before_optimizer_step
 
 
 def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 64, accumulate: int = 4,
@@ -109,9 +111,15 @@ def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 6
             self.net = torch.nn.Linear(2, 1)
             self.estimated = -1
             self.steps = 0
+            self.in_step: list[int] = []
+            self.before_update: list[int] = []
 
         def training_step(self, batch, batch_idx):
+            self.in_step.append(self.trainer.global_step)
             return self.net(batch[0]).pow(2).mean()
+
+        def on_before_optimizer_step(self, optimizer):
+            self.before_update.append(self.trainer.global_step)
 
         def validation_step(self, batch, batch_idx):
             self.log("val_loss", self.net(batch[0]).pow(2).mean())
@@ -140,7 +148,8 @@ def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 6
         optimizer_steps=model.steps, global_step=trainer.global_step,
         scheduler_steps=trainer.lr_scheduler_configs[0].scheduler.last_epoch,
         train_bar_totals=tuple(int(t) for t in bar.train_totals), val_bar_totals=tuple(int(t) for t in bar.val_totals),
-        checkpoint_keys=keys)
+        checkpoint_keys=keys, steps_seen_in_training_step=tuple(model.in_step),
+        steps_seen_before_update=tuple(model.before_update))
 
 
 def lightning_lines(run: LightningRun, n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 64,
@@ -164,7 +173,20 @@ def lightning_lines(run: LightningRun, n_train: int = 14_905, n_val: int = 3_726
         f"{', '.join(map(str, run.val_bar_totals))} | one bar for both (Lightning 1.x) would run to "
         f"{run.train_batches} + {run.val_batches} = {run.train_batches + run.val_batches}",
         f"checkpoint keys: {', '.join(run.checkpoint_keys)}",
+        periodic_task_line(run, every=20),
     ]
+
+
+def periodic_task_line(run: LightningRun, every: int) -> str:
+    """How often `if self.trainer.global_step % every == 0:` runs, placed in training_step and in
+    on_before_optimizer_step (chapter 7)."""
+    in_step = [g for g in run.steps_seen_in_training_step if g % every == 0]
+    before = [g for g in run.steps_seen_before_update if g % every == 0]
+    times = {g: in_step.count(g) for g in sorted(set(in_step))}
+    where = (f"{', '.join(map(str, times))}, {next(iter(times.values()))} times each" if len(set(times.values())) == 1
+             else ", ".join(f"{g} ({n} times)" if n > 1 else f"{g} (once)" for g, n in times.items()))
+    return (f"a task under `if self.trainer.global_step % {every} == 0:` in training_step ran {len(in_step)} times, "
+            f"at global_step {where}; in on_before_optimizer_step it ran {len(before)} times, once each")
 
 
 def lightning_validation_runs() -> dict[str, list[tuple[int, int, int]]]:

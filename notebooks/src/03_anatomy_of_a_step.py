@@ -729,7 +729,21 @@ with answer(3, "inplace"):
 # `ReLU(inplace=False)`), or clone before changing. `torch.autograd.set_detect_anomaly(True)` names the
 # forward operation whose saved tensor changed, at a cost in speed: for debugging only. The same error
 # comes from `optimizer.step()` run between a forward and a backward that uses its graph, as with
-# `retain_graph=True` above, or a GAN that steps one network before the other's backward.
+# `retain_graph=True` above, or a GAN that steps one network before the other's backward. Two networks, as a GAN
+# or an adversarial VAE trains them: a generator G and a discriminator D, with D's loss computed on G's output:
+
+# %% tags=["answers-gan-detach"]
+from course_utils.chapters.ch03_loop_errors import two_network_rules
+
+for what, result in two_network_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# Without `detach()`, D's loss sends gradients into G: wasted work, and wrong updates if they are not zeroed
+# before G's own step (they push G the way D wants). Detaching the fake for D's loss stops them there. The error
+# comes from reusing D's output for G's loss after D's step: the step changed D's weights in place, and the graph
+# of that output had saved them. Run D again on G's output after D's step (or take G's backward before D's
+# step): that is what the usual GAN loop does.
 #
 # ### An optimizer built before the model changed
 

@@ -1273,7 +1273,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # read in `configure_optimizers`. A hook counts the optimizer's real steps; the progress bar draws nowhere
 # and reports its totals (`course_utils/chapters/ch07_libraries.py`):
 
-# %% tags=["answers-lightning-bar"]
+# %% tags=["answers-lightning-bar", "answers-lightning-global-step"]
 from course_utils.chapters.ch07_libraries import (accelerate_lines, checkpoint_lines, lightning_lines,
                                                   run_accelerate, run_lightning)
 
@@ -1286,6 +1286,9 @@ print("\n".join(lightning_lines(lightning_run)))
 # updates each rank makes. The 292: Lightning 1.x drew one bar per epoch, and its total added the validation
 # batches to the training batches. Since 2.0 (pull request #16695) the training bar counts training batches
 # only and validation gets a bar of its own. Neither bar counts updates: 233 batches made 59 of them.
+# `global_step` does count updates, so every batch of an accumulation window reads the same value: a periodic
+# task keyed on it inside `training_step` ran K = 4 times at each multiple (the last line), and once at step 0.
+# Key it in a hook that runs once per update, `on_before_optimizer_step`, and skip step 0 if it is not wanted.
 #
 # When Lightning validates is counted in batches too. Four small fits (20 batches of 16 per epoch), each
 # validation run recorded as (epoch, training batches seen, `global_step`):
