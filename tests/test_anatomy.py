@@ -133,7 +133,8 @@ def test_two_networks_detach_keeps_d_out_of_g_and_reusing_ds_output_after_its_st
     from course_utils.chapters.ch03_loop_errors import two_network_rules
 
     r = two_network_rules(seed=1)
-    assert r["D's loss on G(z), backward: G's .grad filled"] and not r["D's loss on G(z).detach(), backward: G's .grad filled"]
+    assert r["D's loss on G(z), backward: G's .grad filled"]
+    assert not r["D's loss on G(z).detach(), backward: G's .grad filled"]
     assert r["G's loss on the same D(G(z)) after D's step (retain_graph=True)"].startswith(
         "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace")
     assert r["G's loss on a fresh D(G(z)) after D's step: G's .grad filled"]

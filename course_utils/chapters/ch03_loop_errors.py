@@ -214,8 +214,10 @@ def two_network_rules(seed: int = 0) -> dict[str, object]:
         fake = G(z)
         d_loss = bce(D(fake.detach() if detach else fake), torch.zeros(8, 1)) + bce(D(real), torch.ones(8, 1))
         d_loss.backward()
-        out[f"D's loss on {'G(z).detach()' if detach else 'G(z)'}, backward: G's .grad filled"] = G.weight.grad is not None
-    G.zero_grad(), D.zero_grad()
+        shown = "G(z).detach()" if detach else "G(z)"
+        out[f"D's loss on {shown}, backward: G's .grad filled"] = G.weight.grad is not None
+    G.zero_grad()
+    D.zero_grad()
     fake = G(z)
     d_fake = D(fake)                                  # one forward, used for both losses
     d_loss = bce(d_fake, torch.zeros(8, 1)) + bce(D(real), torch.ones(8, 1))

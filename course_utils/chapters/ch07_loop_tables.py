@@ -197,8 +197,10 @@ def collapse_lines(seeds=range(5)) -> list[str]:
              f"{-(prior * prior.log()).sum().item():.2f}, log 3 = {math.log(3):.2f}"]
     for name, lost in (("healthy", False), ("inputs lost (every example the same row)", True)):
         runs = [_collapse_run(seed, lost) for seed in seeds]
-        lines.append(f"{name}: held-out loss within 2% of the prior's on {tally(abs(r['loss'] / r['prior_loss'] - 1) < 0.02 for r in runs)}"
-                     f", below it by 20% or more on {tally(r['loss'] < 0.8 * r['prior_loss'] for r in runs)}; one class "
-                     f"predicted on {tally(r['classes'] == 1 for r in runs)}; accuracy = the majority class's share on "
-                     f"{tally(abs(r['accuracy'] - r['majority']) < 1e-9 for r in runs)}")
+        at_prior = tally(abs(r["loss"] / r["prior_loss"] - 1) < 0.02 for r in runs)
+        below = tally(r["loss"] < 0.8 * r["prior_loss"] for r in runs)
+        one_class = tally(r["classes"] == 1 for r in runs)
+        majority = tally(abs(r["accuracy"] - r["majority"]) < 1e-9 for r in runs)
+        lines.append(f"{name}: held-out loss within 2% of the prior's on {at_prior}, below it by 20% or more on "
+                     f"{below}; one class predicted on {one_class}; accuracy = the majority class's share on {majority}")
     return lines
