@@ -35,6 +35,7 @@ def test_two_ranks_record_what_the_chapter_says(tmp_path):
     every = traps["every line on every rank"]         # each rank runs the whole script
     assert every["a file written in the loop, unguarded: ranks that wrote it"] == [0, 1]
     assert every["the same write under if dist.get_rank() == 0: ranks that wrote it"] == [0]
+    assert every["DataLoader(num_workers=2) on each rank: worker processes each rank started"] == [2, 2]
     assert c["x = all_reduce(t): x, then t (rank r holds r + 1)"] == [None, 3.0]
     assert c["broadcast(src=1): every rank holds"] == [2.0, 2.0]
     assert c["rank 0 at barrier(timeout=50 ms), rank 1 never comes"].startswith("RuntimeError: Timed out")

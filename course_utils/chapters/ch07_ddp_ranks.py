@@ -314,6 +314,25 @@ def _digest() -> str:
     return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
 
 
+class _Pids(torch.utils.data.Dataset):
+    """Eight items, each the id of the process that loaded it (a worker's, with num_workers > 0)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> int:
+        return os.getpid()
+
+
+def _workers_per_rank(rank: int) -> dict[str, object]:
+    """num_workers is per process: each rank's DataLoader starts its own workers (chapter 7)."""
+    loader = torch.utils.data.DataLoader(_Pids(), batch_size=2, num_workers=2)
+    pids = {int(pid) for batch in loader for pid in batch}
+    counts = _both(len(pids - {os.getpid()}))
+    return {"DataLoader(num_workers=2) on each rank: worker processes each rank started": counts,
+            "worker processes in all, on 2 ranks": sum(counts)}
+
+
 def _every_line(rank: int, out: Path) -> dict[str, object]:
     """Every rank runs every line of the script: a file written in the loop (a hook saving extra files, a log) is
     written once per rank, unless the write sits under ``if dist.get_rank() == 0``."""
@@ -338,7 +357,8 @@ def _every_line(rank: int, out: Path) -> dict[str, object]:
 def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
     """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
     rank = dist.get_rank()
-    record = {"every line on every rank": _every_line(rank, out), "collectives": _collectives(rank),
+    record = {"every line on every rank": {**_every_line(rank, out), **_workers_per_rank(rank)},
+              "collectives": _collectives(rank),
               "DDP flags": _ddp_flags(rank), "one batch split over the ranks": _whole_batch(rank),
               "uneven batch counts": _uneven_batches(rank), "SyncBatchNorm": _sync_batchnorm(rank),
               "predictions from every rank": _every_prediction(rank)}

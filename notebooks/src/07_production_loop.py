@@ -1365,7 +1365,9 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # checks with tiny models (`course_utils/chapters/ch07_ddp_ranks.py`, which then starts the trainer). First, torchrun starts one process per rank and each runs the whole script: a file
 # the loop writes (a checkpoint hook's extra files, a log) is written once per rank unless the write sits under
 # `if dist.get_rank() == 0:` (in Lightning, `trainer.is_global_zero` or `@rank_zero_only`). A collective never
-# goes in such a branch: the other ranks never reach it. A collective works in place and returns `None` (a `Work` to `wait()` on with
+# goes in such a branch: the other ranks never reach it. Each rank also builds its own DataLoader and starts its own
+# workers, so `num_workers` counts per process: W ranks with `num_workers=N` run W·N workers beside the W ranks;
+# size N by the cores per rank, not by the machine's. A collective works in place and returns `None` (a `Work` to `wait()` on with
 # `async_op=True`), so `x = dist.all_reduce(t)` leaves `x` None; `reduce` defines the result on `dst` only. A
 # barrier one rank never reaches raises on the others after its timeout (30 minutes by default): a rank 0
 # evaluating alone for longer than that takes the run down. `init_sync=False` skips the broadcast of rank 0's
@@ -1386,7 +1388,7 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # weights. `SyncBatchNorm` refuses to train on the CPU. The record is checked against the module's source before
 # it is printed:
 
-# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches"]
+# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches", "answers-workers-per-rank"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
 
 print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
