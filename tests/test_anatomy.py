@@ -110,7 +110,7 @@ def test_step_through_marks_outputs_stale_after_a_step():
 def test_a_constant_on_the_loss_cancels_in_adam_and_adamw_only():
     """Adam's m/sqrt(v) cancels a factor of 4 on the loss (AdamW too); SGD, clipping and Adam's L2 decay do not, and
     a factor small enough to bring the gradients near eps does not cancel either."""
-    from course_utils.chapters.ch03_anatomy import loss_factor_gaps
+    from course_utils.chapters.ch03_adam_scale import loss_factor_gaps
 
     gaps = loss_factor_gaps(factors=(4, 1e-6), seeds=range(2), steps=10)
     for optimizer in ("Adam", "AdamW(weight_decay=0.1)"):
@@ -122,7 +122,7 @@ def test_a_constant_on_the_loss_cancels_in_adam_and_adamw_only():
 def test_adams_weight_decay_is_half_its_value_times_the_squared_weights_in_the_loss():
     """Adam(weight_decay=d) adds d*w to the gradient: the same weights as d/2 * sum(w**2) in the loss; the penalty
     without the 1/2, and AdamW's decoupled decay, end elsewhere."""
-    from course_utils.chapters.ch03_anatomy import decay_in_the_loss_gaps
+    from course_utils.chapters.ch03_adam_scale import decay_in_the_loss_gaps
 
     gaps = decay_in_the_loss_gaps(decay=0.1, seeds=range(2), steps=10)
     half, whole, decoupled = gaps.values()

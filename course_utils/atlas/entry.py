@@ -13,7 +13,7 @@ import difflib
 import string
 import textwrap
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 STAGES = ("data", "step", "precision", "evaluation", "checkpoint", "distributed")
 

@@ -1,16 +1,15 @@
 """Every line running on every rank, DDP's constructor flags, SyncBatchNorm and the collectives a metric needs, run on
-the two gloo ranks of chapter 7's torchrun cell (chapter 7).
+the two gloo ranks of chapter 7's torchrun cell, with the checks of ``ch07_ddp_batches`` (chapter 7).
 
 ``python -m course_utils.chapters.ch07_ddp_ranks <trainer flags>`` is what that cell launches under torchrun: each
-rank joins the process group, runs ``record_rank_traps`` (about 0.2 s of collectives and tiny DDP models; every
-call that raises does so on every rank before any message is sent, but for the timed-out barrier, which has a
-group of its own), rank 0 writes
-what it saw to ``<out>/rank_traps.json``, and the same process then runs the production trainer
-(``course_utils.train``) with the same flags, in the group already made (gloo; with a GPU, gloo for CPU tensors
-and nccl for CUDA ones).
+rank joins the process group, runs ``record_rank_traps`` (collectives and tiny DDP models, under a second with the
+first DDP's import of torch._dynamo; every call that raises does so on every rank before any message is sent, but
+for the timed-out barrier and the uneven batches, which have groups of their own), rank 0 writes what it saw to
+``<out>/rank_traps.json``, and the same process then runs the production trainer (``course_utils.train``) with the
+same flags, in the group already made (gloo; with a GPU, gloo for CPU tensors and nccl for CUDA ones).
 
-``rank_trap_lines`` reads that record for the notebook and refuses one written by other code than this module's
-(the record carries a digest of its source), so the lines printed are what this code did on two real ranks.
+``rank_trap_lines`` reads that record for the notebook and refuses one written by other code than these modules'
+(the record carries a digest of their source), so the lines printed are what this code did on two real ranks.
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import shutil
 import sys
 import warnings
@@ -29,22 +27,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
+from course_utils.chapters import ch07_ddp_batches, ch07_rank_tools
+from course_utils.chapters.ch07_ddp_batches import uneven_batches, whole_batch, workers_per_rank
+from course_utils.chapters.ch07_rank_tools import both_ranks, equal_on_ranks, first_line, without_source
 from course_utils.chapters.raised import raised
 
 RECORD = "rank_traps.json"
-
-
-def _first_line(call) -> str:
-    return raised(call, whole=False)
-
-
-def _without_source(message: str) -> str:
-    """torch's message without the C++ source position gloo puts in front ("[.../pair.cc:598] ")."""
-    return re.sub(r"\[[^\]]*\.(?:cc|cpp|h):\d+\] ", "", message)
 
 
 def _count_buckets(calls: list[int], bucket):        # no return annotation: DDP checks a string's
@@ -56,15 +47,8 @@ def _count_buckets(calls: list[int], bucket):        # no return annotation: DDP
     return done
 
 
-def _both(value) -> list:
-    """Every rank's `value`, in rank order (a picklable object)."""
-    boxes: list = [None] * dist.get_world_size()
-    dist.all_gather_object(boxes, value)
-    return boxes
-
-
 def _collectives(rank: int) -> dict[str, object]:
-    out: dict[str, object] = {"get_rank() on each rank": _both(dist.get_rank())}
+    out: dict[str, object] = {"get_rank() on each rank": both_ranks(dist.get_rank())}
     t = torch.tensor([rank + 1.0])
     returned = dist.all_reduce(t)
     out["x = all_reduce(t): x, then t (rank r holds r + 1)"] = (returned, t.item())
@@ -86,21 +70,21 @@ def _collectives(rank: int) -> dict[str, object]:
     out["all_gather(async_op=True) then wait()"] = [p.item() for p in parts]
     t = torch.tensor([rank + 1.0])
     dist.broadcast(t, src=1)
-    out["broadcast(src=1): every rank holds"] = _both(t.item())
+    out["broadcast(src=1): every rank holds"] = both_ranks(t.item())
     t = torch.tensor([rank + 1.0])
     dist.broadcast(t, src=0, async_op=True).wait()
-    out["broadcast(src=0, async_op=True): every rank holds"] = _both(t.item())
+    out["broadcast(src=0, async_op=True): every rank holds"] = both_ranks(t.item())
     t = torch.tensor([rank + 1.0])
     dist.reduce(t, dst=0, op=dist.ReduceOp.SUM)
-    out["reduce(dst=0, op=SUM): rank 0 holds the sum"] = _both(t.item())[0]
+    out["reduce(dst=0, op=SUM): rank 0 holds the sum"] = both_ranks(t.item())[0]
     t = torch.tensor([rank + 1.0])
     dist.reduce(t, dst=1, async_op=True).wait()
-    out["reduce(dst=1, async_op=True): rank 1 holds"] = _both(t.item())[1]
+    out["reduce(dst=1, async_op=True): rank 1 holds"] = both_ranks(t.item())[1]
     out["barrier(async_op=True) returns"] = type(dist.barrier(async_op=True)).__name__
     late = dist.new_group(backend="gloo")     # its own group: the timed-out barrier leaves the main one intact
     if rank == 0:                             # rank 1 is busy elsewhere (rank 0 alone evaluating, in reverse)
-        message = _first_line(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
-        out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = _without_source(message)
+        message = first_line(lambda: dist.barrier(group=late, timeout=datetime.timedelta(seconds=0.05)))
+        out["rank 0 at barrier(timeout=50 ms), rank 1 never comes"] = without_source(message)
     dist.barrier()                            # rank 1 keeps the late group open until rank 0 has timed out
     dist.destroy_process_group(late)
     return out
@@ -141,33 +125,33 @@ def _bn_model(rank: int) -> nn.Module:
 def _ddp_flags(rank: int) -> dict[str, object]:
     out: dict[str, object] = {}
     cpu = nn.Linear(2, 2)
-    out["DDP(cpu model, device_ids=[0], output_device=0)"] = _first_line(
+    out["DDP(cpu model, device_ids=[0], output_device=0)"] = first_line(
         lambda: DDP(cpu, device_ids=[0], output_device=0))
     torch.manual_seed(rank)                          # a different seed on each rank
     model = nn.Linear(3, 1)
     DDP(model, init_sync=False)
-    out["different seeds, init_sync=False: weights equal on both ranks"] = _equal(model.weight)
+    out["different seeds, init_sync=False: weights equal on both ranks"] = equal_on_ranks(model.weight)
     DDP(model)
-    out["different seeds, default init_sync=True: weights equal on both ranks (rank 0's)"] = _equal(model.weight)
+    out["different seeds, default init_sync=True: weights equal on both ranks (rank 0's)"] = equal_on_ranks(model.weight)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = _bn_model(rank)
         DDP(model, broadcast_buffers=False)
-    out["broadcast_buffers=False: BatchNorm running_mean equal after DDP(...)"] = _equal(model[1].running_mean)
+    out["broadcast_buffers=False: BatchNorm running_mean equal after DDP(...)"] = equal_on_ranks(model[1].running_mean)
     out["broadcast_buffers' warning"] = [str(w.message) for w in caught if "broadcast_buffers" in str(w.message)]
     model = _bn_model(rank)
     ddp = DDP(model, forward_sync_buffers=False)
-    out["forward_sync_buffers=False: running_mean equal after DDP(...)"] = _equal(model[1].running_mean)
+    out["forward_sync_buffers=False: running_mean equal after DDP(...)"] = equal_on_ranks(model[1].running_mean)
     model[1].running_mean.fill_(float(rank))
     ddp.eval()
     ddp(torch.ones(2, 3))
-    out["forward_sync_buffers=False, ranks apart, after an eval forward: equal"] = _equal(model[1].running_mean)
+    out["forward_sync_buffers=False, ranks apart, after an eval forward: equal"] = equal_on_ranks(model[1].running_mean)
     model = _bn_model(rank)
     ddp = DDP(model, forward_sync_buffers=True)
     model[1].running_mean.fill_(float(rank))
     ddp.eval()
     ddp(torch.ones(2, 3))
-    out["forward_sync_buffers=True, same: equal (rank 0's, broadcast at the forward)"] = _equal(model[1].running_mean)
+    out["forward_sync_buffers=True, same: equal (rank 0's, broadcast at the forward)"] = equal_on_ranks(model[1].running_mean)
     out["unused head, default DDP: two steps"] = _two_steps(DDP)
     out["unused head, find_unused_parameters=True"] = _two_steps(lambda m: DDP(m, find_unused_parameters=True))
     out["unused head, static_graph=True"] = _two_steps(lambda m: DDP(m, static_graph=True))
@@ -195,7 +179,7 @@ def _ddp_flags(rank: int) -> dict[str, object]:
     for name in ("batched_grad_copy", "gradient_as_bucket_view"):
         out[f"{name}=True: grads = the default's, bit for bit"] = all(
             torch.equal(a, b) for a, b in zip(grads["default"], grads[name]))
-    out["gradient_as_bucket_view=True: p.grad.detach_()"] = _first_line(lambda: model[0].weight.grad.detach_())
+    out["gradient_as_bucket_view=True: p.grad.detach_()"] = first_line(lambda: model[0].weight.grad.detach_())
     for name, wrap in (("default (25 MiB)", DDP), ("bucket_cap_mb=0.0001", lambda m: DDP(m, bucket_cap_mb=0.0001)),
                        ("bucket_cap_mb_list=[0.0001, 0.0001]",
                         lambda m: DDP(m, bucket_cap_mb_list=[0.0001, 0.0001]))):
@@ -211,78 +195,12 @@ def _ddp_flags(rank: int) -> dict[str, object]:
     return out
 
 
-def _whole_batch(rank: int) -> dict[str, object]:
-    """What DDP's averaged gradient is: each rank takes its half of one batch of 8; one SGD step on every rank against
-    one process stepping on the whole batch (same start, same lr), for a mean and for a summed loss."""
-    world = dist.get_world_size()
-    torch.manual_seed(0)
-    x, y = torch.randn(8, 4), torch.randn(8, 1)
-    mine = slice(rank * 8 // world, (rank + 1) * 8 // world)
-    out: dict[str, object] = {}
-    for reduction in ("mean", "sum"):
-        torch.manual_seed(1)
-        alone, model = nn.Linear(4, 1), nn.Linear(4, 1)
-        model.load_state_dict(alone.state_dict())
-        ddp = DDP(model)
-        nn.functional.mse_loss(ddp(x[mine]), y[mine], reduction=reduction).backward()
-        nn.functional.mse_loss(alone(x), y, reduction=reduction).backward()
-        ratio = (alone.weight.grad.norm() / model.weight.grad.norm()).item()
-        for net in (alone, model):
-            torch.optim.SGD(net.parameters(), lr=0.1).step()
-        same = all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(alone.parameters(), model.parameters()))
-        out[f"loss reduction={reduction!r}, 4 examples per rank: gradient, one process on all 8 / DDP's"] = round(
-            ratio, 3)
-        out[f"loss reduction={reduction!r}: weights after one SGD step (lr 0.1) = one process's on all 8"] = same
-    return out
-
-
-def _uneven_batches(rank: int) -> dict[str, object]:
-    """Rank 0 has 3 batches, rank 1 has 2 (random per-rank data, an unsharded stream): DDP's all-reduce in rank 0's
-    third backward waits for a rank that has finished; then the same loop under Join([ddp])."""
-    out: dict[str, object] = {}
-    batches = 3 if rank == 0 else 2
-    late = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=0.5))   # its own group and a short
-    torch.manual_seed(0)                                                               # timeout (default 30 min)
-    ddp = DDP(nn.Linear(4, 1), process_group=late)
-    done = 0
-
-    def train() -> None:
-        nonlocal done
-        for _ in range(batches):
-            dist.barrier()                    # both ranks start each shared batch together: under load, a rank
-            ddp(torch.ones(2, 4)).sum().backward()        # late by the timeout must not pass for the hang
-            done += 1
-    message = _first_line(train)
-    if rank == 1:                             # the barrier before rank 0's third batch (then rank 1 is gone)
-        dist.barrier()
-    out["the default timeout instead (gloo's; torch.distributed.constants.default_pg_timeout)"] = str(
-        dist.constants.default_pg_timeout)
-    out["rank 0: 3 batches, rank 1: 2; each rank's result"] = _both(      # rank 1 keeps the late group open
-        _without_source(message) if message != "no error" else f"finished its {done} batches")  # until then
-    del ddp
-    dist.destroy_process_group(late)
-    torch.manual_seed(0)
-    model = nn.Linear(4, 1)
-    ddp = DDP(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    steps = 0
-    with Join([ddp]):                         # a rank that runs out answers the others' all-reduces with zeros
-        for _ in range(batches):
-            optimizer.zero_grad()
-            ddp(torch.ones(2, 4) * (rank + 1)).sum().backward()
-            optimizer.step()
-            steps += 1
-    out["the same loop under Join([ddp]): steps per rank"] = _both(steps)
-    out["under Join: weights equal on both ranks at the end"] = _equal(model.weight)
-    return out
-
-
 def _sync_batchnorm(rank: int) -> dict[str, object]:
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.ReLU())
     converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     out: dict[str, object] = {"convert_sync_batchnorm: layers": [type(m).__name__ for m in converted]}
     layer = nn.SyncBatchNorm(3)
-    out["SyncBatchNorm on CPU, training forward"] = _first_line(lambda: layer(torch.ones(2, 3)))
+    out["SyncBatchNorm on CPU, training forward"] = first_line(lambda: layer(torch.ones(2, 3)))
     layer.eval()
     out["SyncBatchNorm on CPU, eval forward: output shape"] = list(layer(torch.ones(2, 3)).shape)
     return out
@@ -295,7 +213,7 @@ def _every_prediction(rank: int) -> dict[str, object]:
     out: dict[str, object] = {}
     for drop_last in (False, True):
         shard = DistributedSampler(examples, dist.get_world_size(), rank, shuffle=True, seed=0, drop_last=drop_last)
-        parts = _both([(i, 10 * i) for i in shard])
+        parts = both_ranks([(i, 10 * i) for i in shard])
         pairs = [pair for part in parts for pair in part]
         keyed = dict(pairs)                  # a padded duplicate lands on the same key
         out[f"drop_last={drop_last}: examples per rank"] = [len(part) for part in parts]
@@ -305,32 +223,10 @@ def _every_prediction(rank: int) -> dict[str, object]:
     return out
 
 
-def _equal(t: torch.Tensor) -> bool:
-    values = _both(t.detach().tolist())
-    return all(v == values[0] for v in values)
-
-
 def _digest() -> str:
-    return hashlib.sha256(inspect.getsource(sys.modules[__name__]).encode()).hexdigest()[:16]
-
-
-class _Pids(torch.utils.data.Dataset):
-    """Eight items, each the id of the process that loaded it (a worker's, with num_workers > 0)."""
-
-    def __len__(self) -> int:
-        return 8
-
-    def __getitem__(self, i: int) -> int:
-        return os.getpid()
-
-
-def _workers_per_rank(rank: int) -> dict[str, object]:
-    """num_workers is per process: each rank's DataLoader starts its own workers (chapter 7)."""
-    loader = torch.utils.data.DataLoader(_Pids(), batch_size=2, num_workers=2)
-    pids = {int(pid) for batch in loader for pid in batch}
-    counts = _both(len(pids - {os.getpid()}))
-    return {"DataLoader(num_workers=2) on each rank: worker processes each rank started": counts,
-            "worker processes in all, on 2 ranks": sum(counts)}
+    """What wrote a record: this module's source and the two its checks come from."""
+    sources = "".join(inspect.getsource(m) for m in (sys.modules[__name__], ch07_ddp_batches, ch07_rank_tools))
+    return hashlib.sha256(sources.encode()).hexdigest()[:16]
 
 
 def _every_line(rank: int, out: Path) -> dict[str, object]:
@@ -357,10 +253,10 @@ def _every_line(rank: int, out: Path) -> dict[str, object]:
 def record_rank_traps(out: Path) -> dict[str, dict[str, object]]:
     """Run every trap on this rank of the current process group; rank 0 writes them to out/RECORD (chapter 7)."""
     rank = dist.get_rank()
-    record = {"every line on every rank": {**_every_line(rank, out), **_workers_per_rank(rank)},
+    record = {"every line on every rank": {**_every_line(rank, out), **workers_per_rank(rank)},
               "collectives": _collectives(rank),
-              "DDP flags": _ddp_flags(rank), "one batch split over the ranks": _whole_batch(rank),
-              "uneven batch counts": _uneven_batches(rank), "SyncBatchNorm": _sync_batchnorm(rank),
+              "DDP flags": _ddp_flags(rank), "one batch split over the ranks": whole_batch(rank),
+              "uneven batch counts": uneven_batches(rank), "SyncBatchNorm": _sync_batchnorm(rank),
               "predictions from every rank": _every_prediction(rank)}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)

@@ -331,7 +331,7 @@ print("first update = lr * sign(g) for every weight (to 1e-6):",
 # relative to the largest weight:
 
 # %% tags=["answers-adam-loss-factor"]
-from course_utils.chapters.ch03_anatomy import loss_factor_gaps
+from course_utils.chapters.ch03_adam_scale import loss_factor_gaps
 from course_utils.chapters.over_seeds import tally
 
 
@@ -360,7 +360,7 @@ for optimizer, by_factor in loss_factor_gaps(factors=(4, 1e-6), seeds=range(3)).
 # plus a penalty:
 
 # %% tags=["answers-adam-decay-in-loss"]
-from course_utils.chapters.ch03_anatomy import decay_in_the_loss_gaps
+from course_utils.chapters.ch03_adam_scale import decay_in_the_loss_gaps
 
 for case, gaps in decay_in_the_loss_gaps(decay=0.1, seeds=range(3)).items():
     print(f"Adam(weight_decay=0.1) against Adam with {case}: {factor_verdict(gaps)}")
