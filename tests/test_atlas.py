@@ -43,6 +43,20 @@ def test_each_entry_raises_its_message_and_its_fix_runs(entry):
     assert len({tokens(r.message) for r in runs}) >= 1
 
 
+def test_a_fragment_that_makes_a_process_group_is_kept_until_exit_and_no_other():
+    """Freeing a one-process gloo group right after a backward can deadlock (course_utils/infra/gloo_groups.py):
+    the namespaces of a DDP entry's fragment and fix (each holding a DDP, its Reducer and group) are kept."""
+    from course_utils.infra import gloo_groups
+
+    ddp = next(e for e in RUN if e.id == "ddp-unused-parameters")
+    before = len(gloo_groups._KEPT)
+    run_entry(ddp)
+    kept = gloo_groups._KEPT[before:]
+    assert len(kept) == 2 and all(isinstance(n.get("model"), torch.nn.parallel.DistributedDataParallel) for n in kept)
+    run_entry(next(e for e in RUN if e.stage == "data"))
+    assert len(gloo_groups._KEPT) == before + 2
+
+
 def test_the_recorded_messages_hold_every_entry_and_nothing_else():
     assert set(recorded()) == {e.id for e in ENTRIES}
     assert all(recorded()[e.id]["type"] == e.expect for e in ENTRIES)

@@ -362,16 +362,19 @@ def test_early_stopping_delivers_the_best_weights(tmp_path, components):
     assert torch.equal(weights(model), weights(at_best)) and not torch.equal(weights(model), weights(last))
 
 
-def test_the_cost_runs_free_ddp_only_after_the_loop_returned():
-    """run_component keeps the DDP its loop builds past `fit`'s return, so freeing it (and the process group) never
-    races gloo's workers for the GIL under the memory meter's Python hooks (a deadlock seen in CI)."""
+def test_every_ddp_the_assembled_loop_builds_is_kept_until_exit():
+    """Freeing a one-process gloo group right after a backward can deadlock (course_utils/infra/gloo_groups.py):
+    the loop's DDP, and with it its group, outlives `fit` and every later collection."""
+    import gc
+
     from torch.nn.parallel import DistributedDataParallel
 
-    from course_utils.chapters.ch07_flowchart_costs import _hold_ddp, one_process_group_env
+    from course_utils.infra import gloo_groups
 
     fit = load_fit(("scale_out",))
-    held = _hold_ddp(fit)
-    with one_process_group_env():
-        fit(lambda: MLP(hidden=8), SPLITS.train, SPLITS.val, epochs=1, batch_size=64)
-    assert len(held) == 1 and isinstance(held[0], DistributedDataParallel)
-    held.clear()
+    before = list(gloo_groups._KEPT)
+    fit(lambda: MLP(hidden=8), SPLITS.train, SPLITS.val, epochs=1, batch_size=64)
+    gc.collect()
+    new = gloo_groups._KEPT[len(before):]
+    assert len(new) == 1 and isinstance(new[0], DistributedDataParallel) and new[0].process_group is not None
+    assert load_fit(()).__globals__.get("DDP") is None       # without scale_out the loop builds no group

@@ -25,6 +25,7 @@ from torch.utils.data import (DataLoader, Dataset, IterableDataset, TensorDatase
                               default_collate, random_split)
 
 from course_utils.atlas.entry import Entry
+from course_utils.infra.gloo_groups import keep_until_exit
 
 # What varies between two runs of the same fragment, replaced in the message the atlas shows (and said so)
 RUN_NORMALISATION = (
@@ -81,6 +82,8 @@ def fragment(code: str, params: dict) -> str:
 def _run(code: str, entry: Entry, folder: Path) -> tuple[str, str, dict]:
     """(raised type, message, namespace) of running `code`: the first warning of the entry's kind, or the exception."""
     namespace = _namespace(folder)
+    if "init_process_group" in code:     # its group is freed only at exit, never racing gloo's workers
+        keep_until_exit(namespace)
     compiled = compile(code, f"<atlas {entry.id}>", "exec")
     hooks = sys.excepthook, threading.excepthook    # init_process_group wraps them (a "[rank0]:" prefix each time)
     with warnings.catch_warnings(record=True) as caught, _restored(hooks), _same_random_streams():

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from course_utils.infra.gloo_groups import keep_until_exit
+
 
 @dataclass(frozen=True)
 class Component:
@@ -343,4 +345,17 @@ def load_fit(enabled: Iterable[str]):
     """Execute the assembled script and return its `fit` function: what the tests and the notebook run."""
     namespace: dict = {"__name__": "course_flowchart_loop"}
     exec(compile(assemble(enabled), "<chapter-7 loop>", "exec"), namespace)  # noqa: S102 - our own template
+    if "DDP" in namespace:      # scale_out: each DDP the loop builds, and its process group, lives until exit
+        namespace["DDP"] = _kept_until_exit(namespace["DDP"])
     return namespace["fit"]
+
+
+def _kept_until_exit(ddp_class):
+    """DDP that keeps itself alive until the interpreter exits: freeing its one-process gloo group right after a
+    backward can deadlock (course_utils/infra/gloo_groups.py)."""
+    class KeptDDP(ddp_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            keep_until_exit(self)
+
+    return KeptDDP

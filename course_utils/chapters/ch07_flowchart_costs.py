@@ -86,35 +86,11 @@ def run_component(components: tuple[str, ...], epochs: int = 2, splits=None) -> 
         _prepare(fit, components, options, folder)
         meter = GraphMemoryMeter()
         start = time.perf_counter()
-        held = _hold_ddp(fit)
-        with meter:
+        with meter:     # a loop with DDP keeps it until exit (load_fit): freeing it here could deadlock
             _, history = fit(lambda: MLP(hidden=32), splits.train, splits.val, **options)
         seconds = time.perf_counter() - start
         disk = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
-        if held:                # a loop with DDP: free it only after gloo's workers have freed their work
-            time.sleep(0.05)    # gives up the GIL: gloo's workers free their finished work (see _hold_ddp)
-            held.clear()        # DDP, and with it the process group, freed only now
     return seconds, meter.peak, disk, history
-
-
-def _hold_ddp(fit) -> list:
-    """Keep every DDP the loop builds alive in the returned list, to be freed by the caller after a sleep.
-
-    Measured under the meter, each gloo work keeps the thread-local state it was created in, which holds the
-    meter's Python saved-tensor hooks, so the worker thread that frees a finished work needs the GIL. Freeing
-    DDP when `fit` returns drops the process group, whose destructor joins those threads while holding the GIL:
-    if a worker is still waiting for it, both wait forever (seen in CI and in chapter 7 in the browser: the main
-    thread in ~ProcessGroupGloo, a worker in ~AsyncWork's decref). Without Python hooks no work needs the GIL.
-    """
-    held: list = []
-    if "DDP" in fit.__globals__:
-        class HeldDDP(fit.__globals__["DDP"]):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, **kwargs)
-                held.append(self)
-
-        fit.__globals__["DDP"] = HeldDDP
-    return held
 
 
 @dataclass(frozen=True)
@@ -142,13 +118,8 @@ def count_allreduces(components: tuple[str, ...] = ("accumulation", "scale_out")
     skip_sync = no_sync
 
     def counted_allreduce(state, bucket):
-        """Count the bucket DDP asks to all-reduce; in this one-process group the average is the bucket itself.
-
-        No gloo work is started from Python: a work holding a Python tensor is freed by gloo's thread, which
-        needs the GIL for it, while freeing the group at the loop's end joins that thread holding the GIL. Both
-        wait forever (py-spy on hung runs: ~ProcessGroupGloo in join, a worker in ~AsyncWork's decref); torch's
-        allreduce_hook, and a synchronous all_reduce in this hook, hung stress runs of this count within 300.
-        """
+        """Count the bucket DDP asks to all-reduce; in this one-process group the average is the bucket itself,
+        returned as it is: the count needs no gloo work."""
         calls.append(1)
         done = torch.futures.Future()
         done.set_result(bucket.buffer())       # the mean over one rank: unchanged
