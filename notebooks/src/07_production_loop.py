@@ -1149,11 +1149,18 @@ print("updates:", summary["updates"], "| chapter 0's calculator for W=2:", predi
 # %% [markdown]
 # One exit you may meet with your own script: the run completes, then a rank prints `terminate called without an
 # active exception` and dies with exit code -6, and torchrun reports the whole job failed. It is a race in
-# the last second, not in training: a gloo worker thread releases the last collective's tensors while Python is
-# already shutting down, and the thread is stopped inside a C++ destructor. This machine hit it in 2 of 87
-# launches of the cell above before the trainer changed (seen in a core dump, not reproducible on demand, so not
-# run here); the trainer's ranks now end with `os._exit` once everything is written (`exit_process` in
-# `production/cli.py`), which skips that shutdown.
+# the last second, not in training. On torch 2.13 each backward leaves a Python object (its `contextvars`
+# context) in the thread's state, every gloo collective started during a backward (DDP's all-reduces) keeps a
+# copy of that state, and the gloo worker thread that lets go of the last one must take the GIL to free it. If
+# Python is already shutting down, the thread is stopped inside that C++ destructor. This machine hit it in 2 of
+# 87 launches of the cell above before the trainer changed (seen in a core dump, not reproducible on demand, so
+# not run here); the trainer's ranks now end with `os._exit` once everything is written (`exit_process` in
+# `production/cli.py`), which skips that shutdown. The same race has a second face: freeing a process group
+# right after a backward (the last DDP model holding it goes out of scope, after `destroy_process_group`) can
+# hang forever, the main thread holding the GIL while it waits for the group's work lock, the worker holding
+# the lock while it waits for the GIL. `tools/gloo_stress.py` reproduces that in seconds with gloo's threads
+# slowed down (not run here: 2 tries of 2 hung); the course keeps every process group it builds in one process
+# until that process exits (`course_utils/infra/gloo_groups.py`).
 #
 # Each rank trains on its own shard. The trainer's sampler (torch's `DistributedSampler` underneath) deals
 # the shuffled indices out; here are epoch 1's shards:
