@@ -145,8 +145,9 @@ def exit_process(code: int) -> NoReturn:
     """End a command-line run with `code`; a rank under torchrun skips Python's own teardown (chapter 7).
 
     Why: a gloo worker thread can still hold the last reference to a finished collective (the last barrier keeps
-    the ones before it) when the main thread returns, and releasing it needs the GIL. If Python has begun to
-    shut down by then, the thread is stopped inside a C++ destructor and the process aborts ("terminate called
+    the ones before it) when the main thread returns, and releasing it needs the GIL: the collective keeps the
+    thread state of the backward that started it, which holds a Python object (infra/gloo_groups.py). If Python
+    has begun to shut down by then, the thread is stopped inside a C++ destructor and the process aborts ("terminate called
     without an active exception", exit -6) after the run completed: 2 of 87 launches of chapter 7's torchrun
     cell on 2 busy cores (the backtrace read from a core dump). Destroying the process group does not join those
     threads once a DDP model was built: torch keeps the group alive until exit. Everything a run writes is on
