@@ -68,6 +68,56 @@ ENTRIES = (
         ),
     ),
     Entry(
+        id="optimizer-load-other-class", stage="checkpoint", chapter=7,
+        title="resumed with another optimizer class than the one whose state was saved (SGD's into Adam, ...)",
+        code=(
+            "model = nn.Linear(4, 2)\n"
+            "saved = $saved\n"
+            "model(torch.randn(8, 4)).sum().backward()\n"
+            "saved.step()\n"
+            "torch.save(saved.state_dict(), tmp / \"opt.pt\")\n"
+            "optimizer = $now            # the optimizer was changed, the checkpoint was not\n"
+            "optimizer.load_state_dict(torch.load(tmp / \"opt.pt\"))\n"
+            "model(torch.randn(8, 4)).sum().backward()\n"
+            "optimizer.step()\n"
+        ),
+        fix=(
+            "model = nn.Linear(4, 2)\n"
+            "saved = $saved\n"
+            "model(torch.randn(8, 4)).sum().backward()\n"
+            "saved.step()\n"
+            "torch.save(saved.state_dict(), tmp / \"opt.pt\")\n"
+            "optimizer = $now            # a new optimizer class starts from its own fresh state\n"
+            "model(torch.randn(8, 4)).sum().backward()\n"
+            "optimizer.step()\n"
+            "shown = type(optimizer).__name__\n"
+        ),
+        cause="An optimizer's state_dict holds its own class's per-parameter state (Adam's step, exp_avg and "
+              "exp_avg_sq, SGD's momentum_buffer, RMSprop's square_avg) and its hyperparameters (betas, momentum, "
+              "...); load_state_dict copies them in without checking the class, and the first read of a key the "
+              "other class never wrote raises KeyError, at loading or at the next step. Resume with the class "
+              "that was saved, or load only the model's weights and let the new optimizer start fresh. (A KeyError "
+              "raised in your own code or a library's, such as checkpoint['step'], is that checkpoint dict "
+              "missing its key instead.)",
+        expect="KeyError",
+        params=(
+            {"saved": "torch.optim.SGD(model.parameters(), lr=0.1)",
+             "now": "torch.optim.AdamW(model.parameters(), lr=0.001)"},
+            {"saved": "torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)",
+             "now": "torch.optim.Adam(model.parameters(), lr=0.001)"},
+            {"saved": "torch.optim.Adam(model.parameters(), lr=0.001)",
+             "now": "torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)"},
+            {"saved": "torch.optim.Adam(model.parameters(), lr=0.001)",
+             "now": "torch.optim.RMSprop(model.parameters(), lr=0.001)"},
+        ),
+        sources=(
+            "https://github.com/ultralytics/yolov3/issues/80",
+            "https://github.com/harryhan618/SCNN_Pytorch/issues/34",
+            "https://github.com/pytorch/torchtitan/issues/848",
+            "https://github.com/pytorch/pytorch/issues/23070",
+        ),
+    ),
+    Entry(
         id="optimizer-load-wrong-dict", stage="checkpoint", chapter=7,
         title="gave optimizer.load_state_dict a dict that is not an optimizer's state (the model's, the scheduler's, "
               "or the whole checkpoint)",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from course_utils.atlas.optimizer_keys import optimizer_state_names
 from course_utils.atlas.entry import Entry
 
 MATCH = 0.62          # the least score that names an entry
@@ -61,6 +62,8 @@ def _name(match: re.Match) -> str:
     first = text.split(".")[0]
     if first in ARRAY_ATTRIBUTES:
         return f" NAME NAME_{first} "
+    if text in optimizer_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
+        return " NAME_optimizer_state "
     return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
 
 
