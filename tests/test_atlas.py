@@ -57,6 +57,28 @@ def test_a_fragment_that_makes_a_process_group_is_kept_until_exit_and_no_other()
     assert len(gloo_groups._KEPT) == before + 2
 
 
+def test_the_optimizer_state_names_come_from_torch_and_find_the_other_class_entry():
+    """Keys no recorded run raised (Adam's amsgrad buffer, SGD's momentum buffer, Adamax's exp_inf) still find
+    the entry; a key every optimizer has (lr) or none has does not."""
+    from course_utils.atlas.optimizer_keys import optimizer_state_names
+
+    names = optimizer_state_names()
+    model = torch.nn.Linear(2, 1)
+    for optimizer in (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), torch.optim.Adamax(model.parameters())):
+        model(torch.ones(3, 2)).sum().backward()
+        optimizer.step()
+        assert set(optimizer.state[model.weight]) <= names
+    assert {"betas", "momentum", "rho"} <= names and not {"lr", "eps", "weight_decay", "params"} & names
+    recorded_keys = {m.strip("'") for m in recorded()["optimizer-load-other-class"]["messages"]}
+    for key in ("max_exp_avg_sq", "momentum_buffer", "exp_inf", "acc_delta"):
+        assert key not in recorded_keys
+        found = lookup(f"KeyError: '{key}'")
+        assert found.best is not None and found.best.id == "optimizer-load-other-class", key
+    for key in ("lr", "my_config_key"):
+        found = lookup(f"KeyError: '{key}'")
+        assert found.best is None or found.best.id != "optimizer-load-other-class", key
+
+
 def test_the_recorded_messages_hold_every_entry_and_nothing_else():
     assert set(recorded()) == {e.id for e in ENTRIES}
     assert all(recorded()[e.id]["type"] == e.expect for e in ENTRIES)

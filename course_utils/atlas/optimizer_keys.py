@@ -1,7 +1,7 @@
 """The names torch's optimizers keep in their state, read from torch: what a KeyError names when a state saved by
 one optimizer class is loaded into another (``KeyError: 'betas'``, ``'momentum'``, ``'square_avg'``, ...).
 
-One step of each optimizer in ``torch.optim`` on a tiny model gives its per-parameter state keys (``step``,
+One step of each optimizer in ``torch.optim`` on a tiny model (every option that adds state switched on) gives its per-parameter state keys (``step``,
 ``exp_avg``, ``momentum_buffer``, ...) and its group's hyperparameters; the hyperparameters fewer than half the
 classes have (``betas``, ``momentum``, ``rho``, ...) tell a class, the common ones (``lr``, ``eps``,
 ``weight_decay``, the ``foreach``/``capturable`` flags) do not. LBFGS (a line search whose state keys are
@@ -13,6 +13,9 @@ import functools
 import inspect
 
 SKIPPED = ("LBFGS",)
+# the options that give a parameter more state, each switched on where a class has it: SGD's and RMSprop's
+# momentum_buffer, Adam's max_exp_avg_sq, RMSprop's grad_avg
+STATEFUL = {"momentum": 0.9, "amsgrad": True, "centered": True}
 
 
 def _one_step(cls) -> tuple[set[str], set[str]] | None:
@@ -21,8 +24,9 @@ def _one_step(cls) -> tuple[set[str], set[str]] | None:
     from torch import nn
 
     model = nn.Linear(3, 2)
+    options = {k: v for k, v in STATEFUL.items() if k in inspect.signature(cls).parameters}
     try:
-        optimizer = cls(model.parameters(), lr=0.01)
+        optimizer = cls(model.parameters(), lr=0.01, **options)
         model(torch.ones(4, 3)).pow(2).sum().backward()
         optimizer.step()
     except (ValueError, RuntimeError, TypeError):     # Muon wants 2-D parameters only, SparseAdam sparse gradients
