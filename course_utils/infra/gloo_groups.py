@@ -15,8 +15,8 @@ the machine's load. What is safe is freeing the group when its workers are certa
 long before the interpreter exits. So every process group the course builds and lets go of (the atlas's
 fragments, chapter 7's assembled loop and its late group, the trainer's ranks when they leave) is kept, with
 whatever holds it, until its process exits: 3 idle threads and 5 file descriptors each (measured), for the
-few dozen groups a test session or a kernel builds. (A rank
-under torchrun leaves with os._exit, production/cli.py, so its group is never freed at all.)
+few dozen groups a test session or a kernel builds. (A rank under torchrun leaves with os._exit,
+production/cli.py, so its group is never freed at all.)
 """
 from __future__ import annotations
 
