@@ -27,6 +27,9 @@ def test_stale_ticks_are_marked_and_same_ticks_say_so():
     assert view.plot.layout.opacity == "1"
     view.run_button.click()
     assert "already shown" in view.message.value
+    first = view.message.value
+    view.run_button.click()                       # pressed again: still an answer, not a button that looks dead
+    assert "already shown" in view.message.value and view.message.value != first
 
 
 def test_combination_and_every_clash_named_without_losing_the_figure():

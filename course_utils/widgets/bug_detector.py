@@ -39,6 +39,7 @@ class BugDetectorView(View):
         self.summary = w.HTML("<i>Tick one or more bugs and press Run.</i>")
         self.comparison: Comparison | None = None
         self.shown: tuple[str, ...] | None = None
+        self.repeats = 0          # Run pressed on the ticks already shown, since they were drawn
         self.error: str | None = None
         self.ahead = RunAhead()   # the ticked combination, trained and drawn while the learner reaches for Run
         settings = ", ".join(f"{k}={v}" for k, v in self.config.items())
@@ -82,8 +83,10 @@ class BugDetectorView(View):
             self.message.value = error_html(f"These bugs cannot be combined: {self.error}")
             self.plot.layout.opacity = "0.45"                  # the last result stays, dimmed: no jump
             return None
-        if bugs == self.shown:
-            self.message.value = NOTE.format("These ticks are already shown: same seed, same result.")
+        if bugs == self.shown:          # each press answers, so the button never looks dead: it counts them
+            self.repeats += 1
+            again = f" (Run pressed {self.repeats} times on them)" if self.repeats > 1 else ""
+            self.message.value = NOTE.format(f"These ticks are already shown: same seed, same result{again}.")
             return self.comparison
         self.run_button.disabled, self.run_button.description = True, "Running…"
         self.message.value = NOTE.format("⏳ training the healthy and the bugged run…")
@@ -96,7 +99,7 @@ class BugDetectorView(View):
             return None
         finally:
             self.run_button.disabled, self.run_button.description = False, "Run"
-        self.comparison, self.error, self.shown = comp, None, bugs
+        self.comparison, self.error, self.shown, self.repeats = comp, None, bugs, 0
         self.message.value = NOTE.format("")
         self.plot.value = png
         self.plot.layout.opacity = "1"
