@@ -43,6 +43,8 @@ def test_combination_and_every_clash_named_without_losing_the_figure():
     assert "clip_before_backward and clip_after_step" in message
     assert "missing_zero_grad and zero_grad_after_backward" in message and "bugs:" not in message
     assert view.plot.value == png                           # the last figure stays (dimmed): no layout jump
+    view.run_button.click()                                 # pressed again: an answer that shows the press
+    assert "cannot be combined" in view.message.value and view.message.value != message
 
 
 def test_rows_flagged_differs_differ_as_printed():

@@ -39,7 +39,8 @@ class BugDetectorView(View):
         self.summary = w.HTML("<i>Tick one or more bugs and press Run.</i>")
         self.comparison: Comparison | None = None
         self.shown: tuple[str, ...] | None = None
-        self.repeats = 0          # Run pressed on the ticks already shown, since they were drawn
+        self.answered: tuple[str, tuple[str, ...]] | None = None   # the last answer without a run, and its ticks
+        self.repeats = 0                                                # how many presses in a row got it
         self.error: str | None = None
         self.ahead = RunAhead()   # the ticked combination, trained and drawn while the learner reaches for Run
         settings = ", ".join(f"{k}={v}" for k, v in self.config.items())
@@ -74,19 +75,24 @@ class BugDetectorView(View):
             self.message.value = NOTE.format("")
             self.plot.layout.opacity = "1"
 
+    def _again(self, answer: str, bugs: tuple[str, ...]) -> str:
+        """`answer`, counting the presses of Run that got it for the same ticks: each press changes what the learner
+        sees, so the button never looks dead."""
+        self.repeats = self.repeats + 1 if self.answered == (answer, bugs) else 1
+        self.answered = (answer, bugs)
+        return answer + (f" (Run pressed {self.repeats} times on these ticks)" if self.repeats > 1 else "")
+
     def run(self) -> Comparison | None:
         """Train both runs with the ticked bugs; a clash (two bugs on one operation) shows a message."""
         bugs = self.selected()
         problems = clashes(bugs)
         if problems:
             self.error = "; ".join(problems) + ". Untick one of each pair."
-            self.message.value = error_html(f"These bugs cannot be combined: {self.error}")
+            self.message.value = error_html(self._again(f"These bugs cannot be combined: {self.error}", bugs))
             self.plot.layout.opacity = "0.45"                  # the last result stays, dimmed: no jump
             return None
-        if bugs == self.shown:          # each press answers, so the button never looks dead: it counts them
-            self.repeats += 1
-            again = f" (Run pressed {self.repeats} times on them)" if self.repeats > 1 else ""
-            self.message.value = NOTE.format(f"These ticks are already shown: same seed, same result{again}.")
+        if bugs == self.shown:
+            self.message.value = NOTE.format(self._again("These ticks are already shown: same seed, same result.", bugs))
             return self.comparison
         self.run_button.disabled, self.run_button.description = True, "Running…"
         self.message.value = NOTE.format("⏳ training the healthy and the bugged run…")
@@ -99,7 +105,7 @@ class BugDetectorView(View):
             return None
         finally:
             self.run_button.disabled, self.run_button.description = False, "Run"
-        self.comparison, self.error, self.shown, self.repeats = comp, None, bugs, 0
+        self.comparison, self.error, self.shown, self.answered = comp, None, bugs, None
         self.message.value = NOTE.format("")
         self.plot.value = png
         self.plot.layout.opacity = "1"
