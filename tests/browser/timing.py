@@ -114,28 +114,55 @@ def text_box(page, label: str):
                         ).locator("input").first
 
 
+def _untimed(page) -> None:
+    """After an untimed step of a repeated action: wait until its answer has settled, then arm the timer again."""
+    wait_for_idle_kernel(page)
+    page.wait_for_timeout(SETTLE_MS)
+    page.evaluate(_ARM)
+
+
 def type_into(label: str, value: str, nth: int = 0):
-    """An action: replace a box's text with `value` and press Enter (`nth` box with that label)."""
+    """An action: replace a box's text with `value` and press Enter (`nth` box with that label). A repeat (timed()
+    tries a slow action twice) first puts the text back as it was before the first try, untimed."""
+    before: list[str] = []
+
     def action(page):
         box = page.locator(".widget-inline-hbox", has=page.locator(
             "label", has_text=re.compile(rf"^{re.escape(label)}$"))).nth(nth).locator("input").first
         box.scroll_into_view_if_needed()
+        if before and box.input_value() == value != before[0]:
+            box.fill(before[0])
+            box.press("Enter")
+            _untimed(page)
+        before[:] = before or [box.input_value()]
         box.fill(value)
         box.press("Enter")
     return action
 
 
 def slider_keys(label: str, *keys: str, nth: int = 0):
-    """An action: press keys (ArrowRight, Home, End...) on a slider's handle (`nth` slider with that label)."""
+    """An action: press keys (ArrowRight, Home, End...) on a slider's handle (`nth` slider with that label). A repeat
+    (timed() tries a slow action twice) first presses the opposite keys, untimed."""
+    tried: list[bool] = []
+
     def action(page):
         slider = page.locator(".widget-slider", has=page.locator(
             "label", has_text=re.compile(rf"^{re.escape(label)}$"))).nth(nth)
         handle = slider.locator(".noUi-handle").first
         handle.scroll_into_view_if_needed()
         handle.focus()
+        if tried:                  # a repeat: first the opposite keys, untimed, so the timed keys move it again
+            for key in reversed(keys):
+                handle.press(OPPOSITE.get(key, key))
+            _untimed(page)
+        tried.append(True)
         for key in keys:
             handle.press(key)
     return action
+
+
+OPPOSITE = {"ArrowRight": "ArrowLeft", "ArrowLeft": "ArrowRight", "ArrowUp": "ArrowDown", "ArrowDown": "ArrowUp",
+            "Home": "End", "End": "Home", "PageUp": "PageDown", "PageDown": "PageUp"}
 
 
 def click_button(label: str, nth: int = 0):
@@ -158,9 +185,7 @@ def tick(label: str):
         box.scroll_into_view_if_needed()
         if "checked" in meant and box.is_checked() == meant["checked"]:
             box.click()
-            wait_for_idle_kernel(page)
-            page.wait_for_timeout(SETTLE_MS)
-            page.evaluate(_ARM)
+            _untimed(page)
         meant.setdefault("checked", not box.is_checked())
         box.click()
     return action
