@@ -7,7 +7,7 @@ import pytest
 
 from course_utils.chapters import ch07_ddp_ranks
 from course_utils.chapters.ch07_ddp_ranks import RECORD, rank_trap_lines, record_rank_traps
-from course_utils.infra.gloo_groups import keep_until_exit
+from course_utils.infra.gloo_groups import destroy_kept
 
 
 def _rank(rank: int, port: int, out: str) -> None:
@@ -16,8 +16,7 @@ def _rank(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     record_rank_traps(ch07_ddp_ranks.Path(out))
-    keep_until_exit(dist.group.WORLD)          # freed right after a backward, a group can deadlock (gloo_groups.py)
-    dist.destroy_process_group()
+    destroy_kept()          # the group's object kept until exit: freed right after a backward, it can deadlock
 
 
 def test_two_ranks_record_what_the_chapter_says(tmp_path):

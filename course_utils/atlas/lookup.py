@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from course_utils.atlas.optimizer_keys import optimizer_state_names
 from course_utils.atlas.entry import Entry
+from course_utils.atlas.optimizer_keys import optimizer_state_names
 
 MATCH = 0.62          # the least score that names an entry
 

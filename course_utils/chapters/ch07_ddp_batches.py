@@ -12,7 +12,7 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.chapters.ch07_rank_tools import both_ranks, equal_on_ranks, first_line, without_source
-from course_utils.infra.gloo_groups import keep_until_exit
+from course_utils.infra.gloo_groups import destroy_kept
 
 
 def whole_batch(rank: int) -> dict[str, object]:
@@ -63,8 +63,7 @@ def uneven_batches(rank: int) -> dict[str, object]:
         dist.constants.default_pg_timeout)
     out["rank 0: 3 batches, rank 1: 2; each rank's result"] = both_ranks(      # rank 1 keeps the late group open
         without_source(message) if message != "no error" else f"finished its {done} batches")  # until then
-    keep_until_exit(ddp)                      # freeing it with its group right after a backward can deadlock
-    dist.destroy_process_group(late)          # (course_utils/infra/gloo_groups.py)
+    destroy_kept(late)                        # kept until exit: freed right after a backward, a group can deadlock
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     ddp = DDP(model)

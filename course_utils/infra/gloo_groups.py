@@ -29,3 +29,11 @@ def keep_until_exit(*holders: Any) -> None:
     """Keep these (a DDP model, a namespace that held a process group) alive until the interpreter exits."""
     _KEPT.extend(holders)
 
+
+
+def destroy_kept(group: Any = None) -> None:
+    """``dist.destroy_process_group(group)`` (the default group when None), the group's object kept until exit."""
+    import torch.distributed as dist
+
+    keep_until_exit(dist.group.WORLD if group is None else group)
+    dist.destroy_process_group(group)

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from course_utils.infra.gloo_groups import keep_until_exit
+from course_utils.infra.gloo_groups import destroy_kept
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,13 @@ def teardown(ranks: Ranks) -> None:
     """Leave the process group (when we joined one)."""
     if ranks.world_size > 1 and dist.is_initialized():
         dist.barrier()
-        _leave_group()
+        destroy_kept()        # the group's object kept until exit: freed after a backward, it can deadlock
 
 
 def abandon(ranks: Ranks) -> None:
     """Leave the process group without waiting for the others (every rank is about to raise the same error)."""
     if ranks.world_size > 1 and dist.is_initialized():
-        _leave_group()
-
-
-def _leave_group() -> None:
-    """Destroy the default group, the group object itself kept until exit: freeing it right after a backward can
-    deadlock against a gloo worker still letting go of that backward's all-reduce (infra/gloo_groups.py)."""
-    keep_until_exit(dist.group.WORLD)
-    dist.destroy_process_group()
+        destroy_kept()        # the group's object kept until exit: freed after a backward, it can deadlock
 
 
 def wrap(model: nn.Module, ranks: Ranks) -> nn.Module:
