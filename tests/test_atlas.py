@@ -79,6 +79,22 @@ def test_the_optimizer_state_names_come_from_torch_and_find_the_other_class_entr
         assert found.best is None or found.best.id != "optimizer-load-other-class", key
 
 
+def same_words(entry) -> set[str]:
+    """The entries whose own message reads as this entry's once what varies is replaced (its dtype's width, a
+    number): one torch message with several causes, which a lookup of the message alone offers together, tied."""
+    mine = tokens(recorded()[entry.id]["messages"][0])
+    return {other.id for other in ENTRIES if any(tokens(m) == mine for m in recorded()[other.id]["messages"])}
+
+
+def finds(found, entry) -> bool:
+    """The lookup names `entry` first, or ties it first with an entry whose message reads the same."""
+    if not found.matches:
+        return False
+    top = found.matches[0][1]
+    tied = {e.id for e, value in found.matches if value == top}
+    return found.best.id == entry.id or (entry.id in tied and found.best.id in same_words(entry))
+
+
 def test_the_recorded_messages_hold_every_entry_and_nothing_else():
     assert set(recorded()) == {e.id for e in ENTRIES}
     assert all(recorded()[e.id]["type"] == e.expect for e in ENTRIES)
@@ -88,7 +104,7 @@ def test_the_recorded_messages_hold_every_entry_and_nothing_else():
 def test_explain_finds_each_entry_from_its_own_message(entry):
     message = recorded()[entry.id]["messages"][0]
     found = lookup(f"{entry.expect}: {message}")
-    assert found.best is not None and found.best.id == entry.id, (found.matches[:3], found.closest)
+    assert finds(found, entry), (found.matches[:3], found.closest)
 
 
 VARIANTS = [(e, v) for e in RUN for v in range(1, len(e.params))
@@ -100,7 +116,7 @@ def test_explain_finds_an_entry_from_a_variant_it_does_not_hold(entry, variant):
     """The message of a run with other shapes, names or values, that message itself left out of the lookup."""
     message = recorded()[entry.id]["messages"][variant]
     found = lookup(f"{entry.expect}: {message}", leave_out=(entry.id, variant))
-    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+    assert finds(found, entry), [(e.id, round(s, 2)) for e, s in found.matches]
 
 
 def _traceback_of(entry) -> str:
@@ -128,6 +144,7 @@ def test_explain_reads_a_whole_traceback(entry):
     text = _traceback_of(entry)
     assert "Traceback" in text and "/home/learner/project/train.py" in text
     found = lookup(text)
+    # strictly first: where two entries' messages read the same, the traceback's own code tells them apart
     assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
 
 
@@ -141,7 +158,7 @@ def test_explain_reads_a_launchers_log_where_every_line_has_a_rank_prefix(entry)
     kind, message = _recorded_message(entry)
     pasted = "\n".join(f"[rank1]: {line}" for line in f"{kind}: {message}".splitlines())   # torchrun's prefix
     found = lookup(pasted)
-    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+    assert finds(found, entry), [(e.id, round(s, 2)) for e, s in found.matches]
 
 
 @pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
@@ -151,7 +168,7 @@ def test_explain_reads_a_paste_cut_before_the_exception_type(entry):
     pasted = ('  File "/home/learner/project/train.py", line 88, in evaluate\n    out = model(x)\n[...]\n'
               + message)
     found = lookup(pasted)
-    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+    assert finds(found, entry), [(e.id, round(s, 2)) for e, s in found.matches]
 
 
 def _first_line(entry) -> tuple[str, str]:
@@ -195,7 +212,7 @@ def test_explain_reads_a_message_cut_at_its_first_colon(entry):
     kind, first = _first_line(entry)
     cut = first[:20] + first[20:].split(":")[0]
     found = lookup(f"{kind}: {cut}")
-    assert found.best is not None and found.best.id == entry.id, (cut, [(e.id, round(s, 2)) for e, s in found.matches])
+    assert finds(found, entry), (cut, [(e.id, round(s, 2)) for e, s in found.matches])
 
 
 CARRIERS = [e for e in RUN if any(line.startswith(("RuntimeError: ", "ValueError: ", "KeyError: ", "TypeError: "))
@@ -228,7 +245,7 @@ def test_explain_finds_an_entry_from_its_detail_lines_alone(entry):
     _, message = _recorded_message(entry)
     pasted = "\n".join(line for line in message.splitlines()[1:] if line.startswith("\t"))
     found = lookup(pasted)
-    assert found.best is not None and found.best.id == entry.id, [(e.id, round(s, 2)) for e, s in found.matches]
+    assert finds(found, entry), [(e.id, round(s, 2)) for e, s in found.matches]
 
 
 UNRELATED = [
@@ -375,14 +392,20 @@ def test_what_the_runs_print_to_the_terminal_stays_out_of_the_chapter(capfd):
     table's runs keep both out of the notebook's stderr, and the entry's message is still torch's."""
     from course_utils.atlas import text
     from course_utils.atlas.entry import Entry
+    import logging
+    logger = logging.getLogger("course_utils.test.a_launcher")
+    logger.addHandler(logging.StreamHandler(sys.stderr))        # as torch's loggers hold the stream they were given
     noisy = Entry(id="noisy", stage="step", chapter=3, title="prints to the terminal, then raises",
                   code="os.write(2, b'a worker says goodbye\\n')\nwarnings.warn('late', ResourceWarning)\n"
+                       "import logging\nlogging.getLogger('course_utils.test.a_launcher').error('rank 0 lost')\n"
                        "nn.Linear(20, 5)(torch.randn(4, 10))",
                   fix="shown = 1", cause="a test", expect="RuntimeError")
     done = text.outcomes((noisy,))
     captured = capfd.readouterr()
     assert done[0].ok and done[0].message.startswith("mat1 and mat2 shapes cannot be multiplied")
-    assert "goodbye" not in captured.err and "late" not in captured.err
+    assert "goodbye" not in captured.err and "late" not in captured.err and "rank 0 lost" not in captured.err
+    logger.error("and afterwards it is heard again")
+    assert "heard again" in capfd.readouterr().err
 
 
 def test_a_dtypes_kind_is_kept_its_width_is_not():

@@ -1,5 +1,6 @@
 """The atlas's entries for NumPy arrays turned into tensors in a Dataset (chapter 1): negative strides,
-read-only arrays, object arrays, a list of arrays, the aliases NumPy 1.24 removed.
+read-only arrays, object arrays, a list of arrays, the aliases NumPy 1.24 removed, and an integer tensor (pixels,
+counts) scaled in place by a float, a grayscale image normalised with three channels' values.
 """
 from __future__ import annotations
 
@@ -156,5 +157,55 @@ ENTRIES = (
         sources=("https://github.com/cnr-isti-vclab/TagLab/issues/133",
                  "https://github.com/leoxiaobin/deep-high-resolution-net.pytorch/issues/311",
                  "https://github.com/Torchlight-ljj/DSMT-Net/issues/4"),
+    ),
+    Entry(
+        id="inplace-float-into-integer", stage="data", chapter=1,
+        title="an integer tensor scaled in place by a float (uint8 pixels /= 255, int64 counts /= their sum)",
+        code="$name = torch.tensor($values)   # $what\n"
+             "$name $op",
+        fix="$name = torch.tensor($values)\n"
+            "$name = $name.float()   # a float copy first: an in-place result keeps the tensor's dtype\n"
+            "$name $op\n"
+            "shown = str($name.dtype)",
+        cause="An in-place operation writes its result into the tensor it changes, so the result must fit that "
+              "tensor's dtype: a division (true division is float since torch 1.6) or a multiplication by a float "
+              "cannot go back into uint8 pixels or int64 counts. Convert first (`x = x.float() / 255`, or "
+              "`.to(torch.float32)`), out of place; torchvision's ToTensor() and ConvertImageDtype do it for "
+              "images. Averaging models' state_dicts in place meets it too: BatchNorm's num_batches_tracked is "
+              "int64 (average the float entries, copy the integer ones).",
+        expect="RuntimeError",
+        params=({"name": "image", "values": "[[0, 128, 255]], dtype=torch.uint8", "op": "/= 255",
+                 "what": "pixels as read from a file"},
+                {"name": "counts", "values": "[30, 50, 20]", "op": "/= counts.sum()",
+                 "what": "examples per class, int64"}),
+        sources=("https://github.com/eugenelet/Meta-rPPG/issues/26",
+                 "https://github.com/AI-secure/DBA/issues/1",
+                 "https://github.com/vicFigure/EAutoDet/issues/5"),
+        wordings=("result type Float can't be cast to the desired output type long int",),   # EAutoDet#5
+    ),
+    Entry(
+        id="normalize-channels-mismatch", stage="data", chapter=1,
+        title="a grayscale image normalised with an RGB mean and std (transforms.Normalize with ImageNet's three "
+              "values on MNIST)",
+        code="torch.manual_seed(0)\n"
+             "image = torch.rand(1, $size, $size)                           # one channel\n"
+             "mean = torch.tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)   # ImageNet's, for three channels\n"
+             "std = torch.tensor([0.229, 0.224, 0.225]).view(-1, 1, 1)\n"
+             "image.sub_(mean).div_(std)                                  # what transforms.Normalize does",
+        fix="torch.manual_seed(0)\n"
+            "image = torch.rand(1, $size, $size)\n"
+            "mean = torch.tensor([$mean]).view(-1, 1, 1)               # one value per channel the image has\n"
+            "std = torch.tensor([$std]).view(-1, 1, 1)\n"
+            "image.sub_(mean).div_(std)\n"
+            "shown = tuple(image.shape)",
+        cause="Normalize works in place, one mean and std per channel: three of them broadcast a one-channel "
+              "image to three channels, which an in-place result cannot become. Give one value per channel the "
+              "image has (MNIST: mean 0.1307, std 0.3081), or make the image three-channel first "
+              "(Image.convert('RGB'), transforms.Grayscale(num_output_channels=3)) when the model expects RGB.",
+        expect="RuntimeError",
+        params=({"size": 28, "mean": "0.1307", "std": "0.3081"}, {"size": 32, "mean": "0.5", "std": "0.5"}),
+        sources=("https://github.com/yunjey/pytorch-tutorial/issues/161",
+                 "https://github.com/L1aoXingyu/pytorch-beginner/issues/31",
+                 "https://github.com/udacity/deep-learning-v2-pytorch/pull/151"),
     ),
 )

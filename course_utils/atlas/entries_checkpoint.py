@@ -1,7 +1,7 @@
 """The atlas's entries for saving and loading checkpoints (chapter 7)."""
 from __future__ import annotations
 
-from course_utils.atlas.entry import Entry
+from course_utils.atlas.entry import Entry, source
 
 ENTRIES = (
     Entry(
@@ -284,5 +284,35 @@ ENTRIES = (
                     "local object 'make_model.<locals>.<lambda>'\" (checked on 3.13.0); 3.14's pickle raises "
                     "pickle.PicklingError \"Can't pickle local object <function make_model.<locals>.<lambda> at "
                     "0x...>\" (read in CPython's source, not run here). Nothing is normalised.",
+    ),
+    Entry(
+        id="checkpoint-key-missing", stage="checkpoint", chapter=7,
+        title="a checkpoint read by a key it was not saved under (the state_dict saved alone, read as "
+              "checkpoint['model_state_dict'])",
+        code=source("""
+            model = nn.Linear(4, 2)
+            torch.save($saved, tmp / "ckpt.pt")
+            checkpoint = torch.load(tmp / "ckpt.pt")
+            model.load_state_dict(checkpoint["$key"])     # the key another script saved under
+        """),
+        fix=source("""
+            model = nn.Linear(4, 2)
+            torch.save($saved, tmp / "ckpt.pt")
+            checkpoint = torch.load(tmp / "ckpt.pt")
+            shown = sorted(checkpoint)                    # look first: what the file holds
+            model.load_state_dict($right)   # what is there: the state_dict itself, or the entry holding it
+        """),
+        cause="The file holds whatever the saving script put in it: the state_dict itself (its keys are parameter "
+              "names, 'weight', 'bias', ...), or a dict under keys of that script's choosing ('model', "
+              "'state_dict', 'model_state_dict', 'net'). Print list(checkpoint) and read the key that is there; "
+              "a checkpoint from a library (Lightning: 'state_dict' with 'model.' prefixes) has its own layout.",
+        expect="KeyError",
+        params=({"saved": "model.state_dict()", "key": "model_state_dict", "right": "checkpoint"},
+                {"saved": "{\"model\": model.state_dict(), \"epoch\": 3}", "key": "state_dict",
+                 "right": "checkpoint[\"model\"]"}),
+        sources=("https://github.com/rrmenon10/ADAPET/issues/15",
+                 "https://github.com/LordLiang/GA-Sketching/issues/6",
+                 "https://github.com/jfzhang95/pytorch-video-recognition/issues/10",
+                 "https://github.com/mit-han-lab/temporal-shift-module/issues/81"),
     ),
 )

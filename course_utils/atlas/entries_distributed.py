@@ -2,11 +2,12 @@
 
 Every fragment runs one process on the CPU with the gloo backend (world size 1) and destroys any process group
 it initialises in a ``finally``; none registers a communication hook. The groups use an in-memory HashStore;
-only the two entries about the launcher's TCP store open one.
+only the two entries about the launcher's TCP store open one, and the launcher's own entry (torchrun's summary of a
+rank that died) forks its one rank from this process.
 """
 from __future__ import annotations
 
-from course_utils.atlas.entry import Entry
+from course_utils.atlas.entry import Entry, source
 
 # One process, world size 1. An in-memory HashStore stands in for the rendezvous store a launcher provides: with
 # one process nothing needs a socket, and on this torch every 25th TCPStore a process opens takes 5 s to start.
@@ -288,5 +289,86 @@ ENTRIES = (
                  "https://github.com/NVIDIA/nccl/issues/473"),
         wordings=("NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error",   # torch 1.2 (pytorch#37004)
                   "NCCL Error 2: unhandled system error"),                           # torch 1.0 (NVIDIA/nccl#473)
+    ),
+    Entry(
+        id="collective-tensor-on-other-device", stage="distributed", chapter=7,
+        title="a collective (all_reduce, all_gather, broadcast) on a CPU tensor in an nccl group: a metric counted "
+              "on the CPU",
+        code=(
+            "import torch.distributed as dist\n"
+            "store = dist.HashStore()\n"
+            "# gloo registered for CUDA tensors only stands in for nccl, which has no CPU side\n"
+            "dist.init_process_group(\"cuda:gloo\", store=store, rank=0, world_size=1)\n"
+            "try:\n"
+            "    correct = torch.tensor([$count.0])   # a metric accumulated on the CPU\n"
+            "    $call\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix=(
+            "import torch.distributed as dist\n"
+            "store = dist.HashStore()\n"
+            "dist.init_process_group(\"cpu:gloo,cuda:gloo\", store=store, rank=0, world_size=1)   # a backend per device\n"
+            "try:\n"
+            "    correct = torch.tensor([$count.0])\n"
+            "    $call\n"
+            "    shown = correct.item()\n"
+            "finally:\n"
+            "    dist.destroy_process_group()\n"
+        ),
+        fix_line='dist.init_process_group("cpu:gloo,cuda:nccl")   # or move the tensor: correct.cuda()',
+        cause="A process group sends each tensor through the backend registered for its device; nccl serves CUDA "
+              "tensors only, so a collective on a CPU tensor (a metric counter, a list gathered for logging) finds "
+              "no backend. Move the tensor to the rank's GPU before the collective, or create the group with a "
+              "backend for each device: init_process_group('cpu:gloo,cuda:nccl'). Older torch worded it 'Tensors "
+              "must be CUDA and dense'.",
+        expect="RuntimeError",
+        params=({"count": 7, "call": "dist.all_reduce(correct)"},
+                {"count": 3, "call": "dist.broadcast(correct, src=0)"}),
+        sources=("https://github.com/Lightning-AI/torchmetrics/issues/2477",
+                 "https://github.com/Lightning-AI/pytorch-lightning/issues/18803",
+                 "https://github.com/zai-org/CogVLM/issues/328",
+                 "https://github.com/pytorch/examples/issues/1030"),
+        wordings=("Tensors must be CUDA and dense",),   # torch 1.8-1.12 (pytorch/examples#1030)
+    ),
+    Entry(
+        id="torchrun-child-failed", stage="distributed", chapter=7,
+        title="torchrun's summary of a rank that died (exitcode 1: the rank's own error, printed above it; -9: killed, "
+              "most often by the out-of-memory killer)",
+        code=source("""
+            from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+            def train():                    # what train.py does on each rank
+                $death
+
+            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="c10d",
+                                  rdzv_endpoint="localhost:0", start_method="fork", max_restarts=0)
+            elastic_launch(config, train)()   # what `torchrun --nproc-per-node=1 train.py` does, in this process
+        """),
+        fix=source("""
+            from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+            def train():
+                return "done"               # the rank's own error found (above the summary) and fixed
+
+            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="c10d",
+                                  rdzv_endpoint="localhost:0", start_method="fork", max_restarts=0)
+            shown = elastic_launch(config, train)()   # what each rank returned
+        """),
+        cause="ChildFailedError is not the error: it is torchrun's summary that a rank stopped, after which it stops "
+              "the others. The exitcode says how: 1, the rank's Python raised, and its traceback is printed above the "
+              "summary (scroll up, or look at the first rank's log; with @record on main the summary carries it); "
+              "-9 (SIGKILL) with no traceback, the system killed it, most often the out-of-memory killer when the "
+              "host's RAM ran out (DataLoader workers each holding a copy of the dataset, chapter 1): check dmesg, "
+              "use fewer workers or a smaller batch; -6 or -11, a crash in native code.",
+        expect="ChildFailedError",
+        params=({"death": "os._exit(1)         # as a script ends when it raises (its traceback goes to the terminal)"},
+                {"death": "os.kill(os.getpid(), signal.SIGKILL)   # as the out-of-memory killer ends it"}),
+        sources=("https://github.com/deepinsight/insightface/issues/2182",
+                 "https://github.com/CVMI-Lab/PLA/issues/18",
+                 "https://github.com/apple/ml-recurrent-drafter/issues/5",
+                 "https://github.com/OpenBMB/MiniCPM-V/issues/770"),
+        # the launcher's own log line, printed above the summary (MiniCPM-V#770)
+        wordings=("failed (exitcode: -9) local_rank: 0 (pid: 1322) of binary: /root/miniconda3/bin/python",),
     ),
 )

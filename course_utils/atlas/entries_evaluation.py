@@ -202,4 +202,27 @@ ENTRIES = (
                  "https://github.com/fxia22/kdnet.pytorch/issues/3"),
         wordings=("dimension out of range (expected to be in range of [-1, 0], but got 1)",),
     ),
+    Entry(
+        id="index-a-column-of-1d", stage="evaluation", chapter=4,
+        title="a column taken from a 1-D tensor: probs[:, 1] of a binary model whose one logit was squeezed, "
+              "labels[:, 0] of labels already of shape (N,)",
+        code="torch.manual_seed(0)\n"
+             "logits = nn.Linear(4, 1)(torch.randn($batch, 4)).squeeze(1)   # one logit per example: shape (N,)\n"
+             "probs = torch.sigmoid(logits)\n"
+             "positive = probs$index                        # the column of class 1, as for two logits",
+        fix="torch.manual_seed(0)\n"
+            "logits = nn.Linear(4, 1)(torch.randn($batch, 4)).squeeze(1)\n"
+            "probs = torch.sigmoid(logits)\n"
+            "positive = probs                              # one sigmoid output is already P(class 1)\n"
+            "shown = tuple(positive.shape)",
+        cause="The tensor has one dimension, so it takes one index: a binary model with a single logit gives "
+              "P(class 1) directly (no column to pick), and labels of shape (N,) have no column 0. Check the shape "
+              "where it was made (.squeeze(), a one-logit head, a metric's output) before indexing it.",
+        expect="IndexError",
+        params=({"batch": 8, "index": "[:, 1]"}, {"batch": 5, "index": "[:, 0]"}),
+        sources=("https://github.com/shenweichen/DeepCTR-Torch/issues/263",
+                 "https://github.com/leeyegy/SimCC/issues/4",
+                 "https://github.com/wushuang01/Focal_loss_for_object_detection/issues/2",
+                 "https://github.com/Sharpiless/Yolov5-Deepsort/issues/15"),
+    ),
 )

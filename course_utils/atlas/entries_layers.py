@@ -218,5 +218,28 @@ ENTRIES = (
                  "https://github.com/uoe-agents/LIAM/issues/3",
                  "https://github.com/ljynlp/W2NER/issues/23"),
     ),
+    Entry(
+        id="rnn-hidden-other-device", stage="step", chapter=5,
+        title="an LSTM's (or GRU's) initial hidden state made on the CPU while the model and the batch are on the GPU",
+        code="torch.manual_seed(0)\n"
+             "lstm = nn.LSTM(3, 4, batch_first=True).to(\"meta\")       # meta stands in for \"cuda\": no GPU here\n"
+             "x = torch.randn($batch, 5, 3, device=\"meta\")\n"
+             "h0 = (torch.zeros(1, $batch, 4), torch.zeros(1, $batch, 4))   # made on the default device, the CPU\n"
+             "out, _ = lstm(x, h0)",
+        fix="torch.manual_seed(0)\n"
+            "lstm = nn.LSTM(3, 4, batch_first=True).to(\"meta\")\n"
+            "x = torch.randn($batch, 5, 3, device=\"meta\")\n"
+            "h0 = (torch.zeros(1, $batch, 4, device=x.device), torch.zeros(1, $batch, 4, device=x.device))\n"
+            "out, _ = lstm(x, h0)\n"
+            "shown = tuple(out.shape)",
+        cause="model.to(device) moves the weights, but a hidden state built inside forward() or the loop with "
+              "torch.zeros(...) lands on the default device, the CPU. Make it where the input is "
+              "(device=x.device, or x.new_zeros(...)), or leave it out: the layer starts from zeros itself. Here a "
+              "meta tensor stands in for the GPU: the same check, the same words with 'meta' for 'cuda:0'.",
+        expect="RuntimeError",
+        params=({"batch": 2}, {"batch": 8}),
+        sources=("https://github.com/Lightning-AI/pytorch-lightning/issues/3738",
+                 "https://github.com/taishan1994/pytorch_triple_extraction/issues/8",
+                 "https://github.com/talipucar/CPC/issues/1"),
+    ),
 )
-

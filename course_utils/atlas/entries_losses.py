@@ -57,6 +57,30 @@ ENTRIES = (
                   "ClassNLLCriterion.c:22",),
     ),
     Entry(
+        id="cross-entropy-one-hot-integers", stage="step", chapter=3,
+        title="one-hot labels (int64, shaped like the logits) passed to cross_entropy",
+        code="torch.manual_seed(0)\n"
+             "logits = nn.Linear(8, $classes)(torch.randn($batch, 8))\n"
+             "labels = F.one_hot(torch.randint(0, $classes, ($batch,)), $classes)   # one-hot, as a Dataset made them\n"
+             "loss = F.cross_entropy(logits, labels)",
+        fix="torch.manual_seed(0)\n"
+            "logits = nn.Linear(8, $classes)(torch.randn($batch, 8))\n"
+            "labels = F.one_hot(torch.randint(0, $classes, ($batch,)), $classes)\n"
+            "loss = F.cross_entropy(logits, labels.argmax(dim=1))   # back to class indices, shape (N,)\n"
+            "same = F.cross_entropy(logits, labels.float())         # or kept as probabilities: float\n"
+            "shown = bool(torch.allclose(loss, same))",
+        cause="A target shaped like the logits is read as class probabilities (torch 1.10 and later), and "
+              "probabilities must be floating point; one-hot labels are int64. Give class indices of shape (N,) "
+              "(labels.argmax(dim=1)), or .float() them to keep them as probabilities (the same loss, and the form "
+              "label smoothing and mixup need). Before torch 1.10 the same labels raised 'multi-target not "
+              "supported'.",
+        expect="RuntimeError",
+        params=({"classes": 3, "batch": 4}, {"classes": 10, "batch": 16}),
+        sources=("https://github.com/George730/E-ResGAT/issues/5",
+                 "https://github.com/jbohnslav/deepethogram/issues/88",
+                 "https://github.com/ycwu1997/MC-Net/issues/7"),
+    ),
+    Entry(
         id="cross-entropy-mask-with-channel", stage="step", chapter=3,
         title="a segmentation mask kept with a channel dimension, (N, 1, H, W) or (N, H, W, 3), for cross_entropy",
         code="torch.manual_seed(0)\n"

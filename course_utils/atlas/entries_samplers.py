@@ -1,5 +1,6 @@
 """The atlas's entries for samplers and splits (chapter 2): sampler with shuffle, batch_sampler's exclusive
-arguments, random_split's lengths, WeightedRandomSampler's weights and replacement.
+arguments, random_split's lengths, WeightedRandomSampler's weights and replacement, shuffling with the GPU as the
+default device.
 """
 from __future__ import annotations
 
@@ -127,5 +128,37 @@ ENTRIES = (
         expect="RuntimeError",
         params=({"n": 10, "draws": 20}, {"n": 3, "draws": 4}),
         sources=("https://github.com/speechbrain/speechbrain/issues/1786",),
+    ),
+    Entry(
+        id="default-device-generator", stage="data", chapter=2,
+        title="DataLoader(shuffle=True) after making the GPU the default device (torch.set_default_device('cuda'), "
+              "torch.set_default_tensor_type(torch.cuda.FloatTensor))",
+        code=source("""
+            torch.set_default_device("cuda")   # every new tensor on the GPU, the sampler's shuffled order too
+            ds = TensorDataset(torch.arange(10.0))
+            loader = DataLoader(ds, batch_size=4, shuffle=True)
+            for (xb,) in loader:   # RandomSampler draws randperm on the GPU with its CPU generator
+                pass
+        """),
+        fix=source("""
+            torch.set_default_device("cuda")
+            ds = TensorDataset(torch.arange(10.0))
+            loader = DataLoader(ds, batch_size=4, shuffle=True, generator=torch.Generator(device="cuda"))
+            for (xb,) in loader:
+                pass
+        """),
+        cause="RandomSampler shuffles with torch.randperm and a generator it makes on the CPU; with the GPU as the "
+              "default device randperm runs on the GPU, which needs a CUDA generator. Keep the CPU as the default "
+              "device and move each batch (xb.to(device)): that is what the loop does anyway. Or give the "
+              "DataLoader a generator on the default device.",
+        expect="RuntimeError",
+        not_run="needs a CUDA GPU, which this machine lacks (torch's text, from ATen's check_generator)",
+        message="Expected a 'cuda' device type for generator but found 'cpu'",
+        sources=("https://github.com/amdegroot/ssd.pytorch/issues/578",
+                 "https://github.com/dbolya/yolact/issues/664",
+                 "https://github.com/dbolya/yolact/issues/727",
+                 "https://github.com/pyro-ppl/pyro/pull/3264",
+                 "https://github.com/pytorch/pytorch/issues/6874"),
+        wordings=("randperm is only implemented for CPU",),   # torch 0.4, the same set-up (pytorch#6874)
     ),
 )

@@ -1,5 +1,5 @@
-"""The atlas's entries for the step's core (chapters 3 and 5): shapes, devices, the graph.
-What reaches the loss, layers, the optimizer and schedulers, and mixed precision have files of their own
+"""The atlas's entries for the step's core (chapters 3 and 5): shapes, devices, the graph, leaves' gradients,
+softmax's dim, a 0-dimensional loss indexed. What reaches the loss, layers, the optimizer and schedulers, and mixed precision have files of their own
 (entries_losses.py, entries_layers.py, entries_optim.py, entries_precision.py)."""
 from __future__ import annotations
 
@@ -231,5 +231,79 @@ ENTRIES = (
                  "https://github.com/yizt/Grad-CAM.pytorch/issues/27",
                  "https://github.com/learnables/learn2learn/issues/428",
                  "https://github.com/wiseodd/generative-models/issues/26"),
+    ),
+    Entry(
+        id="grad-of-non-leaf", stage="step", chapter=3,
+        title="read .grad of a tensor made by an operation (a weight moved with .to() or .cuda() after "
+              "requires_grad=True, an input image for a saliency map, an activation)",
+        code="torch.manual_seed(0)\n"
+             "w = torch.randn($n, requires_grad=True)$move   # a cast or a move to a GPU makes a new tensor: not a leaf\n"
+             "loss = (w ** 2).sum()\n"
+             "loss.backward()\n"
+             "grad = w.grad                                  # None, and torch says why",
+        fix="torch.manual_seed(0)\n"
+            "w = torch.randn($n)$move.requires_grad_()   # cast or moved first, then made a leaf that wants a gradient\n"
+            "loss = (w ** 2).sum()\n"
+            "loss.backward()\n"
+            "grad = w.grad\n"
+            "shown = grad is not None",
+        cause="backward() fills .grad only on leaf tensors, the ones you created with requires_grad=True. A "
+              "tensor made from one by an operation is not a leaf: .to(device) or .cuda() to another device, "
+              ".double(), a slice or an activation, so the leaf got the gradient and the copy you kept gets None "
+              "(an optimizer given it never moves the weight you use). On a CPU-only machine .to('cpu') returns the "
+              "same tensor, so the bug appears only when the device changes. Create the tensor where it will "
+              "live (torch.randn(..., device=d, requires_grad=True)) or call .requires_grad_() after the move; for "
+              "an intermediate tensor whose gradient you want, call .retain_grad() on it before backward().",
+        expect="UserWarning",
+        params=({"n": 3, "move": ".double()"}, {"n": 5, "move": ".to(torch.float16)"}),
+        sources=("https://github.com/pytorch/pytorch/issues/134398",
+                 "https://github.com/learnables/learn2learn/issues/292"),
+    ),
+    Entry(
+        id="softmax-implicit-dim", stage="step", chapter=3,
+        title="softmax or log_softmax called without dim (F.softmax(x), nn.Softmax(), nn.LogSoftmax())",
+        code="torch.manual_seed(0)\n"
+             "scores = torch.randn($batch, $steps, $classes)   # (N, T, C): a score per class for each token\n"
+             "probs = F.$fn(scores)                             # no dim: torch picks one",
+        fix="torch.manual_seed(0)\n"
+            "scores = torch.randn($batch, $steps, $classes)\n"
+            "probs = F.$fn(scores, dim=-1)                     # over the classes, the last dimension\n"
+            "shown = bool(torch.allclose(probs$back.sum(-1), torch.ones($batch, $steps)))",
+        cause="Without dim, torch guesses and warns: dim 0 for a 0-, 1- or 3-dimensional input, dim 1 otherwise. For "
+              "logits (N, C) the guess is right; for (N, T, C), a batch of sequences, dim 0 normalises each class "
+              "across the batch, so the 'probabilities' of a token do not sum to 1 and the loss trains on the wrong "
+              "thing without an error. Always pass dim (dim=-1 for classes last, dim=1 for (N, C, H, W)).",
+        expect="UserWarning",
+        params=({"batch": 2, "steps": 5, "classes": 3, "fn": "softmax", "back": ""},
+                {"batch": 4, "steps": 7, "classes": 10, "fn": "log_softmax", "back": ".exp()"}),
+        sources=("https://github.com/amdegroot/ssd.pytorch/issues/104",
+                 "https://github.com/linnaeushuang/pensieve-pytorch/issues/4",
+                 "https://github.com/suragnair/alpha-zero-general/issues/5",
+                 "https://github.com/lucasjinreal/pytorch_chatbot/issues/4"),
+    ),
+    Entry(
+        id="index-a-zero-dim-loss", stage="step", chapter=3,
+        title="loss.data[0] (or total[0]) on a 0-dimensional tensor, in code written for torch 0.3",
+        code="torch.manual_seed(0)\n"
+             "model = nn.Linear(4, 1)\n"
+             "loss = F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1))   # a scalar: 0 dimensions\n"
+             "running = $read                                # as torch 0.3 tutorials read it",
+        fix="torch.manual_seed(0)\n"
+            "model = nn.Linear(4, 1)\n"
+            "loss = F.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1))\n"
+            "running = $fixed                              # a Python number\n"
+            "shown = type(running).__name__",
+        cause="Since torch 0.4 a loss (and a .sum() or a count) is a 0-dimensional tensor, which has no first "
+              "element to index: read it with .item(). Code indexing it comes from tutorials written for torch 0.3. "
+              "Reading .item() each step makes the CPU wait for the GPU: accumulate on the device and read at "
+              "log points (chapter 5).",
+        expect="IndexError",
+        params=({"read": "loss.data[0]", "fixed": "loss.item()"},
+                {"read": "(model.weight > 0).sum()[0]", "fixed": "(model.weight > 0).sum().item()"}),
+        sources=("https://github.com/higgsfield/np-hard-deep-reinforcement-learning/issues/5",
+                 "https://github.com/foolwood/pytorch-slimming/issues/12",
+                 "https://github.com/Sundrops/video-caption.pytorch/issues/5",
+                 "https://github.com/xbresson/spectral_graph_convnets/issues/6"),
+        wordings=("invalid index of a 0-dim tensor. Use tensor.item() to convert a 0-dim tensor to a Python number",),
     ),
 )

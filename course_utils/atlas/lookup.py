@@ -29,9 +29,15 @@ from course_utils.atlas.entry import Entry
 from course_utils.atlas.optimizer_keys import optimizer_state_names
 
 MATCH = 0.62          # the least score that names an entry
+TELLING_MISSING = 0.6   # the score kept where the paste lacks a name the template's opening is about
 
 # What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:", glog's "[E1218 20:27:21.4 File.cpp:629]"
-_LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]\s*)?")
+_LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]\s*)?"
+                          r"(?:[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\]\s*)?")
+# ... of which a logger's record (glog's, torch's Python logging in glog's form) is a line of its own, never the rest
+# of the message above it: torchrun logs "failed (exitcode: 1) ..." right below the rank's own error
+_LOG_RECORD = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]|"
+                         r"[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\])")
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
                     r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
@@ -48,11 +54,14 @@ _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
            "epoch", "net", "scheduler", "target",     # torch 1.x's "for argument #2 'target'": the labels
            "param_groups",                            # KeyError: 'param_groups': not an optimizer's state
-           "NoneType", "DistributedDataParallel", "DataParallel")   # "'X' object has no attribute": X tells
+           "NoneType", "DistributedDataParallel", "DataParallel",   # "'X' object has no attribute": X tells
+           "numpy")                                   # "module 'numpy' has no attribute": a NumPy version's
 # ... and so, after it, does an array's attribute read on None (an image that was not read): the name stays a name
 # as well, so the object tells more than the attribute
 ARRAY_ATTRIBUTES = ("shape",)
 WRAPPERS = ("DistributedDataParallel", "DataParallel")     # one cause: your model is inside as .module
+CHECKPOINT_KEYS = ("model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict", "epoch", "net",
+                   "scheduler")
 # (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
 _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 
@@ -64,10 +73,16 @@ def _name(match: re.Match) -> str:
         return f" NAME NAME_{first} "
     if text in optimizer_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
         return " NAME_optimizer_state "
+    if first in CHECKPOINT_KEYS:            # one kind: where a checkpoint keeps its parts, whichever name it chose
+        return " NAME_checkpoint_part "
     return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
 
 
 _SUBS = (
+    # a rule drawn with a character repeated ("=====", "-----", as torchrun frames its summary): one token, its width
+    # being the width of what it frames
+    (re.compile(r"([=\-_*~#])\1{2,}"), " RULE "),
+    (re.compile(r"^\s*\S+ FAILED\s*$", re.MULTILINE), " SCRIPT FAILED "),   # torchrun's summary: whose script failed
     # torch 1.x ended many messages with the C++ source that raised them ("at /pytorch/aten/src/THC/...cu:18",
     # "at c:\\...\\THTensorMath.c:1434"): where torch was built, not what went wrong
     (re.compile(r"\s+at\s+(?:[A-Za-z]:)?[^\s]*\.(?:c|cc|cpp|cu|cuh|h|hpp)(?::\d+)?"), " "),
@@ -143,7 +158,10 @@ def error_lines(text: str) -> list[tuple[str, str]]:
         line = _LINE_PREFIX.sub("", raw.rstrip()) if not raw.startswith((" ", "\t")) else raw.rstrip()
         warning = _WARNING.match(line)
         head = _HEAD.match(line) if not warning else None
-        if warning:
+        if not warning and not head and _LOG_RECORD.match(raw) and line.strip():
+            current, indented, margin = ["", line.strip()], False, 0      # a log record: a message of its own
+            found.append(current)
+        elif warning:
             current, indented, margin = [warning.group(1), warning.group(2)], False, 0
             found.append(current)
         elif head and (head.group(2) is not None or not found):
@@ -289,7 +307,13 @@ def score(kind: str, message: str, expected: str, template: str, with_inner: boo
     # cut to its length, not marked down for the hint paragraph it left out
     pasted, full = _tokens_cached(message), _tokens_cached(template)
     whole = _ratio(pasted, full if joined else full[:max(len(pasted), len(opening))])
-    return 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
+    value = 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
+    # A name the template's opening keeps because it tells the cause ('NoneType' object has no attribute, a
+    # wrapper's, a checkpoint's part, an optimizer's state) and the paste lacks: the rest of the words are the
+    # common part of the message ("'OrderedDict' object has no attribute 'eval'" is not a gradient left None)
+    if {token for token in opening if token.startswith("name_")} - set(pasted):
+        value *= TELLING_MISSING
+    return value
 
 
 STAGE_WORDS = {
@@ -309,6 +333,17 @@ def stage_of(text: str) -> str:
     return stage if count else ""
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+# names every fragment (and many a traceback) holds, which tell one fragment from another nothing
+_EVERYWHERE = frozenset({"torch", "tensor", "dtype", "manual_seed", "randn", "shown", "float", "long", "size", "shape",
+                         "print", "self", "return", "import", "from", "range", "None", "True", "False"})
+
+
+@lru_cache(maxsize=512)
+def _code_words(code: str) -> frozenset[str]:
+    return frozenset(_IDENTIFIER.findall(code)) - _EVERYWHERE
+
+
 def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
            leave_out: tuple[str, int] | None = None) -> Found:
     """The atlas entries for a pasted message or traceback, best first (see the module)."""
@@ -325,6 +360,9 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
             value = score(kind, message, expected, template, _own_inner(entry.id))
             if entry.id not in best or value > best[entry.id][1]:
                 best[entry.id] = (entry, value)
-    ranked = sorted(best.values(), key=lambda pair: -pair[1])
+    # Entries whose messages read the same (one torch message, two causes) tie: the paste's own code, where it holds
+    # frames, puts first the entry whose fragment shares more of its names ("BCEWithLogitsLoss", "logits")
+    words = set(_IDENTIFIER.findall(text))
+    ranked = sorted(best.values(), key=lambda pair: (-pair[1], -len(_code_words(pair[0].code) & words)))
     matches = tuple(pair for pair in ranked if pair[1] >= MATCH)[:limit]
     return Found(matches, ranked[0] if ranked else None, stage_of(text))

@@ -31,7 +31,10 @@ from course_utils.infra.gloo_groups import keep_until_exit
 RUN_NORMALISATION = (
     (re.compile(r"\b0x[0-9a-fA-F]{4,}"), "0x<address>"),
     (re.compile(r"pid\(s\) [\d, ]+"), "pid(s) <pid>"),
-    (re.compile(r"\(pid \d+\)"), "(pid <pid>)"),
+    (re.compile(r"\(pid(:?) \d+\)"), r"(pid\1 <pid>)"),
+    (re.compile(r"(by PID )\d+"), r"\1<pid>"),
+    (re.compile(r"^(\s*(time|host)\s*: ).*$", re.MULTILINE), r"\1<\2>"),   # torchrun's summary: when, and where
+    (re.compile(r"^([=-])\1{9,}$", re.MULTILINE), lambda rule: rule.group(1) * 60),   # ... and its rules' width
     (re.compile(r"/tmp/[\w./-]+/"), "<tmp>/"),
     (re.compile(r"(port:? )\d{4,5}"), r"\1<port>"),
     (re.compile(r"\(Triggered internally at [^)]*\)"), "(Triggered internally at <torch source>)"),

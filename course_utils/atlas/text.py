@@ -5,6 +5,7 @@ import contextlib
 import gc
 import html
 import io
+import logging
 import os
 import sys
 import tempfile
@@ -14,9 +15,10 @@ from course_utils.atlas import ENTRIES, STAGES
 from course_utils.atlas.entry import Entry
 from course_utils.atlas.runner import Outcome, fragment, run_entry
 
-NORMALISED = ("addresses, process ids, temporary paths, ports, this machine's CPU count, torch's own source location "
-              "and a DataLoader worker's traceback frames are replaced by <address>, <pid>, <tmp>, <port>, <cpus>, "
-              "<torch source>, <the worker's frames>")
+NORMALISED = ("addresses, process ids, temporary paths, ports, this machine's CPU count, torch's own source location, "
+              "the launcher's time and host (and the width of its rules), and a DataLoader worker's traceback "
+              "frames are replaced by <address>, <pid>, <tmp>, <port>, <cpus>, <torch source>, <time>, <host>, "
+              "<the worker's frames>")
 
 
 def outcomes(entries: tuple[Entry, ...]) -> list[Outcome]:
@@ -30,16 +32,22 @@ def outcomes(entries: tuple[Entry, ...]) -> list[Outcome]:
 @contextlib.contextmanager
 def _terminal_aside():
     """Standard error, Python's and the process's (file descriptor 2, which worker processes inherit), sent to a
-    temporary file while the entries run. The chapters show each error's message as torch raised it; a dying worker's
+    temporary file while the entries run, and so are the loggers' handlers that write to it (torch's launcher logs
+    each rank it starts and loses). The chapters show each error's message as torch raised it; a dying worker's
     own traceback or a warning printed at garbage collection reaches the terminal at a moment that depends on the
     machine's load (a fresh-clone CI run printed one into chapter 9's table once), so it is not shown."""
     sys.stderr.flush()
     saved = os.dup(2)
+    handlers = [h for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+                for h in getattr(logger, "handlers", ()) if type(h) is logging.StreamHandler]
     with tempfile.TemporaryFile() as aside, contextlib.redirect_stderr(io.StringIO()):
         os.dup2(aside.fileno(), 2)
+        streams = [h.setStream(io.StringIO()) for h in handlers]
         try:
             yield
         finally:
+            for handler, stream in zip(handlers, streams):
+                handler.setStream(stream)
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)

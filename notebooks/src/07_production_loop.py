@@ -1567,7 +1567,9 @@ print("\n".join(collapse_lines(seeds=range(5))))
 # Two tasks come built in: `--task chars`, a tiny GPT-style character model trained on this course's own
 # prose, and `--task shapes`, a small CNN telling discs, squares, triangles and crosses apart in images
 # drawn on the fly and augmented at random (shifted, flipped, rescaled, noised). The shapes run, killed
-# mid-epoch as a separate process with two DataLoader workers, then resumed:
+# mid-epoch as a separate process with two DataLoader workers, then resumed, against the same run made whole in
+# this kernel with no workers at all (each batch loaded here): if any draw depended on which process loaded the
+# batch, the weights would differ.
 
 # %%
 from course_utils.production.cli import main as train_main
@@ -1579,7 +1581,7 @@ process = subprocess.Popen([sys.executable, "-m", "course_utils.train", "--out",
 watcher = ThreadPoolExecutor(1).submit(kill_once_checkpointed, process, RUNS / "shapes-cut" / "checkpoints")
 with contextlib.redirect_stdout(io.StringIO()):      # meanwhile, in this kernel: never interrupted
     shapes_whole = fit(FitConfig(out=str(RUNS / "shapes-whole"), task="shapes", epochs=2, checkpoint_every=40,
-                                 workers=2, threads=1, progress=False))
+                                 workers=0, threads=1, progress=False))
 killed = watcher.result() == -signal.SIGKILL
 print("killed before the end:", killed and not (RUNS / "shapes-cut" / "model.pt").exists())
 # the same command, run in this process (a warning, if the kill landed mid-save, is kept with what it said)
