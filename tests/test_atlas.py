@@ -400,12 +400,32 @@ def test_what_the_runs_print_to_the_terminal_stays_out_of_the_chapter(capfd):
                        "import logging\nlogging.getLogger('course_utils.test.a_launcher').error('rank 0 lost')\n"
                        "nn.Linear(20, 5)(torch.randn(4, 10))",
                   fix="shown = 1", cause="a test", expect="RuntimeError")
-    done = text.outcomes((noisy,))
-    captured = capfd.readouterr()
-    assert done[0].ok and done[0].message.startswith("mat1 and mat2 shapes cannot be multiplied")
-    assert "goodbye" not in captured.err and "late" not in captured.err and "rank 0 lost" not in captured.err
-    logger.error("and afterwards it is heard again")
-    assert "heard again" in capfd.readouterr().err
+    try:
+        done = text.outcomes((noisy,))
+        captured = capfd.readouterr()
+        assert done[0].ok and done[0].message.startswith("mat1 and mat2 shapes cannot be multiplied")
+        assert "goodbye" not in captured.err and "late" not in captured.err and "rank 0 lost" not in captured.err
+        logger.error("and afterwards it is heard again")
+        assert "heard again" in capfd.readouterr().err
+    finally:
+        logger.handlers.clear()            # its stream is this test's capture, closed after it
+
+
+def test_a_handler_whose_stream_was_closed_does_not_stop_the_chapters_runs():
+    """Seen in CI: a handler left on a logger by an earlier test, its stream closed, made every chapter's errors
+    section fail while setting its stream aside."""
+    import logging
+    import os
+
+    from course_utils.atlas import text
+    closed = open(os.devnull, "w")         # a file: flushing it once closed raises (a closed StringIO does not)
+    closed.close()
+    logger = logging.getLogger("course_utils.test.a_closed_stream")
+    logger.addHandler(logging.StreamHandler(closed))
+    try:
+        assert all(outcome.ok for outcome in text.outcomes(ENTRIES[:1]))
+    finally:
+        logger.handlers.clear()
 
 
 def test_a_dtypes_kind_is_kept_its_width_is_not():

@@ -39,7 +39,8 @@ def _terminal_aside():
     sys.stderr.flush()
     saved = os.dup(2)
     handlers = [h for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-                for h in getattr(logger, "handlers", ()) if type(h) is logging.StreamHandler]
+                for h in getattr(logger, "handlers", ()) if type(h) is logging.StreamHandler
+                and not getattr(h.stream, "closed", False)]   # (one whose stream is closed writes nothing anyway)
     with tempfile.TemporaryFile() as aside, contextlib.redirect_stderr(io.StringIO()):
         os.dup2(aside.fileno(), 2)
         streams = [h.setStream(io.StringIO()) for h in handlers]
