@@ -1,5 +1,6 @@
 """The atlas's entries for evaluation (stage "evaluation", chapter 4): no_grad, inference_mode, eval mode and
-a batch of one, a tensor that still requires grad turned into NumPy.
+a batch of one, a tensor that still requires grad turned into NumPy, .item() of several values, the mean of
+integers.
 """
 from __future__ import annotations
 
@@ -224,5 +225,55 @@ ENTRIES = (
                  "https://github.com/leeyegy/SimCC/issues/4",
                  "https://github.com/wushuang01/Focal_loss_for_object_detection/issues/2",
                  "https://github.com/Sharpiless/Yolov5-Deepsort/issues/15"),
+    ),
+    Entry(
+        id="item-of-several-values", stage="evaluation", chapter=4,
+        title=".item() on a tensor of several values: a per-example loss (reduction='none'), a batch of correct "
+              "flags before .sum()",
+        code="torch.manual_seed(0)\n"
+             "logits, labels = torch.randn($batch, 3), torch.randint(0, 3, ($batch,))\n"
+             "value = $many.item()                 # one number per example",
+        fix="torch.manual_seed(0)\n"
+            "logits, labels = torch.randn($batch, 3), torch.randint(0, 3, ($batch,))\n"
+            "value = $many.$reduce().item()       # reduced to one number first\n"
+            "shown = type(value).__name__",
+        cause=".item() (and float(), int()) turn a tensor of exactly one value into a Python number. A loss built "
+              "with reduction='none', or a comparison of predictions and labels, holds one value per example: "
+              "reduce it first (.mean(), .sum()). Under nn.DataParallel a model that returns its loss gives one "
+              "per GPU: take its .mean(). Older torch worded it 'only one element tensors can be converted to Python "
+              "scalars', which float() of such a tensor still raises.",
+        expect="RuntimeError",
+        params=({"batch": 4, "many": "F.cross_entropy(logits, labels, reduction='none')", "reduce": "mean"},
+                {"batch": 8, "many": "(logits.argmax(1) == labels)", "reduce": "sum"}),
+        sources=("https://github.com/zhaozhengChen/ReCAM/issues/4",
+                 "https://github.com/cshizhe/vil3dref/issues/5",
+                 "https://github.com/zhen-he/tracking-by-animation/issues/17"),
+        wordings=("only one element tensors can be converted to Python scalars",),   # float(); .item() before 2.x
+    ),
+    Entry(
+        id="mean-of-integers", stage="evaluation", chapter=4,
+        title="an accuracy taken as the mean of an integer tensor (correct flags as long, a list of counts)",
+        code="torch.manual_seed(0)\n"
+             "logits, labels = torch.randn($batch, 3), torch.randint(0, 3, ($batch,))\n"
+             "accuracy = $correct.mean()          # integers: mean() will not guess a dtype",
+        fix="torch.manual_seed(0)\n"
+            "logits, labels = torch.randn($batch, 3), torch.randint(0, 3, ($batch,))\n"
+            "accuracy = $fixed.mean()  # a float tensor first\n"
+            "shown = str(accuracy.dtype)",
+        cause="mean() of an integer (or bool) tensor has no integer answer, and torch will not pick a float dtype "
+              "for you. Convert first: (pred == y).float().mean(), or count with .sum() and divide by the number "
+              "of examples (chapter 4: weight by examples, not by batches).",
+        expect="RuntimeError",
+        params=({"batch": 6, "correct": "(logits.argmax(1) == labels).long()",
+                 "fixed": "(logits.argmax(1) == labels).float()"},
+                {"batch": 10, "correct": "torch.tensor([int(p == y) for p, y in zip(logits.argmax(1), labels)])",
+                 "fixed": "torch.tensor([float(p == y) for p, y in zip(logits.argmax(1), labels)])"}),
+        sources=("https://github.com/pyg-team/pytorch_geometric/pull/7735",
+                 "https://github.com/microsoft/mup/pull/33",
+                 "https://github.com/pytorch/pytorch/issues/94909",
+                 "https://github.com/pytorch/pytorch/issues/64897",
+                 "https://github.com/open-mmlab/mmpose/issues/2138"),
+        wordings=("Can only calculate the mean of floating types. Got Long instead.",          # pytorch#64897
+                  "mean(): input dtype should be either floating point or complex dtypes. Got Long instead."),
     ),
 )

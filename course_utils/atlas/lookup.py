@@ -73,6 +73,8 @@ def _name(match: re.Match) -> str:
         return f" NAME NAME_{first} "
     if text in optimizer_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
         return " NAME_optimizer_state "
+    if text.split(".")[-1] in ("OrderedDict", "dict"):   # "'collections.OrderedDict' object has no attribute":
+        return " NAME_state_dict_object "                  # a state_dict (or a checkpoint dict), not a model
     if first in CHECKPOINT_KEYS:            # one kind: where a checkpoint keeps its parts, whichever name it chose
         return " NAME_checkpoint_part "
     return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
@@ -90,6 +92,8 @@ _SUBS = (
     (re.compile(r"(state_dict for )\w+"), r"\1 MODEL "),       # the learner's own model class
     (re.compile(r"(?:[A-Za-z]:)?(?:/|\\\\)[\w.<>~/\\\\-]+\.(?:py|pt|pth|ckpt|bin|safetensors|tar)\b"), " PATH "),
     (re.compile(r"(?<![\w.])(?:/[\w.<>~-]+)+/?"), " PATH "),
+    # a relative one, folders and all ("checkpoints/run1", "<tmp>/exp1" as the atlas records a temporary folder)
+    (re.compile(r"(?<![\w./<>])(?:<tmp>|[\w.-]+)(?:/[\w.-]+)+/?"), " PATH "),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), " ADDR "),
     (re.compile(r"torch\.Size\(\[[^\]]*\]\)"), " SHAPE "),
     (re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]"), " SHAPE "),

@@ -1,0 +1,111 @@
+"""The atlas's entries for a module used another way than it is built to be (chapter 3): a loss class given the
+tensors instead of its options, a forward that was never defined, a forward given more than it takes.
+"""
+from __future__ import annotations
+
+from course_utils.atlas.entry import Entry, source
+
+ENTRIES = (
+    Entry(
+        id="loss-class-given-tensors", stage="step", chapter=3,
+        title="the tensors passed to a loss class's constructor: loss = nn.CrossEntropyLoss(outputs, labels)",
+        code="torch.manual_seed(0)\n"
+             "outputs, labels = $made\n"
+             "loss = nn.$loss(outputs, labels)             # builds a loss module, with the tensors as its options",
+        fix="torch.manual_seed(0)\n"
+            "outputs, labels = $made\n"
+            "criterion = nn.$loss()                        # built once, with its options (weight, reduction, ...)\n"
+            "loss = criterion(outputs, labels)             # then called on the tensors\n"
+            "shown = loss.dim()",
+        cause="nn.CrossEntropyLoss, nn.MSELoss and the other loss classes are built first (their arguments are "
+              "options: weight, reduction, and the old size_average and reduce, which is where the tensors land), "
+              "then called: nn.CrossEntropyLoss()(outputs, labels), or F.cross_entropy(outputs, labels). Torch "
+              "raises the same words wherever a tensor of several values is asked for True or False: `if loss:`, "
+              "`and`, `or`, `assert tensor`.",
+        expect="RuntimeError",
+        params=({"loss": "CrossEntropyLoss", "made": "torch.randn(4, 3), torch.tensor([0, 2, 1, 2])"},
+                {"loss": "MSELoss", "made": "torch.randn(8, 1), torch.randn(8, 1)"}),
+        sources=("https://github.com/Lightning-AI/pytorch-lightning/issues/501",
+                 "https://github.com/imranparuk/speaker-recognition-3d-cnn/issues/2",
+                 "https://github.com/nikhilroxtomar/DDANet/issues/1",
+                 "https://github.com/kingsman142/captcha-solver/issues/2"),
+        wordings=("bool value of Tensor with more than one value is ambiguous",),   # before torch 1.x's rename
+    ),
+    Entry(
+        id="forward-not-defined", stage="step", chapter=3,
+        title="a module whose forward is misspelled (foward, Forward) or indented inside __init__",
+        code=source("""
+            class $name(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def $method(self, x):            # not 'forward': nn.Module never calls it
+                    return self.fc(x)
+
+            out = $name()(torch.randn(3, 4))
+        """),
+        fix=source("""
+            class $name(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def forward(self, x):            # the name nn.Module.__call__ looks for
+                    return self.fc(x)
+
+            out = $name()(torch.randn(3, 4))
+            shown = tuple(out.shape)
+        """),
+        cause="Calling a module runs its method named exactly forward, defined at the class's level. A typo "
+              "(foward, Forward, farward) or a def indented one level too deep (inside __init__) leaves the class "
+              "with nn.Module's own forward, which raises this.",
+        expect="NotImplementedError",
+        params=({"name": "Net", "method": "foward"}, {"name": "Classifier", "method": "Forward"}),
+        sources=("https://github.com/pytorch/pytorch/issues/74303",
+                 "https://github.com/zehanwang01/OmniBind/issues/9",
+                 "https://github.com/bigohofone/outfit-transformer/issues/4"),
+    ),
+    Entry(
+        id="forward-given-extra-arguments", stage="step", chapter=3,
+        title="a model called with more than its forward takes (model(inputs, labels), model(*batch))",
+        code=source("""
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def forward(self, x$more):
+                    return self.fc(x)
+
+            x, y = torch.randn(3, 4), torch.tensor([0, 1, 1])
+            out = Net()($args)                 # the labels passed to the model too
+        """),
+        fix=source("""
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+                def forward(self, x$more):
+                    return self.fc(x)
+
+            x, y = torch.randn(3, 4), torch.tensor([0, 1, 1])
+            out = Net()($fixed)                 # the model gets the inputs; the loss gets out and y
+            shown = tuple(out.shape)
+        """),
+        cause="Python counts self, so 'takes 2 positional arguments but 3 were given' means forward(self, x) was "
+              "called as model(x, y): most often the labels (or a whole batch unpacked with *batch) passed to the "
+              "model. Give the model what forward takes and the labels to the loss; a dict batch passed as "
+              "model(**batch) fails the same way with 'got an unexpected keyword argument'.",
+        expect="TypeError",
+        params=({"more": "", "args": "x, y", "fixed": "x"},
+                {"more": ", mask=None", "args": "x, None, y", "fixed": "x, None"}),
+        python_note="Python 3.10 and later name the method with its class (Net.forward()); 3.9 wrote forward().",
+        sources=("https://github.com/pytorch/pytorch/issues/19808",
+                 "https://github.com/pengzhiliang/MAE-pytorch/issues/36",
+                 "https://github.com/ggjy/P2Net.pytorch/issues/3",
+                 "https://github.com/pytorch/pytorch/issues/897"),
+        wordings=("forward() takes exactly 2 arguments (3 given)",),   # Python 2 (pytorch#897)
+    ),
+)
