@@ -341,8 +341,9 @@ ENTRIES = (
             def train():                    # what train.py does on each rank
                 $death
 
-            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="c10d",
-                                  rdzv_endpoint="localhost:0", start_method="fork", max_restarts=0)
+            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="static",
+                                  rdzv_endpoint="localhost:0", rdzv_configs={"rank": 0}, start_method="fork",
+                                  max_restarts=0)    # torchrun's defaults on one machine, its node 0
             elastic_launch(config, train)()   # what `torchrun --nproc-per-node=1 train.py` does, in this process
         """),
         fix=source("""
@@ -351,8 +352,9 @@ ENTRIES = (
             def train():
                 return "done"               # the rank's own error found (above the summary) and fixed
 
-            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="c10d",
-                                  rdzv_endpoint="localhost:0", start_method="fork", max_restarts=0)
+            config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=1, rdzv_backend="static",
+                                  rdzv_endpoint="localhost:0", rdzv_configs={"rank": 0}, start_method="fork",
+                                  max_restarts=0)    # torchrun's defaults on one machine, its node 0
             shown = elastic_launch(config, train)()   # what each rank returned
         """),
         cause="ChildFailedError is not the error: it is torchrun's summary that a rank stopped, after which it stops "
