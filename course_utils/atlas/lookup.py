@@ -51,8 +51,7 @@ _INLINE = re.compile(r"\s(\w*(?:Error|Exception|Warning)):(?:\s(.*))?$")
 _WARNING = re.compile(r"^.*?:\d+: (\w*Warning): (.*)$")
 # Quoted names are placeholders, except the first part of a key that tells the cause: a wrapper's prefix
 # ("module.", "_orig_mod.") or a whole checkpoint's keys ("model", "optimizer", ...)
-TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict",
-           "epoch", "net", "scheduler", "target",     # torch 1.x's "for argument #2 'target'": the labels
+TELLING = ("module", "_orig_mod", "target",          # torch 1.x's "for argument #2 'target'": the labels
            "param_groups",                            # KeyError: 'param_groups': not an optimizer's state
            "NoneType", "DistributedDataParallel", "DataParallel",   # "'X' object has no attribute": X tells
            "numpy")                                   # "module 'numpy' has no attribute": a NumPy version's
@@ -60,6 +59,7 @@ TELLING = ("module", "_orig_mod", "model", "state_dict", "model_state_dict", "op
 # as well, so the object tells more than the attribute
 ARRAY_ATTRIBUTES = ("shape",)
 WRAPPERS = ("DistributedDataParallel", "DataParallel")     # one cause: your model is inside as .module
+# ... and a whole checkpoint's keys, all one kind of name: where a checkpoint keeps its parts, whichever it chose
 CHECKPOINT_KEYS = ("model", "state_dict", "model_state_dict", "optimizer", "optimizer_state_dict", "epoch", "net",
                    "scheduler")
 # (a name has no spaces: a quoted sentence, such as the whole message a KeyError prints in quotes, stays words)
@@ -75,7 +75,7 @@ def _name(match: re.Match) -> str:
         return " NAME_optimizer_state "
     if text.split(".")[-1] in ("OrderedDict", "dict"):   # "'collections.OrderedDict' object has no attribute":
         return " NAME_state_dict_object "                  # a state_dict (or a checkpoint dict), not a model
-    if first in CHECKPOINT_KEYS:            # one kind: where a checkpoint keeps its parts, whichever name it chose
+    if first in CHECKPOINT_KEYS:
         return " NAME_checkpoint_part "
     return f" NAME_{'wrapper' if first in WRAPPERS else first} " if first in TELLING else " NAME "
 
