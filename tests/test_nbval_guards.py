@@ -53,3 +53,34 @@ def test_an_exhibit_whose_bug_stops_hurting_fails_nbval_on_chapter_5(tmp_path):
                              '"missing_zero_grad": dict(BASE, optimizer="sgd", lr=0.01)'))
     assert outcome.failed == ["05_bug_museum.ipynb::Cell 2"], outcome.log[-3000:]
     assert re.search(r"^\s+-\s+NO$", outcome.log, flags=re.M), outcome.log[-3000:]   # this run: NO; committed: yes
+
+
+def test_a_notebook_whose_kernel_did_not_start_is_run_once_more_and_nothing_else(monkeypatch):
+    """Seen once in a fresh-clone CI: a kernel died before its first reply, so every cell of one notebook was an
+    error and nothing was compared. That notebook alone runs again; a cell that differs, or any other error, is
+    reported as it came."""
+    died = ("ERROR notebooks/01_x.ipynb::Cell 0 - RuntimeError: Kernel died before replying to kernel_info\n"
+            "ERROR notebooks/01_x.ipynb::Cell 1 - RuntimeError: Kernel died before replying to kernel_info\n")
+    calls: list[list[str]] = []
+
+    def runs(outcomes):
+        def once(paths, config, label, niceness, **extra):
+            calls.append([p.name for p in paths])
+            return outcomes[len(calls) - 1]
+        return once
+    paths = [Path("00_a.ipynb"), Path("01_x.ipynb")]
+    Outcome = nbval_perturbed.Outcome
+    monkeypatch.setattr(nbval_perturbed, "_nbval_once", runs([Outcome("p", [], "5 passed, 2 errors", 1.0, 1, died),
+                                                             Outcome("p", [], "2 passed", 1.0, 0, "ok")]))
+    done = nbval_perturbed.nbval(paths, "p")
+    assert calls == [["00_a.ipynb", "01_x.ipynb"], ["01_x.ipynb"]] and done.passed
+    assert "01_x.ipynb: the kernel did not start; run once more, alone: 2 passed" in done.summary
+    for first in (Outcome("p", ["00_a.ipynb::Cell 3"], "1 failed", 1.0, 1, died),             # a cell differs too
+                  Outcome("p", [], "1 error", 1.0, 1, "ERROR notebooks/00_a.ipynb::Cell 2 - NameError: x\n")):
+        calls.clear()
+        monkeypatch.setattr(nbval_perturbed, "_nbval_once", runs([first]))
+        assert nbval_perturbed.nbval(paths, "p") is first and len(calls) == 1
+    calls.clear()                   # an error of another kind in the notebook run again comes back, and counts
+    monkeypatch.setattr(nbval_perturbed, "_nbval_once", runs([Outcome("p", [], "2 errors", 1.0, 1, died),
+                                                             Outcome("p", [], "1 error", 1.0, 1, "NameError")]))
+    assert not nbval_perturbed.nbval(paths, "p").passed and calls[1] == ["01_x.ipynb"]
