@@ -3,6 +3,7 @@ lookup finds each entry from its message, from a variant's message it does not h
 traceback; unrelated messages get no entry."""
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -79,11 +80,12 @@ def test_the_optimizer_state_names_come_from_torch_and_find_the_other_class_entr
         assert found.best is None or found.best.id != "optimizer-load-other-class", key
 
 
-def same_words(entry) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def same_words(entry_id: str) -> frozenset[str]:
     """The entries whose own message reads as this entry's once what varies is replaced (its dtype's width, a
     number): one torch message with several causes, which a lookup of the message alone offers together, tied."""
-    mine = tokens(recorded()[entry.id]["messages"][0])
-    return {other.id for other in ENTRIES if any(tokens(m) == mine for m in recorded()[other.id]["messages"])}
+    mine = tokens(recorded()[entry_id]["messages"][0])
+    return frozenset(other.id for other in ENTRIES if any(tokens(m) == mine for m in recorded()[other.id]["messages"]))
 
 
 def finds(found, entry) -> bool:
@@ -92,7 +94,7 @@ def finds(found, entry) -> bool:
         return False
     top = found.matches[0][1]
     tied = {e.id for e, value in found.matches if value == top}
-    return found.best.id == entry.id or (entry.id in tied and found.best.id in same_words(entry))
+    return found.best.id == entry.id or (entry.id in tied and found.best.id in same_words(entry.id))
 
 
 def test_the_recorded_messages_hold_every_entry_and_nothing_else():

@@ -53,6 +53,7 @@ ENTRIES = (
               "weights_only default refuses it, and without it the class's module must be importable.)",
         expect="AttributeError",
         params=({"use": "model.eval()"}, {"use": "params = list(model.parameters())"}),
+        python_note="Python's own words: identical on 3.11, 3.12 and 3.13 (checked).",
         sources=("https://github.com/alexjfoote/reetoolbox/issues/1",
                  "https://github.com/alankbi/detecto/issues/72",
                  "https://github.com/wusaifei/HWCC_image_classification/issues/2",

@@ -103,13 +103,16 @@ ENTRIES = (
             "targets = torch.randint(0, $vocab, ($batch, $steps))\n"
             "loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())   # (N*T, C) against (N*T,)\n"
             "same = F.cross_entropy(logits.transpose(1, 2), targets)           # or the classes second: (N, C, T)\n"
-            "shown = bool(torch.allclose(loss, same))",
+            "square, cut = logits[:, :$vocab], targets[:, :$vocab]             # T = C: as many steps as classes\n"
+            "silent = F.cross_entropy(square, cut)                             # no error: the steps read as classes\n"
+            "right = F.cross_entropy(square.flatten(0, 1), cut.flatten())\n"
+            "shown = [bool(torch.allclose(loss, same)), bool(torch.allclose(silent, right))]",
         cause="cross_entropy reads the classes from dimension 1: (N, C) or (N, C, d1, ...). Token logits come out of "
               "a model as (N, T, C), so it takes T for the classes and expects targets of shape (N, C). Flatten both "
               "(logits.view(-1, C), targets.view(-1)) or move the classes to dimension 1 (transpose(1, 2)). When T "
               "happens to equal C nothing is raised and the loss is computed over the wrong dimension.",
         expect="RuntimeError",
-        params=({"vocab": 10, "batch": 4, "steps": 12}, {"vocab": 50, "batch": 8, "steps": 7}),
+        params=({"vocab": 10, "batch": 4, "steps": 12}, {"vocab": 6, "batch": 8, "steps": 9}),
         sources=("https://github.com/sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning/issues/195",
                  "https://github.com/morganmcg1/fasthugs/issues/7",
                  "https://github.com/huggingface/transformers/issues/55"),

@@ -268,7 +268,9 @@ ENTRIES = (
         fix="torch.manual_seed(0)\n"
             "scores = torch.randn($batch, $steps, $classes)\n"
             "probs = F.$fn(scores, dim=-1)                     # over the classes, the last dimension\n"
-            "shown = bool(torch.allclose(probs$back.sum(-1), torch.ones($batch, $steps)))",
+            "guessed = F.$fn(scores, dim=0)                    # torch's guess for a 3-D input: over the batch\n"
+            "ones = torch.ones($batch, $steps)\n"
+            "shown = [bool(torch.allclose(p$back.sum(-1), ones)) for p in (probs, guessed)]   # classes sum to 1?",
         cause="Without dim, torch guesses and warns: dim 0 for a 0-, 1- or 3-dimensional input, dim 1 otherwise. For "
               "logits (N, C) the guess is right; for (N, T, C), a batch of sequences, dim 0 normalises each class "
               "across the batch, so the 'probabilities' of a token do not sum to 1 and the loss trains on the wrong "

@@ -32,12 +32,14 @@ MATCH = 0.62          # the least score that names an entry
 TELLING_MISSING = 0.6   # the score kept where the paste lacks a name the template's opening is about
 
 # What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:", glog's "[E1218 20:27:21.4 File.cpp:629]"
-_LINE_PREFIX = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]\s*)?"
-                          r"(?:[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\]\s*)?")
-# ... of which a logger's record (glog's, torch's Python logging in glog's form) is a line of its own, never the rest
-# of the message above it: torchrun logs "failed (exitcode: 1) ..." right below the rank's own error
-_LOG_RECORD = re.compile(r"^\s*(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?(?:\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]|"
-                         r"[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\])")
+# (and torch's Python logging in glog's form: "E1129 20:15:46.554000 25342 torch/.../api.py:836]")
+_RANK = r"(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?"
+_GLOG_CPP = r"\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]"
+_GLOG_PY = r"[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\]"
+_LINE_PREFIX = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}\s*)?(?:{_GLOG_PY}\s*)?")
+# ... of which a logger's record is a line of its own, never the rest of the message above it: torchrun logs
+# "failed (exitcode: 1) ..." right below the rank's own error
+_LOG_RECORD = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}|{_GLOG_PY})")
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
                     r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
