@@ -13,7 +13,9 @@ Needs a CUDA GPU (CI has none). Writes one JSON file of figures; chapters 1, 5 a
 3. pinned memory: a 64 MiB host-to-device copy from pageable and from pinned memory, and whether a
    non_blocking copy from pinned memory returns before the copy is done (it overlaps with the host).
 4. chapter 1's pinned DataLoader batch; chapter 5's device mix and the cost of `loss.item()` every step
-   (minimum of 5 interleaved runs of 60 steps: a small MLP, and a wide one that prepares batches on the CPU).
+   (minimum of 5 interleaved runs of 60 steps: a small MLP, and a wide one that prepares batches on the CPU);
+   chapter 5's model moved to the GPU after an Adam step on the CPU (the next step's error), and the
+   host-to-device copies torch's profiler counts for three ways of scaling a CUDA tensor by 2.
 5. the course's spiral run through `fit()` on the GPU, eager and compiled, each precision: seconds per
    epoch and final validation loss (a tiny model: launch-bound, where the GPU does not help). Each compiled
    run starts with an empty compile cache, so its first epoch holds the whole code generation.
@@ -173,6 +175,51 @@ def device_mix() -> dict:
     return {"error": error, "zero_dim_cpu_times_cuda_device": str(scalar.device)}
 
 
+def moved_after_step() -> dict:
+    """Chapter 5, exhibit 3: one Adam step on the CPU, then `model.cuda()` and a step. The parameters move in
+    place (the optimizer still holds them), Adam's two moments stay on the CPU."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        model(torch.randn(8, 4, device=model.weight.device)).sum().backward()
+        optimizer.step()
+
+    step()
+    model.cuda()
+    try:
+        step()
+        error = None
+    except RuntimeError as exc:
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return {"error": error, "weights_on": str(model.weight.device),
+            "moments_on": str(optimizer.state[model.weight]["exp_avg"].device)}
+
+
+def zero_dim_copies(calls: int = 10) -> dict:
+    """Chapter 5, exhibit 7: host-to-device copies (torch's profiler, CUDA activity) in `calls` calls of three ways
+    to scale a CUDA tensor by 2: a Python number, a 0-d CPU tensor, and a 0-d tensor moved to the GPU each time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(1024, device="cuda")
+    forms = {"cuda_x * 2.0": lambda: x * 2.0,
+             "cuda_x * torch.tensor(2.0)": lambda: x * torch.tensor(2.0),
+             "cuda_x * torch.tensor(2.0).cuda()": lambda: x * torch.tensor(2.0).cuda()}
+    result: dict = {"calls": calls}
+    for name, work in forms.items():
+        work()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                work()
+            torch.cuda.synchronize()
+        names = [event.name for event in prof.events()]
+        result[name] = {"host_to_device_copies": sum("HtoD" in n for n in names)}   # kineto: "Memcpy HtoD (...)"
+    return result
+
+
 def sync_stall(steps: int = 60) -> dict:
     """Chapter 5: `loss.item()` every step makes the CPU wait for the GPU; summing on the GPU does not.
 
@@ -246,16 +293,17 @@ def main() -> None:
         raise SystemExit("bench_cuda: no CUDA GPU here")
     figures = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
                "date": time.strftime("%Y-%m-%d")}
-    figures["precision"] = [precision_step(mode, tf32, batch, width)
-                            for batch, width in [(4096, 4096), (32768, 1024)]
-                            for mode, tf32 in [("none", False), ("none", True), ("bf16", False), ("fp16", False)]]
-    figures["underflow"] = underflow()
-    figures["pinned_copy"] = pinned_copy()
-    figures["loader_pins"] = loader_pins()
-    figures["device_mix"] = device_mix()
-    figures["sync_stall"] = sync_stall()
-    figures["spiral"] = spiral_runs()
-    Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
+    sections = {
+        "precision": lambda: [precision_step(mode, tf32, batch, width)
+                              for batch, width in [(4096, 4096), (32768, 1024)]
+                              for mode, tf32 in [("none", False), ("none", True), ("bf16", False), ("fp16", False)]],
+        "underflow": underflow, "pinned_copy": pinned_copy, "loader_pins": loader_pins, "device_mix": device_mix,
+        "moved_after_step": moved_after_step, "zero_dim_copies": zero_dim_copies, "sync_stall": sync_stall,
+        "spiral": spiral_runs}
+    for name, measure in sections.items():   # the record is rewritten after each: a run cut short keeps the rest
+        figures[name] = measure()
+        Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
+        print(f"{name}: done", flush=True)
     print(json.dumps(figures, indent=1))
 
 

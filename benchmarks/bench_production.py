@@ -49,7 +49,7 @@ from course_utils.production.builtin import spiral_task
 from course_utils.production.data_order import SeededBatches
 from course_utils.production.fit import training_seed
 from course_utils.production.writer import snapshot
-from production_overhead import SIZES as SIZES_BY_DEVICE, overhead
+from production_overhead import FETCHES, SIZES as SIZES_BY_DEVICE, overhead
 
 SIZES = {   # name: (FitConfig fields, epochs)
     "tiny default (spiral MLP 2x64, batch 32, 600 examples)":
@@ -323,6 +323,9 @@ def main() -> None:
                              "section 6 runs unless --only says otherwise")
     for flag in ("--hidden", "--depth", "--batch-size", "--n-train", "--epochs"):
         parser.add_argument(flag, type=int, help="section 6: instead of the device's default size")
+    parser.add_argument("--fetch", choices=FETCHES, default="items",
+                        help="section 6: batches built item by item and collated (as recorded before 30 Nov 2026), or "
+                             "whole, one index_select per tensor (the loader's host cost below the GPU's work)")
     parser.add_argument("--sizes", nargs="*", choices=("tiny", "wide", "short"), default=("tiny", "wide", "short"),
                         help="which sizes step 1 compares")
     args = parser.parse_args()
@@ -336,7 +339,8 @@ def main() -> None:
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}, min of {args.repeats} repeats")
     steps = {"plain": lambda r, n: against_plain(r, n, tuple(args.sizes)), "variants": variants, "components": lambda r, n: components(r / "c", n),
              "checkpoint": lambda r, n: checkpoint_parts(r / "k", n), "seeded": lambda r, n: seeded_batches(n),
-             "overhead": lambda r, n: overhead(r / "o", n, torch.device(args.device), *overhead_size(args))}
+             "overhead": lambda r, n: overhead(r / "o", n, torch.device(args.device), *overhead_size(args),
+                                             args.fetch)}
     for name, step in steps.items():
         if args.only in (None, name):
             step(root, args.repeats)

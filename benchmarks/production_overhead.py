@@ -15,6 +15,7 @@ checkpoints with ``torch.save`` to a file in its training thread, as learners do
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import shutil
@@ -23,12 +24,13 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 from course_utils.engine.models import MLP
 from course_utils.infra.notebook import seed_everything
 from course_utils.production import FitConfig, fit, weights_digest
 from course_utils.production import checkpoint as ckpt
+from course_utils.production.config import SPIRAL_FIELDS
 from course_utils.production import data_order
 from course_utils.production.builtin import spiral_task
 from course_utils.production.fit import training_seed
@@ -41,6 +43,42 @@ SIZES = {   # device: spiral fields; on the course's CPU the first is ~40 ms of 
     "cuda": dict(n_train=32768, n_val=4096, batch_size=2048, hidden=4096, depth=4),
 }
 COMMON = dict(lr=0.01, optimizer="adam", threads=1, progress=False, checkpoint_every=0)
+FETCHES = ("items", "whole")   # how the loader builds a batch: item by item and collated, or whole
+
+
+class WholeBatches(Dataset):
+    """A TensorDataset read a batch at a time: the DataLoader hands ``__getitems__`` a batch's indices and gets one
+    ``index_select`` per tensor (the same values as collating the items), so the training thread's share of the
+    data is small, as with loader workers. Item by item, batch 2,048 costs the host about 14 ms an update here,
+    more than the GPU size's device work: a loop timed so measures its loader, not the device."""
+
+    def __init__(self, data: TensorDataset):
+        self.tensors = data.tensors
+
+    def __len__(self) -> int:
+        return len(self.tensors[0])
+
+    def __getitem__(self, index: int):
+        return tuple(t[index] for t in self.tensors)
+
+    def __getitems__(self, indices: list[int]):
+        rows = torch.as_tensor(indices)
+        return tuple(t.index_select(0, rows) for t in self.tensors)
+
+
+def as_is(batch):
+    """The collate function of WholeBatches: the batch is already made."""
+    return batch
+
+
+def bench_task(config: FitConfig, fetch: str):
+    """The spiral task of `config` (seeded as fit seeds it), its data fetched `fetch`-wise (FETCHES)."""
+    seed_everything(config.seed)
+    task = spiral_task(config)
+    if fetch == "items":
+        return task
+    return dataclasses.replace(task, train_data=WholeBatches(task.train_data), val_data=WholeBatches(task.val_data),
+                               collate_fn=as_is, seed_batches=False)
 
 
 class Clock:
@@ -106,20 +144,21 @@ def watching(clock: Clock):
             start_epoch, evaluate, save, hand_over)
 
 
-def plain(fields: dict, epochs: int, folder: Path, device: torch.device, read: bool) -> tuple[dict, str]:
+def plain(fields: dict, epochs: int, folder: Path, device: torch.device, read: bool,
+          fetch: str = "items") -> tuple[dict, str]:
     """The loop a learner writes, fit's arithmetic (with `read`: one loss value to the host per update)."""
     clock = Clock(device)
     clock.mark("call")
     config = FitConfig(out=str(folder), epochs=epochs, **COMMON, **fields)
-    seed_everything(config.seed)
-    task = spiral_task(config)
+    task = bench_task(config, fetch)
     seed_everything(training_seed(config.seed))
     model, loss_fn = task.model.to(device), task.loss_fn
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)   # fit's own (issue 41)
     sampler = DistributedSampler(task.train_data, num_replicas=1, rank=0, shuffle=True, seed=config.seed)
     cuda = device.type == "cuda"
-    loader = DataLoader(task.train_data, batch_size=config.batch_size, sampler=sampler, pin_memory=cuda)
-    val = DataLoader(task.val_data, batch_size=task.val_batch_size, pin_memory=cuda)
+    loader = DataLoader(task.train_data, batch_size=config.batch_size, sampler=sampler, pin_memory=cuda,
+                        collate_fn=task.collate_fn)
+    val = DataLoader(task.val_data, batch_size=task.val_batch_size, pin_memory=cuda, collate_fn=task.collate_fn)
     folder.mkdir(parents=True, exist_ok=True)
     for epoch in range(epochs):
         clock.mark("epoch")
@@ -154,7 +193,8 @@ def plain(fields: dict, epochs: int, folder: Path, device: torch.device, read: b
     return clock.phases(updates, time.perf_counter()), weights_digest(model)
 
 
-def fitted(fields: dict, epochs: int, folder: Path, device: torch.device, tensorboard: bool) -> tuple[dict, str]:
+def fitted(fields: dict, epochs: int, folder: Path, device: torch.device, tensorboard: bool,
+           fetch: str = "items") -> tuple[dict, str]:
     """fit() on the same work, its phases marked."""
     shutil.rmtree(folder, ignore_errors=True)
     clock = Clock(device)
@@ -162,7 +202,12 @@ def fitted(fields: dict, epochs: int, folder: Path, device: torch.device, tensor
                        **fields)
     with watching(clock), contextlib.redirect_stdout(io.StringIO()):
         clock.mark("call")
-        result = fit(config)
+        if fetch == "items":
+            result = fit(config)
+        else:   # the same task handed to fit (which then wants the spiral fields at their defaults)
+            task = bench_task(config, fetch)
+            result = fit(dataclasses.replace(config, **{k: getattr(FitConfig, k) for k in fields
+                                                        if k in SPIRAL_FIELDS}), task)
         end = time.perf_counter()
     model = MLP(2, fields["hidden"], 3, fields["depth"])
     model.load_state_dict(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
@@ -196,17 +241,20 @@ def _to(value, device: torch.device):
     return value
 
 
-def overhead(root: Path, repeats: int, device: torch.device, fields: dict, epochs: int) -> None:
+def overhead(root: Path, repeats: int, device: torch.device, fields: dict, epochs: int, fetch: str = "items") -> None:
     """Print per update, per checkpoint and per run, plain loop against fit(), minimum over round-robin repeats."""
-    runs = {"plain loop": lambda: plain(fields, epochs, root / "plain", device, read=False),
-            "plain loop + 1 host read per update": lambda: plain(fields, epochs, root / "plain", device, read=True),
-            "fit(), TensorBoard off": lambda: fitted(fields, epochs, root / "fit", device, tensorboard=False),
-            "fit(), TensorBoard on": lambda: fitted(fields, epochs, root / "fit", device, tensorboard=True)}
+    runs = {"plain loop": lambda: plain(fields, epochs, root / "plain", device, read=False, fetch=fetch),
+            "plain loop + 1 host read per update": lambda: plain(fields, epochs, root / "plain", device, read=True,
+                                                                 fetch=fetch),
+            "fit(), TensorBoard off": lambda: fitted(fields, epochs, root / "fit", device, tensorboard=False,
+                                                     fetch=fetch),
+            "fit(), TensorBoard on": lambda: fitted(fields, epochs, root / "fit", device, tensorboard=True,
+                                                    fetch=fetch)}
     best: dict[str, dict[str, float]] = {}
     digests: dict[str, str] = {}
     small = {**fields, "n_train": 2 * fields["batch_size"], "n_val": fields["batch_size"]}
-    plain(small, 1, root / "warm", device, read=False)       # first calls (imports, allocators) outside the timings
-    fitted(small, 1, root / "warm-fit", device, tensorboard=True)
+    plain(small, 1, root / "warm", device, read=False, fetch=fetch)   # first calls (imports, allocators) untimed
+    fitted(small, 1, root / "warm-fit", device, tensorboard=True, fetch=fetch)
     for _ in range(repeats):
         for name, run in runs.items():
             phases, digest = run()
@@ -219,7 +267,8 @@ def overhead(root: Path, repeats: int, device: torch.device, fields: dict, epoch
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU, 1 thread"
     print(f"\n6. overhead apart on {device.type} ({name}, torch {torch.__version__}): spiral MLP "
           f"{fields['depth']}x{fields['hidden']}, batch {fields['batch_size']}, {fields['n_train']} examples, {epochs} "
-          f"epochs ({updates} updates, checkpoint and validation each epoch); min of {repeats} round-robin repeats")
+          f"epochs ({updates} updates, checkpoint and validation each epoch), batches fetched {fetch}; min of "
+          f"{repeats} round-robin repeats")
     print(f"  {'run':<38} {'per update, wall':>22} {'training thread CPU':>22} {'checkpoint stall wall / CPU':>28} "
           f"{'(waiting)':>10} {'setup':>9} {'end':>8}")
     for label, t in best.items():

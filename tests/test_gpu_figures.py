@@ -57,6 +57,36 @@ def test_chapter_5_device_mix_and_sync_stall():
     assert wide["item_every_step"] / wide["sum_on_gpu"] > 1.3                  # the overlap is lost
 
 
+def check_moved_and_copies(moved: dict | None, copies: dict | None) -> None:
+    """Chapter 5's words on a model moved after an Adam step and on the 0-d CPU tensor's copies (None: not recorded)."""
+    if moved is not None:
+        assert moved["error"].startswith("RuntimeError") and "device" in moved["error"]
+        assert moved["weights_on"].startswith("cuda") and moved["moments_on"] == "cpu"
+    if copies is not None:
+        assert copies["cuda_x * 2.0"]["host_to_device_copies"] == 0
+        assert copies["cuda_x * torch.tensor(2.0)"]["host_to_device_copies"] == 0       # read as a number
+        assert copies["cuda_x * torch.tensor(2.0).cuda()"]["host_to_device_copies"] == copies["calls"]
+
+
+def test_chapter_5_moved_model_and_zero_dim_copies_as_recorded_or_said_missing(monkeypatch):
+    figures = gpu_figures.recorded()
+    check_moved_and_copies(figures.get("moved_after_step"), figures.get("zero_dim_copies"))
+    lines = gpu_figures.device_lines()
+    for key, words in (("moved_after_step", "model.cuda()"), ("zero_dim_copies", "host-to-device copies")):
+        line = next(line for line in lines if words in line)
+        assert (gpu_figures.NOT_YET in line) == (key not in figures), line
+    made = {"moved_after_step": {"error": "RuntimeError: Expected all tensors to be on the same device", "weights_on":
+                                 "cuda:0", "moments_on": "cpu"},
+            "zero_dim_copies": {"calls": 10, "cuda_x * 2.0": {"host_to_device_copies": 0},
+                                "cuda_x * torch.tensor(2.0)": {"host_to_device_copies": 0},
+                                "cuda_x * torch.tensor(2.0).cuda()": {"host_to_device_copies": 10}}}
+    monkeypatch.setattr(gpu_figures, "recorded", lambda: {**figures, **made})     # a record that has them
+    lines = gpu_figures.device_lines()
+    assert not any(gpu_figures.NOT_YET in line for line in lines)
+    assert any("cuda_x * torch.tensor(2.0).cuda() 10" in line for line in lines)
+    assert any("Adam's moments on cpu" in line for line in lines)
+
+
 def test_chapter_7_precision_claims():
     rows = {(r["batch"], r["width"], r["mode"], r["tf32"]): r for r in gpu_figures.recorded()["precision"]}
     for batch, width in [(4096, 4096), (32768, 1024)]:
@@ -99,3 +129,4 @@ def test_the_quick_measurements_agree_live_on_this_gpu():
     assert "same device" in live["error"] and live["zero_dim_cpu_times_cuda_device"].startswith("cuda")
     zeros = bench.underflow()["zero_fraction_of_weight_grads"]
     assert zeros["fp16, no scaler"] == 1.0 and zeros["fp16, GradScaler"] < 0.01
+    check_moved_and_copies(bench.moved_after_step(), bench.zero_dim_copies())

@@ -53,12 +53,28 @@ def pinned_lines() -> list[str]:
     ]
 
 
+NOT_YET = "not in this record yet (added to benchmarks/bench_cuda.py after the record was made; no GPU run since)"
+
+
 def device_lines() -> list[str]:
-    """Chapter 5, exhibit 7: the device-mix error, the 0-d exception, the cost of a sync every step."""
+    """Chapter 5, exhibits 3 and 7: a model moved after an Adam step, the device-mix error, the 0-d exception and
+    its copies, the cost of a sync every step."""
     figures = recorded()
     mix, stall = figures["device_mix"], figures["sync_stall"]
     lines = [f"cuda tensor + cpu tensor: RuntimeError: {mix['error']}",
              f"cuda tensor * torch.tensor(2.0) (0-d, on the CPU): no error, result on {mix['zero_dim_cpu_times_cuda_device']}"]
+    copies = figures.get("zero_dim_copies")
+    if copies is None:
+        lines.append(f"host-to-device copies of the three ways to scale by 2: {NOT_YET}")
+    else:
+        lines.append(f"host-to-device copies in {copies['calls']} calls (torch's profiler): " + "; ".join(
+            f"{name} {copies[name]['host_to_device_copies']}" for name in copies if name != "calls"))
+    moved = figures.get("moved_after_step")
+    if moved is None:
+        lines.append(f"Adam step on the CPU, then model.cuda() and a step: {NOT_YET}")
+    else:
+        lines.append(f"Adam step on the CPU, then model.cuda() and a step: {moved['error'] or 'no error'} "
+                     f"(weights on {moved['weights_on']}, Adam's moments on {moved['moments_on']})")
     for name in ("small MLP", "wide MLP + CPU batch prep"):
         every, summed = stall[name]["item_every_step"], stall[name]["sum_on_gpu"]
         lines.append(f"{name}: loss.item() every step {sig(every / 1000, 3)} ms/step, summed on the GPU "

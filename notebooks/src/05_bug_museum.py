@@ -240,8 +240,9 @@ print("the head gets gradients but never moves:", d.head_grad_norm > 0 and d.hea
 # place, so the optimizer still holds the same Parameter objects: fine while it has no state. But after
 # one Adam step its two moments exist, in float32, and the next step after `.half()` fails. The same
 # goes for the device: after one Adam step on the CPU, `model.cuda()` and a step raise a RuntimeError
-# (tensors on two devices), because the moments stay on the CPU. The course's review measured that case
-# on an H100 (torch 2.11); it is not run here, since this notebook must print the same on a CPU.
+# (tensors on two devices), because the moments stay on the CPU. That case needs a GPU, so it is not run
+# here (this notebook must print the same on a CPU): `benchmarks/bench_cuda.py` runs it, and exhibit 7
+# below prints its record.
 
 # %%
 d = BUGS["half_after_optimizer"].demo()
@@ -314,10 +315,11 @@ for case, leak in [("normalise, 150 train", normalisation_leak),
 # ## Exhibit 7: the wrong device
 #
 # With a GPU, mixing a CPU tensor and a CUDA tensor in one operation usually raises an error. Not always:
-# a 0-dimensional CPU tensor passes as a plain number (`cuda_x * torch.tensor(2.0)` works). It costs no
-# copy: the kernel reads the value as an argument, as it does for `cuda_x * 2.0` (the course's review
-# counted the copies with torch's profiler on an H100: none for either, against one per call for
-# `torch.tensor(2.0).cuda()`). The silent costs are elsewhere: host syncs (`.item()` or `.cpu()` every
+# a 0-dimensional CPU tensor passes as a plain number (`cuda_x * torch.tensor(2.0)` works). It should cost
+# no copy: the kernel reads the value as an argument, as it does for `cuda_x * 2.0`, where
+# `torch.tensor(2.0).cuda()` copies once per call. `benchmarks/bench_cuda.py` counts the copies with
+# torch's profiler; the record below prints the counts, or says they are not measured yet. The silent
+# costs are elsewhere: host syncs (`.item()` or `.cpu()` every
 # step makes the CPU wait for the GPU), and tensors made or moved to the GPU every step
 # (`torch.tensor(..., device="cuda")`, `.to("cuda")` from unpinned memory), copies that cannot overlap
 # with compute.
