@@ -350,16 +350,20 @@ def test_autograd_still_catches_an_in_place_change_of_a_saved_tensor():
             broken(hooks=False)
 
 
-@pytest.mark.parametrize("average", ["np.mean", "statistics.mean", "statistics.fmean", "torch.tensor(list).mean()"])
+@pytest.mark.parametrize("average", ["np.mean", "np.average", "np.nanmean", "statistics.mean", "statistics.fmean",
+                                     "torch.tensor(list).mean()", "torch.mean(torch.as_tensor(list))"])
 def test_a_mean_of_readings_taken_in_one_call_is_checked(average):
     """Per-batch validation losses collected with .item() and averaged in one call (makemore averages with
     torch.tensor(losses).mean()): the mean of batch means is named when the batches differ in size (10 examples
     in batches of 4: 4, 4, 2), not when they are equal (12), and every wrapped function is put back on exit."""
     import statistics
     means = {"np.mean": lambda values: np.mean(values), "statistics.mean": lambda values: statistics.mean(values),
+             "np.average": lambda values: np.average(values), "np.nanmean": lambda values: np.nanmean(values),
              "statistics.fmean": lambda values: statistics.fmean(values),
-             "torch.tensor(list).mean()": lambda values: torch.tensor(values).mean().item()}
-    originals = (np.mean, statistics.mean, statistics.fmean, torch.tensor, torch.Tensor.mean)
+             "torch.tensor(list).mean()": lambda values: torch.tensor(values).mean().item(),
+             "torch.mean(torch.as_tensor(list))": lambda values: torch.mean(torch.as_tensor(values)).item()}
+    originals = (np.mean, np.average, np.nanmean, statistics.mean, statistics.fmean, torch.tensor, torch.as_tensor,
+                 torch.Tensor.mean, torch.mean)
     found = {}
     for n_val in (10, 12):
         model, train = _mlp(), Augmented(32, 1)
@@ -372,4 +376,34 @@ def test_a_mean_of_readings_taken_in_one_call_is_checked(average):
             assert abs(float(means[average](losses)) - sum(map(float, losses)) / len(losses)) < 1e-6
         found[n_val] = "mean_of_batch_means" in doctor.report().names
     assert found == {10: True, 12: False}
-    assert (np.mean, statistics.mean, statistics.fmean, torch.tensor, torch.Tensor.mean) == originals
+    assert (np.mean, np.average, np.nanmean, statistics.mean, statistics.fmean, torch.tensor, torch.as_tensor,
+            torch.Tensor.mean, torch.mean) == originals
+
+
+@pytest.mark.parametrize("average", ["np.average", "np.mean", "torch.stack(list).mean()", "torch.tensor(list).mean()"])
+def test_a_loaders_per_batch_tensors_averaged_in_one_call_are_checked(average):
+    """Per-batch validation losses kept as tensors (informer's `total_loss.append(loss)`, then `np.average`): the
+    mean of batch means is named when the loader's batches differ in size (10 examples: 4, 4, 2), not when they are
+    equal (12); and not for a list that is not that loader's batches (two of its three, or one value per class)."""
+    means = {"np.average": lambda values: np.average(values), "np.mean": lambda values: np.mean(values),
+             "torch.stack(list).mean()": lambda values: torch.stack(values).mean(),
+             "torch.tensor(list).mean()": lambda values: torch.tensor(values).mean()}
+    found = {}
+    for n_val, which in ((10, "all"), (12, "all"), (10, "two of three"), (10, "per class")):
+        model, train = _mlp(), Augmented(32, 1)
+        val = TensorDataset(torch.randn(n_val, 4), torch.randint(0, 3, (n_val,)))
+        with LoopDoctor(model) as doctor:
+            _train(model, DataLoader(train, batch_size=8), epochs=1)
+            model.eval()
+            with torch.no_grad():
+                losses, logits = [], []
+                for x, y in DataLoader(val, batch_size=4):
+                    out = model(x)
+                    logits.append(out)
+                    losses.append(nn.functional.cross_entropy(out, y))
+                per_class = list(torch.cat(logits).mean(0).unbind())          # 3 values, one per class
+            chosen = {"all": losses, "two of three": losses[1:], "per class": per_class}[which]
+            value = float(means[average](chosen))
+            assert abs(value - sum(float(v) for v in chosen) / len(chosen)) < 1e-5
+        found[n_val, which] = "mean_of_batch_means" in doctor.report().names
+    assert found == {(10, "all"): True, (12, "all"): False, (10, "two of three"): False, (10, "per class"): False}

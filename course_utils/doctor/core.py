@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import traceback
 import weakref
+from collections import deque
 from collections.abc import Mapping
 
 import numpy as np
@@ -53,6 +54,9 @@ def _check_data(data: object, name: str) -> None:
         return
     raise ValueError(f"{name} must be a DataLoader, a Dataset, a tensor, a NumPy array or an (inputs, targets) "
                      f"pair, got {type(data).__name__}")
+
+
+FORWARDS_KEPT = 1 << 16      # the recent forwards a one-call mean of a list of tensors is matched against
 
 
 class LoopDoctor(DataWatch, UpdateWatch):
@@ -95,6 +99,8 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._complete_unended: set[int] = set()      # training iterators that gave every batch, never asked again
         self._recent_outputs: list[int] = []
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
+        self._forward_batches: deque = deque(maxlen=FORWARDS_KEPT)   # each recent forward: (batch size, its loader
+                                                                     # iterator's id or None), for lists of tensors
         self._tensors_of_readings: dict[int, tuple] = {}    # torch.tensor(list of readings): id -> (ref, list)
         self._tensor_sums: dict[int, tuple] = {}     # tensors summing readings: id -> (ref, terms or None)
         self._reading_source: int | None = None      # and the dataset its input came from
@@ -171,6 +177,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         outs = outputs(output)
         live = [o for o in outs if o.requires_grad] if torch.is_grad_enabled() else []
         self._reading = (obs.forwards, obs.forwards, 1, size := _size(x), size)
+        self._forward_batches.append((size, id(batch[2]) if batch and batch[0] == "batch" else None))
         self._reading_source = source
         if self._last_batch is None:
             self._recent_outputs = ([_pointer(o) for o in outs] + self._recent_outputs)[:8]

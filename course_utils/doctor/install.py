@@ -10,9 +10,10 @@ exit (``Undo``). What is wrapped, and why that way:
 - ``GradScaler.scale``/``unscale_``/``step``, the ``step`` of every ``LRScheduler`` class (so schedulers built
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
   ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset),
-  ``Tensor.item``, the one-call means of a list (``np.mean``, ``statistics.mean``/``fmean``, ``torch.tensor``
-  then ``Tensor.mean``) and a sum kept in a tensor (``Tensor.__iadd__``, ``__radd__``, ``cpu``, ``detach``, ``__truediv__``; see
-  ``readings.py``);
+  ``Tensor.item``, the one-call means of a list (``np.mean``/``average``/``nanmean``, ``statistics.mean``/``fmean``,
+  ``torch.tensor``/``as_tensor``/``stack`` then ``.mean()`` or ``torch.mean``; of readings, or of one loader's
+  per-batch 0-d tensors) and a sum kept in a tensor (``Tensor.__iadd__``, ``__radd__``, ``cpu``, ``detach``,
+  ``__truediv__``; see ``readings.py``);
 - ``zero_grad`` of optimizers and modules, and the in-place edits a hand-written clip uses (``clamp_``, ``clip_``,
   ``mul_``, ``div_``, ...): was a .grad changed after the update that used it, before anything refilled it?
 - torch's global optimizer step hooks, and forward hooks on the watched models (left out of a pickle or deep
@@ -151,15 +152,17 @@ def install(doctor, undo: Undo) -> None:
     undo.attribute(torch.Tensor, "item", functools.wraps(item)(lambda t: doctor._item(item, t)))
 
     # a list of readings averaged in one call (readings.mean_of)
-    for owner, name in [(numpy, "mean"), (statistics, "mean"), (statistics, "fmean")]:
+    for owner, name in [(numpy, "mean"), (numpy, "average"), (numpy, "nanmean"), (statistics, "mean"),
+                        (statistics, "fmean")]:
         original = getattr(owner, name)
         undo.attribute(owner, name, functools.wraps(original)(
             lambda values, *a, _original=original, **k: doctor._mean_taken(_original, values, *a, **k)))
-    make, mean = torch.tensor, torch.Tensor.mean
-    undo.attribute(torch, "tensor", functools.wraps(make)(
-        lambda data, *a, **k: doctor._tensor_made(make, data, *a, **k)))
-    undo.attribute(torch.Tensor, "mean", functools.wraps(mean)(
-        lambda t, *a, **k: doctor._tensor_mean(mean, t, *a, **k)))
+    for owner, name, wrapper in [(torch, "tensor", doctor._tensor_made), (torch, "as_tensor", doctor._tensor_made),
+                                 (torch, "stack", doctor._tensor_made),
+                                 (torch.Tensor, "mean", doctor._tensor_mean), (torch, "mean", doctor._tensor_mean)]:
+        original = getattr(owner, name)
+        undo.attribute(owner, name, functools.wraps(original)(
+            lambda data, *a, _original=original, _wrapper=wrapper, **k: _wrapper(_original, data, *a, **k)))
     # readings summed in a tensor (readings.py): `total += values`, `.cpu()`, `.detach()`, `total / k`
     iadd, radd, div = torch.Tensor.__iadd__, torch.Tensor.__radd__, torch.Tensor.__truediv__
     undo.attribute(torch.Tensor, "__iadd__", functools.wraps(iadd)(lambda t, o: doctor._tensor_added(iadd, t, o)))

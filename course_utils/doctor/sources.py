@@ -7,6 +7,7 @@ a forward into a ``Reading`` (``readings.py``). ``keys.py`` turns what it saw in
 from __future__ import annotations
 
 import bisect
+import itertools
 import weakref
 from dataclasses import dataclass, field
 
@@ -124,16 +125,44 @@ class DataWatch:
         return value
 
     def _mean_taken(self, original, values, *args, **kwargs):
-        """np.mean / statistics.mean / fmean of a list of readings: checked as a sum divided by its length."""
+        """np.mean / average / statistics.mean / fmean of a list of readings (or of a loader's per-batch tensors):
+        checked as a sum divided by its length."""
         result = original(values, *args, **kwargs)
         if not args and not kwargs:
-            _safely(mean_of, values, None)
+            _safely(self._list_averaged, values, None)
         return result
 
+    def _list_averaged(self, values: object) -> None:
+        if isinstance(values, (list, tuple)) and values and isinstance(values[0], torch.Tensor):
+            self._tensors_averaged(values)
+        else:
+            mean_of(values)
+
+    def _tensors_averaged(self, values: list | tuple) -> None:
+        """k no-gradient 0-d tensors averaged in one call just after a loader's only k forwards (informer's
+        `total_loss.append(loss)`, then `np.average(total_loss)`): that loader's per-batch values, as batch means.
+        Only when the list is exactly that loader's batches, each value in its own storage: another list of k
+        tensors (one tensor's per-class values, per-epoch values) is not matched to forwards it did not come from.""" 
+        k = len(values)
+        if k < 2 or k > len(self._forward_batches) or not all(
+                isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad for v in values):
+            return
+        if len({_pointer(v) for v in values}) < k:
+            return                                   # views of one tensor (a per-class row unbound): not per batch
+        recent = list(itertools.islice(reversed(self._forward_batches), k + 1))
+        loaders = {loader for _, loader in recent[:k]}
+        if len(loaders) != 1 or None in loaders or (len(recent) > k and recent[k][1] in loaders):
+            return                                   # not one loader's forwards, or not all of them
+        sizes = [size for size, _ in recent[:k]]
+        if min(sizes) != max(sizes):
+            self._averaged((self.obs.forwards - k + 1, self.obs.forwards, k, min(sizes), max(sizes)))
+
     def _tensor_made(self, original, data, *args, **kwargs):
-        """torch.tensor(list of readings): the tensor is remembered, so that its .mean() is checked."""
+        """torch.tensor / as_tensor / stack of a list of readings (or of 0-d tensors): the tensor is remembered, so
+        that its .mean() is checked."""
         tensor = original(data, *args, **kwargs)
-        if isinstance(data, (list, tuple)) and len(data) > 1 and isinstance(data[0], Reading):
+        if isinstance(data, (list, tuple)) and len(data) > 1 and (
+                isinstance(data[0], Reading) or isinstance(data[0], torch.Tensor) and data[0].dim() == 0):
             self._tensors_of_readings[id(tensor)] = (weakref.ref(tensor), list(data))
         return tensor
 
@@ -141,7 +170,7 @@ class DataWatch:
         result = original(tensor, *args, **kwargs)
         made = self._tensors_of_readings.get(id(tensor))
         if made is not None and made[0]() is tensor and not args and not kwargs:
-            _safely(mean_of, made[1], None)
+            _safely(self._list_averaged, made[1], None)
         return result
 
     def _tensor_added(self, original, total, other):

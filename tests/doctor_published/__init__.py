@@ -75,8 +75,6 @@ KNOWN_MISSES = {
     **{f"haitongli_kd:{v}": _NUMPY_METRICS for v in ("published", "step_schedule_after_every_update",
                                                      "teacher_left_in_train_mode", "student_not_switched_back_to_train",
                                                      "zero_grad_dropped", "validation_loss_kept_as_tensor")},
-    "informer_exp:test_loader_keeps_its_last_batch": "a list of per-batch loss tensors averaged by np.average: only "
-                                                     "readings taken with .item() are followed into one-call means",
     "sbert_fit:encode_without_no_grad": _SOURCELESS_ENCODE,
     "sbert_fit:encode_without_eval": _SOURCELESS_ENCODE,
 }
