@@ -45,7 +45,7 @@ class SWBounds(Dataset):
 
 class FDSortedNumerically(Dataset):
     def __init__(self, folder):
-        self.files = sorted(Path(folder).glob("*.pt"), key=lambda p: int(p.stem))
+        self.files = sorted((p for p in Path(folder).glob("*.pt") if p.stem.isdigit()), key=lambda p: int(p.stem))
 
     def __len__(self):
         return len(self.files)
@@ -107,7 +107,7 @@ def sgd_autograd(W, b, x, t, lr):
 
 
 def ev_inference_sum(model, loader, loss_fn):
-    was = model.training
+    was = {name: layer.training for name, layer in model.named_modules()}
     model.eval()
     total, hits = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.int64)   # the accuracy rule
     with torch.inference_mode():
@@ -115,8 +115,8 @@ def ev_inference_sum(model, loader, loss_fn):
             out = model(x)
             total += torch.nn.functional.cross_entropy(out, y, reduction="sum")
             hits += (out.argmax(dim=1) == y).sum()
-    if was:
-        model.train()
+    for name, layer in model.named_modules():
+        layer.training = was[name]
     n = len(loader.sampler)         # the examples the loader yields (issue 32: a sampler may draw part of the data)
     return (total / n).item(), hits.item() / n
 
@@ -152,6 +152,7 @@ def fl_inference(model, optimizer, scheduler, train_loader, val_loader, epochs):
 
 
 def ae_buffered(model, loader, loss_fn, optimizer, K):
+    model.train()
     window, updates = [], 0
     batches = list(loader)
     for i, batch in enumerate(batches):
@@ -167,6 +168,7 @@ def ae_buffered(model, loader, loss_fn, optimizer, K):
 
 
 def ae_sum_then_divide(model, loader, loss_fn, optimizer, K):
+    model.train()
     updates, seen = 0, 0
     for i, (x, y) in enumerate(loader):
         torch.nn.functional.cross_entropy(model(x), y, reduction="sum").backward()
@@ -224,7 +226,7 @@ def sc_counting(losses, patience, min_delta=0.0):
             best, since = value, 0
             continue
         since += 1
-        if since == patience:
+        if since >= patience:       # >=: patience 0 stops at the first check without an improvement
             return i + 1
     return None
 

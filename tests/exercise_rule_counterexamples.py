@@ -73,7 +73,7 @@ COUNTER: dict[str, dict[str, object]] = {
                                                                      if len(self) else -1])),
     },
     "FolderDataset": {
-        "len": "FolderDataset:offbyone:L3:len(list(self.folder.glob('*.pt'))) -> len(list(self.folder.glob('*.pt'))) + 1",
+        "len": "FolderDataset:const:L3:1 -> 2",
         "pair": _folder(getitem=lambda self, i: torch.load(self.folder / f"{i}.pt")),
         "file_i": _folder(getitem=lambda self, i: S["FolderDataset"].__getitem__(self, (i + 1) % self.n)),
         "lazy": _folder(eager=True),
@@ -176,9 +176,12 @@ COUNTER.update({
         "value": "sgd_step_by_hand:arith:L2:2 * (y - t) / len(t) -> 2 * (y - t) * len(t)",
         "tuple": lambda *a: S["sgd_step_by_hand"](*a)[:1],
         "no_autograd": lambda W, b, x, t, lr: tuple(z.requires_grad_() * 1 for z in S["sgd_step_by_hand"](W, b, x, t, lr)),
+        "dtype": lambda *a: tuple(z.double() for z in S["sgd_step_by_hand"](*a)),
     },
     "evaluate": {
         "floats": lambda *a: tuple(torch.tensor(v) for v in S["evaluate"](*a)),
+        "restore_each_layer": lambda model, *a: (lambda training, result: (model.train(training), result)[1])(
+            model.training, S["evaluate"](model, *a)),
         "per_example": _evaluate_with(per_batch=True),
         "yielded": _evaluate_with(dataset_len=True),
         "eval_mode": _evaluate_with(mode="no_eval"),
@@ -202,6 +205,9 @@ COUNTER.update({
         "patience": "stop_check:cmp:L9:waited >= patience -> waited > patience",
         "not_finite": lambda losses, patience, min_delta=0.0: S["stop_check"](
             [x if math.isfinite(x) else 1e30 for x in losses], patience, min_delta),
+        "patience_zero": lambda losses, patience, min_delta=0.0: (   # `waited == patience`: 0 is never reached again
+            None if patience == 0 and all(math.isfinite(x) for x in losses) else S["stop_check"](losses, patience,
+                                                                                                  min_delta)),
     },
     "warmup_cosine_lr": {
         "warmup": lambda u, base, w, total: base * u / w if u < w else S["warmup_cosine_lr"](u, base, w, total),

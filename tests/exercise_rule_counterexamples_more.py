@@ -74,11 +74,14 @@ def _loop(model, optimizer, scheduler, train_loader, val_loader, epochs, *, zero
 
 # --- accumulate_epoch ---------------------------------------------------------------------------------------
 
-def _accumulate(model, loader, loss_fn, optimizer, K, *, weight="share", flush=True, big_k=True, returned=None):
+def _accumulate(model, loader, loss_fn, optimizer, K, *, weight="share", flush=True, big_k=True, returned=None,
+                train=True):
     sizes = [len(t) for _, t in loader]
     if not big_k and K > len(sizes):
         K = len(sizes) - 1 or 1                   # an epoch shorter than K: windows made smaller
     updates = 0
+    if train:
+        model.train()
     optimizer.zero_grad()
     for i, (inputs, targets) in enumerate(loader):
         start = i - i % K
@@ -293,6 +296,7 @@ COUNTER_MORE: dict[str, dict[str, object]] = {
         "flush": lambda *a: _accumulate(*a, flush=False),
         "real_size": lambda *a: _accumulate(*a, weight="nominal"),
         "large_k": lambda *a: _accumulate(*a, big_k=False),
+        "train_mode": lambda *a: _accumulate(*a, train=False),
         "count": lambda *a: _accumulate(*a, returned=lambda u: u + 1),
         "int": lambda *a: _accumulate(*a, returned=float),
     },

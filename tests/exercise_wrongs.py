@@ -73,7 +73,7 @@ class SWDict(S.SlidingWindows):
 
 class FDTextOrder(Dataset):
     def __init__(self, folder):
-        self.files = sorted(Path(folder).glob("*.pt"))
+        self.files = sorted(p for p in Path(folder).glob("*.pt") if p.stem.isdigit())
 
     def __len__(self):
         return len(self.files)
@@ -85,7 +85,7 @@ class FDTextOrder(Dataset):
 
 class FDEager(Dataset):
     def __init__(self, folder):
-        n = len(list(Path(folder).glob("*.pt")))
+        n = len([p for p in Path(folder).glob("*.pt") if p.stem.isdigit()])
         self.examples = [torch.load(Path(folder) / f"{i}.pt") for i in range(n)]
 
     def __len__(self):
@@ -723,7 +723,7 @@ WRONG = {
                        ("a dict", (SWDict,), "not a pair")],
     "FolderDataset": [("text order", (FDTextOrder,), "sorted as text"),
                       ("eager", (FDEager,), "read every file up front"),
-                      ("counts the README", (FDCountsEverything,), "README.txt is not an example")],
+                      ("counts the README", (FDCountsEverything,), "README.txt and the stats.pt are not examples")],
     "pad_collate": [("left padding", (pc_left,), "Right padding"),
                     ("long mask", (pc_long_mask,), "it should be bool"),
                     ("inverted mask", (pc_inverted,), "True on the padding"),

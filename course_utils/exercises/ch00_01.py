@@ -222,6 +222,10 @@ def check_sliding_windows(attempt: Attempt) -> str:
             if not isinstance(item, (tuple, list)) or len(item) != 2:
                 raise Fail(f"dataset[{i}] returned {kind(item)} ({show(item)}), not a pair (inputs, target).",
                            "Return `inputs, target`.")
+            if not isinstance(item, tuple):
+                raise Fail(f"dataset[{i}] returned {kind(item)}; the statement asks for a tuple (inputs, target), as "
+                           "TensorDataset returns (a DataLoader collates a list the same way, other code may not).",
+                           "`return inputs, target` makes a tuple.")
             x = need_tensor(item[0], f"the inputs of dataset[{i}]")
             if tuple(x.shape) != (window,) or not _same(x, inputs[i]):
                 raise Fail(f"the inputs of dataset[{i}] are {values(x)}; they should be the {window} values "
@@ -257,6 +261,7 @@ def _write_examples(folder: Path, n: int, seed: int) -> tuple[torch.Tensor, torc
     for i in range(n):
         torch.save({"x": xs[i].clone(), "y": ys[i].clone()}, folder / f"{i}.pt")
     (folder / "README.txt").write_text("one example per file: {i}.pt holds {'x': features, 'y': label}\n")
+    torch.save({"mean": xs.mean(0), "std": xs.std(0) if n > 1 else torch.ones(2)}, folder / "stats.pt")
     return xs, ys
 
 
@@ -267,11 +272,12 @@ def check_folder_dataset(attempt: Attempt) -> str:
             folder = Path(tmp) / f"examples{n}"
             folder.mkdir()
             xs, ys = _write_examples(folder, n, seed=n)
-            what = f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt) and a README.txt"
+            what = f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt), a README.txt and a stats.pt"
             dataset = attempt.call(what, str(folder))
             size = need_int(attempt.run(lambda: len(dataset)), "len(dataset) is")
             if size != n:
-                extra = " (the README.txt is not an example)" if size == n + 1 else ""
+                extra = {n + 1: " (the README.txt, or the stats.pt, is not an example)",
+                         n + 2: " (the README.txt and the stats.pt are not examples)"}.get(size, "")
                 raise Fail(f"len(dataset) is {size}; the folder holds {n} example files{extra}.",
                            "Count only the files that are examples.")
             for i in range(n):

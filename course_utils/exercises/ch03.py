@@ -226,6 +226,11 @@ def _sgd_case(attempt: Attempt, W, b, x, t, lr) -> None:
     new_W, new_b = need_tuple(got, 2, "your function", "W_new, b_new")
     new_W = need_tensor(new_W, "W_new", shape=tuple(W.shape), meaning=" (the shape of W)")
     new_b = need_tensor(new_b, "b_new", shape=tuple(b.shape), meaning=" (the shape of b)")
+    for name, got, given in (("W_new", new_W, W), ("b_new", new_b, b)):
+        if got.dtype != given.dtype:      # torch.optim.SGD keeps a parameter's dtype: a float64 step would change it
+            raise Fail(f"{name} has dtype {str(got.dtype).removeprefix('torch.')}; the parameters are "
+                       f"{str(given.dtype).removeprefix('torch.')}, and torch.optim.SGD updates them in their own dtype.",
+                       "Compute with the tensors as given (or convert the result back with .to(W.dtype)).")
     graphed = [name for name, got in (("W_new", new_W), ("b_new", new_b)) if got.requires_grad or got.grad_fn]
     if graphed:     # the statement: "with the gradient worked out by hand, without autograd"
         raise Fail(f"{' and '.join(graphed)} {'carries' if len(graphed) == 1 else 'carry'} an autograd graph "

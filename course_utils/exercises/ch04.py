@@ -32,17 +32,21 @@ def _batch_means(model: nn.Module, loader: DataLoader, loss_fn) -> list[float]:
 
 
 def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int,
-               part_of: int = 0) -> None:
+               part_of: int = 0, frozen_norm: bool = False) -> None:
     g = torch.Generator().manual_seed(seed)
     everything = torch.randn(n + part_of, 2, generator=g), torch.randint(0, 3, (n + part_of,), generator=g)
     torch.manual_seed(seed)
     model = MLP(hidden=16, dropout=0.3, batchnorm=True).train(start_training)
+    if frozen_norm:      # fine-tuning's frozen BatchNorm: in eval mode inside a model that trains
+        for layer in model.modules():
+            if isinstance(layer, nn.BatchNorm1d):
+                layer.eval()
     chosen = list(range(part_of, n + part_of))       # a sampler over part of the dataset (a validation split)
     loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None)
     inputs, targets = everything[0][chosen], everything[1][chosen]
     loss_fn = nn.CrossEntropyLoss()
     sizes = [len(y) for _, y in loader]
-    mode = "train" if start_training else "eval"
+    mode = ("train" if start_training else "eval") + (" mode, its BatchNorm frozen in eval" if frozen_norm else "")
     what = (f"{n} examples in batches of {batch_size} (sizes {sizes})"
             + (f", drawn by a sampler from a dataset of {n + part_of}" if part_of else "")
             + f", a model with Dropout and BatchNorm that comes in {mode} mode")
@@ -68,6 +72,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         raise Fail(f"the model came in {mode} mode and your function left it in {now} mode.",
                    "Remember the mode it came in (model.training) and restore exactly that at the end.")
     changed_modes = [name for name in mode_changes(model, flags) if name != "the model"]
+    if changed_modes and frozen_norm:
+        raise Fail(f"the model came in {mode} mode; after your function its layers {', '.join(changed_modes[:4])} "
+                   "are in another mode than they came in: model.train() switched the frozen BatchNorm back to train.",
+                   "Remember every layer's mode ({name: m.training for name, m in model.named_modules()}) and put "
+                   "each one back.")
     if changed_modes:
         raise Fail(f"the model came in {mode} mode; after your function the model says {mode} but its layers "
                    f"{', '.join(changed_modes[:4])} are in {'eval' if start_training else 'train'} mode.",
@@ -135,11 +144,13 @@ def check_evaluate(attempt: Attempt) -> str:
     _eval_case(attempt, 10, 64, True, 3)
     _eval_case(attempt, 33, 8, True, 4)
     _eval_case(attempt, 12, 5, False, 5, part_of=20)
-    return ("6 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
+    _eval_case(attempt, 10, 4, True, 6, frozen_norm=True)
+    return ("7 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
             "the dataset) on a model with Dropout "
             "and BatchNorm: the loss is the mean per example and the accuracy a fraction, as one big batch in eval "
-            "mode gives them; no graph was built (memory meter: 0 bytes); the model left in the mode it came in, "
-            "its BatchNorm statistics untouched; gradients switched on again afterwards.")
+            "mode gives them; no graph was built (memory meter: 0 bytes); the model and every layer left in the mode "
+            "they came in (a BatchNorm frozen in eval inside a training model too), its BatchNorm statistics "
+            "untouched; gradients switched on again afterwards.")
 
 
 # --- dropout ------------------------------------------------------------------------------------------------
@@ -193,8 +204,9 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
                    "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
                    "Each value is dropped with probability p, independently.")
     kept = ~dropped
-    scale = (out[kept] / x[kept])
-    if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=1e-5):
+    scale = out[kept].double() / x[kept].double()
+    rtol = max(1e-5, 2 * torch.finfo(x.dtype).eps)         # bfloat16 rounds x / (1 - p) to 8 bits
+    if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=rtol):
         seen, right = pair(scale.mean().item(), 1 / (1 - p))
         raise Fail(f"the values you kept are multiplied by {seen}; nn.Dropout multiplies them by 1/(1-p) = "
                    f"{right}.", "Scale the survivors so the expected output equals x: then evaluation "
@@ -221,11 +233,12 @@ def check_dropout(attempt: Attempt) -> str:
         raise Fail("two calls in training mode dropped exactly the same values; each forward pass draws a new mask.",
                    "Draw the random mask inside the function, every call.")
     _dropout_case(attempt, 0.5, True, (100, 100), 8, dtype=torch.float64)
+    _dropout_case(attempt, 0.5, True, (100, 100), 11, dtype=torch.bfloat16)
     _dropout_case(attempt, 1.0, True, (10, 10), 7)
     _dropout_case(attempt, 1.0, False, (10, 10), 9)             # evaluation wins over p = 1: x unchanged
     _drop_counts_vary(attempt)
     return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.35, 0.5, 0.8 and 1 on 100,000 values: about p of them "
-            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32 and float64), x unchanged "
+            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32, float64 and bfloat16), x unchanged "
             "in evaluation (p = 1 included) and left untouched in place, a new mask each call, and the number "
             "dropped varying from call to call as independent drops do.")
 

@@ -110,19 +110,27 @@ def check_fixed_loop(attempt: Attempt) -> str:
 
 # --- chapter 5: accumulate_epoch ----------------------------------------------------------------------------
 
-def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: int) -> None:
+def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: int, comes_in_eval: bool = False) -> None:
     g = torch.Generator().manual_seed(seed)
     data = TensorDataset(torch.randn(n, 3, generator=g, dtype=torch.double), torch.randint(0, 2, (n,), generator=g))
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).double()
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).double().train(not comes_in_eval)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     start = _weights(model)
     sizes = batch_sizes(n, batch_size)
     loader = DataLoader(data, batch_size=batch_size)
     recorded: list[list[torch.Tensor]] = []
     optimizer.register_step_post_hook(lambda *_: recorded.append(_weights(model)))
-    what = f"N={n}, B={batch_size} (batch sizes {sizes}), K={K}"
+    modes_seen: list[bool] = []
+    model.register_forward_pre_hook(lambda module, _: modes_seen.append(module.training))
+    what = f"N={n}, B={batch_size} (batch sizes {sizes}), K={K}" + (", the model left in eval mode" if comes_in_eval
+                                                                     else "")
     got = attempt.call(what, model, loader, nn.CrossEntropyLoss(), optimizer, K)
+    if not all(modes_seen):
+        raise Fail(f"{modes_seen.count(False)} of your {len(modes_seen)} training forwards ran in eval mode: the model "
+                   "came in eval mode, as a validation leaves it, and the epoch never switched it back (here no layer "
+                   "cares; with Dropout or BatchNorm the epoch would train a different model).",
+                   "Call model.train() at the start of the epoch.")
     windows = sorted({tuple(accumulation_window(i, len(sizes), K)) for i in range(len(sizes))})
     if len(recorded) != len(windows):
         if len(recorded) == len(sizes) // K:
@@ -216,9 +224,11 @@ def check_accumulate_epoch(attempt: Attempt) -> str:
     """The oracle: every update compared with one SGD step on the window's examples as one big batch."""
     for n, b, k, seed in ((10, 4, 2, 0), (22, 4, 4, 1), (12, 4, 3, 2), (8, 4, 5, 3), (9, 2, 1, 4), (37, 5, 3, 5)):
         _accumulation_case(attempt, n, b, k, seed)
-    return ("6 epochs (a partial last batch inside a short last window, K that divides and does not, K larger than "
-            "the epoch, K = 1): every update equals one step on a big batch of its window's examples, the short "
-            "last window is flushed, and the count returned is the count made.")
+    _accumulation_case(attempt, 10, 4, 2, 6, comes_in_eval=True)
+    return ("7 epochs (a partial last batch inside a short last window, K that divides and does not, K larger than "
+            "the epoch, K = 1, a model left in eval mode): every update equals one step on a big batch of its "
+            "window's examples, every forward in train mode, the short last window is flushed, and the count "
+            "returned is the count made.")
 
 
 # --- chapter 6: lr_range_test -------------------------------------------------------------------------------
@@ -248,8 +258,9 @@ def _numbers(value: object, n: int, what: str) -> list[float]:
     return [float(v) for v in listed]
 
 
-def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start_lr: float, end_lr: float) -> None:
-    data = spiral_splits(16 * batches, 1, seed=batches).train
+def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start_lr: float, end_lr: float,
+                last_batch: int = 16) -> None:
+    data = spiral_splits(16 * (batches - 1) + last_batch, 1, seed=batches).train
     torch.manual_seed(batches)
     model = MLP(hidden=16)
     optimizer = make_optimizer(model.parameters())
@@ -262,7 +273,8 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
         used.append(opt.param_groups[0]["lr"])
         groups.append([g["lr"] for g in opt.param_groups])
     optimizer.register_step_pre_hook(record)
-    what = f"{batches} batches of 16, {name}, start_lr={start_lr:g}, end_lr={end_lr:g}"
+    what = (f"{batches} batches of 16" + (f" (the last of {last_batch})" if last_batch != 16 else "")
+            + f", {name}, start_lr={start_lr:g}, end_lr={end_lr:g}")
     got = attempt.call(what, model, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
     lrs, losses = need_tuple(got, 2, "your function", "lrs, losses")
     want_lrs, want_losses = reference_range_test(twin, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(),
@@ -287,6 +299,9 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
             hint = "The last batch must use end_lr itself."
         elif close(used, examples):
             hint = f"n is the number of batches, len(loader) = {batches}, not the number of examples ({len(data)})."
+        elif batches > 2 and close(used, [start_lr * (end_lr / start_lr) ** (i / (batches - 2)) for i in range(batches)]):
+            hint = (f"Your n is {batches - 1}, the full batches (len(dataset) // batch_size); the loader yields "
+                    f"{batches}, the last one partial: n is len(loader).")
         elif close(used[1:], want_lrs[:-1]):
             hint = "Each step used the previous batch's lr: set the lr before optimizer.step(), not after."
         else:
@@ -340,7 +355,9 @@ def check_lr_range_test(attempt: Attempt) -> str:
     _range_case(attempt, 12, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-4, 1.0)
     _range_case(attempt, 2, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 0.01, 0.1)
     _range_case(attempt, 9, _adam_two_groups, "Adam with two parameter groups", 1e-5, 10.0)
-    return ("3 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups): the lr each "
+    _range_case(attempt, 5, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-3, 1.0, last_batch=5)
+    return ("4 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups, 5 whose last batch is "
+            "partial): the lr each "
             "update really used, in every group, grows in equal ratios from start_lr to end_lr, and the returned lrs "
             "and losses match the same sweep run by the course.")
 

@@ -37,8 +37,9 @@ def _why(losses: list[float], patience: int, min_delta: float, stop: int | None)
         if v + min_delta < best:
             best, best_at = v, i
     checks = f"check {stop} did" if best_at + 1 == stop else f"checks {best_at + 1} to {stop} did"
-    return (f"{checks} not beat the best, {number(best)} (check {best_at}), by more than min_delta {min_delta:g}: "
-            f"{patience} check{'s' * (patience != 1)} without improvement")
+    allowed = (f"{patience} check{'s' * (patience != 1)} without improvement" if patience else
+               "with patience 0, the first check without an improvement stops")
+    return f"{checks} not beat the best, {number(best)} (check {best_at}), by more than min_delta {min_delta:g}: {allowed}"
 
 
 def _variant(losses: list[float], patience: int, min_delta: float, late: bool = False,
@@ -121,7 +122,8 @@ def check_stop_check(attempt: Attempt) -> str:
             ([1.0, 0.8, 0.9, 0.7, 0.75, 0.76, 0.74], 3, 0.0), ([0.5], 1, 0.0),
             ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02),
             ([1.0, 0.875, 0.75, 0.7], 2, 0.125),
-            ([8.0, 7.5, 7.25, 7.125], 2, 0.25), ([0.125, 0.0625, 0.03125], 1, 0.0625)]   # best far from 1
+            ([8.0, 7.5, 7.25, 7.125], 2, 0.25), ([0.125, 0.0625, 0.03125], 1, 0.0625),   # best far from 1
+            ([1.0, 1.0, 0.5], 0, 0.0), ([1.0, 0.9, 0.8], 0, 0.0)]      # patience 0: the first check not improving
     for losses, patience, min_delta in edge:
         _stop_case(attempt, losses, patience, min_delta)
     _stop_default(attempt)
@@ -131,13 +133,14 @@ def check_stop_check(attempt: Attempt) -> str:
     values = st.one_of(st.sampled_from([1.0, 0.875, 0.75, 0.625, 0.5]), st.floats(0, 2, allow_nan=False),
                        st.just(math.nan))
     # Scaled by a power of two (values far from 1 as well as near it: a relative min_delta differs there), still exact.
-    cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(1, 4), st.sampled_from([0.0, 0.125, 0.25]),
+    cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(0, 4), st.sampled_from([0.0, 0.125, 0.25]),
                       st.sampled_from([1.0, 8.0, 0.0625])).map(
         lambda c: ([v * c[3] for v in c[0]], c[1], c[2]))
     tried = search(cases, lambda case: _stop_case(attempt, *case), examples=150)
     return (f"{len(edge) + tried + 1} histories agree with the course's EarlyStopping (Lightning's rule): strict "
             "improvement beyond min_delta (an amount, with losses near 1 and far from it), patience counted in checks "
-            "since the best, NaN and inf stop at once, min_delta 0 when it is not given.")
+            "since the best (patience 0: the first check without one), NaN and inf stop at once, min_delta 0 when "
+            "it is not given.")
 
 
 def _stop_default(attempt: Attempt) -> None:

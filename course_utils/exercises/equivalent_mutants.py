@@ -146,16 +146,19 @@ EQUIVALENT: dict[str, dict[str, str]] = {
         "accumulate_epoch:swap:L1:sizes = [len(targets) for _, targets ... -> updates = 0":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
-        "accumulate_epoch:swap:L2:updates = 0 -> optimizer.zero_grad()":
+        "accumulate_epoch:swap:L2:updates = 0 -> model.train()":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
-        "accumulate_epoch:drop:L3:optimizer.zero_grad() -> (removed)":
+        "accumulate_epoch:swap:L3:model.train() -> optimizer.zero_grad()":
+            "model.train() sets the layers' flags and zero_grad clears .grad: neither reads what the other writes, "
+            "and no forward runs between them",
+        "accumulate_epoch:drop:L4:optimizer.zero_grad() -> (removed)":
             "the model comes with no gradients, as the statement says (and a known right attempt, "
             "tests/exercise_rights.py ae_sum_then_divide, clears only after its updates)",
-        "accumulate_epoch:swap:L3:optimizer.zero_grad() -> for i, (inputs, targets) in enumerate...":
+        "accumulate_epoch:swap:L4:optimizer.zero_grad() -> for i, (inputs, targets) in enumerate...":
             "the model comes with no gradients (the statement says so), and after the loop's last update they are "
             "already cleared: the moved zero_grad clears nothing either place",
-        "accumulate_epoch:swap:L11:optimizer.zero_grad() -> updates += 1":
+        "accumulate_epoch:swap:L12:optimizer.zero_grad() -> updates += 1":
             "the two statements touch different variables and neither reads what the other writes: their order is"
             " no behaviour",
     },

@@ -33,6 +33,9 @@ RULES_CH05_08: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         ('large_k',
          'K ≥ 1 may be larger than the epoch.',
          '_accumulation_case', 'windows of K=5'),
+        ('train_mode',
+         'The model comes with no gradients, in the mode it was left in (eval, after a validation): the epoch trains in train mode.',
+         '_accumulation_case', 'ran in eval mode'),
         ('count',
          'Return the number of updates made, an int.',
          '_accumulation_case', 'but it made'),
@@ -122,6 +125,9 @@ RULES_CH05_08: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         ('not_finite',
          'training stops once `patience` checks have passed without an improvement, and at once on a value that is not finite.',
          '_stop_case', 'not finite stops at once'),
+        ('patience_zero',
+         "`patience` may be 0 (Keras's default): then the first check without an improvement stops.",
+         '_stop_case', 'the first check without an improvement stops'),
     ),
     'warmup_cosine_lr': (
         ('zero_based',
@@ -261,7 +267,6 @@ ASIDES_CH05_08: dict[str, dict[str, str]] = {
     'accumulate_epoch': {
         "`loss_fn` returns a batch's mean loss.": 'input',
         '`loader` is a DataLoader (`len(loader)` is its number of batches; its last batch may be smaller);': 'input',
-        'The model comes with no gradients.': 'input',
     },
     'snapshot': {
     },

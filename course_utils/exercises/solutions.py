@@ -45,7 +45,7 @@ class SlidingWindows(Dataset):
 class FolderDataset(Dataset):
     def __init__(self, folder):
         self.folder = Path(folder)
-        self.n = len(list(self.folder.glob("*.pt")))
+        self.n = sum(1 for path in self.folder.glob("*.pt") if path.stem.isdigit())   # i.pt: not stats.pt
 
     def __len__(self):
         return self.n
@@ -111,7 +111,7 @@ def sgd_step_by_hand(W, b, x, t, lr):
 # --- chapter 4 ---------------------------------------------------------------------------------------------
 
 def evaluate(model, loader, loss_fn):
-    was_training = model.training
+    modes = {layer: layer.training for layer in model.modules()}   # a frozen BatchNorm may be in eval already
     model.eval()
     total, hits, n = 0.0, 0, 0
     with torch.no_grad():
@@ -120,7 +120,8 @@ def evaluate(model, loader, loss_fn):
             total += loss_fn(logits, targets).item() * len(targets)
             hits += (logits.argmax(dim=1) == targets).sum().item()
             n += len(targets)
-    model.train(was_training)
+    for layer, training in modes.items():
+        layer.train(training)
     return total / n, hits / n
 
 
@@ -155,6 +156,7 @@ def fixed_loop(model, optimizer, scheduler, train_loader, val_loader, epochs):
 def accumulate_epoch(model, loader, loss_fn, optimizer, K):
     sizes = [len(targets) for _, targets in loader]
     updates = 0
+    model.train()
     optimizer.zero_grad()
     for i, (inputs, targets) in enumerate(loader):
         start = i - i % K

@@ -1062,7 +1062,8 @@ check("adam_step")
 #
 # The layer is y = W x + b (W of shape [outputs, inputs]), the loss the mean over the outputs of
 # (y − t)², the optimizer plain SGD. Write `sgd_step_by_hand(W, b, x, t, lr)` returning the tuple
-# `(W_new, b_new)` of tensors shaped like W and b, with the gradient worked out by hand, without autograd.
+# `(W_new, b_new)` of tensors shaped like W and b and of their dtype (as `torch.optim.SGD` keeps them),
+# with the gradient worked out by hand, without autograd.
 # `W`, `b`, `x`, `t` are float32 tensors (`x` of shape [inputs], `b` and `t` of shape [outputs]), `lr` a
 # float. This chapter's example is one of the cases; the others have other shapes (one output, too).
 

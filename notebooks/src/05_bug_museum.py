@@ -941,7 +941,8 @@ check("fixed_loop")
 # the window's examples: the epoch's short last window is flushed, and a partial last batch counts by
 # its real size. `loss_fn` returns a batch's mean loss. `loader` is a DataLoader (`len(loader)` is its
 # number of batches; its last batch may be smaller); K ≥ 1 may be larger than the epoch. The model comes
-# with no gradients. Return the number of updates made, an int.
+# with no gradients, in the mode it was left in (eval, after a validation): the epoch trains in train mode.
+# Return the number of updates made, an int.
 
 # %%
 def accumulate_epoch(model, loader, loss_fn, optimizer, K):

@@ -1700,7 +1700,8 @@ check("checkpoint_pair")
 # return the number (1-based) of the check at which training stops, or None if it never does. The rule is
 # Lightning's, as in `EarlyStopping` above: a check improves only if it beats the best so far by strictly
 # more than `min_delta`; training stops once `patience` checks have passed without an improvement, and at
-# once on a value that is not finite.
+# once on a value that is not finite. `patience` may be 0 (Keras's default): then the first check without an
+# improvement stops.
 
 # %%
 def stop_check(losses, patience, min_delta=0.0):

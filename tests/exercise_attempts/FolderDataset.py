@@ -45,7 +45,7 @@ class right_probe(Dataset):
 
 
 class wrong_counts_every_file(Dataset):
-    """len(os.listdir(folder)) also counts the README: a folder with 3 examples and a README gives 4."""
+    """len(os.listdir(folder)) also counts the README and stats.pt: 3 examples, a README and stats.pt give 5."""
 
     def __init__(self, folder):
         self.folder = Path(folder)

@@ -15,6 +15,7 @@ def _windows(loader, K):
 
 def right_buffered_windows(model, loader, loss_fn, optimizer, K):
     """Buffers a window's batches, then weights each mean loss by its share of the window's examples."""
+    model.train()
     optimizer.zero_grad()
     updates = 0
     for window in _windows(loader, K):
@@ -29,6 +30,7 @@ def right_buffered_windows(model, loader, loss_fn, optimizer, K):
 
 def right_rescale_grads(model, loader, loss_fn, optimizer, K):
     """Backward of loss x batch size (a sum), then divides the summed gradients by the window's examples."""
+    model.train()
     params = [p for g in optimizer.param_groups for p in g["params"]]
     for p in params:
         p.grad = None

@@ -20,7 +20,7 @@ def right_restores_every_module(model, loader, loss_fn):
 
 def right_inference_mode(model, loader, loss_fn):
     """inference_mode and try/finally; tensor sums turned into floats once at the end."""
-    was_training = model.training
+    modes = [(layer, layer.training) for layer in model.modules()]
     model.eval()
     try:
         with torch.inference_mode():
@@ -30,7 +30,8 @@ def right_inference_mode(model, loader, loss_fn):
                 totals += torch.stack([loss_fn(logits, y).double() * y.numel(),
                                        (logits.argmax(-1) == y).sum().double(), torch.tensor(y.numel()).double()])
     finally:
-        model.train(was_training)
+        for layer, training in modes:
+            layer.train(training)
     return float(totals[0] / totals[2]), float(totals[1] / totals[2])
 
 
