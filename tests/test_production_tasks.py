@@ -589,3 +589,53 @@ def test_task_fields_are_checked_by_name(fields, named):
     good = dict(model=nn.Linear(4, 3), train_data=Jittered(10, 1, False), val_data=Jittered(10, 2, False))
     with pytest.raises(TaskError, match=named):
         Task(**{**good, **fields})
+
+
+def _bn_task(frozen: bool, given_in_eval: bool = False) -> Task:
+    """A classifier whose BatchNorm is frozen (eval mode inside a training model, as when fine-tuning a pretrained
+    backbone), or not; or the whole model handed over in eval mode."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(96, 4, generator=g), torch.randint(0, 3, (96,), generator=g)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 3))
+    model[1].running_mean.fill_(0.5)                        # statistics "from pretraining"
+    if frozen:
+        model[1].eval()
+    if given_in_eval:
+        model.eval()
+    data = torch.utils.data.TensorDataset(x, y)
+    return Task(model, torch.utils.data.Subset(data, range(64)), torch.utils.data.Subset(data, range(64, 96)),
+                name="bn")
+
+
+def test_a_frozen_batchnorm_stays_frozen_through_training_and_validation(tmp_path):
+    """Layers frozen in eval mode inside the training model stay so, through every epoch and after each validation
+    (Lightning keeps them too, measured with 2.6.6): the frozen BatchNorm's running statistics come out bitwise as
+    they went in, and fit names the frozen layer once; the same model not frozen learns its statistics."""
+    outputs = {}
+    for frozen in (True, False):
+        task = _bn_task(frozen)
+        before = task.model[1].running_mean.clone()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            fit(FitConfig(out=str(tmp_path / f"run{frozen}"), epochs=3, batch_size=16, threads=1, progress=False,
+                          tensorboard=False), task)
+        outputs[frozen] = out.getvalue()
+        bn = task.model[1]
+        assert bn.training is (not frozen) and task.model.training and task.model[3].training
+        assert torch.equal(bn.running_mean, before) is frozen
+    said = [line for line in outputs[True].splitlines() if "stay so, as given" in line]
+    assert len(said) == 1 and said[0].endswith(": 1"), said
+    assert "stay so, as given" not in outputs[False]
+
+
+def test_a_model_given_in_eval_mode_is_trained_in_train_mode_and_fit_says_so(tmp_path):
+    task = _bn_task(frozen=False, given_in_eval=True)
+    seen = []
+    task.model.register_forward_pre_hook(lambda module, _: seen.append(module.training))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = fit(FitConfig(out=str(tmp_path / "run"), epochs=2, batch_size=16, threads=1, progress=False,
+                               tensorboard=False), task)
+    assert result.updates == 8 and seen.count(True) == 8            # every training forward in train mode
+    assert out.getvalue().count("the model came in eval mode") == 1

@@ -18,8 +18,8 @@ import torch
 
 @torch.no_grad()              # no graph, no activations
 def evaluate(model, loader, loss_fn, device):
-    """Mean loss, accuracy per example; keeps the mode."""
-    was_training = model.training
+    """Mean loss, accuracy per example; keeps the modes."""
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()              # dropout off, BN frozen
     losses, hits, sizes = [], [], []  # on the device
     for x, y in loader:
@@ -28,7 +28,8 @@ def evaluate(model, loader, loss_fn, device):
         losses.append(loss_fn(logits, y))  # batch mean
         hits.append((logits.argmax(1) == y).sum())
         sizes.append(len(y))
-    model.train(was_training)  # put the mode back
+    for m, training in modes:  # each layer as it was:
+        m.training = training  # a frozen BN stays frozen
     losses = torch.stack(losses).tolist()  # read once
     hits, seen = torch.stack(hits).tolist(), sum(sizes)
     total = sum(m * n for m, n in zip(losses, sizes))

@@ -1,6 +1,8 @@
 """Moving batches and validating a task (chapter 7): the pieces of fit() that depend on what a batch holds."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -25,6 +27,34 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """model.eval() for the block, then every layer back in the mode it was in: a BatchNorm frozen in eval inside a
+    training model stays frozen (as Lightning restores each submodule's mode after validation), where
+    ``model.train()`` would switch it back to learning its statistics."""
+    modes = [(layer, layer.training) for layer in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for layer, training in modes:
+            layer.training = training
+
+
+def train_mode(model: nn.Module, say: Callable[[str], None]) -> None:
+    """Training's mode at the start of fit: a model that comes in eval mode (left so by an evaluation) is switched to
+    train mode, and fit says so; one in train mode is left as it is, layers frozen in eval included (named once)."""
+    if not model.training:
+        model.train()
+        say("the model came in eval mode (left so by an evaluation?): fit switched it to train mode")
+        return
+    frozen = [name for name, layer in model.named_modules() if not layer.training]
+    if frozen:
+        shown = ", ".join(frozen[:4]) + (f" and {len(frozen) - 4} more" if len(frozen) > 4 else "")
+        say(f"{len(frozen)} layer{'s' * (len(frozen) > 1)} in eval mode inside the training model stay so, as given "
+            f"(frozen): {shown}")
+
+
 def check_task(task: Task, model: nn.Module, loader, precision: Precision, device: torch.device) -> int | None:
     """Run one validation batch through the model and the loss before training (TaskError if they do not fit).
 
@@ -36,12 +66,8 @@ def check_task(task: Task, model: nn.Module, loader, precision: Precision, devic
     except Exception as exc:  # noqa: BLE001 - the learner's dataset or collate function, in one line
         raise TaskError(f"loading the first validation batch failed: {one_line(exc)}") from None
     devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices, device_type=device.type):
-        model.eval()
-        try:
-            return check_batch(task, model, batch, precision.autocast)
-        finally:
-            model.train()
+    with torch.random.fork_rng(devices=devices, device_type=device.type), evaluating(model):
+        return check_batch(task, model, batch, precision.autocast)
 
 
 def metric_names(task: Task, class_dim: int | None) -> list[str]:
@@ -55,9 +81,9 @@ def evaluate(task: Task, model: nn.Module, loader, precision: Precision, device:
     """Validation loss (mean over examples), accuracy and the task's metric, in eval mode without gradients.
 
     The task's metric adds each batch to its state (update) and computes once over the whole set; the loss, the
-    counts and the course's metrics stay on the device until the end, where each is read once.
+    counts and the course's metrics stay on the device until the end, where each is read once. Every layer goes back
+    to the mode it trained in (``evaluating``).
     """
-    model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     counted = torch.zeros((), dtype=torch.int64, device=device)
@@ -65,7 +91,7 @@ def evaluate(task: Task, model: nn.Module, loader, precision: Precision, device:
     if metric is not None:
         metric.reset()
     sizes = batch_sizes(len(loader.dataset), loader.batch_size)     # examples per batch, as the loader deals them
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(model):
         for batch, size in zip(loader, sizes, strict=True):
             inputs, targets = task.split(to_device(batch, device))
             with precision.autocast():
@@ -78,7 +104,6 @@ def evaluate(task: Task, model: nn.Module, loader, precision: Precision, device:
                 counted += kept.sum()
             if metric is not None:
                 feed(metric, outputs, targets, size)
-    model.train()
     examples = len(loader.dataset)
     record = {"val_loss": loss_sum.item() / examples}
     if class_dim is not None:

@@ -29,7 +29,7 @@ from course_utils.production.amp import Precision
 from course_utils.production.builtin import task_to_train
 from course_utils.production.config import MONITORS, FitConfig
 from course_utils.production.early_stopping import EarlyStopping
-from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device
+from course_utils.production.evaluation import check_task, evaluate, metric_names, to_device, train_mode
 from course_utils.production.guard import APPLIED, SKIPPED, DeviceSchedule, Settled, UpdateGuard, can_fuse, \
     why_reads_per_update, zero_momentum
 from course_utils.production.logs import RunLog
@@ -229,7 +229,7 @@ def _fit(config: FitConfig, task: Task | None) -> FitResult:
     K, micro_per_epoch = config.accum_steps, len(sizes)
     updates_at = [is_update_step(i, micro_per_epoch, K) for i in range(micro_per_epoch)]  # K batches, or the flush
     weights = [loss_weight(i, sizes, K) for i in range(micro_per_epoch)]   # each batch's share of its window
-    model.train()
+    train_mode(model, say)                              # eval -> train; layers frozen in eval inside stay frozen
     for epoch in range(state["epoch"], config.epochs):
         if stopping and stopper.should_stop:
             stop_reason = f"early stopping after epoch {epoch}: {stopper.reason}"

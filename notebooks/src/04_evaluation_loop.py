@@ -732,6 +732,23 @@ print("after net.train() (the next epoch's first line): BatchNorm in train mode 
 # `model.train()` at the start of every epoch puts BatchNorm back in train mode: call `freeze_batchnorm`
 # after it, each epoch. With frozen statistics, batch size 1 trains; the statistics are the pretrained ones,
 # which suits fine-tuning, not training from scratch (there, `GroupNorm` or `SyncBatchNorm` over several GPUs).
+#
+# An evaluation function unfreezes it the same way when it puts the mode back with `model.train(was)`: that
+# sets every layer to the model's flag. Put back each layer's own flag instead, as chapter 9's `evaluate`
+# does:
+
+# %%
+freeze_batchnorm(net)
+was = net.training
+net.eval()
+net.train(was)                                            # the usual way to put the mode back
+print("evaluation that ends with net.train(was): BatchNorm in train mode:", net[1].training)
+freeze_batchnorm(net)
+modes = [(layer, layer.training) for layer in net.modules()]
+net.eval()
+for layer, training in modes:                             # each layer's own flag
+    layer.training = training
+print("evaluation that puts back each layer's flag: BatchNorm still frozen:", not net[1].training)
 
 # %% [markdown]
 # ## Forgetting `model.train()`
