@@ -1330,10 +1330,30 @@ print("\n".join(accelerate_lines(accelerate_run, world_size=2)))
 # %% [markdown]
 # On one process the prepared scheduler steps once per update, as the course's does. On W processes that
 # loop steps it W times per update, because Accelerate expects a schedule sized in the updates one process
-# would make alone. Lightning, the Hugging Face Trainer and this course size it in each rank's updates; such
-# a schedule, prepared, ends W times too early. There are three ways out: size it for one process (W times the
-# per-rank updates), pass `Accelerator(step_scheduler_with_optimizer=False)` and call `scheduler.step()` once
-# per update yourself, or leave the scheduler out of `prepare`.
+# would make alone. Run, not only read: two processes forked here join one gloo group, as `accelerate launch`
+# would set them up, and each calls `scheduler.step()` three times, with Accelerate's defaults and with each of
+# its two switches. Then, in one process, batches that the loop cuts into two pieces inside
+# `accelerator.accumulate(model)`, each piece with its own backward and `optimizer.step()`:
+
+# %% tags=["answers-accelerate-ranks"]
+from course_utils.chapters.ch07_accelerate_ranks import last_batch_steps, ranks_lines, scheduler_steps_on_ranks
+
+ranks_run = scheduler_steps_on_ranks(world_size=2, calls=3)
+print("\n".join(ranks_lines(ranks_run, last_batch_steps(batches=5, accumulate=2, pieces=2))))
+
+# %% [markdown]
+# With the defaults each rank's scheduler advanced twice per call: once per process. Lightning, the Hugging
+# Face Trainer and this course size a schedule in each rank's updates; such a schedule, prepared, ends W times
+# too early (a warmup too). Three ways out: size it for one process (W times the per-rank updates and warmup
+# steps), or pass `step_scheduler_with_optimizer=False` (then each `scheduler.step()` is one step: call it once
+# per update yourself), or leave the scheduler out of `prepare`. `split_batches=True` also steps once per call,
+# because it changes what a batch is: the loader's batch is divided among the processes instead of each taking
+# a whole one.
+#
+# Inside `accumulate`, every `optimizer.step()` of a batch that syncs is a real update: the batches that close
+# a window (and the loader's last batch, which closes a short one) made one update per piece, not one per
+# window. To accumulate pieces, give each piece its own `accumulate` block and count pieces in
+# `gradient_accumulation_steps`.
 #
 # `save_state` keeps each process's random streams (`random_states_<rank>.pkl`), but no epoch or update
 # count. Save your own counters with `accelerator.register_for_checkpointing(obj)` (any object with
