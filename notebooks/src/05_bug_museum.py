@@ -227,6 +227,21 @@ for set_to_none in (True, False):
 # it λ = 0.01: now plain SGD moves zero-gradient weights as well (and skips them, like every optimizer, when
 # their `.grad` is `None`).
 #
+# The same rule decides what happens when one optimizer serves two heads trained in turns on one backbone
+# (multi-task, a GAN's two losses through shared layers): the idle head is a frozen part for that update.
+
+# %% tags=["answers-shared-optimizer"]
+from course_utils.chapters.ch05_shared_optimizer import turns_lines
+
+print("\n".join(turns_lines()))
+
+# %% [markdown]
+# `zero_grad()` clears gradients only: Adam's moments and step counts carry over from update to update, and
+# from one batch size to the next (nothing in them is per example, so one optimizer serves every batch size).
+# With the default `set_to_none=True`, a head idle in an update has no `.grad` and Adam skips it: its own
+# step count counts only its own updates, which is what its bias correction needs. With zeros instead, the
+# idle head moves on its stale momentum during the other head's updates, and its step count runs on.
+#
 # Second, a head added after the optimizer was built:
 
 # %% tags=["answers-optimizer-params-replaced"]
