@@ -33,7 +33,7 @@ VERDICTS: dict[str, dict[str, str]] = {
         "wrong_window_includes_target": "they should be the 2 values",
     },
     "FolderDataset": {
-        "wrong_counts_every_file": "the README.txt and the stats.pt are not examples",
+        "wrong_counts_every_file": "the README.txt, the stats.pt and the 0.txt are not examples",
         "wrong_eager": "your dataset read every file up front",
         "wrong_sorted_names": "sorted as text, '10.pt' comes before '2.pt'",
         "wrong_returns_dict": "returned a dict",

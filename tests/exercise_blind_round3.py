@@ -2,7 +2,7 @@
 saw neither the checkers nor the solutions, 7 per exercise for all 25. Half of them (by a hash of the name) was
 run first; the four that passed were fixed in the checks (and, where the statement left it open, the statement);
 then the other half, kept unseen, was run once: four more passed, fixed the same way. These eight are kept here,
-verbatim, as the regression cases of that round (tests/test_exercise_blind_round3.py)."""
+verbatim, as the regression cases of that round (tests/test_exercise_blind_rounds.py)."""
 from __future__ import annotations
 
 import glob

@@ -72,12 +72,14 @@ def si_torch(n, world_size, rank):
     return list(DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False))
 
 
-def ts_zero_after(model, inputs, targets, loss_fn, optimizer):
+def ts_clear_by_hand(model, inputs, targets, loss_fn, optimizer):
     model.train()
+    for group in optimizer.param_groups:            # what zero_grad() does, by hand, before the backward
+        for p in group["params"]:
+            p.grad = None
     loss = loss_fn(model(inputs), targets)
     loss.backward()
     optimizer.step()
-    optimizer.zero_grad(set_to_none=False)
     return float(loss.detach())
 
 
@@ -110,14 +112,15 @@ def ev_inference_sum(model, loader, loss_fn):
     was = {name: layer.training for name, layer in model.named_modules()}
     model.eval()
     total, hits = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.int64)   # the accuracy rule
+    n = 0
     with torch.inference_mode():
         for x, y in loader:
             out = model(x)
             total += torch.nn.functional.cross_entropy(out, y, reduction="sum")
             hits += (out.argmax(dim=1) == y).sum()
+            n += len(y)             # what the loader yields (a sampler's part, or less with drop_last)
     for name, layer in model.named_modules():
         layer.training = was[name]
-    n = len(loader.sampler)         # the examples the loader yields (issue 32: a sampler may draw part of the data)
     return (total / n).item(), hits.item() / n
 
 
@@ -294,7 +297,7 @@ RIGHT = {
     "updates_per_epoch": [(upe_counted,)], "loss_weights": [(lw_numpy,)], "SlidingWindows": [(SWBounds,)],
     "FolderDataset": [(FDSortedNumerically,)], "pad_collate": [(pc_pad_sequence,)],
     "class_balanced_weights": [(cw_counter_list,)], "shard_indices": [(si_torch,)],
-    "train_step": [(ts_zero_after,)], "adam_step": [(adam_in_place,), (adam_torch,)],
+    "train_step": [(ts_clear_by_hand,)], "adam_step": [(adam_in_place,), (adam_torch,)],
     "evaluate": [(ev_inference_sum,)],   # sgd_autograd and do_torch: wrong by their statements (exercise_wrongs)
     "dropout": [(do_bernoulli,)], "fixed_loop": [(fl_inference,)],
     "accumulate_epoch": [(ae_buffered,), (ae_sum_then_divide,)], "lr_range_test": [(lr_scheduler_based,)],

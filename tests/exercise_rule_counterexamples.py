@@ -166,6 +166,9 @@ COUNTER.update({
         "before": _train_step_loss_after,
         "mode": _train_step_in_eval,
         "step": "train_step:drop:L1:optimizer.zero_grad() -> (removed)",
+        "stale_grads": lambda model, inputs, targets, loss_fn, optimizer: (   # zero_grad after the step instead
+            lambda loss: (loss.backward(), optimizer.step(), optimizer.zero_grad(), loss.item())[-1])(
+            loss_fn(model(inputs), targets)),
     },
     "adam_step": {
         "bias": lambda param, grad, m, v, t, lr, betas, eps: S["adam_step"](param, grad, m, v, t + 1, lr, betas, eps),
@@ -197,6 +200,7 @@ COUNTER.update({
         "dtype": lambda x, p, training: S["dropout"](x, p, training).double(),
         "untouched": lambda x, p, training: x.mul_(torch.rand_like(x) >= p).div_(1 - p) if training and 0 < p < 1
         else S["dropout"](x, p, training),
+        "gradient": lambda x, p, training: S["dropout"](x.detach(), p, training),
     },
     "stop_check": {
         "one_based": lambda losses, patience, min_delta=0.0: (lambda r: None if r is None else r - 1)(

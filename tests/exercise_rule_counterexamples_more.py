@@ -328,6 +328,8 @@ COUNTER_MORE: dict[str, dict[str, object]] = {
         "bit_for_bit": (SOLUTIONS["checkpoint_pair"][0], _load_without_scheduler),
         "given_objects": (SOLUTIONS["checkpoint_pair"][0], _load_into_new),
         "rng": (_save_without_rng, _load_without_rng),
+        "no_mode_change": (SOLUTIONS["checkpoint_pair"][0],
+                           lambda path, model, *rest: (SOLUTIONS["checkpoint_pair"][1](path, model, *rest), model.eval())[0]),
     },
     "token_window_losses": {
         "int_masks": _tokens_bool_only,

@@ -158,6 +158,14 @@ def si_pad_last(n, world_size, rank):
 
 # --- chapter 3 ---------------------------------------------------------------------------------------------
 
+def ts_zero_after(model, inputs, targets, loss_fn, optimizer):      # fine in a loop that starts clean, not as a
+    loss = loss_fn(model(inputs), targets)                              # step its caller may hand stale .grad
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
 def ts_no_zero_grad(model, inputs, targets, loss_fn, optimizer):
     loss = loss_fn(model(inputs), targets)
     loss.backward()
@@ -723,7 +731,7 @@ WRONG = {
                        ("a dict", (SWDict,), "not a pair")],
     "FolderDataset": [("text order", (FDTextOrder,), "sorted as text"),
                       ("eager", (FDEager,), "read every file up front"),
-                      ("counts the README", (FDCountsEverything,), "README.txt and the stats.pt are not examples")],
+                      ("counts the README", (FDCountsEverything,), "the README.txt, the stats.pt and the 0.txt are not examples")],
     "pad_collate": [("left padding", (pc_left,), "Right padding"),
                     ("long mask", (pc_long_mask,), "it should be bool"),
                     ("inverted mask", (pc_inverted,), "True on the padding"),
@@ -736,6 +744,7 @@ WRONG = {
                       ("no padding", (si_no_padding,), "every rank should get"),
                       ("pads with the last", (si_pad_last,), "repeats the dataset's first indices")],
     "train_step": [("no zero_grad", (ts_no_zero_grad,), "leaked"),
+                   ("zero_grad after the step", (ts_zero_after,), "your step added this batch's gradient to them"),
                    ("no step", (ts_no_step,), "did not change"),
                    ("a tensor", (ts_tensor,), "not a number"),
                    ("zero_grad between", (ts_zero_grad_between,), "did not change"),

@@ -147,8 +147,10 @@ def check_loss_weights(attempt: Attempt) -> str:
 # --- chapter 1: SlidingWindows ------------------------------------------------------------------------------
 
 def _same(a: object, b: torch.Tensor) -> bool:
+    """Exactly the stored values, broadcast (cut or loaded, nothing is computed): a float64 value rounded through
+    float32 is not."""
     try:
-        return torch.allclose(torch.as_tensor(a, dtype=b.dtype), b)
+        return bool((torch.as_tensor(a, dtype=b.dtype) == b).all())
     except Exception:  # noqa: BLE001 - any strange value is simply not the same
         return False
 
@@ -190,6 +192,11 @@ def _compare_loaders(attempt: Attempt, dataset: object, oracle: TensorDataset, b
                 raise Fail(f"batch {b}'s inputs have dtype {mine}; the data's are {right} (a model built for "
                            f"{right} inputs refuses {mine} ones: 'mat1 and mat2 must have the same dtype').",
                            "Cut the inputs from the stored tensor, without rebuilding them from Python numbers.")
+            if part == "targets" and not w.dtype.is_floating_point and g.dtype in (torch.int8, torch.int16,
+                                                                                torch.int32):
+                raise Fail(f"batch {b}'s targets have dtype {str(g.dtype).removeprefix('torch.')}; the data's are "
+                           "int64 (CrossEntropyLoss refuses other integer labels: 'expected target dtype to be Long or "
+                           "Byte, but got Int').", "Return the stored label as it is (or int(y)), without a cast.")
             if g.dtype.is_floating_point != w.dtype.is_floating_point or g.dtype == torch.bool:
                 mine, right = (str(t.dtype).removeprefix("torch.") for t in (g, w))
                 kind_of = "whole numbers (class labels)" if not w.dtype.is_floating_point else "real numbers"
@@ -204,7 +211,7 @@ def check_sliding_windows(attempt: Attempt) -> str:
     """The oracle: a TensorDataset of the windows, both read through real DataLoaders with the same seed."""
     cases = [(torch.arange(1.0, 7.0), 2), (torch.tensor([3.0, 5.0]), 1), (torch.linspace(0.0, 1.0, 11), 3),
              (torch.tensor([2.0, -1.0, 4.0, 0.5, 7.0]), 4), (torch.tensor([0.25, -0.5, 1.5]), 3),
-             (torch.linspace(-1.0, 1.0, 9, dtype=torch.float64), 2)]
+             (torch.linspace(-1.0, 1.0, 9, dtype=torch.float64) / 3, 2)]     # thirds: float32 cannot hold them
     for series, window in cases:
         what = f"series {values(series)} ({len(series)} values), window {window}"
         dataset = attempt.call(what, series.clone(), window)
@@ -227,6 +234,11 @@ def check_sliding_windows(attempt: Attempt) -> str:
                            "TensorDataset returns (a DataLoader collates a list the same way, other code may not).",
                            "`return inputs, target` makes a tuple.")
             x = need_tensor(item[0], f"the inputs of dataset[{i}]")
+            if x.dtype != series.dtype:
+                mine, right = (str(t.dtype).removeprefix("torch.") for t in (x, series))
+                raise Fail(f"dataset[{i}]'s inputs have dtype {mine}; the data's are {right} (a model built for "
+                           f"{right} inputs refuses {mine} ones: 'mat1 and mat2 must have the same dtype').",
+                           "Cut the inputs from the stored tensor, without rebuilding them from Python numbers.")
             if tuple(x.shape) != (window,) or not _same(x, inputs[i]):
                 raise Fail(f"the inputs of dataset[{i}] are {values(x)}; they should be the {window} values "
                            f"{values(inputs[i])}.", "Item i starts at position i of the series.")
@@ -262,6 +274,7 @@ def _write_examples(folder: Path, n: int, seed: int) -> tuple[torch.Tensor, torc
         torch.save({"x": xs[i].clone(), "y": ys[i].clone()}, folder / f"{i}.pt")
     (folder / "README.txt").write_text("one example per file: {i}.pt holds {'x': features, 'y': label}\n")
     torch.save({"mean": xs.mean(0), "std": xs.std(0) if n > 1 else torch.ones(2)}, folder / "stats.pt")
+    (folder / "0.txt").write_text("notes on example 0\n")
     return xs, ys
 
 
@@ -272,12 +285,14 @@ def check_folder_dataset(attempt: Attempt) -> str:
             folder = Path(tmp) / f"examples{n}"
             folder.mkdir()
             xs, ys = _write_examples(folder, n, seed=n)
-            what = f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt), a README.txt and a stats.pt"
+            what = (f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt), a README.txt, a stats.pt "
+                    "and a 0.txt")
             dataset = attempt.call(what, str(folder))
             size = need_int(attempt.run(lambda: len(dataset)), "len(dataset) is")
             if size != n:
-                extra = {n + 1: " (the README.txt, or the stats.pt, is not an example)",
-                         n + 2: " (the README.txt and the stats.pt are not examples)"}.get(size, "")
+                extra = {n + 1: " (the README.txt, the stats.pt or the 0.txt is not an example)",
+                         n + 2: " (two of the README.txt, the stats.pt and the 0.txt were counted)",
+                         n + 3: " (the README.txt, the stats.pt and the 0.txt are not examples)"}.get(size, "")
                 raise Fail(f"len(dataset) is {size}; the folder holds {n} example files{extra}.",
                            "Count only the files that are examples.")
             for i in range(n):
@@ -307,6 +322,15 @@ def check_folder_dataset(attempt: Attempt) -> str:
             raise Fail("3.pt was rewritten after your dataset was built, and dataset[3] still returned the old "
                        "example: your dataset read every file up front.", "Keep only the file names in `__init__`; "
                        "read a file in `__getitem__`, when its example is asked for (so data larger than memory works).")
+        attempt.at("the same folder; dataset[3] read, then 3.pt rewritten again, then dataset[3] read again")
+        newer_x = torch.tensor([-7.0, 7.0])
+        torch.save({"x": newer_x, "y": torch.tensor(1)}, folder / "3.pt")
+        item = attempt.run(lambda: dataset[3])
+        if isinstance(item, (tuple, list)) and len(item) == 2 and not _same(item[0], newer_x):
+            raise Fail("3.pt was rewritten after dataset[3] had been read once, and dataset[3] returned the old "
+                       "example: your dataset keeps what it read (a cache), which fills memory with the whole data set "
+                       "as an epoch goes by.", "Read the file each time its example is asked for; keep nothing but "
+                       "the file names (the OS caches recently read files anyway).")
     return ("lengths, every item, DataLoader batches (a partial last batch included) and a file rewritten after "
             "the dataset was built agree with what was written, for folders of 12 files and of 1.")
 

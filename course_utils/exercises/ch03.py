@@ -36,13 +36,18 @@ def _batches(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(8, 2, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(3)]
 
 
-def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
+def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int, stale: bool = False) -> None:
     torch.manual_seed(seed)
     model = MLP(hidden=16, dropout=0.2, batchnorm=True)
     optimizer = make_optimizer(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
+    if stale:            # an earlier backward (a gradient check, a loss looked at) left its gradients in .grad
+        loss_fn(model(torch.randn(8, 2)), torch.randint(0, 3, (8,))).backward()
+        name += ", the model coming with gradients left in .grad by an earlier backward"
     oracle = copy.deepcopy((model, optimizer))      # the same weights, and an optimizer over the copy's weights
     leaky = copy.deepcopy((model, optimizer))       # what a step that never clears .grad does
+    for mine, given in zip(leaky[0].parameters(), model.parameters()):    # deepcopy leaves a Parameter's .grad out
+        mine.grad = None if given.grad is None else given.grad.clone()
     for call, (inputs, targets) in enumerate(_batches(seed), start=1):
         what = (f"a model with Dropout and BatchNorm, {name}, call {call} of 3 in a row (batch of 8, "
                 "CrossEntropyLoss)")
@@ -90,6 +95,11 @@ def _step_case(attempt: Attempt, name: str, make_optimizer, seed: int) -> None:
             raise Fail(f"your function returned {mine}; this step's loss (on this batch, before the update) "
                        f"is {right}.", "Return the value of the loss you called backward() on, as a float.")
         if not _close(_weights(model), _weights(oracle[0])):
+            if call == 1 and stale and _close(_weights(model), _weights(leaky[0])):
+                raise Fail("the model came with gradients left in .grad by an earlier backward, and your step added "
+                           "this batch's gradient to them: the update used both.",
+                           "Clear the gradients at the start of the step (optimizer.zero_grad() before backward()): "
+                           "then it does not matter what the caller left in .grad.")
             if call > 1 and _close(_weights(model), _weights(leaky[0])):
                 raise Fail("the weights after this call moved with the gradients of this batch *and* of the previous "
                            "call: gradients leaked from one step into the next.",
@@ -117,9 +127,11 @@ def check_train_step(attempt: Attempt) -> str:
     """The oracle: the same step on a copy of the model and optimizer (same dropout masks), call after call."""
     _step_case(attempt, "SGD with momentum 0.9", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 0)
     _step_case(attempt, "Adam with two parameter groups (the last layer at a tenth of the lr)", _two_groups, 1)
-    return ("3 calls in a row with SGD + momentum and with Adam over two parameter groups, on a model with Dropout and BatchNorm: the "
-            "returned loss is each batch's loss before its update, one forward per step, and the weights match "
-            "torch's optimizer step by step (no gradient leaks from one call into the next).")
+    _step_case(attempt, "SGD with momentum 0.9", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 2, stale=True)
+    return ("3 calls in a row with SGD + momentum and with Adam over two parameter groups, on a model with Dropout and "
+            "BatchNorm (once coming with gradients left in .grad): the returned loss is each batch's loss before its "
+            "update, one forward per step, and the weights match torch's optimizer step by step (no gradient leaks "
+            "from one call into the next, nor from before the first).")
 
 
 # --- adam_step ----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def _batch_means(model: nn.Module, loader: DataLoader, loss_fn) -> list[float]:
 
 
 def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, seed: int,
-               part_of: int = 0, frozen_norm: bool = False) -> None:
+               part_of: int = 0, frozen_norm: bool = False, drop_last: bool = False) -> None:
     g = torch.Generator().manual_seed(seed)
     everything = torch.randn(n + part_of, 2, generator=g), torch.randint(0, 3, (n + part_of,), generator=g)
     torch.manual_seed(seed)
@@ -42,13 +42,17 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             if isinstance(layer, nn.BatchNorm1d):
                 layer.eval()
     chosen = list(range(part_of, n + part_of))       # a sampler over part of the dataset (a validation split)
-    loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None)
+    loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None,
+                        drop_last=drop_last)
+    if drop_last:                                    # what it yields: the full batches only
+        chosen, n = chosen[:n // batch_size * batch_size], n // batch_size * batch_size
     inputs, targets = everything[0][chosen], everything[1][chosen]
     loss_fn = nn.CrossEntropyLoss()
     sizes = [len(y) for _, y in loader]
     mode = ("train" if start_training else "eval") + (" mode, its BatchNorm frozen in eval" if frozen_norm else "")
     what = (f"{n} examples in batches of {batch_size} (sizes {sizes})"
             + (f", drawn by a sampler from a dataset of {n + part_of}" if part_of else "")
+            + (f", the loader dropping its last, partial batch (drop_last=True)" if drop_last else "")
             + f", a model with Dropout and BatchNorm that comes in {mode} mode")
     buffers = {k: v.clone() for k, v in model.state_dict().items()}
     flags = modes(model)
@@ -114,6 +118,11 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples the loader yields, "
                        f"divided by len(loader.dataset) = {whole}; the mean per example is {right}.",
                        "Count the examples the loader really yields (a sampler may draw only part of the dataset).")
+        sampled = len(loader.sampler)
+        if sampled not in (n, whole) and abs(loss - want_loss * n / sampled) <= 1e-5 * max(1.0, abs(want_loss)):
+            raise Fail(f"your function returned a loss of {mine}: the total over the {n} examples the loader yields, "
+                       f"divided by len(loader.sampler) = {sampled}; drop_last=True drops the last, partial batch, so "
+                       f"the mean per example is {right}.", "Count the examples as the batches come (len(targets)).")
         raise Fail(f"your function returned a loss of {mine}; the mean loss per example is {right}.",
                    "Sum each example's loss over every batch, then divide by the number of examples.")
     if not accuracy_close(accuracy, want_acc):     # the course's accuracy rule (words.ACCURACY_RTOL)
@@ -145,8 +154,9 @@ def check_evaluate(attempt: Attempt) -> str:
     _eval_case(attempt, 33, 8, True, 4)
     _eval_case(attempt, 12, 5, False, 5, part_of=20)
     _eval_case(attempt, 10, 4, True, 6, frozen_norm=True)
-    return ("7 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
-            "the dataset) on a model with Dropout "
+    _eval_case(attempt, 14, 4, False, 7, drop_last=True)
+    return ("8 loaders (a partial last batch, batches of 1, one batch larger than the data, a sampler over part of "
+            "the dataset, a loader dropping its last batch) on a model with Dropout "
             "and BatchNorm: the loss is the mean per example and the accuracy a fraction, as one big batch in eval "
             "mode gives them; no graph was built (memory meter: 0 bytes); the model and every layer left in the mode "
             "they came in (a BatchNorm frozen in eval inside a training model too), its BatchNorm statistics "
@@ -156,11 +166,12 @@ def check_evaluate(attempt: Attempt) -> str:
 # --- dropout ------------------------------------------------------------------------------------------------
 
 def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, ...], seed: int,
-                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                  dtype: torch.dtype = torch.float32, grad: bool = False) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     x = (torch.randn(*shape, generator=g, dtype=torch.float64) + 3.0).to(dtype)   # no zeros: a 0 was dropped
+    source = x.requires_grad_(grad)
     what = f"x of shape {shape}" + ("" if dtype == torch.float32 else f" ({str(dtype).removeprefix('torch.')})") + \
-        f", p={p:g}, training={training}"
+        f", p={p:g}, training={training}" + (", x requiring grad (a layer's output)" if grad else "")
     kept_x = x.clone()
     torch.manual_seed(seed)
     with forbidden(TORCH_DROPOUT, Fail("your function called torch's own dropout (nn.Dropout or F.dropout); the "
@@ -204,6 +215,14 @@ def _dropout_case(attempt: Attempt, p: float, training: bool, shape: tuple[int, 
                    "should be dropped" + (" (yours keeps a share p instead)." if flipped else "."),
                    "Each value is dropped with probability p, independently.")
     kept = ~dropped
+    if grad:                  # in a model, dropout passes gradients: d out / d x = mask / (1 - p)
+        if not out.requires_grad:
+            raise Fail("no gradient reaches x through your output: in a model, nothing before the dropout would learn.",
+                       "Compute the output from x itself (x * mask / (1 - p)), not from x.detach() or x.data.")
+        (g,) = torch.autograd.grad(out.sum(), source)
+        if not torch.allclose(g.double(), kept.double() / (1 - p)):
+            raise Fail("the gradient reaching x is not the mask scaled by 1/(1-p), what nn.Dropout passes back.",
+                       "Compute the output from x with differentiable operations: x * mask / (1 - p).")
     scale = out[kept].double() / x[kept].double()
     rtol = max(1e-5, 2 * torch.finfo(x.dtype).eps)         # bfloat16 rounds x / (1 - p) to 8 bits
     if not torch.allclose(scale, torch.full_like(scale, 1 / (1 - p)), rtol=rtol):
@@ -234,11 +253,13 @@ def check_dropout(attempt: Attempt) -> str:
                    "Draw the random mask inside the function, every call.")
     _dropout_case(attempt, 0.5, True, (100, 100), 8, dtype=torch.float64)
     _dropout_case(attempt, 0.5, True, (100, 100), 11, dtype=torch.bfloat16)
+    _dropout_case(attempt, 0.3, True, (50, 40), 12, grad=True)
     _dropout_case(attempt, 1.0, True, (10, 10), 7)
+    _dropout_case(attempt, 1.0, True, (10, 10), 13, dtype=torch.float64)     # all zeros, of x's dtype
     _dropout_case(attempt, 1.0, False, (10, 10), 9)             # evaluation wins over p = 1: x unchanged
     _drop_counts_vary(attempt)
     return ("the contract of nn.Dropout holds for p = 0, 0.2, 0.35, 0.5, 0.8 and 1 on 100,000 values: about p of them "
-            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32, float64 and bfloat16), x unchanged "
+            "dropped (all with p = 1), survivors scaled by 1/(1-p), x's dtype kept (float32, float64 and bfloat16), the gradient passed back as mask / (1-p), x unchanged "
             "in evaluation (p = 1 included) and left untouched in place, a new mask each call, and the number "
             "dropped varying from call to call as independent drops do.")
 

@@ -258,6 +258,16 @@ def _numbers(value: object, n: int, what: str) -> list[float]:
     return [float(v) for v in listed]
 
 
+class _Passes(DataLoader):
+    """A DataLoader that counts how many times it is iterated."""
+
+    passes = 0
+
+    def __iter__(self):
+        self.passes += 1
+        return super().__iter__()
+
+
 def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start_lr: float, end_lr: float,
                 last_batch: int = 16) -> None:
     data = spiral_splits(16 * (batches - 1) + last_batch, 1, seed=batches).train
@@ -275,7 +285,12 @@ def _range_case(attempt: Attempt, batches: int, make_optimizer, name: str, start
     optimizer.register_step_pre_hook(record)
     what = (f"{batches} batches of 16" + (f" (the last of {last_batch})" if last_batch != 16 else "")
             + f", {name}, start_lr={start_lr:g}, end_lr={end_lr:g}")
-    got = attempt.call(what, model, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
+    loader = _Passes(data, batch_size=16)
+    got = attempt.call(what, model, loader, nn.CrossEntropyLoss(), optimizer, start_lr, end_lr)
+    if loader.passes > 1:
+        raise Fail(f"your function went over the loader {loader.passes} times; the test is one pass (a shuffled "
+                   "loader deals another order each time, and each pass loads the data again).",
+                   "n is len(loader): no pass is needed to count the batches.")
     lrs, losses = need_tuple(got, 2, "your function", "lrs, losses")
     want_lrs, want_losses = reference_range_test(twin, DataLoader(data, batch_size=16), nn.CrossEntropyLoss(),
                                                  twin_opt, start_lr, end_lr)
@@ -356,8 +371,9 @@ def check_lr_range_test(attempt: Attempt) -> str:
     _range_case(attempt, 2, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 0.01, 0.1)
     _range_case(attempt, 9, _adam_two_groups, "Adam with two parameter groups", 1e-5, 10.0)
     _range_case(attempt, 5, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-3, 1.0, last_batch=5)
-    return ("4 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups, 5 whose last batch is "
-            "partial): the lr each "
+    _range_case(attempt, 10, lambda ps: torch.optim.SGD(ps, lr=0.1), "SGD", 1e-3, 1000.0)   # diverges: 1.1 -> 28
+    return ("5 sweeps (12 batches with SGD, 2 batches, 9 with Adam over two parameter groups, 5 whose last batch is "
+            "partial, 10 whose loss diverges, still trained to the last batch): the lr each "
             "update really used, in every group, grows in equal ratios from start_lr to end_lr, and the returned lrs "
             "and losses match the same sweep run by the course.")
 

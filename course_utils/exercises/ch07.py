@@ -123,7 +123,8 @@ def check_stop_check(attempt: Attempt) -> str:
             ([1.0, 0.9, 0.8], 2, 0.0), ([inf, 1.0], 2, 0.0), ([2.0, 1.0, 1.2, 0.99, 1.1, 1.05], 2, 0.02),
             ([1.0, 0.875, 0.75, 0.7], 2, 0.125),
             ([8.0, 7.5, 7.25, 7.125], 2, 0.25), ([0.125, 0.0625, 0.03125], 1, 0.0625),   # best far from 1
-            ([1.0, 1.0, 0.5], 0, 0.0), ([1.0, 0.9, 0.8], 0, 0.0)]      # patience 0: the first check not improving
+            ([1.0, 1.0, 0.5], 0, 0.0), ([1.0, 0.9, 0.8], 0, 0.0),      # patience 0: the first check not improving
+            ([1.0, 0.9, -inf, 0.5], 3, 0.0)]                           # -inf is not finite either, not a best
     for losses, patience, min_delta in edge:
         _stop_case(attempt, losses, patience, min_delta)
     _stop_default(attempt)
@@ -131,7 +132,7 @@ def check_stop_check(attempt: Attempt) -> str:
     # Values and min_delta are exact in binary (1 - 0.875 is exactly 0.125), so a value on the boundary
     # is on it however the comparison is written (best - value > min_delta, or value + min_delta < best).
     values = st.one_of(st.sampled_from([1.0, 0.875, 0.75, 0.625, 0.5]), st.floats(0, 2, allow_nan=False),
-                       st.just(math.nan))
+                       st.sampled_from([math.nan, math.inf, -math.inf]))
     # Scaled by a power of two (values far from 1 as well as near it: a relative min_delta differs there), still exact.
     cases = st.tuples(st.lists(values, min_size=1, max_size=12), st.integers(0, 4), st.sampled_from([0.0, 0.125, 0.25]),
                       st.sampled_from([1.0, 8.0, 0.0625])).map(
@@ -239,11 +240,16 @@ def check_warmup_cosine_lr(attempt: Attempt) -> str:
 # --- clip_gradients -----------------------------------------------------------------------------------------
 
 def _clip_case(attempt: Attempt, shapes: list[tuple[int, ...]], scale: float, max_norm: float, seed: int,
-               none_at: int | None = None, generator: bool = True) -> None:
+               none_at: int | None = None, generator: bool = True, norm: float | None = None) -> None:
     g = torch.Generator().manual_seed(seed)
     params = [torch.zeros(*s, requires_grad=True) for s in shapes]
     for i, (p, shape) in enumerate(zip(params, shapes)):
         p.grad = None if i == none_at else scale * torch.randn(*shape, generator=g)
+    if norm is not None:      # the global norm set exactly (between max_norm and its square, say)
+        total = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+        for p in params:
+            if p.grad is not None:
+                p.grad *= norm / total
     grads = [None if p.grad is None else p.grad.clone() for p in params]
     twins = [torch.zeros(*s, requires_grad=True) for s in shapes]
     for t, gr in zip(twins, grads):
@@ -304,9 +310,12 @@ def check_clip_gradients(attempt: Attempt) -> str:
     _clip_case(attempt, [(10,), (10,)], 1.0, 2.0, 3)
     _clip_case(attempt, [(6, 3)], 3.0, 1.0, 4)
     _clip_case(attempt, [(2,), (2,)], 0.0, 1.0, 5)
-    return ("7 cases agree with torch's clip_grad_norm_, the parameters passed as a list and as a generator (as "
-            "model.parameters() is): gradients above and below max_norm, all zero, one global norm over "
-            "every parameter, a parameter without a gradient, and the norm before clipping returned.")
+    _clip_case(attempt, [(3,), (2,)], 1.0, 2.0, 6, norm=1.5)     # below max_norm, above its square root
+    _clip_case(attempt, [(3,), (2,)], 1.0, 0.7, 7, norm=0.8)     # above max_norm, below its square root
+    return ("9 cases agree with torch's clip_grad_norm_, the parameters passed as a list and as a generator (as "
+            "model.parameters() is): gradients above and below max_norm (norms between max_norm and its square root "
+            "too), all zero, one global norm over every parameter, a parameter without a gradient, and the norm "
+            "before clipping returned.")
 
 
 def exercises() -> list[Exercise]:

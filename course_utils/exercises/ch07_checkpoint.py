@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from course_utils.engine.data import spiral_splits
 from course_utils.engine.models import MLP
 from course_utils.exercises.core import Attempt
+from course_utils.exercises.guards import mode_changes, modes
 from course_utils.exercises.words import Fail, need_int
 
 
@@ -90,8 +91,16 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
         torch.rand(1000)                                    # a new process starts from other random numbers
         model, optimizer, scheduler = _fresh(7)             # ...and builds its objects anew
         attempt.at(what + "; then load_checkpoint(path, model, optimizer, scheduler) in the new process")
+        built = modes(model)
         start = need_int(attempt.call(attempt.case, path, model, optimizer, scheduler, which=1),
                          "load_checkpoint returned")
+        switched = mode_changes(model, built)
+        if switched:
+            raise Fail(f"after load_checkpoint {', '.join(switched[:3])} {'is' if len(switched) == 1 else 'are'} in "
+                       f"{'eval' if not model.training else 'another'} mode; the model was built in train mode and "
+                       "training resumes: a loop that sets the mode once, before its first epoch, would go on without "
+                       "Dropout.", "Restore the state (load_state_dict) and leave the mode alone: model.eval() belongs "
+                                   "to loading for inference, not for resuming.")
         if start != CRASH_AFTER + 1:
             raise Fail(f"load_checkpoint returned {start}; the run saved after finishing epoch {CRASH_AFTER} must go on "
                        f"with epoch {CRASH_AFTER + 1}.", "Return the epoch to run next.")

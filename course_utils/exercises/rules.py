@@ -85,7 +85,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
          'check_sliding_windows', 'not a pair'),
         ('dtype',
          'The inputs are cut from `series`, so they keep its dtype (float32 or float64: a model refuses inputs of another dtype);',
-         '_compare_loaders', "dtype float32; the data's are float64"),
+         'check_sliding_windows', "dtype float32; the data's are float64"),
         ('len',
          '`len(dataset)` is the number of such examples (0 for a series exactly `window` long), and an index past the end raises `IndexError` (that is how `for example in dataset` knows where to stop).',
          'check_sliding_windows', 'len(dataset) is'),
@@ -203,6 +203,9 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ('step',
          "It compares every weight with torch's own step after each call.",
          '_step_case', 'gradients leaked'),
+        ('stale_grads',
+         "The model may come with gradients left in `.grad` by an earlier backward: the step uses this batch's alone.",
+         '_step_case', "your step added this batch's gradient to them"),
     ),
     'adam_step': (
         ('bias',
@@ -280,6 +283,9 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ('untouched',
          "Return a tensor of x's shape and dtype, and leave x itself untouched.",
          '_dropout_case', 'changed x in place'),
+        ('gradient',
+         'Gradients flow through it to x, as through `nn.Dropout`.',
+         '_dropout_case', 'no gradient reaches x'),
         ('no_torch_dropout',
          'Write `dropout(x, p, training)` without `nn.Dropout` (or `F.dropout`): in training, zero each value with probability p, independently, and scale the survivors so that the expected output equals x;',
          '_dropout_case', "torch's own dropout"),
@@ -327,7 +333,7 @@ ASIDES: dict[str, dict[str, str]] = {
         '`1 ≤ window ≤ len(series)`;': 'input',
     },
     'FolderDataset': {
-        "A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as a README or the features' statistics in `stats.pt`).": 'input',
+        "A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as a README, the features' statistics in `stats.pt` or notes in `0.txt`).": 'input',
         'Each was written with `torch.save({"x": features, "y": label}, path)`.': 'input',
     },
     'pad_collate': {

@@ -99,6 +99,9 @@ RULES_CH05_08: dict[str, tuple[tuple[str, str, str, str], ...]] = {
          '_range_case', 'the optimizer stepped with the learning rates'),
     ),
     'checkpoint_pair': (
+        ('no_mode_change',
+         'Loading restores state and changes no mode: the model stays in the mode it was built in (training resumes).',
+         'check_checkpoint_pair', 'the model was built in train mode'),
         ('next_epoch',
          'Write `save_checkpoint(path, model, optimizer, scheduler, epoch)`, called when epoch `epoch` (0-based) has finished, and `load_checkpoint(path, model, optimizer, scheduler)`, which restores freshly built objects from the file and returns the epoch to run next.',
          'check_checkpoint_pair', 'must go on with epoch 2'),

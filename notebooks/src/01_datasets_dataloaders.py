@@ -872,7 +872,7 @@ for margin in (0.0, math.log(smoothed[0] / smoothed[1]), 10.0):
 # ### Exercise 1.2: a Dataset that reads one file per example
 #
 # A folder holds one file per example, named `0.pt`, `1.pt`, `2.pt`, ... (and maybe other files, such as a
-# README or the features' statistics in `stats.pt`). Each was written with `torch.save({"x": features,
+# README, the features' statistics in `stats.pt` or notes in `0.txt`). Each was written with `torch.save({"x": features,
 # "y": label}, path)`. Write `FolderDataset(folder)`: `len(dataset)` is the number of examples, and
 # `dataset[i]` returns the pair `(x, y)` from the file `i.pt` (a tuple, as `TensorDataset` returns; a list
 # `[x, y]` collates the same way and is accepted too), read when it is asked for, in `__getitem__`, so

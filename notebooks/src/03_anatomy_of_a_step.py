@@ -192,8 +192,10 @@ for where in ("first in the loop", "right after step", "between backward and ste
 
 # %% [markdown]
 # First or right after `step()` is the same loop: either way each `backward()` starts from cleared
-# gradients. Between `backward()` and `step()` it throws the gradients away before they are used, and the
-# optimizer skips every parameter whose grad is `None`: the weights never move.
+# gradients, provided the loop starts with none. A step written as a function cannot know what its caller
+# left in `.grad` (a gradient check, a loss looked at): it clears first (exercise 3.1 checks it). Between
+# `backward()` and `step()` it throws the gradients away before they are used, and the optimizer skips
+# every parameter whose grad is `None`: the weights never move.
 
 # %% [markdown]
 # ## Only `step` changes the weights
@@ -1030,6 +1032,7 @@ errors_here(3)
 # the loss as a Python float (the loss of this batch, before the update). The check calls it three times
 # in a row, with SGD + momentum and with Adam (one of them with two parameter groups), on a model with
 # Dropout and BatchNorm that comes in train mode and must stay in it; `targets` are int64 class indices.
+# The model may come with gradients left in `.grad` by an earlier backward: the step uses this batch's alone.
 # It compares every weight with torch's own step after each call.
 
 # %%

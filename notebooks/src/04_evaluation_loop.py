@@ -834,6 +834,7 @@ check("evaluate")
 # with probability p, independently, and scale the survivors so that the expected output equals x;
 # otherwise return x unchanged. `p` is a float from 0 to 1: with p = 0 nothing is dropped, with p = 1
 # everything (all zeros, never NaN). Return a tensor of x's shape and dtype, and leave x itself untouched.
+# Gradients flow through it to x, as through `nn.Dropout`.
 
 # %%
 def dropout(x, p, training):

@@ -1696,7 +1696,8 @@ errors_here(7)
 # shuffled data, kills the run after an epoch, builds everything anew as a new process would, and
 # resumes from your file: the resumed run must end bit for bit like the run that was never killed.
 # Load into the objects you are given (`model.load_state_dict(...)` and the like): a new object built
-# inside `load_checkpoint` is not the one training goes on with. The check's DataLoader has no generator
+# inside `load_checkpoint` is not the one training goes on with. Loading restores state and changes no mode:
+# the model stays in the mode it was built in (training resumes). The check's DataLoader has no generator
 # of its own: it shuffles with torch's global one, so `torch.get_rng_state()` in the file restores the
 # next epoch's order and dropout masks. A loader with its own generator needs that generator's state
 # saved too: chapter 9 keeps one (`order`) for exactly this.

@@ -45,7 +45,7 @@ class right_probe(Dataset):
 
 
 class wrong_counts_every_file(Dataset):
-    """len(os.listdir(folder)) also counts the README and stats.pt: 3 examples, a README and stats.pt give 5."""
+    """len(os.listdir(folder)) also counts the README, stats.pt and 0.txt: 3 examples and those give 6."""
 
     def __init__(self, folder):
         self.folder = Path(folder)
