@@ -1,7 +1,7 @@
 """Round 4 of the blind check (stop 58): wrong attempts written from the statements alone by three helpers who saw
 neither the checkers nor the solutions, nor round 3's attempts (only its tags, to find other mistakes): 6 per
 exercise. Half (by a hash of the name) was run first: 8 of 71 passed, 5 fixed in the checks and 3 judged allowed by
-the statements; the unseen half, run once after: 12 of 79 passed, 7 fixed, 3 judged allowed, 2 left (see the closing
+the statements; the unseen half, run once after: 12 of 79 passed, 8 fixed, 3 judged allowed, 1 left (see the closing
 note). Kept here verbatim: the fixed ones as regression cases, and the ones the statements allow (ALLOWED in
 tests/test_exercise_blind_rounds.py) as proof that the checks accept them."""
 from __future__ import annotations
@@ -257,3 +257,19 @@ def token_window_losses__wrong__casts_losses_float32(token_losses, masks):
     if N == 0:
         raise ValueError("window has no real token")
     return [(tl.float() * m.float()).sum() / N for tl, m in zip(tls, ms)]
+
+
+def checkpoint_pair__wrong__epoch_from_scheduler():
+    """Does not store the epoch and returns scheduler.last_epoch: wrong when the scheduler steps per batch (or not once per epoch)."""
+    def save_checkpoint(path, model, optimizer, scheduler, epoch):
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}, path)
+
+    def load_checkpoint(path, model, optimizer, scheduler):
+        ck = torch.load(path)
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        scheduler.load_state_dict(ck["scheduler"])
+        torch.set_rng_state(ck["rng"])
+        return int(scheduler.last_epoch)
+    return save_checkpoint, load_checkpoint

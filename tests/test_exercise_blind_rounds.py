@@ -24,6 +24,7 @@ EXPECTED = {   # wrong attempt -> a phrase of its verdict naming the mistake
     "FolderDataset__wrong__split_stem_isdigit": "the 0.txt is not an example",
     "SlidingWindows__wrong__target_float_item": "it should be -0.166666667",
     "checkpoint_pair__wrong__load_eval_mode": "the model was built in train mode",
+    "checkpoint_pair__wrong__epoch_from_scheduler": "load_checkpoint returned 10",
     "clip_gradients__wrong__compares_squared_norm": "the gradients stay as they are",
     "dropout__wrong__detached_output": "no gradient reaches x",
     "dropout__wrong__p_one_zeros_float32": "it should be float64",

@@ -25,8 +25,13 @@ def _fresh(init_seed: int):
     torch.manual_seed(init_seed)
     model = MLP(hidden=32, dropout=0.2)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    scheduler = lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    scheduler = lr_scheduler.LambdaLR(optimizer, _warmup)     # stepped per update: its count is not the epoch's
     return model, optimizer, scheduler
+
+
+def _warmup(update: int) -> float:
+    """A warmup over 8 updates, then a slow decay (5 updates an epoch)."""
+    return min(1.0, (update + 1) / 8) * 0.95 ** max(0, update - 8)
 
 
 def _epoch(model, optimizer, scheduler, loader) -> None:
@@ -35,7 +40,7 @@ def _epoch(model, optimizer, scheduler, loader) -> None:
         optimizer.zero_grad()
         nn.functional.cross_entropy(model(inputs), targets).backward()
         optimizer.step()
-    scheduler.step()
+        scheduler.step()
 
 
 def _loader() -> DataLoader:
@@ -79,7 +84,8 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
         for _ in range(CRASH_AFTER + 1):
             _epoch(model, optimizer, scheduler, loader)
         saved = _state(model, optimizer, scheduler)
-        what = (f"{EPOCHS} epochs of Adam + StepLR on a model with Dropout, shuffled data; the run is killed after "
+        what = (f"{EPOCHS} epochs of Adam + a warmup LambdaLR stepped every update, on a model with Dropout, "
+                f"shuffled data; the run is killed after "
                 f"epoch {CRASH_AFTER} (0-based), after save_checkpoint(path, model, optimizer, scheduler, "
                 f"{CRASH_AFTER})")
         attempt.call(what, path, model, optimizer, scheduler, CRASH_AFTER, which=0)
@@ -117,7 +123,7 @@ def check_checkpoint_pair(attempt: Attempt) -> str:
                        "Restore everything the training reads, in the same state it was saved in.")
     return (f"a run killed after epoch {CRASH_AFTER} and resumed from your file in a rebuilt process (new objects, "
             f"other random numbers) ends bit for bit like the run that was never killed, after {EPOCHS} epochs with "
-            "Adam, StepLR, Dropout and shuffled data.")
+            "Adam, a warmup schedule stepped every update, Dropout and shuffled data.")
 
 
 _PARTS = (("model", "the weights", "model.load_state_dict"),
