@@ -1,5 +1,5 @@
 """The atlas's entries that need a CUDA GPU (quoted from torch, not run here): out of memory, a device-side assert, a
-torch built without CUDA, a torch built for other GPUs."""
+torch built without CUDA, no GPU visible to a CUDA build, a torch built for other GPUs."""
 from __future__ import annotations
 
 from course_utils.atlas.entry import Entry
@@ -108,6 +108,42 @@ ENTRIES = (
             "https://github.com/karpathy/nanoGPT/issues/281",
             "https://github.com/zzzDavid/ICDAR-2019-SROIE/issues/4",
             "https://github.com/X-PLUG/MobileAgent/issues/60",
+        ),
+    ),
+    Entry(
+        id="cuda-no-gpus-visible", stage="step", chapter=3,
+        title="a CUDA build of torch that may see no GPU: CUDA_VISIBLE_DEVICES set in the script to an index this "
+              "machine lacks (os.environ[\"CUDA_VISIBLE_DEVICES\"] = \"3\" on a one-GPU machine), set empty, or a "
+              "job or container started without a GPU",
+        code=(
+            "import os\n"
+            "os.environ[\"CUDA_VISIBLE_DEVICES\"] = \"3\"   # the author's fourth GPU; this machine has one\n"
+            "model = nn.Linear(4, 2).cuda()\n"
+        ),
+        fix=(
+            "import os\n"
+            "os.environ.setdefault(\"CUDA_VISIBLE_DEVICES\", \"0\")   # or leave it to the shell: CUDA_VISIBLE_DEVICES=0 python ...\n"
+            "device = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n"
+            "model = nn.Linear(4, 2).to(device)\n"
+            "shown = (os.environ[\"CUDA_VISIBLE_DEVICES\"], torch.cuda.device_count())\n"
+        ),
+        cause="CUDA_VISIBLE_DEVICES lists the GPUs a process may use, by index, and is read when torch first starts "
+              "CUDA: an index the machine does not have (a script written on an 8-GPU server), an empty value, or a "
+              "scheduler or container that gave the job no GPU leaves torch with none, though nvidia-smi shows the "
+              "card. Set it from the shell for each run (CUDA_VISIBLE_DEVICES=0 python train.py) rather than in the "
+              "script, and choose the device from torch.cuda.is_available(). (With no NVIDIA driver at all, torch "
+              "says it found none: install the driver, or run on the CPU.)",
+        expect="RuntimeError",
+        not_run="needs a CUDA build of torch on a machine with a GPU (torch's text, from c10's device count check)",
+        message="No CUDA GPUs are available",
+        wordings=("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+                  "driver from http://www.nvidia.com/Download/index.aspx",),
+        sources=(
+            "https://github.com/Grace9994/CoMoSVC/issues/6",
+            "https://github.com/ziplab/PTQD/issues/13",
+            "https://github.com/jiaw-z/CoR-GS/issues/23",
+            "https://github.com/Kent0n-Li/FGDM/issues/7",
+            "https://github.com/thuml/Anomaly-Transformer/issues/74",
         ),
     ),
     Entry(
