@@ -17,13 +17,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from course_utils.exercises import (ch00_01, ch02, ch02_weighted, ch03, ch04, ch04_ranks, ch05_06, ch05_snapshot,
-                                    ch07, ch07_token_accum, ch08)
+from course_utils.exercises import (ch00_01, ch02, ch02_weighted, ch03, ch04, ch04_ranks, ch05, ch05_snapshot,
+                                    ch06, ch07, ch07_token_accum, ch08)
 from course_utils.exercises.core import RECORD_PREFIX, Exercise, Verdict
 from course_utils.infra.quiz import ProgressStore
 
 EXERCISES: dict[str, Exercise] = {ex.name: ex for module in (ch00_01, ch02, ch02_weighted, ch03, ch04, ch04_ranks,
-                                                             ch05_06, ch05_snapshot, ch07, ch07_token_accum, ch08)
+                                                             ch05, ch05_snapshot, ch06, ch07, ch07_token_accum, ch08)
                                   for ex in module.exercises()}
 
 

@@ -172,8 +172,8 @@ def accumulate_epoch(model, loader, loss_fn, optimizer, K):
 
 # --- chapter 6 ---------------------------------------------------------------------------------------------
 
-# The solution is the loop the checker runs as its oracle: read it in exercises/ch05_06.py.
-from course_utils.exercises.ch05_06 import reference_range_test as lr_range_test  # noqa: E402
+# The solution is the loop the checker runs as its oracle: read it in exercises/ch06.py.
+from course_utils.exercises.ch06 import reference_range_test as lr_range_test  # noqa: E402
 
 
 # --- chapter 7 ---------------------------------------------------------------------------------------------
