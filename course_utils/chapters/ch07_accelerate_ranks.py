@@ -4,7 +4,7 @@
 sets them up (MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK), and counts how far a prepared scheduler advances in a
 few calls of `scheduler.step()`: by default, with `split_batches=True`, and with
 `step_scheduler_with_optimizer=False`. `last_batch_steps` counts, in one process, the optimizer steps that
-`accumulator.accumulate(model)` lets through when each batch is itself cut into smaller pieces.
+`accelerator.accumulate(model)` lets through when each batch is itself cut into smaller pieces.
 """
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def _rank(rank: int, world_size: int, port: int, calls: int, results) -> None:
         from accelerate import Accelerator, DataLoaderConfiguration
         from accelerate.state import AcceleratorState, GradientState, PartialState
 
-        for state in (AcceleratorState, PartialState, GradientState):     # nothing inherited from the parent
-            state._reset_state() if state is not AcceleratorState else state._reset_state(True)
+        AcceleratorState._reset_state(True)                       # nothing inherited from the parent
+        PartialState._reset_state()
+        GradientState._reset_state()
         counts = {}
         for variant in VARIANTS:
             model = torch.nn.Linear(2, 1)
@@ -98,7 +99,7 @@ def scheduler_steps_on_ranks(world_size: int = 2, calls: int = 3, timeout: float
 
 
 def last_batch_steps(batches: int = 5, accumulate: int = 2, pieces: int = 2) -> list[tuple[bool, int]]:
-    """One process: `batches` batches under `accumulator.accumulate(model)` with gradient_accumulation_steps
+    """One process: `batches` batches under `accelerator.accumulate(model)` with gradient_accumulation_steps
     `accumulate`, each batch cut into `pieces` smaller ones, each with its own backward and optimizer.step().
     Per batch: (sync_gradients, optimizer steps that really happened)."""
     with warnings.catch_warnings():

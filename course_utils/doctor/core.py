@@ -101,7 +101,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._reading: tuple | None = None           # the last forward, as a Reading's terms (readings.py)
         self._forward_batches: deque = deque(maxlen=FORWARDS_KEPT)   # each recent forward: (batch size, its loader
                                                                      # iterator's id or None), for lists of tensors
-        self._tensors_of_readings: dict[int, tuple] = {}    # torch.tensor(list of readings): id -> (ref, list)
+        self._made_from_list: tuple | None = None    # the last torch.tensor/stack(list of readings): (ref, list)
         self._tensor_sums: dict[int, tuple] = {}     # tensors summing readings: id -> (ref, terms or None)
         self._reading_source: int | None = None      # and the dataset its input came from
         self._scales: set[int] = set()                # where each GradScaler seen keeps its scale

@@ -158,17 +158,18 @@ class DataWatch:
             self._averaged((self.obs.forwards - k + 1, self.obs.forwards, k, min(sizes), max(sizes)))
 
     def _tensor_made(self, original, data, *args, **kwargs):
-        """torch.tensor / as_tensor / stack of a list of readings (or of 0-d tensors): the tensor is remembered, so
-        that its .mean() is checked."""
+        """torch.tensor / as_tensor / stack of a list of readings (or of 0-d tensors): the newest such tensor is
+        remembered, so that its .mean() is checked (one slot: clip_grad_norm_ stacks 0-d norms every update, and a
+        store per call would grow with the run)."""
         tensor = original(data, *args, **kwargs)
         if isinstance(data, (list, tuple)) and len(data) > 1 and (
                 isinstance(data[0], Reading) or isinstance(data[0], torch.Tensor) and data[0].dim() == 0):
-            self._tensors_of_readings[id(tensor)] = (weakref.ref(tensor), list(data))
+            self._made_from_list = (weakref.ref(tensor), list(data))
         return tensor
 
     def _tensor_mean(self, original, tensor, *args, **kwargs):
         result = original(tensor, *args, **kwargs)
-        made = self._tensors_of_readings.get(id(tensor))
+        made = self._made_from_list
         if made is not None and made[0]() is tensor and not args and not kwargs:
             _safely(self._list_averaged, made[1], None)
         return result
