@@ -1,8 +1,9 @@
 """Round 4 of the blind check (stop 58): wrong attempts written from the statements alone by three helpers who saw
 neither the checkers nor the solutions, nor round 3's attempts (only its tags, to find other mistakes): 6 per
 exercise. Half (by a hash of the name) was run first: 8 of 71 passed, 5 fixed in the checks and 3 judged allowed by
-the statements; the unseen half, run once after: 12 of 79 passed, 8 fixed, 3 judged allowed, 1 left (see the closing
-note). Kept here verbatim: the fixed ones as regression cases, and the ones the statements allow (ALLOWED in
+the statements; the unseen half, run once after: 12 of 79 passed, 8 fixed, 3 judged allowed, 1 left then (early stopping
+added to fixed_loop, which the 3-epoch check never triggered; fixed at stop 59 by a second case whose validation
+loss rises every epoch). Kept here verbatim: the fixed ones as regression cases, and the ones the statements allow (ALLOWED in
 tests/test_exercise_blind_rounds.py) as proof that the checks accept them."""
 from __future__ import annotations
 
@@ -273,3 +274,25 @@ def checkpoint_pair__wrong__epoch_from_scheduler():
         torch.set_rng_state(ck["rng"])
         return int(scheduler.last_epoch)
     return save_checkpoint, load_checkpoint
+
+
+def fixed_loop__wrong__early_stop_added(model, optimizer, scheduler, train_loader, val_loader, epochs):
+    """Adds early stopping (break when the val loss rises), so not all epochs are trained when validation loss goes up."""
+    losses = []
+    best = float("inf")
+    for epoch in range(epochs):
+        model.train()
+        for xb, yb in train_loader:
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            val_loss = sum(nn.functional.cross_entropy(model(xb), yb).item() for xb, yb in val_loader)
+        scheduler.step()
+        if val_loss > best:
+            break
+        best = val_loss
+    return losses

@@ -49,7 +49,8 @@ def _rank_in_place(losses, correct, n):
 # --- fixed_loop ---------------------------------------------------------------------------------------------
 
 def _loop(model, optimizer, scheduler, train_loader, val_loader, epochs, *, zero_grad=True, lr_scale=1.0,
-          validate="each", scheduler_per_batch=False, skip_last_batch=False):
+          validate="each", scheduler_per_batch=False, skip_last_batch=False, stop_early=False):
+    best = float("inf")
     for epoch in range(epochs):
         model.train()
         for i, (xb, yb) in enumerate(train_loader):
@@ -67,9 +68,11 @@ def _loop(model, optimizer, scheduler, train_loader, val_loader, epochs, *, zero
             model.eval()
             with torch.no_grad():
                 for _ in range(1 if validate == "each" else epochs):     # as many passes in total, all at the end
-                    for xb, yb in val_loader:
-                        nn.functional.cross_entropy(model(xb), yb).item()
+                    loss = sum(nn.functional.cross_entropy(model(xb), yb).item() for xb, yb in val_loader)
             model.train()
+            if stop_early and loss > best:        # early stopping with patience 1: the caller's decision, taken here
+                break
+            best = min(best, loss)
 
 
 # --- accumulate_epoch ---------------------------------------------------------------------------------------
@@ -290,6 +293,7 @@ COUNTER_MORE: dict[str, dict[str, object]] = {
         "epoch_schedule": lambda *a: _loop(*a, scheduler_per_batch=True),
         "validate_each": lambda *a: _loop(*a, validate="last"),
         "doctor": lambda *a: _loop(*a, zero_grad=False),
+        "all_epochs": lambda *a: _loop(*a, stop_early=True),
     },
     "accumulate_epoch": {
         "big_batch": lambda *a: _accumulate(*a, weight="mean_of_means"),

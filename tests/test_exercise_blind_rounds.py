@@ -33,6 +33,7 @@ EXPECTED = {   # wrong attempt -> a phrase of its verdict naming the mistake
     "lr_range_test__wrong__stops_on_divergence": "one pass over 10 batches makes 10",
     "stop_check__wrong__nonfinite_checked_in_else": "not finite stops at once",
     "train_step__wrong__zero_grad_after_step": "your step added this batch's gradient to them",
+    "fixed_loop__wrong__early_stop_added": "it stopped early",
 }
 ALLOWED = {    # written as wrong, but the statement allows it -> why
     "lr_range_test__wrong__logspace_float32": "float32 rates are 1e-7 off, within the check's 1e-5: the statement asks "

@@ -104,8 +104,35 @@ def check_fixed_loop(attempt: Attempt) -> str:
                 "model back with model.train()." if in_eval else "")   # nothing else singles out a cause
         raise Fail("the doctor sees no bug, but your final weights differ from the healthy loop's (same seeds, same "
                    "data): your loop trains differently.", hint)
+    _rising_validation_case(attempt)
     return (f"the loop doctor found no silent bug in {EPOCHS} epochs; {planned} updates, {EPOCHS} scheduler steps, "
-            "validation every epoch, and the final weights equal the healthy loop's.")
+            "validation every epoch, and the final weights equal the healthy loop's; with a validation loss that "
+            f"rises every epoch, still all {RISING_EPOCHS} epochs trained.")
+
+
+RISING_EPOCHS = 6
+
+
+def _rising_validation_case(attempt: Attempt) -> None:
+    """The same setup, validated on the training examples with every label moved to the next class: the better the
+    model learns, the higher that loss (it rises after each of the first 6 epochs, measured). A loop that stops when
+    validation stops improving trains fewer epochs than it was asked to."""
+    model, optimizer, scheduler, train, _ = _loop_setup()
+    inputs, targets = train.dataset.tensors
+    rising = DataLoader(TensorDataset(inputs, (targets + 1) % (int(targets.max()) + 1)), batch_size=64)
+    updates = [0]
+    optimizer.register_step_post_hook(lambda *_: updates.__setitem__(0, updates[0] + 1))
+    what = (f"{RISING_EPOCHS} epochs, validated on the training examples with wrong labels: the validation loss "
+            "rises every epoch")
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        attempt.call(what, model, optimizer, scheduler, train, rising, RISING_EPOCHS)
+    planned = RISING_EPOCHS * len(train)
+    if updates[0] != planned:
+        raise Fail(f"with a validation loss that rises every epoch your loop made {updates[0]} updates; "
+                   f"{RISING_EPOCHS} epochs of {len(train)} batches make {planned}: it stopped early.",
+                   "Train every one of the `epochs` epochs: when to stop is the caller's decision (chapter 6's "
+                   "stop_check decides it from the losses), not this loop's.")
 
 
 # --- chapter 5: accumulate_epoch ----------------------------------------------------------------------------

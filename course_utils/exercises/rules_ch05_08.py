@@ -19,6 +19,9 @@ RULES_CH05_08: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         ('validate_each',
          'The check runs your loop under the loop doctor on a fresh model with Dropout, Adam and an epoch-based StepLR, then compares the final weights with a healthy loop from the same seeds (so train every batch of every one of the `epochs` epochs, and validate after each).',
          'check_fixed_loop', 'validation should run after every epoch'),
+        ('all_epochs',
+         'The check runs your loop under the loop doctor on a fresh model with Dropout, Adam and an epoch-based StepLR, then compares the final weights with a healthy loop from the same seeds (so train every batch of every one of the `epochs` epochs, and validate after each).',
+         '_rising_validation_case', 'it stopped early'),
     ),
     'accumulate_epoch': (
         ('big_batch',
