@@ -9,6 +9,7 @@ input.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from course_utils.atlas.lookup import Found, lookup
@@ -51,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         print("explain: no input on stdin; paste an error message or a traceback", file=sys.stderr)
         return 2
     answer = explain_text(text)
-    print(answer)
+    try:
+        print(answer, flush=True)
+    except BrokenPipeError:            # the reader left early (`| head`): what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # and Python's flush at exit finds no pipe
     return 0 if not answer.startswith("no entry") else 1
 
 

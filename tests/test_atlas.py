@@ -263,10 +263,18 @@ UNRELATED = [
     "OSError: [Errno 28] No space left on device",
     "RecursionError: maximum recursion depth exceeded while calling a Python object",
     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte",
-    "FileNotFoundError: [Errno 2] No such file or directory: 'data/labels.csv'",
+    "FileExistsError: [Errno 17] File exists: 'runs/exp1'",   # (a missing data file has an entry since stop 59)
     "ValueError: could not convert string to float: 'cat'",
     "pandas.errors.ParserError: Error tokenizing data. C error: Expected 3 fields in line 12, saw 4",
 ]
+
+
+def test_two_os_errors_alike_only_in_their_errno_frame_are_told_apart():
+    """'[Errno 2] No such file or directory' is the missing data file's entry; '[Errno 13] Permission denied' on the same
+    path, with the same frame ('[Errno N] ...: path'), is not (it scored 0.63 before the errno became one token)."""
+    assert lookup("FileNotFoundError: [Errno 2] No such file or directory: 'data/labels.csv'").best.id == \
+        "dataset-file-not-found"
+    assert lookup("PermissionError: [Errno 13] Permission denied: 'data/labels.csv'").best is None
 
 
 @pytest.mark.parametrize("message", UNRELATED)
@@ -444,7 +452,8 @@ def _blind():
     from tests.atlas_blind_set import BLIND
     from tests.atlas_blind_set_2 import BLIND_2
     from tests.atlas_blind_set_3 import BLIND_3
-    return BLIND + BLIND_2 + BLIND_3
+    from tests.atlas_blind_set_4 import BLIND_4
+    return BLIND + BLIND_2 + BLIND_3 + BLIND_4
 
 
 @pytest.mark.parametrize("half, thread, expected, text", _blind(), ids=[row[1].split("github.com/")[-1] for row in _blind()])
@@ -542,3 +551,14 @@ def test_an_arrays_attribute_read_on_none_is_an_image_not_read_but_the_object_te
     frames = ('  File "data/wider_face.py", line 42, in __getitem__\n    height, width, _ = img.shape\n'
               f"AttributeError: '{owner}' object has no attribute 'shape'")
     assert lookup(frames).best.id == expected
+
+
+def test_the_launchers_local_rank_argument_is_quoted_as_argparse_words_it(tmp_path):
+    """launch-local-rank-argument is quoted, not run in the atlas (the launcher starts processes of its own): here the
+    launcher really starts the entry's script, and its argparse error is the quoted message, word for word."""
+    entry = next(e for e in ENTRIES if e.id == "launch-local-rank-argument")
+    (tmp_path / "train.py").write_text(entry.code)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.launch", "--nproc-per-node=1", "train.py"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode != 0
+    assert entry.message in done.stderr, done.stderr[-2000:]

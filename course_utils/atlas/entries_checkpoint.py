@@ -286,6 +286,58 @@ ENTRIES = (
                     "0x...>\" (read in CPython's source, not run here). Nothing is normalised.",
     ),
     Entry(
+        id="load-class-not-in-main", stage="checkpoint", chapter=7,
+        title="torch.load (weights_only=False) of a file holding an object whose class the saving script defined "
+              "at its top level, in a script that does not define it",
+        code=source("""
+            import runpy
+            (tmp / "train.py").write_text(   # train.py defines its class at the top level and pickles an instance
+                "import torch\\n"
+                "class $name(torch.nn.Module):\\n"
+                "    def __init__(self):\\n"
+                "        super().__init__()\\n"
+                "        self.fc = torch.nn.Linear(4, 2)\\n"
+                "torch.save($saved, " + repr(str(tmp / "model.pt")) + ")\\n")
+            runpy.run_path(str(tmp / "train.py"), run_name="__main__")   # as `python train.py` runs it
+            # predict.py, another script: no class $name at its top level
+            checkpoint = torch.load(tmp / "model.pt", weights_only=False)
+        """),
+        fix=source("""
+            class $name(nn.Module):   # the class, in the one module both scripts import (here: defined again)
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 2)
+
+            torch.save($name().state_dict(), tmp / "model.pt")   # train.py saves tensors only
+            model = $name()
+            model.load_state_dict(torch.load(tmp / "model.pt"))   # predict.py builds the model, then fills it
+            shown = sorted(model.state_dict())
+        """),
+        fix_line="torch.save(Net().state_dict(), tmp / \"model.pt\")   # tensors only: the loading script builds Net, "
+                 "then load_state_dict",
+        cause="Pickle stores an object's class by name: module and class. A class defined at the top level of the "
+              "script that was run is stored as __main__.Net, and loading looks for Net in the script that loads, "
+              "which has none. Save the state_dict and rebuild the model in code (torch.load's default, "
+              "weights_only=True, reads it); or define the class in a module both scripts import, and import it "
+              "before loading. A DataLoader whose workers start by spawn raises the same error, in the worker, for "
+              "a Dataset class defined in a notebook.",
+        expect="AttributeError",
+        params=({"name": "Net", "saved": "Net()"},
+                {"name": "RecorderMeter",
+                 "saved": "{'epoch': 3, 'meter': RecorderMeter()}"}),   # a custom object inside a dict
+        sources=(
+            "https://github.com/pytorch/pytorch/issues/7812",
+            "https://github.com/pytorch/pytorch/issues/2762",
+            "https://github.com/kuangliu/pytorch-cifar/issues/20",
+            "https://github.com/zengqunzhao/MA-Net/issues/5",
+            "https://github.com/yhjo09/AdaTarget/issues/5",
+        ),
+        wordings=("Can't get attribute 'LocNet' on <module '__main__' (built-in)>",),   # from an interactive prompt
+        python_note="Python's own words, the same in 3.11, 3.12 and 3.13's _pickle.c (3.11 run here). The module's "
+                    "repr depends on how the loading script was started (\"from 'predict.py'\"; \"(built-in)\" at a "
+                    "prompt; nothing more in Jupyter): shown as <the loading script>.",
+    ),
+    Entry(
         id="checkpoint-key-missing", stage="checkpoint", chapter=7,
         title="a checkpoint read by a key it was not saved under (the state_dict saved alone, read as "
               "checkpoint['model_state_dict'])",

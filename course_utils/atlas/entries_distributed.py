@@ -2,8 +2,8 @@
 
 Every fragment runs one process on the CPU with the gloo backend (world size 1) and destroys any process group
 it initialises in a ``finally``; none registers a communication hook. The groups use an in-memory HashStore;
-only the two entries about the launcher's TCP store open one, and the launcher's own entry (torchrun's summary of a
-rank that died) forks its one rank from this process.
+only dist-env-not-set's fix opens the launcher's TCP store (the rendezvous's own errors are in entries_rendezvous.py),
+and the launcher's own entry (torchrun's summary of a rank that died) forks its one rank from this process.
 """
 from __future__ import annotations
 
@@ -136,58 +136,6 @@ ENTRIES = (
             "https://github.com/tczhangzhi/pytorch-distributed/issues/15",
             "https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/166",
             "https://github.com/kennymckormick/pyskl/issues/79",
-        ),
-    ),
-    Entry(
-        id="dist-port-in-use", stage="distributed", chapter=7,
-        title="started the rendezvous store on a port another process already holds (MASTER_PORT of a run still going)",
-        code=(
-            "import datetime, socket\n"
-            "import torch.distributed as dist\n"
-            "$holder\n"
-            "try:\n"
-            "    store = dist.TCPStore(\"127.0.0.1\", port, world_size=1, is_master=True, wait_for_workers=False,\n"
-            "                          timeout=datetime.timedelta(seconds=2))\n"
-            "finally:\n"
-            "    $release\n"
-        ),
-        fix=(
-            "import datetime, socket\n"
-            "import torch.distributed as dist\n"
-            "$holder\n"
-            "try:\n"
-            "    store = dist.TCPStore(\"127.0.0.1\", 0, world_size=1, is_master=True, wait_for_workers=False,\n"
-            "                          timeout=datetime.timedelta(seconds=2))   # 0: the system picks a free port\n"
-            "    shown = store.port != port\n"
-            "finally:\n"
-            "    $release\n"
-        ),
-        cause="The master's store listens on MASTER_PORT, and a port is held by one listener at a time: an "
-              "earlier run that is still alive (or a second job started with the same port) has it. Stop that "
-              "process or pick another port (torchrun --master_port, or --rdzv-endpoint=localhost:0 on one machine).",
-        expect="DistNetworkError",
-        params=(
-            {"holder": "held = socket.socket()\n"
-                       "held.bind((\"127.0.0.1\", 0))\n"
-                       "held.listen()\n"
-                       "port = held.getsockname()[1]",
-             "release": "held.close()"},
-            {"holder": "first = dist.TCPStore(\"127.0.0.1\", 0, world_size=1, is_master=True, wait_for_workers=False)\n"
-                       "port = first.port   # the store of a run that is still going",
-             "release": "del first"},
-        ),
-        sources=(
-            "https://github.com/xdit-project/mochi-xdit/issues/22",
-            "https://github.com/om-ai-lab/VLM-R1/issues/289",
-            "https://github.com/NVIDIA/Megatron-LM/issues/1371",
-            "https://github.com/intelligent-machine-learning/dlrover/issues/443",
-            "https://github.com/thu-coai/CDial-GPT/issues/103",
-        ),
-        wordings=(   # older torch's TCPStore (dlrover#443; torch 1.x, CDial-GPT#103)
-            "The server socket has failed to listen on any local network address. The server socket has failed to "
-            "bind to [::]:44796 (errno: 98 - Address already in use). The server socket has failed to bind to "
-            "0.0.0.0:44796 (errno: 98 - Address already in use).",
-            "Address already in use",
         ),
     ),
     Entry(

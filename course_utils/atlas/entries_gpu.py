@@ -84,6 +84,16 @@ ENTRIES = (
         sources=(
             "https://github.com/mrdbourke/pytorch-deep-learning/issues/1290",
             "https://github.com/pytorch/pytorch/issues/18014",
+            "https://github.com/hszhao/semseg/issues/29",
+            "https://github.com/LiyuanLucasLiu/LM-LSTM-CRF/issues/27",
+        ),
+        wordings=(   # what the kernel itself prints first, one line per failing thread (semseg#29, torch 1.x)
+            "/pytorch/aten/src/THCUNN/SpatialClassNLLCriterion.cu:104: void cunn_SpatialClassNLLCriterion_updateOutput_"
+            "kernel(T *, T *, T *, long *, T *, int, int, int, int, int, long) [with T = float, AccumT = float]: block: "
+            "[3,0,0], thread: [160,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+            # torch 1.x's own words for the error (LM-LSTM-CRF#27)
+            "cuda runtime error (59) : device-side assert triggered at /opt/conda/conda-bld/pytorch_1518244421288/"
+            "work/torch/lib/THC/generated/../THCReduceAll.cuh:339",
         ),
     ),
     Entry(
@@ -174,6 +184,13 @@ ENTRIES = (
             "https://github.com/Turoad/CLRNet/issues/83",
             "https://github.com/sconlyshootery/FeatDepth/issues/68",
             "https://github.com/INK-USC/RE-Net/issues/77",
+            "https://github.com/meituan/YOLOv6/issues/350",
+        ),
+        wordings=(   # what torch warns first, when CUDA starts on a card its build has no kernels for (YOLOv6#350)
+            "NVIDIA GeForce RTX 3080 Laptop GPU with CUDA capability sm_86 is not compatible with the current "
+            "PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70.\n"
+            "If you want to use the NVIDIA GeForce RTX 3080 Laptop GPU GPU with PyTorch, please check the "
+            "instructions at https://pytorch.org/get-started/locally/",
         ),
     ),
     Entry(

@@ -1,9 +1,10 @@
 """The atlas's entries for a module used another way than it is built to be (chapter 3): a loss class given the
-tensors instead of its options, a forward that was never defined, a forward given more than it takes.
+tensors instead of its options, a forward that was never defined, a forward given more than it takes; and a name
+of torch's that code written for an older torch still calls, removed since.
 """
 from __future__ import annotations
 
-from course_utils.atlas.entry import Entry
+from course_utils.atlas.entry import Entry, source
 
 
 def _net(method: str, note: str, arguments: str = "x", name: str = "$name") -> str:
@@ -80,5 +81,40 @@ ENTRIES = (
                  "https://github.com/ggjy/P2Net.pytorch/issues/3",
                  "https://github.com/pytorch/pytorch/issues/897"),
         wordings=("forward() takes exactly 2 arguments (3 given)",),   # Python 2 (pytorch#897)
+    ),
+    Entry(
+        id="torch-name-removed", stage="step", chapter=3,
+        title="code written for an older torch calls a function or class this torch removed or renamed",
+        code=source("""
+            loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+            $old   # what a repository written for torch 1.x calls
+        """),
+        fix=source("""
+            loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+            before = torch.are_deterministic_algorithms_enabled()
+            try:
+                $new   # this torch's name for it
+                shown = "$new".split("=")[-1].split("(")[0].strip()
+            finally:
+                torch.use_deterministic_algorithms(before)
+        """),
+        cause="torch removes what it deprecated a few versions earlier, and private names (with a leading _) change "
+              "without notice: torch.set_deterministic became torch.use_deterministic_algorithms in 1.8; "
+              "DataLoader's _DataLoaderIter was split into _SingleProcessDataLoaderIter and "
+              "_MultiProcessingDataLoaderIter in 1.2. Install the torch version the code was written for (its "
+              "requirements file), or use the current name: the deprecation notes in torch's release notes say "
+              "which; iter(loader), not a private iterator class.",
+        expect="AttributeError",
+        params=({"old": "torch.set_deterministic(True)", "new": "torch.use_deterministic_algorithms(True)"},
+                {"old": "iterator = torch.utils.data.dataloader._DataLoaderIter(loader)",
+                 "new": "iterator = iter(loader)"}),
+        sources=("https://github.com/JedMills/MTFL-For-Personalised-DNNs/issues/4",
+                 "https://github.com/pytorch/pytorch/issues/58096",
+                 "https://github.com/SHI-Labs/Cross-Scale-Non-Local-Attention/issues/17",
+                 "https://github.com/CSAILVision/semantic-segmentation-pytorch/issues/219",
+                 "https://github.com/msamogh/nonechucks/issues/16"),
+        wordings=("cannot import name '_DataLoaderIter' from 'torch.utils.data.dataloader'",),   # (CSAILVision#219)
+        python_note="Python's own words for a missing attribute ('module ... has no attribute ...'), the same in "
+                    "3.11-3.13.",
     ),
 )

@@ -1,7 +1,7 @@
 """The atlas's entries for the optimizer (chapter 3) and the schedulers (chapter 7)."""
 from __future__ import annotations
 
-from course_utils.atlas.entry import Entry
+from course_utils.atlas.entry import Entry, source
 
 ENTRIES = (
     Entry(
@@ -206,6 +206,40 @@ ENTRIES = (
         sources=("https://github.com/vLAR-group/GrowSP/issues/11",
                  "https://github.com/A4Bio/PiFold/issues/6",
                  "https://github.com/flairNLP/flair/issues/2954"),
+    ),
+    Entry(
+        id="schedule-sized-from-empty-loader", stage="step", chapter=7,
+        title="a schedule sized from len(train_loader) when the loader found no data (a wrong data path)",
+        code=source("""
+            files = sorted((tmp / "$folder").glob("*.npy"))   # the configured data path: nothing there
+            dataset = TensorDataset(torch.zeros(len(files), 4))
+            loader = DataLoader(dataset, batch_size=8)
+            opt = torch.optim.SGD(nn.Linear(4, 1).parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, $sizing)
+        """),
+        fix=source("""
+            (tmp / "$folder").mkdir()
+            for i in range(20):
+                np.save(tmp / "$folder" / f"{i}.npy", np.zeros(4))
+            files = sorted((tmp / "$folder").glob("*.npy"))
+            if not files:                                  # said at the start, with the path that was searched
+                raise FileNotFoundError(f"no .npy files in {tmp / '$folder'}: check the data path")
+            dataset = TensorDataset(torch.zeros(len(files), 4))
+            loader = DataLoader(dataset, batch_size=8)
+            opt = torch.optim.SGD(nn.Linear(4, 1).parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, $sizing)
+            shown = sched.total_steps
+        """),
+        fix_line="raise FileNotFoundError(f\"no .npy files in {tmp / 'data'}: check the data path\")   # before "
+                 "anything is sized from len(loader)",
+        cause="OneCycleLR (like any schedule sized from the data) takes its length from len(train_loader), and a loader "
+              "over an empty dataset has 0 batches: the data path found nothing (a wrong folder, a pattern that "
+              "matches no file, data not downloaded), and the first thing to notice was the schedule. Check that the "
+              "dataset is not empty, naming the path searched, before building anything from its size.",
+        expect="ValueError",
+        params=({"folder": "data", "sizing": "total_steps=3 * len(loader)"},
+                {"folder": "train", "sizing": "epochs=3, steps_per_epoch=len(loader)"}),
+        sources=("https://github.com/Pointcept/Pointcept/issues/173",),
     ),
     Entry(
         id="scheduler-step-epoch-argument", stage="step", chapter=7,

@@ -248,7 +248,7 @@ ENTRIES = (
     ),
     Entry(
         id="autocast-cuda-unavailable", stage="precision", chapter=7,
-        title="torch.autocast(\"cuda\") (or torch.cuda.amp) on a machine without a usable GPU",
+        title="torch.autocast(\"cuda\") (or torch.cuda.amp, a GradScaler for \"cuda\") on a machine without a usable GPU",
         code="model = nn.Linear(4, 2)\n"
              "with torch.autocast(\"cuda\", dtype=torch.float16):   # the script assumes a GPU\n"
              "    out = model(torch.randn(3, 4))",
@@ -258,16 +258,22 @@ ENTRIES = (
             "    out = model(torch.randn(3, 4, device=device))\n"
             "shown = str(out.dtype)",
         cause="Autocast for \"cuda\" (which is all torch.cuda.amp.autocast can mean) switches itself off where "
-              "CUDA is not available, so the run is full precision on the CPU with only this warning to say so. "
-              "Pass the device the model is on (torch.autocast(device_type=device)).",
+              "CUDA is not available, so the run is full precision on the CPU with only this warning to say so; a "
+              "GradScaler for \"cuda\" does the same, with its own warning. Either the torch installed has no CUDA "
+              "or the machine has no usable GPU (torch.cuda.is_available() says which is worth checking). Pass the "
+              "device the model is on (torch.autocast(device_type=device)), and enable the scaler only on CUDA.",
         expect="UserWarning",
         not_run="warns only where CUDA is unavailable (here it does); on a machine with a GPU it runs, and a "
                 "chapter prints the same on every machine",
         message="CUDA is not available or torch_xla is imported. Disabling autocast.",
         sources=("https://github.com/pytorch/pytorch/issues/83733",
                  "https://github.com/pytorch/pytorch/issues/73140",
-                 "https://github.com/ai-forever/Real-ESRGAN/issues/12"),
-        wordings=("User provided device_type of 'cuda', but CUDA is not available. Disabling",),   # torch 1.12
+                 "https://github.com/ai-forever/Real-ESRGAN/issues/12",
+                 "https://github.com/LuxImagingAI/DBSegment/issues/1",
+                 "https://github.com/aladdinpersson/Machine-Learning-Collection/issues/147"),
+        wordings=("User provided device_type of 'cuda', but CUDA is not available. Disabling",    # torch 1.12
+                  # the scaler's own warning, the same case (DBSegment#1 prints both; torch 2.13 words it so too)
+                  "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling."),
     ),
     Entry(
         id="tf32-not-enabled", stage="precision", chapter=7,

@@ -186,6 +186,71 @@ ENTRIES = (
                  "https://github.com/hongsukchoi/TCMR_RELEASE/issues/12"),
     ),
     Entry(
+        id="dataset-file-not-found", stage="data", chapter=1,
+        title="__getitem__ opens a file by a path that does not exist from where the script runs (names relative to "
+              "the data folder opened from the working directory; a path written for another machine)",
+        code=source("""
+            from pathlib import Path
+            (tmp / "data").mkdir()
+            for i in range(4):
+                np.save(tmp / "data" / f"{i}.npy", np.full(3, float(i)))
+            (tmp / "data" / "list.txt").write_text("0.npy 1.npy 2.npy 3.npy")   # names relative to data/
+
+            class Listed(Dataset):
+                def __init__(self, list_file):
+                    self.names = Path(list_file).read_text().split()
+
+                def __len__(self):
+                    return len(self.names)
+
+                def __getitem__(self, i):
+                    return torch.from_numpy(np.load(self.names[i]))   # opened from the working directory
+
+            for xb in DataLoader(Listed(tmp / "data" / "list.txt"), batch_size=2, num_workers=$workers):
+                pass
+        """),
+        fix=source("""
+            from pathlib import Path
+            (tmp / "data").mkdir()
+            for i in range(4):
+                np.save(tmp / "data" / f"{i}.npy", np.full(3, float(i)))
+            (tmp / "data" / "list.txt").write_text("0.npy 1.npy 2.npy 3.npy")
+
+            class Listed(Dataset):
+                def __init__(self, list_file):
+                    root = Path(list_file).parent
+                    self.paths = [root / name for name in Path(list_file).read_text().split()]   # from the list's folder
+                    missing = [str(p) for p in self.paths if not p.exists()]
+                    if missing:                                    # said once, at the start, with the first few
+                        raise FileNotFoundError(f"{len(missing)} files of the list are missing: {missing[:3]}")
+
+                def __len__(self):
+                    return len(self.paths)
+
+                def __getitem__(self, i):
+                    return torch.from_numpy(np.load(self.paths[i]))
+
+            shown = sum(len(xb) for xb in DataLoader(Listed(tmp / "data" / "list.txt"), batch_size=2,
+                                                     num_workers=$workers))
+        """),
+        fix_line="self.paths = [root / name for name in Path(list_file).read_text().split()]   # root: the list's "
+                 "folder, not the working directory",
+        cause="A relative path is read from the working directory, which is where the script was started, not where "
+              "the data or the list of names lives: the same code finds its files from one folder and not from "
+              "another. Other common causes are a path written for another machine (a placeholder such as "
+              "'your_data_path', a Windows path with backslashes on Linux) and data not downloaded or unpacked. Build "
+              "each path from the dataset's root (root / name, pathlib) and check the files exist in __init__, so a "
+              "missing one is named at the start rather than epochs later in a worker.",
+        expect="FileNotFoundError",
+        params=({"workers": 0}, {"workers": 1}),
+        sources=("https://github.com/wgcban/ddpm-cd/issues/4",
+                 "https://github.com/AceCoooool/DSS-pytorch/issues/17",
+                 "https://github.com/ExplainableML/czsl/issues/9",
+                 "https://github.com/layumi/Person_reID_baseline_pytorch/issues/214"),
+        python_note="Python's own words ('[Errno 2] No such file or directory: ...'), the same in 3.11-3.13; in a "
+                    "worker, wrapped as 'Caught FileNotFoundError in DataLoader worker process 0.'",
+    ),
+    Entry(
         id="collate-empty-batch", stage="data", chapter=1,
         title="a collate_fn that drops samples which failed to load stacks an empty batch",
         code=source("""

@@ -24,6 +24,29 @@ def _under_a_low_file_limit(*lines: str) -> str:
             "    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))\n")
 
 
+def _records_module(opened_in: str) -> str:
+    """Lines writing records.py, a dataset module whose file is opened in `opened_in` ("__init__", or the first read),
+    and importing it: spawn pickles the dataset by its class's module, which a class defined in a notebook cell lacks."""
+    at_init = opened_in == "__init__"
+    return ("(tmp / \"records.py\").write_text(\n"
+            "    \"import torch\\n\"\n"
+            "    \"class Records(torch.utils.data.Dataset):\\n\"\n"
+            "    \"    def __init__(self, path):\\n\"\n"
+            "    \"        self.path = path\\n\"\n"
+            + (f"    \"        self.file = open(path, $mode)   # opened once, in the main process\\n\"\n" if at_init else
+               "    \"        self.file = None   # opened on the first read: in the worker\\n\"\n")
+            + "    \"    def __len__(self):\\n\"\n"
+            "    \"        return 4\\n\"\n"
+            "    \"    def __getitem__(self, i):\\n\"\n"
+            + ("" if at_init else "    \"        if self.file is None:\\n\"\n"
+                                  "    \"            self.file = open(self.path, $mode)\\n\"\n")
+            + "    \"        self.file.seek(i)\\n\"\n"
+            "    \"        return torch.tensor(ord(self.file.read(1)))\\n\")\n"
+            "(tmp / \"data.bin\").write_bytes(b\"wxyz\")\n"
+            "sys.path.insert(0, str(tmp))   # the project's folder: its modules import\n"
+            "from records import Records\n")
+
+
 ENTRIES = (
     Entry(
         id="worker-raised", stage="data", chapter=1,
@@ -114,8 +137,12 @@ ENTRIES = (
                  "https://github.com/patrickloeber/pytorchTutorial/issues/3",
                  "https://github.com/xuebinqin/BASNet/issues/32",
                  "https://github.com/mittagessen/kraken/issues/266",
-                 "https://github.com/nianticlabs/simplerecon/issues/3"),
+                 "https://github.com/nianticlabs/simplerecon/issues/3",
+                 "https://github.com/hkchengrex/STCN/issues/132"),
         wordings=("DataLoader worker (pid 22048) is killed by signal: Killed.",   # the SIGCHLD handler's words
+                  # ... and for SIGBUS, with torch's own guess at the cause (STCN#132)
+                  "DataLoader worker (pid 46794) is killed by signal: Bus error. It is possible that dataloader's "
+                  "workers are out of shared memory. Please try to raise your shared memory limit.",
                   # what the dying worker itself prints on SIGBUS, before the loader's error (simplerecon#3)
                   "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
                   "memory (shm)."),
@@ -247,6 +274,43 @@ ENTRIES = (
                  "https://github.com/traveller59/spconv/issues/408",
                  "https://github.com/facebookresearch/pycls/issues/183",
                  "https://github.com/pytorch/pytorch/issues/40403"),
+    ),
+    Entry(
+        id="spawn-dataset-open-handle", stage="data", chapter=1,
+        title="a Dataset that opens its file (LMDB, HDF5, a file handle) in __init__, loaded by workers started by "
+              "spawn (Windows, macOS; forkserver on Linux with Python 3.14)",
+        code="import sys\n" + _records_module("__init__") + source("""
+            dataset = Records(tmp / "data.bin")
+            loader = DataLoader(dataset, batch_size=2, num_workers=1, multiprocessing_context="spawn")
+            batches = [xb for xb in loader]   # spawn pickles the dataset for each worker, its open file too
+        """),
+        fix="import pickle, sys\n" + _records_module("the first read") + source("""
+            dataset = Records(tmp / "data.bin")
+            copy = pickle.loads(pickle.dumps(dataset))   # what spawn does to send the dataset to a worker
+            shown = [copy[i].item() for i in range(len(copy))]   # the copy opens its own file on its first read
+        """),
+        fix_line="self.file = None   # in __init__; __getitem__ opens it on the first read: each worker its own",
+        cause="A worker started by spawn (or forkserver) is a new interpreter: the DataLoader pickles the dataset to "
+              "send it there, and an open file, an LMDB Environment, an h5py File, a database connection or a lock "
+              "cannot be pickled. With fork (Linux's default up to Python 3.13) the worker inherits the object "
+              "instead, which is why the same code runs on Linux. Keep the path in __init__ and open the handle on "
+              "the first read, so each worker opens its own; num_workers=0 also runs, without the workers' speed. "
+              "The fix here runs the step that failed, pickling the dataset, in this process; chapter 1 starts "
+              "spawned workers (seconds each).",
+        expect="TypeError",
+        params=({"mode": "'rb'"}, {"mode": "'rb', buffering=0"}),
+        sources=(
+            "https://github.com/lct1997/BasicSTISR/issues/1",
+            "https://github.com/pytorch/vision/issues/689",
+            "https://github.com/Lyken17/Efficient-PyTorch/issues/13",
+            "https://github.com/sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning/issues/119",
+            "https://github.com/qiuqiao/SOFA/issues/18",
+        ),
+        wordings=("cannot pickle 'Environment' object",     # LMDB's handle (BasicSTISR#1, torch 2.3.1, Windows)
+                  "can't pickle Environment objects",        # Python 3.7's words (pytorch/vision#689)
+                  "h5py objects cannot be pickled"),         # h5py's own words for its File (SOFA#18)
+        python_note="Python's own words, the same in 3.11, 3.12 and 3.13 (3.11 run here). torch also warns, before "
+                    "the error, that a pickle error stopped a worker from starting.",
     ),
     Entry(
         id="spawn-without-main-guard", stage="data", chapter=1,

@@ -29,6 +29,7 @@ from course_utils.atlas.entry import Entry
 from course_utils.atlas.optimizer_keys import optimizer_state_names
 
 MATCH = 0.62          # the least score that names an entry
+REPORTS_ANOTHER = ("torchrun-child-failed",)   # entries whose message says another error happened first
 TELLING_MISSING = 0.6   # the score kept where the paste lacks a name the template's opening is about
 
 # What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:", glog's "[E1218 20:27:21.4 File.cpp:629]"
@@ -36,10 +37,14 @@ TELLING_MISSING = 0.6   # the score kept where the paste lacks a name the templa
 _RANK = r"(?:\[(?:rank|Rank)\s*\d+\]:?\s*)?"
 _GLOG_CPP = r"\[[EWIF]\d*[^\]]*?\.(?:cpp|cc|cu|h|hpp):\d+\]"
 _GLOG_PY = r"[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+\.py:\d+\]"
-_LINE_PREFIX = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}\s*)?(?:{_GLOG_PY}\s*)?")
+# ... and Python logging's own formats, as older torch wrote its launcher's records: the default
+# "ERROR:torch.distributed.elastic.multiprocessing.api:" and "[2023-12-08 01:40:46,962] torch.distributed...: [ERROR]"
+_LEVEL = r"(?:CRITICAL|ERROR|WARNING|INFO|DEBUG)"
+_PYLOG = rf"(?:{_LEVEL}:[\w.]+:|\[\d{{4}}-\d\d-\d\d [\d:,.]+\]\s+[\w.]+:\s+\[{_LEVEL}\])"
+_LINE_PREFIX = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}\s*)?(?:{_GLOG_PY}\s*)?(?:{_PYLOG}\s*)?")
 # ... of which a logger's record is a line of its own, never the rest of the message above it: torchrun logs
 # "failed (exitcode: 1) ..." right below the rank's own error
-_LOG_RECORD = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}|{_GLOG_PY})")
+_LOG_RECORD = re.compile(rf"^\s*{_RANK}(?:{_GLOG_CPP}|{_GLOG_PY}|{_PYLOG})")
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
 _FRAME = re.compile(r"^(?:Traceback \(most recent call last\)|\s*File \"|\s+\S|\s*\[\.\.\.\]|\s*\.\.\.\s*$|"
                     r"\s*[\^~]+\s*$|During handling of the above exception|The above exception was the direct cause)")
@@ -57,6 +62,9 @@ TELLING = ("module", "_orig_mod", "target",          # torch 1.x's "for argument
            "param_groups",                            # KeyError: 'param_groups': not an optimizer's state
            "NoneType", "DistributedDataParallel", "DataParallel",   # "'X' object has no attribute": X tells
            "numpy")                                   # "module 'numpy' has no attribute": a NumPy version's
+# ... and "module 'torch.utils.data.dataloader' has no attribute" (or "cannot import name ... from 'torch...'"): a
+# name an older torch had, whichever of its modules
+_TORCH_MODULE = re.compile(r"\b(module|from) 'torch(?:\.[\w.]+)?'")
 # ... and so, after it, does an array's attribute read on None (an image that was not read): the name stays a name
 # as well, so the object tells more than the attribute
 ARRAY_ATTRIBUTES = ("shape",)
@@ -89,8 +97,15 @@ _SUBS = (
     (re.compile(r"^\s*\S+ FAILED\s*$", re.MULTILINE), " SCRIPT FAILED "),   # torchrun's summary: whose script failed
     # torch 1.x ended many messages with the C++ source that raised them ("at /pytorch/aten/src/THC/...cu:18",
     # "at c:\\...\\THTensorMath.c:1434"): where torch was built, not what went wrong
-    (re.compile(r"\s+at\s+(?:[A-Za-z]:)?[^\s]*\.(?:c|cc|cpp|cu|cuh|h|hpp)(?::\d+)?"), " "),
+    (re.compile(r"\s+at\s+(?:[A-Za-z]:)?[^\s]*\.(?:cpp|cuh|hpp|cc|cu|c|h)(?::\d+)?(?![\w.])"), " "),
+    # ... and worded CUDA's errors in its own way: "cuda runtime error (59) : X", "THCudaCheck FAIL file=... line=40
+    # error=48 : X", where torch now says "CUDA error: X"
+    (re.compile(r"\bcuda runtime error \(\d+\)\s*:|\bTHCudaCheck FAIL file\s*=.*?\berror\s*=\s*\d+\s*:"),
+     "CUDA error:"),
     (re.compile(r"<[\w.]+ object at 0x(?:[0-9a-fA-F]+|<address>)>"), " OBJECT "),
+    # an OS error's number says which error it is ("[Errno 2] No such file", "[Errno 13] Permission denied"): kept
+    # as one token, so that two OS errors alike only in their "[Errno N] ...: 'path'" frame do not read as one
+    (re.compile(r"\[Errno (\d+)\]"), r" ERRNO_\1 "),
     (re.compile(r"(state_dict for )\w+"), r"\1 MODEL "),       # the learner's own model class
     (re.compile(r"(?:[A-Za-z]:)?(?:/|\\\\)[\w.<>~/\\\\-]+\.(?:py|pt|pth|ckpt|bin|safetensors|tar)\b"), " PATH "),
     (re.compile(r"(?<![\w.])(?:/[\w.<>~-]+)+/?"), " PATH "),
@@ -210,6 +225,7 @@ def tokens(message: str) -> tuple[str, ...]:
     message = _ANSI.sub("", message)              # a terminal's bold and colours: a paste has the text only
     message = "\n".join(_LINE_PREFIX.sub("", line) for line in message.splitlines())   # "[Rank 1] ..." as pasted
     message = _tensor_types(message)
+    message = _TORCH_MODULE.sub(r" \1 NAME_torch ", message)   # (not every quoted 'torch...' name: only here)
     message = _QUOTED.sub(_name, message)          # then: a quoted path or number is a name
     for pattern, placeholder in _SUBS:
         message = pattern.sub(placeholder, message)
@@ -339,6 +355,9 @@ def stage_of(text: str) -> str:
     return stage if count else ""
 
 
+# what an issue's editor adds to a pasted line: a quote's "> " markers, bold's "**"
+_MARKDOWN = re.compile(r"^[ \t]*(?:>[ \t]?)+|\*\*", re.MULTILINE)
+_SAYS_ERROR = re.compile(r"(?i)\berror\b|\bfailed\b|\bassert")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # names every fragment (and many a traceback) holds, which tell one fragment from another nothing
 _EVERYWHERE = frozenset({"torch", "tensor", "dtype", "manual_seed", "randn", "shown", "float", "long", "size", "shape",
@@ -355,20 +374,34 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
     """The atlas entries for a pasted message or traceback, best first (see the module)."""
     if entries is None:
         from course_utils.atlas import ENTRIES as entries
+    text = _MARKDOWN.sub("", text)
     lines, rest = error_lines(text), residue(text)
     if not lines or (rest and not error_lines(rest.splitlines()[0])):
         # no exception line, or the paste starts inside a message ("Caught ... in DataLoader worker process 0."
         # with the worker's error below it, or "size mismatch for ..." without its opening line): the paste itself
         lines = lines + [("", rest or text.strip())]
     best: dict[str, tuple[Entry, float]] = {}
-    for kind, message in lines:
-        for entry, expected, template in _templates(tuple(entries), leave_out):
-            value = score(kind, message, expected, template, _own_inner(entry.id))
-            if entry.id not in best or value > best[entry.id][1]:
-                best[entry.id] = (entry, value)
+
+    def compare(candidates: list[tuple[str, str]]) -> None:
+        for kind, message in candidates:
+            for entry, expected, template in _templates(tuple(entries), leave_out):
+                value = score(kind, message, expected, template, _own_inner(entry.id))
+                if entry.id not in best or value > best[entry.id][1]:
+                    best[entry.id] = (entry, value)
+    compare(lines)
+    logged = [line for line in rest.splitlines() if line.strip()]
+    if max((value for _, value in best.values()), default=0.0) < MATCH and len(logged) > 1:
+        # nothing matched the paste as a whole, and it is a log with lines of its own (programs' output, then the
+        # line that says what failed, often the last): each line that says so, alone
+        compare([("", line) for line in logged if _SAYS_ERROR.search(line) or line is logged[-1]])
     # Entries whose messages read the same (one torch message, two causes) tie: the paste's own code, where it holds
     # frames, puts first the entry whose fragment shares more of its names ("BCEWithLogitsLoss", "logits")
     words = set(_IDENTIFIER.findall(text))
     ranked = sorted(best.values(), key=lambda pair: (-pair[1], -len(_code_words(pair[0].code) & words)))
+    # An entry whose message only reports that another error came first (torchrun's "failed (exitcode: 2)") goes
+    # after every other entry the paste matches: the error above it in the log is the cause
+    ranked = ([pair for pair in ranked if not (pair[0].id in REPORTS_ANOTHER and pair[1] >= MATCH)]
+              + [pair for pair in ranked if pair[0].id in REPORTS_ANOTHER and pair[1] >= MATCH])
+    ranked = sorted(ranked, key=lambda pair: pair[1] < MATCH)      # (stable: those below the line stay last)
     matches = tuple(pair for pair in ranked if pair[1] >= MATCH)[:limit]
     return Found(matches, ranked[0] if ranked else None, stage_of(text))

@@ -39,8 +39,13 @@ RUN_NORMALISATION = (
     (re.compile(r"(port:? )\d{4,5}"), r"\1<port>"),
     (re.compile(r"\(Triggered internally at [^)]*\)"), "(Triggered internally at <torch source>)"),
     (re.compile(r"(max number of worker in current system is )\d+"), r"\1<cpus>"),
+    (re.compile(r"(Timed out after )\d+( seconds waiting for clients)"), r"\1<seconds>\2"),   # how long it waited
     # Python's pickle words a local function "Can't pickle local object" up to 3.12, "Can't get local object" in 3.13
     (re.compile(r"Can't (?:pickle|get) local object"), "Can't pickle local object"),
+    # pickle names the module it searched by its repr, which depends on how the loading script was started: "from
+    # 'predict.py'", "(built-in)" at a prompt, nothing in IPython, 'pytest.__main__' under `python -m pytest`
+    (re.compile(r"<module '(?:[\w.]+\.)?__main__'(?: from '[^']*'| \(built-in\))?>"),
+     "<module '__main__' from <the loading script>>"),
     # an error raised in a DataLoader worker carries the worker's traceback: its frames (paths, line numbers, and
     # frames that differ between Python versions) are replaced by one line; the first and last lines stay
     (re.compile(r"(Original Traceback \(most recent call last\):\n)(?:.*\n)*?(?=\S)", re.MULTILINE),
@@ -89,7 +94,7 @@ def _run(code: str, entry: Entry, folder: Path) -> tuple[str, str, dict]:
         keep_until_exit(namespace)
     compiled = compile(code, f"<atlas {entry.id}>", "exec")
     hooks = sys.excepthook, threading.excepthook    # init_process_group wraps them (a "[rank0]:" prefix each time)
-    with warnings.catch_warnings(record=True) as caught, _restored(hooks), _same_random_streams():
+    with warnings.catch_warnings(record=True) as caught, _restored(hooks), _same_random_streams(), _own_imports(folder):
         warnings.simplefilter("always")
         try:
             exec(compiled, namespace)  # noqa: S102 - the atlas's own fragments
@@ -108,6 +113,20 @@ def _restored(hooks):
         yield
     finally:
         sys.excepthook, threading.excepthook = hooks
+
+
+@contextlib.contextmanager
+def _own_imports(folder: Path):
+    """A fragment may put its folder on sys.path and import modules it wrote there (a dataset's module): afterwards
+    sys.path is as it was and those modules are forgotten, so the next fragment's module of the same name is read."""
+    path = list(sys.path)
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        for name, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(str(folder)):
+                del sys.modules[name]
 
 
 @contextlib.contextmanager

@@ -16,9 +16,10 @@ from course_utils.atlas.entry import Entry
 from course_utils.atlas.runner import Outcome, fragment, run_entry
 
 NORMALISED = ("addresses, process ids, temporary paths, ports, this machine's CPU count, torch's own source location, "
-              "the launcher's time and host (and the width of its rules), and a DataLoader worker's traceback "
-              "frames are replaced by <address>, <pid>, <tmp>, <port>, <cpus>, <torch source>, <time>, <host>, "
-              "<the worker's frames>")
+              "the launcher's time and host (and the width of its rules), a DataLoader worker's traceback frames, "
+              "the name of the script pickle searched and the seconds a store waited are replaced by <address>, "
+              "<pid>, <tmp>, <port>, <cpus>, <torch source>, <time>, <host>, <the worker's frames>, <the loading "
+              "script>, <seconds>")
 
 
 def outcomes(entries: tuple[Entry, ...]) -> list[Outcome]:
