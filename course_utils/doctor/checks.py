@@ -182,18 +182,25 @@ def params_outside_optimizers(obs: Observations, models: list[nn.Module], tracks
     if track.updates > 2 or track.optimizer is None:
         return
     tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
-    outside = [(name, p) for model in models for name, p in model.named_parameters()
+    outside = [(name, p, p.detach().clone()) for model in models for name, p in model.named_parameters()
                if p.requires_grad and id(p) not in tracked and p.grad is not None]
     if outside:
         obs.outside.append((track.updates, outside))
 
 
+def _unmoved(p: torch.Tensor, before: torch.Tensor) -> bool:
+    """The same values as `before` (a cast or a move to another device is a change too)."""
+    now = p.detach()
+    return (now.dtype, now.device, now.shape) == (before.dtype, before.device, before.shape) and torch.equal(now, before)
+
+
 def outside_optimizers(obs: Observations, tracks: list[Track]) -> None:
     """At the report: the parameters found outside every optimizer at an early update that no optimizer seen
-    during the whole run holds never moved."""
+    during the whole run holds, and that never moved since. One that moved is updated another way: float32 master
+    copies in the optimizer written back into a half model after each step (improved-diffusion's fp16 loop)."""
     tracked = {id(p) for t in tracks if t.optimizer is not None for p in t.params}
     for update, outside in obs.outside:
-        names = [name for name, p in outside if id(p) not in tracked]
+        names = [name for name, p, before in outside if id(p) not in tracked and _unmoved(p, before)]
         if names:
             listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
             obs.note("head_after_optimizer", f"update {update}: {len(names)} parameter tensors ({listed}) received "

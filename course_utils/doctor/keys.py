@@ -195,9 +195,23 @@ def batch_tensors(batch: object) -> list[torch.Tensor]:
     return found
 
 
-def batch_keys(batch: object) -> Keys | None:
+def batch_second(batch: object, batch_size: int | None) -> bool:
+    """Are the batch's examples along dimension 1 ([seq_len, batch], as an RNN's time-major batches and
+    bentrevett's seq2seq collate them)? Yes where the loader's batch size is dimension 1's and not dimension 0's,
+    or, for a short last batch, where every tensor of two or more dimensions agrees on dimension 1 and not on 0."""
+    tensors = [t for t in batch_tensors(batch) if t.dim() >= 2]
+    if not tensors:
+        return False
+    if batch_size:
+        first, second = ({t.shape[d] == batch_size for t in tensors} for d in (0, 1))
+        if first != second:
+            return second == {True}
+    return len(tensors) > 1 and len({t.shape[0] for t in tensors}) > 1 and len({t.shape[1] for t in tensors}) == 1
+
+
+def batch_keys(batch: object, examples_second: bool = False) -> Keys | None:
     """Keys of the examples in one collated CPU batch: its inputs (``input_ids`` without padding, or the first
-    tensor); None if there is no CPU tensor to read."""
+    tensor, along dimension 1 when `examples_second`); None if there is no CPU tensor to read."""
     mask = None
     if isinstance(batch, Mapping):
         inputs = batch.get("input_ids")
@@ -208,6 +222,8 @@ def batch_keys(batch: object) -> Keys | None:
         inputs = next(iter(batch_tensors(batch)), None)
     if inputs is None or inputs.device.type != "cpu" or inputs.dim() == 0:
         return None
+    if examples_second and inputs.dim() >= 2:
+        inputs = inputs.transpose(0, 1)
     if isinstance(mask, torch.Tensor) and mask.shape == inputs.shape and inputs.dim() == 2:
         rows = [r[m.bool()] for r, m in zip(inputs, mask)]
         return Keys("rows", np.array([row_keys(_numpy(r)[None, :])[0] for r in rows], np.uint64), len(rows))

@@ -58,7 +58,8 @@ class DataWatch:
         source = self._source(iterator._dataset)
         source.batches += 1
         if not source.readable and len(source.flow) < 100_000:
-            found = keys.batch_keys(batch)
+            batch_size = getattr(iterator._index_sampler, "batch_size", None)
+            found = keys.batch_keys(batch, keys.batch_second(batch, batch_size))
             if found is not None:
                 source.flow.append(found)
         self._serial += 1

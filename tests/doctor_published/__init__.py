@@ -47,7 +47,16 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          # them only (tacotron2, simclr, haitongli: 3 of 20 -> 9 of 20); the other three were graded again after
          # (pytorch_unet, informer_exp, sbert_fit: 15 of 20 -> 15 of 20), and two last changes made from them
          # (Pytorch-UNet's `dice_score = 0` start; sentence-transformers' kept iterators and tokenized sides) 17
-         "tacotron2_train", "simclr_sthalles", "haitongli_kd", "pytorch_unet", "informer_exp", "sbert_fit")
+         "tacotron2_train", "simclr_sthalles", "haitongli_kd", "pytorch_unet", "informer_exp", "sbert_fit",
+         # added in stop 59, round 4: six loops written by two helpers who never saw the doctor (MoCo, DeiT, DINO,
+         # fast neural style, bentrevett's seq2seq, improved-diffusion), graded before any change: 35 of 47 cases
+         # right, one false finding in 7 cases (the seq2seq's time-major [seq_len, batch] batches read as
+         # examples along dimension 0: its all-<sos> first row "leaked") and one in improved-diffusion's fp16 loop
+         # (the half model's parameters, outside the optimizer of float32 masters, named a head added after it);
+         # after the example dimension was read from the loader's batch size and a parameter outside every
+         # optimizer that still moves was taken as updated another way: 42 of 47; the five left are known misses
+         "moco_pretrain", "deit_train", "examples_neural_style", "bentrevett_seq2seq", "dino_main",
+         "improved_diffusion_train")
 # Cases of the loops held out in stop 49's second round that the doctor does not get right yet (graded before any
 # change: 16 of 34 right; 20 after four general fixes: frozen stages, per-example sums, nested outputs, a softmax
 # reaching the loss through copies; 31 in stop 50, after five more: a loop that stops inside an epoch, a validation
@@ -77,6 +86,24 @@ KNOWN_MISSES = {
                                                      "zero_grad_dropped", "validation_loss_kept_as_tensor")},
     "sbert_fit:encode_without_no_grad": _SOURCELESS_ENCODE,
     "sbert_fit:encode_without_eval": _SOURCELESS_ENCODE,
+    # round 4 (stop 59)
+    "examples_neural_style:half_precision_checkpoints": "each checkpoint calls .half() then .float() on the same "
+                                                        "parameters: the model is back in float32 before the next "
+                                                        "step, so no step runs in half; the rounding to fp16 is not "
+                                                        "seen",
+    "dino_main:schedules_indexed_by_epoch": "a rate written into param_groups by hand from a per-iteration array, "
+                                            "indexed by epoch: with no scheduler object the doctor has no schedule "
+                                            "length to compare the cadence with",
+    "improved_diffusion_train:microbatch_not_dividing_the_batch": "micro-batches are slices of one loader batch "
+                                                                  "(3, 3, 2), each mean backpropagated as is: the "
+                                                                  "weights are judged only across loader batches",
+    "improved_diffusion_train:fp16_set_up_after_the_optimizer": "the optimizer holds the model's parameters, cast "
+                                                                "to half after it was built, then overwritten from "
+                                                                "float32 masters made outside it: not recognised",
+    "bentrevett_seq2seq:validation_loader_on_training_pairs": "the validation loader reads the very list the "
+                                                              "training loader reads: one dataset that trains and "
+                                                              "evaluates is taken as training data evaluated on "
+                                                              "purpose, so no validation split is compared",
 }
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
