@@ -26,6 +26,9 @@ SUPPORT = (
      ("accelerate_cv_example", "accelerate_nlp_example", "test_dict_batches_model_kwargs_numpy_and_token_streams")),
     ("", "NumPy arrays and 1-D token streams without a DataLoader (pass `train_data=`, `val_data=`)",
      ("nanogpt_train", "examples_word_language_model")),
+    ("", "time-major batches (`[seq_len, batch]`, as an RNN's seq2seq collates them): the examples are read along "
+         "the dimension the loader's batch size names",
+     ("bentrevett_seq2seq",)),
     ("evaluation", "validation losses read with `.item()` and averaged as a Python sum, or in one call: `np.mean`, "
                    "`statistics.mean`, `torch.tensor(list).mean()`",
      ("makemore_train", "examples_imagenet", "test_a_mean_of_readings_taken_in_one_call_is_checked")),
@@ -34,6 +37,9 @@ SUPPORT = (
     ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",
      ("learner amp_cpu_scaler_accumulation", "learner amp_fp16_skipped_steps",
       "test_grad_scaler_accumulation_judged_by_examples")),
+    ("", "a half model trained through float32 master copies that the optimizer holds and writes back after "
+         "each step (the recipe before autocast)",
+     ("improved_diffusion_train",)),
     ("", "float16 or bfloat16 autocast with a GradScaler on CUDA; gradients and evaluations read on the GPU "
          "(the same tests, run only where a GPU is present)",
      ("test_grad_scaler_accumulation_judged_by_examples", "test_weights_bitwise_unchanged_under_autocast_and_a_scaler",
