@@ -562,3 +562,17 @@ def test_the_launchers_local_rank_argument_is_quoted_as_argparse_words_it(tmp_pa
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode != 0
     assert entry.message in done.stderr, done.stderr[-2000:]
+
+
+def test_explain_read_by_a_reader_that_leaves_early_ends_without_a_traceback():
+    """`python -m course_utils.explain < error.txt | head -0`: the reader has closed the pipe before the answer is
+    printed; the command ends quietly with its usual exit code, not with a BrokenPipeError traceback."""
+    message = "RuntimeError: " + recorded()[ENTRIES[0].id]["messages"][0]
+    process = subprocess.Popen([sys.executable, "-m", "course_utils.explain"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process.stdout.close()                   # the reader is gone before the command has imported torch
+    process.stdin.write(message.encode())
+    process.stdin.close()
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0, error
+    assert "Traceback" not in error and "BrokenPipe" not in error, error
