@@ -576,3 +576,13 @@ def test_explain_read_by_a_reader_that_leaves_early_ends_without_a_traceback():
     error = process.stderr.read().decode()
     assert process.wait(timeout=120) == 0, error
     assert "Traceback" not in error and "BrokenPipe" not in error, error
+
+
+def test_newer_pythons_words_for_an_unpicklable_file_are_shown_as_the_recorded_ones():
+    """CPython's newer _io refuses to pickle a file as "cannot pickle 'BufferedReader' instances" (3.11: "... '_io.
+    BufferedReader' object"): a run on either prints the recorded message, so the chapters' outputs hold on both."""
+    from course_utils.atlas.runner import normalise_run
+    assert normalise_run("cannot pickle 'BufferedReader' instances") == \
+        recorded()["spawn-dataset-open-handle"]["messages"][0]
+    assert normalise_run("cannot pickle 'FileIO' instances") == recorded()["spawn-dataset-open-handle"]["messages"][1]
+    assert normalise_run("cannot pickle 'Environment' object") == "cannot pickle 'Environment' object"

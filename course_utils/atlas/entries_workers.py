@@ -309,8 +309,10 @@ ENTRIES = (
         wordings=("cannot pickle 'Environment' object",     # LMDB's handle (BasicSTISR#1, torch 2.3.1, Windows)
                   "can't pickle Environment objects",        # Python 3.7's words (pytorch/vision#689)
                   "h5py objects cannot be pickled"),         # h5py's own words for its File (SOFA#18)
-        python_note="Python's own words, the same in 3.11, 3.12 and 3.13 (3.11 run here). torch also warns, before "
-                    "the error, that a pickle error stopped a worker from starting.",
+        python_note="Python's own words: 3.11 says \"cannot pickle '_io.BufferedReader' object\" (run here); "
+                    "CPython's newer _io says \"cannot pickle 'BufferedReader' instances\" (read in its source, not "
+                    "run here), shown in 3.11's words. torch also warns, before the error, that a pickle error "
+                    "stopped a worker from starting.",
     ),
     Entry(
         id="spawn-without-main-guard", stage="data", chapter=1,

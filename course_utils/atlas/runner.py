@@ -40,6 +40,10 @@ RUN_NORMALISATION = (
     (re.compile(r"\(Triggered internally at [^)]*\)"), "(Triggered internally at <torch source>)"),
     (re.compile(r"(max number of worker in current system is )\d+"), r"\1<cpus>"),
     (re.compile(r"(Timed out after )\d+( seconds waiting for clients)"), r"\1<seconds>\2"),   # how long it waited
+    # an open file refuses pickling as "cannot pickle '_io.BufferedReader' object" in 3.11 and, in CPython's newer
+    # _io (read in its source), as "cannot pickle 'BufferedReader' instances": shown in 3.11's words
+    (re.compile(r"cannot pickle '(?:_io\.)?(BufferedReader|BufferedWriter|BufferedRandom|FileIO|TextIOWrapper)' "
+                r"(?:object|instances)"), r"cannot pickle '_io.\1' object"),
     # Python's pickle words a local function "Can't pickle local object" up to 3.12, "Can't get local object" in 3.13
     (re.compile(r"Can't (?:pickle|get) local object"), "Can't pickle local object"),
     # pickle names the module it searched by its repr, which depends on how the loading script was started: "from
