@@ -74,6 +74,26 @@ mask = (torch.rand(4) > p).float()
 print("mask", mask.tolist(), "-> output", [sig(v) for v in (x4 * mask / (1 - p)).tolist()])
 
 # %% [markdown]
+# So torch scales while *training* (this is called inverted dropout): evaluation does not divide by 1 − p or
+# multiply by anything. Which way does that move a loss? Take p = 0.7, the spiral MLP, and the same 300 training
+# examples and weights measured both ways: the eval-mode loss once, the train-mode loss averaged over 100 masks.
+
+# %% tags=["answers-dropout-loss-gap"]
+from course_utils.chapters.ch04_dropout_gap import dropout_gap_lines
+
+print("\n".join(dropout_gap_lines(p=0.7)))
+
+# %% [markdown]
+# Evaluation gives the *lower* loss, every time. With the dropout straight before the last Linear layer it has
+# to: the eval-mode logits are exactly the average of the train-mode logits over all masks, and the average of a
+# convex loss is at least the loss of the average. Deeper in, before another ReLU, no rule forces it, and on
+# these seeds it held anyway. So when a validation loss is several times the training loss from the first
+# batches, dropout's scaling is not why. Compare like with like: evaluate a few *training* batches in eval mode.
+# If they are low too, the validation data differ (another distribution, other preprocessing); if they are
+# high, something else changes in eval mode, such as BatchNorm's running statistics (below), or the two losses
+# are not averaged alike (the averages further down this chapter).
+
+# %% [markdown]
 #
 # BatchNorm next. In train mode it normalises with the mean and variance *of this batch*.
 # In eval mode it uses the running averages it collected during training.
