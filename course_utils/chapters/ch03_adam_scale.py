@@ -78,3 +78,21 @@ def loss_factor_gaps(factors: tuple[float, ...], seeds: range, steps: int = 20) 
                 scaled = _weights_after(optimizer, c, seed, steps)
                 gaps[optimizer][c].append(((plain - scaled).abs().max() / plain.abs().max()).item())
     return gaps
+
+
+def adamw_decay_per_step(lr: float, decay: float = 0.1, steps: int = 4, schedule: bool = False) -> list[float]:
+    """AdamW on a weight of 1.0 whose gradient is always 0, so only the decay moves it: each step's factor
+    w_new / w_old (chapter 3). With `schedule`, a cosine schedule over `steps` updates lowers the rate each step.
+    In float64, so that the printed factors carry no float32 rounding (which moves from one CPU to another)."""
+    w = torch.nn.Parameter(torch.ones(1, dtype=torch.float64))
+    opt = torch.optim.AdamW([w], lr=lr, weight_decay=decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if schedule else None
+    factors = []
+    for _ in range(steps):
+        before = w.item()
+        w.grad = torch.zeros_like(w)
+        opt.step()
+        factors.append(w.item() / before)
+        if sched:
+            sched.step()
+    return factors

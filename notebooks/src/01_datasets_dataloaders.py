@@ -274,6 +274,24 @@ for persistent in (False, True):
           f"{worker_starts(persistent, epochs=3, num_workers=2)} worker processes started")
 
 # %% [markdown]
+# Persistence has a price. Each worker holds its own copy of the dataset, made when the worker starts. A dataset
+# whose `__getitem__` depends on something the main process changes between epochs (`dataset.set_epoch(epoch)`
+# for a per-epoch augmentation or sampling mapping, a curriculum stage) changes only the main process's copy.
+# Here each example reports the epoch its copy believes it is, with `set_epoch(epoch)` called before each epoch:
+
+# %% tags=["answers-persistent-worker-state"]
+from course_utils.chapters.ch01_worker_state import worker_state_lines
+
+print("\n".join(worker_state_lines()))
+
+# %% [markdown]
+# Workers started every epoch copy the dataset again, so they see the new value; persistent workers keep the copy
+# they started with and replay epoch 0 for ever, without a word. A tensor in shared memory
+# (`share_memory_()`, written in place with `fill_`) is one block of memory that every worker maps, so a write in
+# the main process reaches them all. The other fix is to keep per-epoch randomness out of the dataset: a sampler
+# runs in the main process, which is why `DistributedSampler.set_epoch` (chapter 2) works with any workers.
+
+# %% [markdown]
 # A worker is also a process with its own torch settings. The DataLoader sets `torch.set_num_threads(1)` in each
 # worker, so that k workers do not each start as many threads as the machine has cores: a transform written
 # with torch operations runs on one thread there, whatever the main process uses.
@@ -287,6 +305,24 @@ for what, result in threads_where_loaded(num_workers=2).items():
 # %% [markdown]
 # Only torch's own setting is changed. Libraries with thread pools of their own (OpenCV, a NumPy linked to a
 # threaded BLAS) keep theirs in every worker; limit them in a `worker_init_fn` (not measured here).
+
+# %% [markdown]
+# What does a loader that cannot keep up look like from the loop? Each worker builds a whole batch. When that
+# takes longer than a training step, all k workers finish at about the same moment, the loop takes their k
+# batches at once, then waits a whole batch's loading time for the next round. Four workers, a dataset that
+# takes 0.1 s per example (reading and decoding an image), and a loop that does nothing with its batches (a
+# fast GPU):
+
+# %% tags=["answers-loader-bottleneck-rhythm"]
+from course_utils.chapters.ch01_worker_rhythm import rhythm_lines
+
+print("\n".join(rhythm_lines(num_workers=4)))
+
+# %% [markdown]
+# Bursts of k batches, then a pause: that rhythm, with a GPU mostly idle, says the loop is waiting for data, not
+# computing. The cure is on the loading side: cheaper examples (decode once and cache, smaller files), more workers
+# if there are free cores, or a larger `prefetch_factor` only to smooth the bursts (it cannot raise the rate at
+# which k workers produce batches).
 
 # %% [markdown]
 # One trap: workers started with **spawn** (the default on macOS and Windows, and Python 3.14 makes
@@ -678,7 +714,7 @@ for what, result in loader_knobs().items():
 # own words, with its fix run beside it. It stays folded until you need it; chapter 9 holds the whole atlas,
 # and a box that finds the entry for a message you paste.
 
-# %%
+# %% tags=["answers-collate-unsupported-type"]
 from course_utils.widgets.explain_view import errors_here
 
 errors_here(1)

@@ -372,6 +372,25 @@ for case, gaps in decay_in_the_loss_gaps(decay=0.1, seeds=range(3)).items():
 # as strong; a penalty on some weights only (an embedding's norm, the rows of this batch) is another
 # regulariser; and AdamW's decoupled decay is a third. A swap that "made results worse" is one of these three.
 #
+# "Decoupled" means apart from the gradient, not apart from the learning rate: AdamW multiplies each weight by
+# 1 − lr·λ at every step. A weight whose gradient is always 0, so that only the decay moves it, with λ = 0.1:
+
+# %% tags=["answers-adamw-decay-lr"]
+from course_utils.chapters.ch03_adam_scale import adamw_decay_per_step
+
+for label, factors in (("lr 1e-3", adamw_decay_per_step(1e-3)), ("lr 1e-2", adamw_decay_per_step(1e-2)),
+                       ("lr 1e-2, 4-step cosine", adamw_decay_per_step(1e-2, schedule=True))):
+    print(f"AdamW(weight_decay=0.1), {label + ':':23} shrink per step (1 - w_new / w_old) "
+          f"{[sig(1 - f, 3) for f in factors]}")
+
+# %% [markdown]
+# The shrink is lr·λ: ten times the rate, ten times the decay, and under a schedule it falls with the rate.
+# Change the learning rate or the schedule and you have changed the regularisation too; to keep it, keep
+# lr·λ fixed (halve λ when you double lr). torch's three AdamW implementations (the default `foreach`, the
+# plain loop and `fused=True`) all decay this way.
+
+# %% [markdown]
+#
 # Adam's step of about lr per weight has a consequence for targets in the hundreds or thousands (prices, counts): a
 # network starts near output 0, and Adam moves each weight by about lr per step, so it spends its steps
 # walking the shared bias and the output layer towards the targets' mean, and predicts nearly the same value
@@ -895,6 +914,42 @@ for input_needs_grad in (False, True):
 # recommends is `use_reentrant=False`, which tracks the block's parameters whatever the inputs (not run here:
 # its first call alone costs more than this chapter's budget for a cell); with the reentrant form, make the
 # input require grad (`enable_input_require_grads()` in Hugging Face models does exactly that).
+
+# %% [markdown]
+# ## What you can add to autograd: a Function, a gradient hook, a forward hook
+#
+# Three ways code you did not write (a quantiser, a pruning library, a privacy or explanation tool) changes
+# what backward does. A custom `torch.autograd.Function` gives an operation your own backward: here `sign()`,
+# whose true gradient is 0 almost everywhere, with a *straight-through* backward that passes the gradient on
+# unchanged (how binarised and compressed models train). Its forward takes the tensor and a flag, so backward
+# must return two values, one per input, in order: `None` for the flag.
+
+# %% tags=["answers-custom-function"]
+from course_utils.chapters.ch03_autograd_extras import custom_function_lines, forward_hook_lines, hook_lines
+
+print("\n".join(custom_function_lines()))
+
+# %% [markdown]
+# A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
+# changed one, before it is added to `.grad`. A pruning tool uses it to keep pruned weights at 0: their gradient
+# is masked, so no step moves them. A frozen parameter never gets a gradient, so torch refuses a hook on it at
+# once; hook only the parameters with `requires_grad` True.
+
+# %% tags=["answers-tensor-hooks"]
+print("\n".join(hook_lines()))
+
+# %% [markdown]
+# A *forward* hook (`module.register_forward_hook(fn)`) runs after every forward call, and `no_grad` does not
+# stop it: `no_grad` only stops autograd from recording. A tool that keeps each layer's input while the module
+# is in train mode (per-example gradients for differential privacy work this way) keeps them during an
+# evaluation under `no_grad` too, unless the model is in eval mode:
+
+# %% tags=["answers-forward-hook-no-grad"]
+print("\n".join(forward_hook_lines()))
+
+# %% [markdown]
+# 10 tensors for 5 batches, one per hooked layer per batch, each alive as long as the hook's list: memory that
+# grows through the evaluation although nothing records a graph. `model.eval()` is what such hooks read.
 
 # %% [markdown]
 # ## Clipping's flags

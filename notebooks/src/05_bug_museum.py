@@ -208,7 +208,7 @@ for label, no_grad, keep in [("no_grad, log loss.item()", True, False),
 #
 # Three claims you will read online, measured. First, freezing after building the optimizer:
 
-# %%
+# %% tags=["answers-freeze-after-optimizer"]
 for opt in ["sgd", "momentum", "adam", "adamw"]:
     for set_to_none in (True, False):
         d = BUGS["freeze_after_optimizer"].demo(opt, set_to_none=set_to_none)

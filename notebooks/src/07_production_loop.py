@@ -144,6 +144,22 @@ for before in (1, 2):
 print("unseeded runs identical:", unseeded[0][1] == unseeded[1][1])
 
 # %% [markdown]
+# "Everything is seeded" is a claim about three streams. torch draws initial weights, shuffles and dropout
+# masks from its own; augmentation libraries and helpers often draw from NumPy's global stream or from Python's
+# `random`. A tiny run whose augmentation uses all three (noise from torch, a scale from NumPy, a flip from
+# `random`), run twice for every choice of streams seeded, the others starting as two different processes would:
+
+# %% tags=["answers-seed-streams"]
+from course_utils.chapters.ch07_seed_streams import seed_stream_lines
+
+print("\n".join(seed_stream_lines()))
+
+# %% [markdown]
+# Only all three together repeat the run. When seeded runs still differ on the CPU, look for the stream you did
+# not seed (a library's own `random.random()`, a NumPy call inside a transform) before suspecting the kernels;
+# `seed_everything` seeds all three. On a GPU, non-deterministic kernels are a further cause (below).
+
+# %% [markdown]
 # One trap hides in every DataLoader. Starting an epoch draws a base seed for the workers, from the
 # loader's own `generator` if it has one, else from torch's **global** stream, even with `shuffle=False`
 # and no workers. So a validation pass through a loader without a generator moves the global stream, and
@@ -769,6 +785,26 @@ except ValueError as error:
 # of 1e-4 whose square underflows) divides by zero: NaN and -inf weights. Autocast avoids all of this by
 # keeping weights, gradients and optimizer state in float32 and casting per operation; `.half()` makes the
 # weights and gradients fp16, which `GradScaler` refuses to unscale (keep float32 weights, or raise `eps`).
+
+# %% [markdown]
+# Small numbers are one half of the story; the other is small *changes*. A format with few significant bits has
+# wide gaps between neighbouring numbers, and an update smaller than half the gap rounds back to where it
+# started. Where does that bite? Store the weights themselves in bf16 (`model.to(torch.bfloat16)`, as
+# some fine-tuning scripts do to save memory) and train a Linear-LayerNorm-ReLU-Linear model with AdamW, whose
+# every update is about the learning rate in size; then the same in float32 under bf16 autocast:
+
+# %% tags=["answers-bf16-stored-weights"]
+from course_utils.chapters.ch07_bf16_weights import bf16_weight_lines
+
+print("\n".join(bf16_weight_lines()))
+
+# %% [markdown]
+# A LayerNorm weight starts at exactly 1.0, where bf16's neighbours are 0.0039 below and 0.0078 above: an
+# update of 1e-4, or even 1e-3, rounds back to 1.0, every time, so those weights never train. Weights near 0
+# have finer gaps and some of them move, which is why the run still looks alive while it learns far less.
+# fp16 has the same problem at smaller rates. Autocast does not: it computes in bf16 but keeps the weights,
+# and so every update, in float32 (a *master copy*). If memory forces bf16 weights, keep a float32 copy for the
+# optimizer to update; raising the learning rate until updates clear the gap changes the training, not the gap.
 
 # %% [markdown]
 #

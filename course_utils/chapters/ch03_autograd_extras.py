@@ -1,0 +1,105 @@
+"""Chapter 3: what a learner adds to autograd. A custom ``torch.autograd.Function`` (a straight-through sign, the
+binarizer of quantised and compression models) must return one gradient per forward input; a gradient hook
+(``Tensor.register_hook``) edits a gradient on its way to ``.grad`` and exists only for tensors that require grad;
+a forward hook runs on every call, ``no_grad`` or not, so a hook that keeps activations in train mode (as
+per-example-gradient tools do) keeps them during a no_grad evaluation too."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SignSTE(torch.autograd.Function):
+    """sign() forward; backward passes the gradient straight through (its true derivative is 0 almost everywhere)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, training: bool) -> torch.Tensor:
+        return x.sign()
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return grad_output, None        # one value per forward input: None for the flag
+
+
+class SignSTEShort(SignSTE):
+    """The same with backward returning one value for two inputs."""
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return grad_output
+
+
+def custom_function_lines() -> list[str]:
+    x = torch.tensor([-1.5, -0.2, 0.3, 2.0], requires_grad=True)
+    x.sign().sum().backward()
+    true_grad = x.grad.tolist()
+    x.grad = None
+    SignSTE.apply(x, True).sum().backward()
+    lines = [f"torch.sign's own gradient: {true_grad} (nothing would train through it)",
+             f"SignSTE (straight through), backward returns (grad_output, None): x.grad = {x.grad.tolist()}"]
+    try:
+        SignSTEShort.apply(x, True).sum().backward()
+    except RuntimeError as error:
+        lines.append(f"backward returning grad_output alone: RuntimeError: {error}")
+    return lines
+
+
+def _pruned_run(hooked: bool) -> tuple[nn.Sequential, torch.Tensor, torch.Tensor]:
+    """Layer 0 of a small model pruned to every other weight, trained 5 SGD steps with its head frozen; with
+    `hooked`, a gradient hook masks the pruned weights' gradients. (model, mask, layer 0's weights at the start)"""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    mask = (torch.arange(16).reshape(4, 4) % 2 == 0).float()
+    with torch.no_grad():
+        model[0].weight.mul_(mask)
+    start = model[0].weight.detach().clone()
+    if hooked:
+        model[0].weight.register_hook(lambda grad: grad * mask)
+    model[2].requires_grad_(False)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(5):
+        optimizer.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+    return model, mask, start
+
+
+def hook_lines() -> list[str]:
+    lines = []
+    for hooked in (False, True):
+        model, mask, start = _pruned_run(hooked)
+        weight = model[0].weight.detach()
+        lines.append(f"{'with a gradient hook masking' if hooked else 'without a hook on':28} layer 0, 5 SGD steps: "
+                     f"pruned weights still 0: {int((weight[mask == 0] == 0).sum())} of {int((mask == 0).sum())}; "
+                     f"kept weights that moved: {int((weight[mask == 1] != start[mask == 1]).sum())} of "
+                     f"{int(mask.sum())}")
+    try:
+        model[2].weight.register_hook(lambda grad: grad)
+    except RuntimeError as error:
+        lines.append(f"register_hook on the frozen head's weight: RuntimeError: {error}")
+    return lines
+
+
+def forward_hook_lines(batches: int = 5) -> list[str]:
+    """A forward hook that keeps each layer's input while the module is in train mode, as a per-example-gradient
+    tool does, and an evaluation under no_grad in each mode."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 2))
+    kept: list[torch.Tensor] = []
+
+    def keep_input(module, inputs, output):
+        if module.training:
+            kept.append(inputs[0])
+
+    for layer in (model[0], model[2]):
+        layer.register_forward_hook(keep_input)
+    lines = []
+    for mode in ("train", "eval"):
+        kept.clear()
+        model.train(mode == "train")
+        with torch.no_grad():
+            for _ in range(batches):
+                model(torch.randn(256, 64))
+        lines.append(f"no_grad evaluation of {batches} batches in {mode} mode: the hook kept {len(kept)} tensors, "
+                     f"{sum(t.numel() * t.element_size() for t in kept) // 1024} KiB")
+    return lines

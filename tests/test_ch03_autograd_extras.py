@@ -1,0 +1,46 @@
+"""Chapter 3: a custom Function's gradient count, gradient hooks, forward hooks under no_grad, AdamW's lr-coupled decay."""
+import pytest
+import torch
+
+from course_utils.chapters.ch03_adam_scale import adamw_decay_per_step
+from course_utils.chapters.ch03_autograd_extras import (SignSTE, _pruned_run, custom_function_lines,
+                                                        forward_hook_lines, hook_lines)
+
+
+def test_the_straight_through_sign_passes_the_upstream_gradient_and_the_short_backward_is_refused():
+    x = torch.randn(6, requires_grad=True)
+    (SignSTE.apply(x, False) * torch.arange(6.0)).sum().backward()
+    assert torch.equal(x.grad, torch.arange(6.0))
+    lines = custom_function_lines()
+    assert lines[0].startswith("torch.sign's own gradient: [0.0, 0.0, 0.0, 0.0]")
+    assert lines[2].endswith("returned an incorrect number of gradients (expected 2, got 1)")
+
+
+def test_the_gradient_hook_is_what_keeps_pruned_weights_at_zero():
+    for hooked in (False, True):
+        model, mask, start = _pruned_run(hooked)
+        pruned = model[0].weight.detach()[mask == 0]
+        assert bool((pruned == 0).all()) is hooked
+        assert (model[0].weight.detach()[mask == 1] != start[mask == 1]).all()
+    assert hook_lines()[2].endswith("cannot register a hook on a tensor that doesn't require gradient")
+
+
+def test_a_forward_hook_keeps_activations_under_no_grad_in_train_mode_only():
+    train, evaluation = forward_hook_lines(batches=3)
+    assert "kept 6 tensors" in train and "kept 0 tensors, 0 KiB" in evaluation
+
+
+@pytest.mark.parametrize("kind", [{"foreach": False}, {"foreach": True}, {"fused": True}])
+def test_adamw_shrinks_by_lr_times_decay_in_every_implementation(kind):
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([w], lr=0.02, weight_decay=0.3, **kind)
+    w.grad = torch.zeros(3)
+    opt.step()
+    assert 1 - w[0].item() == pytest.approx(0.02 * 0.3, rel=1e-5)
+
+
+def test_the_decay_follows_the_learning_rate_and_its_schedule():
+    assert [1 - f for f in adamw_decay_per_step(1e-3, decay=0.2)] == pytest.approx([2e-4] * 4, rel=1e-4)
+    cosine = [1 - f for f in adamw_decay_per_step(1e-2, decay=0.1, steps=4, schedule=True)]
+    expected = [1e-2 * 0.1 * (1 + torch.cos(torch.tensor(torch.pi * t / 4)).item()) / 2 for t in range(4)]
+    assert cosine == pytest.approx(expected, rel=1e-4)
