@@ -138,3 +138,17 @@ def test_two_networks_detach_keeps_d_out_of_g_and_reusing_ds_output_after_its_st
     assert r["G's loss on the same D(G(z)) after D's step (retain_graph=True)"].startswith(
         "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace")
     assert r["G's loss on a fresh D(G(z)) after D's step: G's .grad filled"]
+
+
+def test_a_step_written_through_data_goes_unseen_and_gives_a_gradient_of_neither_d():
+    """torch <= 1.4's optimizers wrote through .data: G's backward then mixes old activations with new weights."""
+    from course_utils.chapters.ch03_loop_errors import _silent_old_order
+
+    for seed in (1, 2):
+        r = _silent_old_order(seed)
+        assert r["the same, D's step written through .data (what torch <= 1.4 did): G's backward"] == "ran, silently"
+        assert r["  its gradient equals G's gradient through D before the step / after it"] == "False / False"
+    w = torch.nn.Parameter(torch.ones(2))
+    version = w._version
+    w.data.add_(1.0)
+    assert w._version == version          # the write autograd's version counter does not count

@@ -28,3 +28,13 @@ def test_a_run_is_repeatable_and_bad_names_are_refused(study):
     assert spike_run(3, "AdamW", True, None) == study["AdamW", "spike", 3]
     with pytest.raises(ValueError, match="optimizer must be one of"):
         spike_run(0, "Adam", False, None)
+
+
+def test_clipping_before_a_step_that_normalises_the_gradient_changes_nothing():
+    """SAM's first pass uses g / ||g||: a clip there cancels; before the second pass it changes the update,
+    and a threshold above the norms changes nothing anywhere."""
+    from course_utils.chapters.ch03_clip_optim import sam_clip_placement
+
+    for seed in (2, 3):
+        assert list(sam_clip_placement(max_norm=0.05, seed=seed).values()) == [True, True, False]
+        assert list(sam_clip_placement(max_norm=100.0, seed=seed).values()) == [True, True, True]

@@ -407,3 +407,29 @@ def test_a_loaders_per_batch_tensors_averaged_in_one_call_are_checked(average):
             assert abs(value - sum(float(v) for v in chosen) / len(chosen)) < 1e-5
         found[n_val, which] = "mean_of_batch_means" in doctor.report().names
     assert found == {(10, "all"): True, (12, "all"): False, (10, "two of three"): False, (10, "per class"): False}
+
+
+@pytest.mark.parametrize("n_val", [10, 12])
+def test_batch_means_summed_and_divided_by_the_examples_are_named_only_for_a_mean_reduced_loss_module(n_val):
+    """`test_loss += criterion(out, y).item()` then `test_loss /= len(loader.dataset)` (pytorch-cifar100's
+    eval_training): with nn.CrossEntropyLoss() (reduction="mean") each term is a batch's mean, so the result is
+    about 1/B of the mean loss, named whether or not the batches are equal; with reduction="sum" (pytorch/examples'
+    MNIST) it is the right mean; with F.cross_entropy the reduction is not seen, and nothing is named."""
+    found = {}
+    for how in ("module mean", "module sum", "function"):
+        criterion = {"module mean": nn.CrossEntropyLoss(), "module sum": nn.CrossEntropyLoss(reduction="sum"),
+                     "function": nn.functional.cross_entropy}[how]
+        model, train = _mlp(), Augmented(32, 1)
+        val = TensorDataset(torch.randn(n_val, 4), torch.randint(0, 3, (n_val,)))
+        loader = DataLoader(val, batch_size=4)
+        with LoopDoctor(model) as doctor:
+            _train(model, DataLoader(train, batch_size=8), epochs=1)
+            model.eval()
+            total = 0.0
+            with torch.no_grad():
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+            total / len(loader.dataset)
+        found[how] = doctor.report().names
+    assert found == {"module mean": ("mean_of_batch_means",), "module sum": (), "function": ()}
+    assert nn.CrossEntropyLoss.__call__ is nn.Module.__call__      # the wrapper is gone after the doctor

@@ -244,3 +244,38 @@ def scaler_knobs() -> dict[str, object]:
         out["autocast('cpu', bfloat16, cache_enabled=False): a Linear's output dtype"] = str(
             nn.Linear(2, 2)(torch.ones(1, 2)).dtype)
     return out
+
+
+def sam_clip_placement(max_norm: float = 0.05, rho: float = 0.05, seed: int = 0) -> dict[str, bool]:
+    """Sharpness-aware minimisation's two passes, written out (chapter 3): the first gradient only sets the
+    direction of a perturbation e = rho * g / ||g||, the second, taken at w + e, makes the update. Where does
+    clip_grad_norm_ act? A clip before the first step rescales g by a positive factor, which the division by its
+    norm undoes; before the second it changes the update."""
+    def run(clip_first: bool, clip_second: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        params = list(model.parameters())
+        nn.functional.mse_loss(model(x), y).backward()
+        if clip_first:
+            nn.utils.clip_grad_norm_(params, max_norm)
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params))
+        with torch.no_grad():
+            e = [rho * p.grad / norm for p in params]            # first_step: climb to w + e
+            for p, ei in zip(params, e):
+                p.add_(ei)
+        model.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        if clip_second:
+            nn.utils.clip_grad_norm_(params, max_norm)
+        with torch.no_grad():                                     # second_step: back to w, then SGD with lr 0.1
+            for p, ei in zip(params, e):
+                p.sub_(ei).sub_(0.1 * p.grad)
+        return torch.cat([ei.flatten() for ei in e]), torch.cat([p.detach().flatten() for p in params])
+
+    e0, w0 = run(False, False)
+    e1, w1 = run(True, False)
+    _, w2 = run(False, True)
+    return {"clip before first_step: the perturbation unchanged": bool(torch.allclose(e0, e1)),
+            "clip before first_step: the update unchanged": bool(torch.allclose(w0, w1)),
+            "clip before second_step: the update unchanged": bool(torch.allclose(w0, w2))}

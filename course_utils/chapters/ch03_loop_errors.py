@@ -12,6 +12,8 @@ Every function returns facts (exception type names, booleans, counts), never an 
 """
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 
 import torch
@@ -232,4 +234,36 @@ def two_network_rules(seed: int = 0) -> dict[str, object]:
     G.zero_grad()
     bce(D(G(z)), torch.ones(8, 1)).backward()         # G's loss through a fresh forward of the stepped D
     out["G's loss on a fresh D(G(z)) after D's step: G's .grad filled"] = G.weight.grad is not None
+    out.update(_silent_old_order(seed))
     return out
+
+
+def _silent_old_order(seed: int) -> dict[str, object]:
+    """What the same order computed before torch 1.5, whose optimizers wrote the new weights through `.data`, which
+    autograd's version counters do not see: D's step is applied here through `.data`, so G's backward runs, with
+    the activations saved by the forward before D's step and D's weights after it. Its gradient is compared with
+    G's gradient through D before its step (G's backward first) and after it (a fresh forward)."""
+    torch.manual_seed(seed)
+    G, D = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    z, real = torch.randn(8, 2), torch.randn(8, 3)
+    bce = nn.functional.binary_cross_entropy_with_logits
+
+    def g_grad(forward) -> torch.Tensor:
+        G.zero_grad()
+        bce(forward(), torch.ones(8, 1)).backward()
+        return G.weight.grad.clone()
+
+    before = g_grad(lambda: D(G(z)))
+    stepped = copy.deepcopy(D)
+    opt = torch.optim.Adam(stepped.parameters(), lr=0.01)
+    opt.zero_grad()
+    (bce(stepped(G(z).detach()), torch.zeros(8, 1)) + bce(stepped(real), torch.ones(8, 1))).backward()
+    opt.step()
+    d_fake = D(G(z))                                   # the forward before D's step
+    for p, q in zip(D.parameters(), stepped.parameters()):
+        p.data.copy_(q.detach())                       # D's step as torch <= 1.4 wrote it: unseen by autograd
+    mixed = g_grad(lambda: d_fake)
+    after = g_grad(lambda: D(G(z)))
+    return {"the same, D's step written through .data (what torch <= 1.4 did): G's backward": "ran, silently",
+            "  its gradient equals G's gradient through D before the step / after it":
+                f"{torch.allclose(mixed, before)} / {torch.allclose(mixed, after)}"}

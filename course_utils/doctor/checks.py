@@ -33,6 +33,7 @@ class Observations:
     notes: dict[tuple, int] = field(default_factory=dict)   # (what, model class) not counted as a bug -> times
     graph_evals_in_train_mode: list = field(default_factory=list)   # (forward, source): decided at report
     averages: list = field(default_factory=list)            # (first, last, k, smallest, largest) of each mean
+    weighted: set = field(default_factory=set)             # (forward, value) of readings multiplied by batch size
     evaluation_runs: list = field(default_factory=list)     # [first, last] runs of evaluation forward indices
     outside: list = field(default_factory=list)             # (update, [(name, parameter)]) outside optimizers
 

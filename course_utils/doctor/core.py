@@ -104,6 +104,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._made_from_list: tuple | None = None    # the last torch.tensor/stack(list of readings): (ref, list)
         self._tensor_sums: dict[int, tuple] = {}     # tensors summing readings: id -> (ref, terms or None)
         self._reading_source: int | None = None      # and the dataset its input came from
+        self._mean_loss = None                       # a weakref to the last loss module's batch-mean result
         self._scales: set[int] = set()                # where each GradScaler seen keeps its scale
         self._frozen: list = []
         self._depth = {"clip": 0, "sched": 0}

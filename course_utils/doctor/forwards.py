@@ -25,6 +25,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 from torch.nn.modules.instancenorm import _InstanceNorm
 
+from course_utils.doctor.keys import attribute_tensors
+
 KEEP_ROUNDS = 2       # a graph alive this many update rounds after its forward is kept by the loop
 _READS_TRAINING = re.compile(r"\bself\.training\b|\btraining\s*=\s*self\.training\b")
 
@@ -99,13 +101,14 @@ class Forward:
 
 def outputs(output: object, limit: int = 4, depth: int = 3) -> list[torch.Tensor]:
     """The tensors a forward returned, at most `limit`: a tensor, or in a tuple/list, dict or ModelOutput, nested up
-    to `depth` levels (a detector in eval mode returns a list of dicts of tensors)."""
+    to `depth` levels (a detector in eval mode returns a list of dicts of tensors), or held as the attributes of an
+    output object (a dataclass such as diffusers' `UNet2DOutput(sample=...)`)."""
     if isinstance(output, torch.Tensor):
         return [output]
     if depth == 0:
         return []
     values = output.values() if hasattr(output, "values") and callable(output.values) else \
-        output if isinstance(output, (tuple, list)) else ()
+        output if isinstance(output, (tuple, list)) else attribute_tensors(output)   # or an object's (a dataclass)
     found: list[torch.Tensor] = []
     for value in values:
         if len(found) >= limit:
@@ -115,8 +118,8 @@ def outputs(output: object, limit: int = 4, depth: int = 3) -> list[torch.Tensor
 
 
 def first_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The forward's example tensor: its first tensor argument (or the first tensor of a tuple or list argument),
-    or `input_ids`, or its first tensor kwarg."""
+    """The forward's example tensor: its first tensor argument (or the first tensor of a tuple or list argument, or
+    of an object holding tensors as attributes), or `input_ids`, or its first tensor kwarg."""
     for value in args:
         if isinstance(value, torch.Tensor):
             return value
@@ -126,6 +129,9 @@ def first_input(args: tuple, kwargs: dict) -> torch.Tensor | None:
             inner = next((v for v in value if isinstance(v, torch.Tensor)), None)
             if inner is not None:
                 return inner
+        held = attribute_tensors(value)             # an object holding them (DETR's NestedTensor)
+        if held:
+            return held[0]
     if isinstance(kwargs.get("input_ids"), torch.Tensor):
         return kwargs["input_ids"]
     return next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)

@@ -177,21 +177,34 @@ def readable(data: object) -> bool:
 
 # --- batches as they flow --------------------------------------------------------------------------
 
+def attribute_tensors(obj: object) -> list[torch.Tensor]:
+    """The tensors a plain object holds as attributes, in the order they were set: a batch container such as
+    DETR's NestedTensor(tensors, mask) or a collate function's own Batch class. One level; nothing for tensors,
+    containers, strings or modules."""
+    if isinstance(obj, (torch.Tensor, Mapping, tuple, list, str, bytes, torch.nn.Module)):
+        return []
+    attributes = getattr(obj, "__dict__", None)
+    return [v for v in attributes.values() if isinstance(v, torch.Tensor)] if isinstance(attributes, dict) else []
+
+
 def batch_tensors(batch: object) -> list[torch.Tensor]:
-    """The tensors of a collated batch (a tensor, a tuple/list, a dict), and of a list in it, of views (SimCLR's
-    ([view_1, view_2], labels)) or of tokenized sides (sentence-transformers' ([{input_ids, ...}, ...], labels)):
-    two levels deep."""
+    """The tensors of a collated batch (a tensor, a tuple/list, a dict, an object holding tensors), and of a list
+    in it, of views (SimCLR's ([view_1, view_2], labels)) or of tokenized sides (sentence-transformers'
+    ([{input_ids, ...}, ...], labels)): two levels deep."""
     if isinstance(batch, torch.Tensor):
         return [batch]
-    values = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
+    if not isinstance(batch, (Mapping, tuple, list)):
+        return attribute_tensors(batch)
     found = []
-    for v in values:
+    for v in batch.values() if isinstance(batch, Mapping) else batch:
         if isinstance(v, torch.Tensor):
             found.append(v)
         elif isinstance(v, (tuple, list)):
             for item in v:
                 inner = item.values() if isinstance(item, Mapping) else (item,)
                 found += [t for t in inner if isinstance(t, torch.Tensor)]
+        else:
+            found += attribute_tensors(v)
     return found
 
 

@@ -7,7 +7,15 @@ forwards it was read after and how large their batches were. Adding readings kee
 (``total += loss.item()``, ``sum(losses)``), and so does multiplying by 1 (an average meter's ``val * n`` with the
 default n = 1); any other arithmetic returns a plain float. Dividing a sum of k
 readings by k is the mean of batch means, wrong when the batches differ in size; the doctor is told (and at
-report time checks that those forwards were evaluations), and the quotient is a plain float.
+report time checks that those forwards were evaluations), and the quotient is a plain float. A reading multiplied
+by its own batch's size is a batch weighed by its examples, and the doctor is told that too: a list of readings
+averaged plainly in one call whose every value was also weighed by its batch's size (DETR's meters: a weighted
+global average for the result, a plain mean of the recent values for the log line) is a side figure, not the
+result. Only the very values count: a loss meter left unweighted beside a weighted accuracy meter is still found.
+A value read from a loss module's result with reduction="mean" is a batch's mean; k of them summed and divided
+by the number of examples those batches held (``test_loss /= len(loader.dataset)`` after ``+= loss.item()``)
+is about 1/B of the mean, and is reported as the same bug. With reduction="sum" that division is right, and a
+loss computed by a function (``F.cross_entropy``) says nothing about its reduction here: neither is reported.
 
 A Reading pickles, copies and prints as the plain float it equals, so nothing the loop saves or prints
 changes. A list of readings averaged outside Python's arithmetic, by ``np.mean``, ``statistics.mean`` /
@@ -25,16 +33,18 @@ from collections.abc import Callable
 
 
 class Reading(float):
-    """A float read from forward outputs: which forwards (first..last, k of them) and their batch sizes (lo..hi)."""
+    """A float read from forward outputs: which forwards (first..last, k of them) and their batch sizes (lo..hi);
+    how many examples they held (`examples`) and whether every value is a loss module's batch mean (`means`)."""
 
-    __slots__ = ("terms", "sink")
+    __slots__ = ("terms", "sink", "examples", "means")
 
     def __new__(cls, value: float, terms: tuple[int, int, int, int, int] | None = None,
-                sink: Callable | None = None) -> float:
+                sink: Callable | None = None, examples: int = 0, means: bool = False) -> float:
         if terms is None:                 # Reading(x), as statistics.mean converts its result: a plain float
             return float(value)
         self = super().__new__(cls, value)
         self.terms, self.sink = terms, sink          # (first forward, last forward, k, smallest, largest batch)
+        self.examples, self.means = examples, means
         return self
 
     def __reduce__(self):
@@ -52,9 +62,11 @@ class Reading(float):
     def _plus(self, other: object, value: float) -> float:
         if isinstance(other, Reading):
             terms = combined(self.terms, other.terms)
-            return value if terms is None else Reading(value, terms, self.sink)   # None: one forward read twice
+            if terms is None:
+                return value                                                  # one forward read twice
+            return Reading(value, terms, self.sink, self.examples + other.examples, self.means and other.means)
         if isinstance(other, (int, float)) and other == 0:
-            return Reading(value, self.terms, self.sink)
+            return Reading(value, self.terms, self.sink, self.examples, self.means)
         return value
 
     def __add__(self, other):
@@ -67,17 +79,26 @@ class Reading(float):
 
     def __mul__(self, other):           # a meter's `val * n` with n = 1 (one unweighted batch) keeps the record
         value = float.__mul__(self, other)
-        if value is NotImplemented or not (isinstance(other, (int, float)) and other == 1):
+        if value is NotImplemented or not isinstance(other, (int, float)):
             return value
-        return Reading(value, self.terms, self.sink)
+        if other == 1:
+            return Reading(value, self.terms, self.sink, self.examples, self.means)
+        k, smallest, largest = self.terms[2:]
+        if k == 1 and other == smallest == largest > 1:      # one batch's mean times its size: weighted by size
+            _safely(lambda terms: self.sink(terms, float(self)), self.terms, None)
+        return value
 
     __rmul__ = __mul__
 
     def __truediv__(self, other):
         value = float.__truediv__(self, other)
         k, smallest, largest = self.terms[2:]
-        if value is not NotImplemented and isinstance(other, (int, float)) and other == k > 1 and smallest != largest:
+        if value is NotImplemented or not isinstance(other, (int, float)):
+            return value
+        if other == k > 1 and smallest != largest:
             _safely(self.sink, self.terms, None)
+        elif self.means and k > 1 and other == self.examples > k:      # batch means summed, divided by examples
+            _safely(lambda terms: self.sink(terms, None, True), self.terms, None)
         return value
 
 

@@ -122,8 +122,16 @@ class DataWatch:
         if reading is not None and type(value) is float and not torch.compiler.is_compiling():
             source = self._reading_source
             if not tensor.requires_grad or (source is not None and not self.sources[source].trained):
-                return Reading(value, reading, self._averaged)
+                mean = self._mean_loss is not None and self._mean_loss() is tensor
+                return Reading(value, reading, self._averaged, reading[3], mean)
         return value
+
+    def _loss_called(self, call, loss, *args, **kwargs):
+        """A loss module's call: remember its result if it is one batch's mean (reduction="mean", 0-d)."""
+        result = call(loss, *args, **kwargs)
+        if isinstance(result, torch.Tensor) and result.dim() == 0 and getattr(loss, "reduction", None) == "mean":
+            self._mean_loss = weakref.ref(result)
+        return result
 
     def _mean_taken(self, original, values, *args, **kwargs):
         """np.mean / average / statistics.mean / fmean of a list of readings (or of a loader's per-batch tensors):
@@ -136,8 +144,9 @@ class DataWatch:
     def _list_averaged(self, values: object) -> None:
         if isinstance(values, (list, tuple)) and values and isinstance(values[0], torch.Tensor):
             self._tensors_averaged(values)
-        else:
-            mean_of(values)
+        elif not (isinstance(values, (list, tuple)) and values and all(
+                isinstance(v, Reading) and (v.terms[0], float(v)) in self.obs.weighted for v in values)):
+            mean_of(values)        # (unless every value was also weighed by its batch size: a log line's smoothing)
 
     def _tensors_averaged(self, values: list | tuple) -> None:
         """k no-gradient 0-d tensors averaged in one call just after a loader's only k forwards (informer's
@@ -220,9 +229,16 @@ class DataWatch:
                 self._averaged(record[1])
         return result
 
-    def _averaged(self, terms: tuple) -> None:
-        if len(self.obs.averages) < 1000 and self.failure is None:
-            self.obs.averages.append(terms)
+    def _averaged(self, terms: tuple, weighted: float | None = None, over_examples: bool = False) -> None:
+        """A mean of batch means over `terms` (or, `over_examples`, batch means summed and divided by the examples),
+        or one batch's reading (`weighted`: its value) multiplied by its size."""
+        if self.failure is not None:
+            return
+        if weighted is not None:
+            if len(self.obs.weighted) < 100_000:
+                self.obs.weighted.add((terms[0], weighted))
+        elif len(self.obs.averages) < 1000:
+            self.obs.averages.append((*terms, over_examples))
 
     def _evaluated(self, index: int) -> None:
         """Remember that forward `index` was an evaluation, as runs of consecutive indices."""

@@ -29,9 +29,19 @@ SUPPORT = (
     ("", "time-major batches (`[seq_len, batch]`, as an RNN's seq2seq collates them): the examples are read along "
          "the dimension the loader's batch size names",
      ("bentrevett_seq2seq",)),
+    ("", "batches, inputs and outputs held as an object's attributes (DETR's `NestedTensor(tensors, mask)`, a "
+         "dataclass output such as diffusers' `UNet2DOutput(sample=...)`)",
+     ("detr_engine", "diffusers_unconditional")),
     ("evaluation", "validation losses read with `.item()` and averaged as a Python sum, or in one call: `np.mean`, "
                    "`statistics.mean`, `torch.tensor(list).mean()`",
      ("makemore_train", "examples_imagenet", "test_a_mean_of_readings_taken_in_one_call_is_checked")),
+    ("", "meters that weigh each batch by its size beside a plain window mean for the log line (DETR's "
+         "`SmoothedValue`): the weighted one is taken as the result",
+     ("detr_engine",)),
+    ("", "batch means from a loss module (`reduction=\"mean\"`) summed and divided by the dataset's size: about 1/B "
+         "of the mean; the same division after `reduction=\"sum\"` is right and is not named",
+     ("cifar100_weiaicunzai", "examples_mnist",
+      "test_batch_means_summed_and_divided_by_the_examples_are_named_only_for_a_mean_reduced_loss_module")),
     ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
      ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
     ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",

@@ -121,7 +121,8 @@ def _summed_by_design(window: Window) -> bool:
     """Every micro-batch's mean loss multiplied by its own example count (yolov5's `loss * batch_size`): the window
     sums per-example losses, each example weighing 1 in every window, a convention with its learning rate tuned to
     it, not an undivided accumulation."""
-    return all(p.examples > 1 and abs(p.factor - p.examples) <= 0.01 * p.examples for p in window.members)
+    return all(p.examples is not None and p.examples > 1 and abs(p.factor - p.examples) <= 0.01 * p.examples
+               for p in window.members)
 
 
 def _micro(n: int) -> str:
@@ -327,11 +328,17 @@ def findings(doctor: Doctor) -> tuple[Finding, ...]:
     result += _schedule_cadence(doctor)
     means = [t for t in obs.averages if _all_evaluation(obs.evaluation_runs, t[0], t[1])]
     if means:
-        first, last, k, smallest, largest = means[0]
-        result.append(finding("mean_of_batch_means", f"the values read from evaluation forwards {first} to {last} "
-                              f"were summed and divided by {k}, the number of batches, though the batches held "
-                              f"between {smallest} and {largest} examples: a small batch counted as much as a full "
-                              "one", len(means)))
+        first, last, k, smallest, largest, over_examples = means[0]
+        if over_examples:
+            evidence = (f"the mean losses of evaluation forwards {first} to {last} ({k} batches of {smallest} to "
+                        f"{largest} examples) were summed and divided by the number of examples: each batch's mean "
+                        f"counted once, so the result is about 1/{largest} of the mean loss (divide by {k} batches "
+                        "only with equal batches; weigh each by its size)")
+        else:
+            evidence = (f"the values read from evaluation forwards {first} to {last} were summed and divided by {k}, "
+                        f"the number of batches, though the batches held between {smallest} and {largest} examples: "
+                        "a small batch counted as much as a full one")
+        result.append(finding("mean_of_batch_means", evidence, len(means)))
     return tuple(_merge_same(result))
 
 

@@ -766,6 +766,12 @@ for what, result in two_network_rules().items():
 # of that output had saved them. Run D again on G's output after D's step (or take G's backward before D's
 # step): that is what the usual GAN loop does.
 #
+# Code with that order ran without an error before torch 1.5: optimizers wrote new weights through `.data`,
+# which autograd's version counters do not see (torch 1.5 "changed optimizers to fix in-place checks for the
+# changes made by the optimizer"). The last two rows run D's step that way. G's backward goes through, and its
+# gradient is neither G's gradient through D before the step nor after it: it mixes the activations saved before
+# the step with the weights after it. The error in newer torch is a silent wrong gradient caught.
+#
 # ### An optimizer built before the model changed
 
 # %%
@@ -984,6 +990,23 @@ except RuntimeError as error:
 # Clipping cannot repair an inf: it scales by max_norm / inf = 0, and inf · 0 is NaN, so one bad element
 # poisons the update (the finite one becomes 0). Check the returned norm and skip the step when it is not
 # finite (chapter 7's NaN guard does, and `GradScaler` skips such steps by itself), or raise to find the cause.
+
+# %% [markdown]
+# Clipping acts only where its gradient is used as it is. An optimizer that uses a gradient's direction alone
+# undoes it: sharpness-aware minimisation (SAM) takes two passes per update, the first gradient only to find
+# a nearby worse point, w + ρ·g/‖g‖, the second, taken there, to make the update. Clipping (at max_norm 0.05,
+# below these gradients' norms) before each of the two steps:
+
+# %% tags=["answers-clip-normalised"]
+from course_utils.chapters.ch03_clip_optim import sam_clip_placement
+
+for what, same in sam_clip_placement(max_norm=0.05).items():
+    print(f"{what}: {same}")
+
+# %% [markdown]
+# The first pass divides g by its own norm, and clipping only multiplies g by a positive factor, so it cancels:
+# clip before the step that uses the gradient's size, here SAM's second. The same holds wherever a gradient is
+# normalised before use.
 
 # %% [markdown]
 # ## The other optimizers, on one problem

@@ -161,6 +161,23 @@ for shape, per_channel, what in one_example_in_train_mode():
     print(f"{layer} on one example of shape {tuple(shape)}: {per_channel:>2} value(s) per channel -> {what}")
 
 # %% [markdown]
+# "Trains" is not "works". Evaluate a trained BatchNorm CNN one image at a time and forget `model.eval()`: each
+# image is normalised with its own statistics, so whatever it says through the overall level of a channel
+# (brightness, a colour cast, how strongly a feature fired) is subtracted before the next layer sees it. A small
+# CNN whose classes differ in the level of one channel, trained, then tested three ways:
+
+# %% tags=["answers-bn-single-image"]
+from course_utils.chapters.ch04_bn_single_image import single_image_lines
+
+print("\n".join(single_image_lines()))
+
+# %% [markdown]
+# The weights are fine: in eval mode, or in train mode with a batch large enough for its statistics to be the
+# data's, the same model is right. A published model that scores near chance when you evaluate it with
+# `batch_size=1` is almost always one left in train mode. Each of those forwards also moved the running
+# statistics towards one image; call `model.eval()` before evaluating, never after.
+
+# %% [markdown]
 # ## Switch 2: `torch.no_grad()` stops the graph — and only that
 #
 # The two switches are independent. `eval()` does not stop gradients:

@@ -56,7 +56,18 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          # after the example dimension was read from the loader's batch size and a parameter outside every
          # optimizer that still moves was taken as updated another way: 42 of 47; the five left are known misses
          "moco_pretrain", "deit_train", "examples_neural_style", "bentrevett_seq2seq", "dino_main",
-         "improved_diffusion_train")
+         "improved_diffusion_train",
+         # added in stop 60, round 5: six loops written by two helpers who never saw the doctor (pytorch-cifar100,
+         # SupContrast, x-transformers' enwik8, DETR, ConvNeXt, diffusers' unconditional), graded before any change:
+         # 32 of 54 cases right; a doctor crash on micro-batches of unknown size (diffusers' dict batches), DETR's
+         # NestedTensor batches (no tensor found: 1 of 9) and a dataclass output (diffusers' UNet2DOutput: its
+         # training forwards taken for evaluations), and pytorch-cifar100's batch means summed and divided by the
+         # number of images (7 cases). After tensors held as an object's attributes were read as batches, inputs
+         # and outputs, a plain mean of values that were also weighed by their batch size was taken as a log line's
+         # smoothing, and a loss module's reduction="mean" told a batch's mean from a sum: 49 of 54; the five left
+         # are known misses
+         "cifar100_weiaicunzai", "supcon_hobbitlong", "xtransformers_enwik8", "detr_engine", "convnext_engine",
+         "diffusers_unconditional")
 # Cases of the loops held out in stop 49's second round that the doctor does not get right yet (graded before any
 # change: 16 of 34 right; 20 after four general fixes: frozen stages, per-example sums, nested outputs, a softmax
 # reaching the loss through copies; 31 in stop 50, after five more: a loop that stops inside an epoch, a validation
@@ -104,6 +115,22 @@ KNOWN_MISSES = {
                                                               "training loader reads: one dataset that trains and "
                                                               "evaluates is taken as training data evaluated on "
                                                               "purpose, so no validation split is compared",
+    # round 5 (stop 60)
+    "cifar100_weiaicunzai:warmup_stepped_once_per_epoch": "the warmup's total_iters (one shrunk epoch, 10 batches) "
+                                                          "is under twice the 6 epochs, so it is not judged as sized "
+                                                          "in updates (as round 3's SimCLR T_max)",
+    "supcon_hobbitlong:linear_stage_never_puts_the_encoder_in_eval": "the loop calls model.encoder(images), a child "
+                                                                     "of the watched model, directly: only the "
+                                                                     "watched modules' own forwards are seen",
+    "supcon_hobbitlong:validation_set_from_the_training_split": "training examples are keyed as they reach the "
+                                                                "model, after two random crops each: the plain "
+                                                                "validation images never equal them",
+    "xtransformers_enwik8:validation_windows_from_training_bytes": "validation windows cut at random offsets of the "
+                                                                   "training bytes share too few of the doctor's "
+                                                                   "token windows with the training batches seen",
+    "diffusers_unconditional:unet_with_dropout_sampled_in_train_mode": "a no-grad forward in train mode on inputs "
+                                                                       "from torch.randn (no loader batch) is not "
+                                                                       "judged an evaluation (as round 2's DiT)",
 }
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
