@@ -111,13 +111,15 @@ def _grading_line(label: str, held_out: dict, calibration: dict) -> str:
 
 def blind_grading() -> str:
     """The held-out half's rate as readers who did not write the course graded it (tools/blind_grades.json): the
-    questions held out first, and a fresh set collected and graded later (``fresh``), each by its own reader."""
+    questions held out first, and fresh sets collected and graded later (``fresh``, ``fresh_2``, ...), each by its
+    own reader."""
     graded = json.loads(BLIND.read_text(encoding="utf-8"))
     line = _grading_line("held out, graded blind", graded["held_out"], graded["calibration"])
     line += previous_grading(graded.get("previous"))
-    if "fresh" in graded:
-        line += "\n" + _grading_line("a fresh set, collected and graded blind later", graded["fresh"]["held_out"],
-                                      graded["fresh"]["calibration"])
+    for key in sorted(k for k in graded if k.startswith("fresh")):
+        label = "a fresh set, collected and graded blind later" if key == "fresh" else \
+            f"fresh set {key.split('_')[1]}, collected and graded blind later"
+        line += "\n" + _grading_line(label, graded[key]["held_out"], graded[key]["calibration"])
     return line
 
 
