@@ -69,6 +69,9 @@ def test_optimizer_knobs_and_scaler():
     assert k["SparseAdam on a dense Embedding's grad"] == "RuntimeError"
     assert k["Muon on all of a Linear's parameters (bias 1-D)"] == "ValueError"
     assert k["Muon on the weight matrix only"] == "builds"
+    assert k["LBFGS, the forward outside the closure"] == (
+        "RuntimeError: Trying to backward through the graph a second time")          # LBFGS calls it again
+    assert k["LBFGS, the forward inside the closure"].endswith(": True")
     s = scaler_knobs()
     assert s["scale after the inf step, then after 3 clean steps"] == [512.0, 512.0, 512.0, 1024.0]
     assert s["update(new_scale=8.0)"] == 8.0

@@ -196,6 +196,31 @@ def optimizer_knobs() -> dict[str, object]:
             out[f"SparseAdam on a {label} Embedding's grad"] = "steps"
         except RuntimeError as e:
             out[f"SparseAdam on a {label} Embedding's grad"] = type(e).__name__
+    out.update(lbfgs_closures())
+    return out
+
+
+def lbfgs_closures() -> dict[str, str]:
+    """LBFGS calls its closure several times per step; a closure that reuses a forward computed before it (only
+    the loss and backward inside) backwards through the same graph again (chapter 3)."""
+    out = {}
+    for where in ("outside", "inside"):
+        x, y, lin = _problem(0)
+        opt = torch.optim.LBFGS(lin.parameters(), lr=1.0)
+        pred = lin(x)
+
+        def closure():
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(lin(x) if where == "inside" else pred, y)
+            loss.backward()
+            return loss
+        try:
+            opt.step(closure)
+            fell = nn.functional.mse_loss(lin(x), y).item() < 1e-3 * nn.functional.mse_loss(pred, y).item()
+            result = f"ran; the loss fell below a thousandth of its start: {fell}"
+        except RuntimeError as e:
+            result = f"RuntimeError: {str(e).split(' (or ')[0].split('. ')[0]}"
+        out[f"LBFGS, the forward {where} the closure"] = result
     return out
 
 

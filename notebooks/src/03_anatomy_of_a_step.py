@@ -815,6 +815,22 @@ optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 print("optimizer holds every parameter of the model:", held_by(model, optimizer) == len(list(model.parameters())))
 
 # %% [markdown]
+# The opposite mistake: the right parameters, but an optimizer built *again*. Some recipes build a new SGD every
+# epoch to set a lower learning rate, and some resume code builds the optimizer after loading its state. The
+# parameters are the same; the state is not. SGD with momentum 0.9, the rate halved each epoch, both ways, and
+# an Adam built again after `load_state_dict`:
+
+# %% tags=["answers-optimizer-rebuilt"]
+from course_utils.chapters.ch03_optimizer_rebuilt import rebuilt_lines
+
+print("\n".join(rebuilt_lines()))
+
+# %% [markdown]
+# Halving the rate should halve the step; rebuilding the optimizer cut it to a few percent, because the momentum
+# that made up most of each step was thrown away. Change a rate by writing `group["lr"]` (or with a scheduler),
+# and build an optimizer once, before loading its state into it.
+
+# %% [markdown]
 # ## What a module carries, and what a checkpoint keeps
 #
 # A buffer registered with `persistent=False` is not in `state_dict()`, so a checkpoint does not restore it:
@@ -1016,7 +1032,9 @@ for what, same in sam_clip_placement(max_norm=0.05).items():
 # is only a multiplier on a step size it adapts from 0: at its default 1.0 it reaches the line on 0 of 5
 # seeds, so it looks broken when it is only slow. `SparseAdam` refuses dense gradients: it is for
 # `nn.Embedding(sparse=True)`; `Muon` refuses 1-D parameters (biases, norms): give it the weight matrices
-# and another optimizer the rest. A hook registered on `step` runs until its handle's `remove()`.
+# and another optimizer the rest. A hook registered on `step` runs until its handle's `remove()`. LBFGS calls
+# its closure several times per step, so the closure must run the forward itself: one that reuses an output
+# computed before it backwards through that graph a second time.
 
 # %%
 gallery = optimizer_gallery()

@@ -507,6 +507,23 @@ for name, jitter in (("random jitter in the transform", 0.2), ("deterministic tr
 # evaluation must be random (test-time augmentation), average several draws and seed them, as the cell did
 # with its generator.
 #
+# Deterministic is not enough: it must also be the preprocessing the model was trained with. A checkpoint learned
+# its first layer on inputs standardised with its training set's mean and standard deviation; give it inputs
+# made another way and it scores inputs it never saw. The spiral, moved away from 0 and stretched as raw
+# features are, a model trained on standardised inputs, and its validation set prepared four ways:
+
+# %% tags=["answers-eval-preprocessing"]
+from course_utils.chapters.ch04_preprocessing import normalisation_lines
+
+print("\n".join(normalisation_lines()))
+
+# %% [markdown]
+# The validation set's own statistics come close here because it is drawn from the same distribution as the
+# training set; another dataset's constants (the familiar ImageNet mean and std on images that are not ImageNet's,
+# or a model zoo's constants left out) or none at all leave the model guessing. When a downloaded model scores far
+# below its published figure, check the preprocessing it was trained with before anything else; to fine-tune it,
+# start from that preprocessing, since its first layer was fitted to it.
+#
 # ## Evaluating on several ranks
 #
 # With W processes (chapter 2's `DistributedSampler`, with `shuffle=False` for evaluation: it shuffles by
