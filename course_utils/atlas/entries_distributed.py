@@ -280,7 +280,7 @@ ENTRIES = (
         wordings=("Tensors must be CUDA and dense",),   # torch 1.8-1.12 (pytorch/examples#1030)
     ),
     Entry(
-        id="torchrun-child-failed", stage="distributed", chapter=7,
+        id="torchrun-child-failed", stage="distributed", chapter=7, reports_another=True,
         title="torchrun's summary of a rank that died (exitcode 1: the rank's own error, printed above it; -9: killed, "
               "most often by the out-of-memory killer)",
         code=source("""

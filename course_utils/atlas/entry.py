@@ -35,6 +35,7 @@ class Entry:
     python_note: str = ""           # where Python's own words differ between versions, what is normalised
     fix_line: str = ""              # the line a learner writes, where the one read off the fragments misleads
     wordings: tuple[str, ...] = ()  # the same error as older torch (or a GPU) words it, copied from a `sources` thread
+    reports_another: bool = False   # its message only says that another error came first (ranked after the rest)
 
     @property
     def fix_shown(self) -> str:

@@ -31,7 +31,6 @@ from course_utils.atlas.tokens import LINE_PREFIX, LOG_RECORD, tokens
 __all__ = ["Found", "MATCH", "MESSAGES", "error_lines", "lookup", "recorded", "residue", "score", "stage_of", "tokens"]
 
 MATCH = 0.62          # the least score that names an entry
-REPORTS_ANOTHER = ("torchrun-child-failed",)   # entries whose message says another error happened first
 TELLING_MISSING = 0.6   # the score kept where the paste lacks a name the template's opening is about
 
 # A traceback's frames and the lines between chained exceptions: what no entry is matched on
@@ -271,8 +270,8 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
     ranked = sorted(best.values(), key=lambda pair: (-pair[1], -len(_code_words(pair[0].code) & words)))
     # An entry whose message only reports that another error came first (torchrun's "failed (exitcode: 2)") goes
     # after every other entry the paste matches: the error above it in the log is the cause
-    ranked = ([pair for pair in ranked if not (pair[0].id in REPORTS_ANOTHER and pair[1] >= MATCH)]
-              + [pair for pair in ranked if pair[0].id in REPORTS_ANOTHER and pair[1] >= MATCH])
+    ranked = ([pair for pair in ranked if not (pair[0].reports_another and pair[1] >= MATCH)]
+              + [pair for pair in ranked if pair[0].reports_another and pair[1] >= MATCH])
     ranked = sorted(ranked, key=lambda pair: pair[1] < MATCH)      # (stable: those below the line stay last)
     matches = tuple(pair for pair in ranked if pair[1] >= MATCH)[:limit]
     return Found(matches, ranked[0] if ranked else None, stage_of(text))

@@ -3,9 +3,8 @@
 In train mode BatchNorm2d normalises each channel with the statistics of the batch it is given; for a batch of one
 image those are that image's own mean and variance over its pixels, so whatever an image says through its overall
 level in a channel (brightness, a colour cast, the strength of a feature map) is subtracted away. Every such
-forward also moves the running statistics (here the model's eval mode still scored as well afterwards: the
-average of single images' means is the data's mean). Measured on a small CNN trained on synthetic 8x8 images whose class is
-carried by the level of one channel.""" 
+forward also moves the running statistics towards that one image. Measured on a small CNN trained on synthetic
+8x8 images whose class is carried by the level of one channel."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,4 +68,5 @@ def single_image_lines(seeds=SEEDS) -> list[str]:
     return [f"small BatchNorm CNN trained on 4 classes (chance 0.25), test images evaluated one at a time, {n} seeds:",
             f"  model.eval():               accuracy above 0.9 on {sum(r.eval_mode > 0.9 for r in runs)} of {n}",
             f"  train mode, batches of 1:   accuracy below 0.5 on {sum(r.train_mode_one < 0.5 for r in runs)} of {n}",
-            f"  train mode, one batch of 120: accuracy above 0.9 on {sum(r.train_mode_full > 0.9 for r in runs)} of {n}"]
+            f"  train mode, one batch of 120: accuracy above 0.9 on "
+            f"{sum(r.train_mode_full > 0.9 for r in runs)} of {n}"]

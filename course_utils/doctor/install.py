@@ -10,7 +10,8 @@ exit (``Undo``). What is wrapped, and why that way:
 - ``GradScaler.scale``/``unscale_``/``step``, the ``step`` of every ``LRScheduler`` class (so schedulers built
   inside a library call are seen too), ``Optimizer.__init__`` (optimizers built inside a library call),
   ``_BaseDataLoaderIter.__next__`` (each batch and each epoch's end, without touching the dataset),
-  ``Tensor.item`` (and a loss module's call, to know a batch's mean loss from a sum), the one-call means of a list (``np.mean``/``average``/``nanmean``, ``statistics.mean``/``fmean``,
+  ``Tensor.item`` (and a loss module's call, to tell a batch's mean loss from a sum), the one-call means of a
+  list (``np.mean``/``average``/``nanmean``, ``statistics.mean``/``fmean``,
   ``torch.tensor``/``as_tensor``/``stack`` then ``.mean()`` or ``torch.mean``; of readings, or of one loader's
   per-batch 0-d tensors) and a sum kept in a tensor (``Tensor.__iadd__``, ``__radd__``, ``cpu``, ``detach``,
   ``__truediv__``; see ``readings.py``);

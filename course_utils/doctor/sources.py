@@ -129,8 +129,11 @@ class DataWatch:
     def _loss_called(self, call, loss, *args, **kwargs):
         """A loss module's call: remember its result if it is one batch's mean (reduction="mean", 0-d)."""
         result = call(loss, *args, **kwargs)
-        if isinstance(result, torch.Tensor) and result.dim() == 0 and getattr(loss, "reduction", None) == "mean":
-            self._mean_loss = weakref.ref(result)
+        try:
+            mean = isinstance(result, torch.Tensor) and result.dim() == 0 and getattr(loss, "reduction", None) == "mean"
+            self._mean_loss = weakref.ref(result) if mean else None
+        except Exception:  # noqa: BLE001 - the loop's loss must never fail because of the doctor
+            self._mean_loss = None
         return result
 
     def _mean_taken(self, original, values, *args, **kwargs):
