@@ -44,3 +44,14 @@ def test_the_decay_follows_the_learning_rate_and_its_schedule():
     cosine = [1 - f for f in adamw_decay_per_step(1e-2, decay=0.1, steps=4, schedule=True)]
     expected = [1e-2 * 0.1 * (1 + torch.cos(torch.tensor(torch.pi * t / 4)).item()) / 2 for t in range(4)]
     assert cosine == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_helper_that_turns_grad_mode_off_breaks_later_training_until_enable_grad_and_the_mode_is_restored():
+    from course_utils.chapters.ch03_autograd_extras import grad_mode_leak_lines
+    assert torch.is_grad_enabled()
+    lines = grad_mode_leak_lines()
+    assert lines[1].startswith("after: False") and "does not have a grad_fn" in lines[2] and lines[3].endswith("True")
+    assert torch.is_grad_enabled()
+    with torch.no_grad():
+        grad_mode_leak_lines()
+        assert not torch.is_grad_enabled()        # put back as it was found, off here

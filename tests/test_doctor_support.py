@@ -433,3 +433,45 @@ def test_batch_means_summed_and_divided_by_the_examples_are_named_only_for_a_mea
         found[how] = doctor.report().names
     assert found == {"module mean": ("mean_of_batch_means",), "module sum": (), "function": ()}
     assert nn.CrossEntropyLoss.__call__ is nn.Module.__call__      # the wrapper is gone after the doctor
+
+
+class _EncoderHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.encoder = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5))
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+@pytest.mark.parametrize("case", ["validation through the child", "frozen features for a trained head",
+                                  "validation through the model"])
+def test_a_child_called_on_its_own_under_no_grad_is_an_evaluation_unless_a_backward_follows(case):
+    """`model.encoder(x)` under no_grad, outside the model's forward: in a validation left in train mode it is
+    named; as a frozen stage whose features a head is then trained on (SupContrast's linear stage), in train mode
+    too, it is not; a child called inside the model's own forward is the model's forward. A deep copy of the
+    watched model carries no doctor hook."""
+    import copy
+    model = _EncoderHead()
+    train, val = Augmented(32, 1), TensorDataset(torch.randn(12, 4), torch.randint(0, 3, (12,)))
+    with LoopDoctor(model) as doctor:
+        _train(model, DataLoader(train, batch_size=8), epochs=1)
+        model.train()                                          # left in train mode below
+        if case == "frozen features for a trained head":
+            opt = torch.optim.SGD(model.head.parameters(), lr=0.1)
+            for x, y in DataLoader(train, batch_size=8):
+                with torch.no_grad():
+                    features = model.encoder(x)
+                opt.zero_grad()
+                nn.functional.cross_entropy(model.head(features), y).backward()
+                opt.step()
+        else:
+            with torch.no_grad():
+                for x, _ in DataLoader(val, batch_size=4):
+                    model.encoder(x) if case == "validation through the child" else model(x)
+        copied = copy.deepcopy(model)
+    names = doctor.report().names
+    assert names == (() if case == "frozen features for a trained head" else ("eval_in_train_mode",))
+    assert not copied.encoder._forward_hooks and not copied._forward_hooks and not copied._forward_pre_hooks

@@ -103,3 +103,33 @@ def forward_hook_lines(batches: int = 5) -> list[str]:
         lines.append(f"no_grad evaluation of {batches} batches in {mode} mode: the hook kept {len(kept)} tensors, "
                      f"{sum(t.numel() * t.element_size() for t in kept) // 1024} KiB")
     return lines
+
+
+def _library_setup() -> None:
+    """What some inference helpers do when they are imported or loaded: switch grad mode off for the process
+    (the thread), not inside a `with` block."""
+    torch.set_grad_enabled(False)
+
+
+def grad_mode_leak_lines() -> list[str]:
+    """Grad mode is a setting of the thread, not of a model: a library that turns it off leaves it off for the
+    training code that runs after it; `with torch.enable_grad():` (or set_grad_enabled(True)) turns it back on."""
+    was = torch.is_grad_enabled()
+    lines = []
+    try:
+        torch.manual_seed(0)
+        model, x, y = nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
+        lines.append(f"grad mode before loading the helper: {torch.is_grad_enabled()}")
+        _library_setup()
+        lines.append(f"after: {torch.is_grad_enabled()}; the model's weight still requires grad: "
+                     f"{model.weight.requires_grad}")
+        try:
+            nn.functional.mse_loss(model(x), y).backward()
+        except RuntimeError as error:
+            lines.append(f"the training step's backward: RuntimeError: {error}")
+        with torch.enable_grad():
+            nn.functional.mse_loss(model(x), y).backward()
+        lines.append(f"the same step under `with torch.enable_grad():`: weight.grad filled: {model.weight.grad is not None}")
+    finally:
+        torch.set_grad_enabled(was)
+    return lines

@@ -105,6 +105,8 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._tensor_sums: dict[int, tuple] = {}     # tensors summing readings: id -> (ref, terms or None)
         self._reading_source: int | None = None      # and the dataset its input came from
         self._mean_loss = None                       # a weakref to the last loss module's batch-mean result
+        self._depth_in: dict[int, int] = {}          # watched model -> how many of its forwards are running
+        self._child_evaluations: list = []           # a child's no-grad forwards, not yet decided (see _forward)
         self._scales: set[int] = set()                # where each GradScaler seen keeps its scale
         self._frozen: list = []
         self._depth = {"clip": 0, "sched": 0}
@@ -167,10 +169,46 @@ class LoopDoctor(DataWatch, UpdateWatch):
     def _on_forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         self._guarded(self._forward, index, module, args, kwargs, output)
 
-    def _forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+    def _inside(self, index: int, step: int, *hook_args) -> None:
+        """A watched model's forward began (+1) or ended (-1): its children's calls inside it are its own."""
+        self._depth_in[index] = max(0, self._depth_in.get(index, 0) + step)
+
+    def _on_child_forward(self, index: int, child: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+        """A direct child of model `index` called on its own, outside the model's forward, with gradients off: an
+        evaluation of that part (a frozen encoder's features, `model.module(x)`), judged by the child's layers."""
+        if self._depth_in.get(index, 0) or torch.is_grad_enabled():
+            return
+        own = {id(m) for m in child.modules()}
+        layers = [m for m in self.layers[index] if id(m) in own]
+        self._guarded(self._forward, index, child, args, kwargs, output, layers)
+
+    def _evaluation(self, index: int, source: int | None, mode: str, layers: list, name: str) -> None:
+        """Forward `index` ran without gradients: an evaluation (in train mode, judged by its layers)."""
+        obs = self.obs
+        obs.evaluation_forwards += 1
+        self._evaluated(index)
+        if source is not None:
+            self.sources[source].evaluated = True
+        if mode == "train" and layers and (source is not None or self._last_batch is None):
+            checks.eval_in_train_mode(obs, index, layers, "without gradients")
+        elif mode == "train" and not layers:
+            obs.notes[("eval in train mode", name)] = obs.notes.get(("eval in train mode", name), 0) + 1
+
+    def _settle_child_evaluations(self, trained: bool) -> None:
+        """A child's no-grad forwards since the last batch: evaluations, unless a backward came before the next
+        batch (then they were a frozen stage whose features a trained part learned from: SupContrast's linear
+        stage, `with torch.no_grad(): features = model.encoder(images)`)."""
+        pending, self._child_evaluations = self._child_evaluations, []
+        if not trained:
+            for evaluation in pending:
+                self._evaluation(*evaluation)
+
+    def _forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object,
+                 layers: list | None = None) -> None:
         obs = self.obs
         obs.forwards += 1
-        layers = self.layers[index]
+        child = layers is not None
+        layers = self.layers[index] if layers is None else layers
         relevant = bool(layers)
         mode = forward_mode(module.training, any(m.training for m in layers) if relevant else module.training)
         x = first_input(args, kwargs)
@@ -185,15 +223,11 @@ class LoopDoctor(DataWatch, UpdateWatch):
         if not live and torch.is_grad_enabled() and outs and not any(p.requires_grad for p in module.parameters()):
             return       # a frozen stage in front of a trained one (a fixed encoder): neither training nor evaluation
         if not live:
-            obs.evaluation_forwards += 1
-            self._evaluated(obs.forwards)
-            if source is not None:
-                self.sources[source].evaluated = True
-            if mode == "train" and relevant and (source is not None or self._last_batch is None):
-                checks.eval_in_train_mode(obs, obs.forwards, layers, "without gradients")
-            elif mode == "train" and not relevant:
-                key = ("eval in train mode", type(module).__name__)
-                obs.notes[key] = obs.notes.get(key, 0) + 1
+            evaluation = (obs.forwards, source, mode, layers, type(module).__name__)
+            if child:
+                self._child_evaluations.append(evaluation)    # decided when the next batch comes (or at the report)
+            else:
+                self._evaluation(*evaluation)
             return
         record = Forward(obs.forwards, index, mode if relevant else "plain " + mode, source, batch, size)
         record.handles = [o.register_hook(record.hit) for o in live]
@@ -255,6 +289,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         return result
 
     def _before_backward(self, root: torch.Tensor) -> tuple[int, float]:
+        self._settle_child_evaluations(trained=True)
         obs = self.obs
         obs.backward_passes += 1
         index = obs.backward_passes
@@ -318,6 +353,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
     def report(self) -> Report:
         """The findings so far (complete once the with-block has ended), with what was counted."""
         obs = self.obs
+        self._guarded(self._settle_child_evaluations, False)
         self._split_keys = {}
         findings = verdict.findings(self)
         notes = verdict.notes(self)

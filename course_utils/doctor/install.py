@@ -80,28 +80,43 @@ def _scheduler_classes() -> list[type]:
 
 GRAD_EDITS = ("clamp_", "clamp_min_", "clamp_max_", "clip_", "mul_", "div_")   # a hand-written clip or rescale
 
-HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks")
 
 
-def _left_out_of_copies(model: torch.nn.Module, hook: int, undo: Undo) -> None:
+def _left_out_of_copies(model: torch.nn.Module, hooks: set[int], undo: Undo) -> None:
     """A pickle or deep copy of a watched model (torch.save(model), copy.deepcopy(model)) is made without the
-    doctor's forward hook, as if the doctor were not there: the model's own __getstate__, hook `hook` left out."""
+    doctor's hooks, as if the doctor were not there: the module's own __getstate__, the `hooks` ids left out."""
     def getstate() -> dict:
         state = type(model).__getstate__(model)
         state.pop("__getstate__", None)
         for name in HOOK_DICTS:
-            if isinstance(state.get(name), dict) and hook in state[name]:
-                state[name] = type(state[name])((k, v) for k, v in state[name].items() if k != hook)
+            if isinstance(state.get(name), dict) and hooks & set(state[name]):
+                state[name] = type(state[name])((k, v) for k, v in state[name].items() if k not in hooks)
         return state
     undo.attribute(model, "__getstate__", getstate)
+
+
+def _watch_model(doctor, index: int, model: torch.nn.Module, undo: Undo) -> None:
+    """The model's forwards; and its direct children called on their own outside its forward (a frozen
+    `model.encoder(x)` under no_grad, a DDP wrapper's `.module`), which `_on_child_forward` judges as evaluations."""
+    handles = [model.register_forward_hook(functools.partial(doctor._on_forward, index), with_kwargs=True),
+               model.register_forward_pre_hook(functools.partial(doctor._inside, index, 1)),
+               model.register_forward_hook(functools.partial(doctor._inside, index, -1), always_call=True)]
+    for handle in handles:
+        undo.push(handle.remove)
+    _left_out_of_copies(model, {h.id for h in handles}, undo)
+    for child in model.children():
+        if any(child is m for m in doctor.models):
+            continue
+        handle = child.register_forward_hook(functools.partial(doctor._on_child_forward, index), with_kwargs=True)
+        undo.push(handle.remove)
+        _left_out_of_copies(child, {handle.id}, undo)
 
 
 def install(doctor, undo: Undo) -> None:
     """Install every observer of `doctor` (a LoopDoctor); `undo.run()` removes them all."""
     for index, model in enumerate(doctor.models):
-        handle = model.register_forward_hook(functools.partial(doctor._on_forward, index), with_kwargs=True)
-        undo.push(handle.remove)
-        _left_out_of_copies(model, handle.id, undo)
+        _watch_model(doctor, index, model, undo)
     for register, hook in [(optim_module.register_optimizer_step_pre_hook, doctor._before_step),
                            (optim_module.register_optimizer_step_post_hook, doctor._after_step)]:
         undo.push(register(hook).remove)

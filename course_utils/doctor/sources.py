@@ -54,6 +54,7 @@ class DataWatch:
         return batch
 
     def _batch(self, iterator, batch) -> None:
+        self._settle_child_evaluations(trained=False)
         self._exhausted.discard(iterator)          # a persistent-workers iterator is reused epoch after epoch
         source = self._source(iterator._dataset)
         source.batches += 1

@@ -42,6 +42,9 @@ SUPPORT = (
          "of the mean; the same division after `reduction=\"sum\"` is right and is not named",
      ("cifar100_weiaicunzai", "examples_mnist",
       "test_batch_means_summed_and_divided_by_the_examples_are_named_only_for_a_mean_reduced_loss_module")),
+    ("", "a watched model's direct child called on its own under no_grad (`model.encoder(images)`): an evaluation, "
+         "unless a backward follows before the next batch (then it fed a trained head as a frozen stage)",
+     ("supcon_hobbitlong",)),
     ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
      ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
     ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",

@@ -910,6 +910,22 @@ for what, result in autograd_modes().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# Grad mode itself is a setting of the running thread, not of a model or a block of code. `no_grad` as a `with`
+# block puts it back on exit; `torch.set_grad_enabled(False)` called on its own does not, and some inference
+# helpers call it when they are imported or loaded. Training code that runs after such a helper (a frozen
+# speech or vision model loaded in the same notebook, say) builds no graph:
+
+# %% tags=["answers-grad-mode-global"]
+from course_utils.chapters.ch03_autograd_extras import grad_mode_leak_lines
+
+print("\n".join(grad_mode_leak_lines()))
+
+# %% [markdown]
+# The weights still require grad; what is off is recording. When a loss suddenly has no `grad_fn` in code that
+# worked before, print `torch.is_grad_enabled()` just before the forward, and run the training step under
+# `with torch.enable_grad():` if something you call turns it off.
+
+# %% [markdown]
 # Gradient checkpointing (`torch.utils.checkpoint`) trades compute for memory: it keeps no activations inside the
 # checkpointed block and reruns its forward during backward. The old `use_reentrant=True` form has a trap: it
 # computes gradients for the block's weights only if one of its *inputs* requires grad. A first layer fed the
