@@ -453,7 +453,8 @@ def _blind():
     from tests.atlas_blind_set_2 import BLIND_2
     from tests.atlas_blind_set_3 import BLIND_3
     from tests.atlas_blind_set_4 import BLIND_4
-    return BLIND + BLIND_2 + BLIND_3 + BLIND_4
+    from tests.atlas_blind_set_5 import BLIND_5
+    return BLIND + BLIND_2 + BLIND_3 + BLIND_4 + BLIND_5
 
 
 @pytest.mark.parametrize("half, thread, expected, text", _blind(), ids=[row[1].split("github.com/")[-1] for row in _blind()])

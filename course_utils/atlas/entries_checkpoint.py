@@ -143,8 +143,14 @@ ENTRIES = (
             "https://github.com/Comfy-Org/ComfyUI/issues/7425",
             "https://github.com/ZHO-ZHO-ZHO/ComfyUI-YoloWorld-EfficientSAM/issues/102",
             "https://github.com/mj-will/nessai/pull/455",
+            "https://github.com/voicepaw/so-vits-svc-fork/issues/348",
         ),
-        wordings=("You are using `torch.load` with `weights_only=False` (the current default value), which uses the "
+        wordings=(
+            # torch 2.0-2.5 with weights_only=True asked for explicitly (so-vits-svc-fork#348)
+            "Weights only load failed. Re-running `torch.load` with `weights_only` set to `False` will likely succeed, "
+            "but it can result in arbitrary code execution.Do it only if you get the file from a trusted source. "
+            "WeightsUnpickler error: Unsupported class numpy.core.multiarray._reconstruct",
+            "You are using `torch.load` with `weights_only=False` (the current default value), which uses the "
                   "default pickle module implicitly. It is possible to construct malicious pickle data which will "
                   "execute arbitrary code during unpickling (See https://github.com/pytorch/pytorch/blob/main/"
                   "SECURITY.md#untrusted-models for more details). In a future release, the default value for "
@@ -367,5 +373,40 @@ ENTRIES = (
                  "https://github.com/LordLiang/GA-Sketching/issues/6",
                  "https://github.com/jfzhang95/pytorch-video-recognition/issues/10",
                  "https://github.com/mit-han-lab/temporal-shift-module/issues/81"),
+    ),
+    Entry(
+        id="state-dict-num-batches-tracked", stage="checkpoint", chapter=7,
+        title="a BatchNorm checkpoint loaded into a model whose norm layers keep no num_batches_tracked (a "
+              "FrozenBatchNorm2d backbone, or a model written for torch older than 0.4.1)",
+        code="class FrozenBatchNorm2d(nn.Module):                 # detectron2's and torchvision's, in short\n"
+             "    def __init__(self, n):\n"
+             "        super().__init__()\n"
+             "        for name in ('weight', 'bias', 'running_mean', 'running_var'):\n"
+             "            self.register_buffer(name, torch.ones(n))\n"
+             "\n"
+             "trained = nn.Sequential(nn.Conv2d(3, $c, 3), nn.BatchNorm2d($c))\n"
+             "frozen = nn.Sequential(nn.Conv2d(3, $c, 3), FrozenBatchNorm2d($c))\n"
+             "frozen.load_state_dict(trained.state_dict())",
+        fix="class FrozenBatchNorm2d(nn.Module):\n"
+            "    def __init__(self, n):\n"
+            "        super().__init__()\n"
+            "        for name in ('weight', 'bias', 'running_mean', 'running_var'):\n"
+            "            self.register_buffer(name, torch.ones(n))\n"
+            "\n"
+            "trained = nn.Sequential(nn.Conv2d(3, $c, 3), nn.BatchNorm2d($c))\n"
+            "frozen = nn.Sequential(nn.Conv2d(3, $c, 3), FrozenBatchNorm2d($c))\n"
+            "state = {k: v for k, v in trained.state_dict().items() if not k.endswith('num_batches_tracked')}\n"
+            "frozen.load_state_dict(state)\n"
+            "shown = sorted(state)[-1]",
+        fix_line="state = {k: v for k, v in trained.state_dict().items() if not k.endswith('num_batches_tracked')}",
+        cause="Since torch 0.4.1 every BatchNorm saves a num_batches_tracked counter with its running statistics. A "
+              "layer that keeps the statistics but not the counter (a frozen BatchNorm in a detection backbone, or a "
+              "module written for older torch) has no place for it, and a strict load names every such key. The "
+              "counter matters only to BatchNorm(momentum=None): drop those keys and load the rest.",
+        expect="RuntimeError",
+        params=({"c": 4}, {"c": 8}),
+        sources=("https://github.com/pytorch/pytorch/issues/12528", "https://github.com/mattpoggi/guided-stereo/issues/2",
+                 "https://github.com/Res2Net/Res2Net-PretrainedModels/issues/5",
+                 "https://github.com/pytorch/vision/pull/1815"),
     ),
 )

@@ -300,5 +300,23 @@ ENTRIES = (
                 "and return a vector.",
         sources=("https://github.com/airsplay/lxmert/issues/17",),
     ),
+    Entry(
+        id="cpu-out-of-memory", stage="step", chapter=4,
+        title="host memory (RAM) runs out: a tensor larger than the machine can hold, often a whole dataset or an "
+              "evaluation's outputs kept at once",
+        code="x = torch.empty($count, dtype=torch.uint8)          # $what",
+        fix="chunks = [torch.empty(1_000_000, dtype=torch.uint8) for _ in range(4)]   # work in pieces\n"
+            "shown = sum(c.numel() for c in chunks)",
+        fix_line="chunks = [torch.empty(1_000_000, dtype=torch.uint8) for _ in range(4)]   # in pieces, as batches",
+        cause="The CPU allocator could not get the bytes it asked the operating system for: the process has run out "
+              "of RAM (and on Windows of virtual memory). It names the size it wanted. Load data lazily, evaluate in "
+              "batches and keep per-batch results small, lower the batch size or num_workers (each worker holds its "
+              "own copies), or add memory; on Windows a larger paging file helps.",
+        expect="RuntimeError",
+        params=({"count": 2**50, "what": "1 PiB"}, {"count": 2**48 + 12345, "what": "256 TiB and then some"}),
+        sources=("https://github.com/mxfold/mxfold2/issues/20", "https://github.com/JingyunLiang/VRT/issues/49",
+                 "https://github.com/lllyasviel/Fooocus/issues/237"),
+        wordings=("RuntimeError: [enforce fail at ..\\c10\\core\\impl\\alloc_cpu.cpp:72] data. DefaultCPUAllocator: "
+                  "not enough memory: you tried to allocate 26214400 bytes.",),
+    ),
 )
-

@@ -260,7 +260,14 @@ ENTRIES = (
         expect="RuntimeError",
         params=({"batch": 8}, {"batch": 64}),
         sources=("https://github.com/ray-project/ray/issues/17117",
-                 "https://github.com/pytorch/pytorch/issues/1010"),
+                 "https://github.com/pytorch/pytorch/issues/1010",
+                 "https://github.com/pytorch/pytorch/issues/65659",
+                 "https://github.com/NVIDIA/pix2pixHD/issues/9"),
+        wordings=(   # on a GPU the check is a kernel assert, one line per thread, then "device-side assert triggered"
+            "/opt/conda/conda-bld/pytorch_1631630806732/work/aten/src/ATen/native/cuda/Loss.cu:111: operator(): "
+            "block: [0,0,0], thread: [28,0,0] Assertion `input_val >= zero && input_val <= one` failed.",
+            "/opt/conda/conda-bld/pytorch_1512386481460/work/torch/lib/THCUNN/BCECriterion.cu:30: block: [16,0,0], "
+            "thread: [31,0,0] Assertion `input >= 0. && input <= 1.` failed."),
     ),
     Entry(
         id="mse-target-size-broadcast", stage="step", chapter=5,

@@ -161,4 +161,26 @@ ENTRIES = (
                  "https://github.com/pytorch/pytorch/issues/6874"),
         wordings=("randperm is only implemented for CPU",),   # torch 0.4, the same set-up (pytorch#6874)
     ),
+    Entry(
+        id="weighted-sampler-too-many-categories", stage="data", chapter=2,
+        title="a WeightedRandomSampler (or torch.multinomial) over more than 2**24 examples",
+        code="weights = torch.ones(2**24 + $extra)                   # one weight per example: a very large dataset\n"
+             "sampler = WeightedRandomSampler(weights, num_samples=10, replacement=$replacement)\n"
+             "drawn = list(sampler)                                  # the draw happens when the sampler is iterated",
+        fix="weights = torch.ones(2**24 + $extra)\n"
+            "g = torch.Generator().manual_seed(0)\n"
+            "# draw the example in two steps, each over fewer than 2**24 categories: a chunk, then a row in it\n"
+            "chunks = weights.split(2**23)\n"
+            "chunk = torch.multinomial(torch.stack([c.sum() for c in chunks]), 10, replacement=True, generator=g)\n"
+            "rows = [torch.multinomial(chunks[c], 1, generator=g).item() + int(c) * 2**23 for c in chunk]\n"
+            "shown = len(rows)",
+        fix_line="chunk = torch.multinomial(torch.stack([c.sum() for c in chunks]), 10, replacement=True, generator=g)",
+        cause="WeightedRandomSampler draws with torch.multinomial, which refuses more than 2**24 (16,777,216) "
+              "categories, so a sampler over that many examples fails when it is iterated (the DataLoader's first "
+              "batch), not when it is built. Draw in two steps (a chunk by its total weight, then an example in it), "
+              "weight classes instead of examples, or sample from a subset.",
+        expect="RuntimeError",
+        params=({"extra": 1, "replacement": True}, {"extra": 1000, "replacement": False}),
+        sources=("https://github.com/pasqal-io/emulators/issues/137", "https://github.com/sbi-dev/sbi/issues/1283"),
+    ),
 )

@@ -138,8 +138,17 @@ ENTRIES = (
                  "https://github.com/xuebinqin/BASNet/issues/32",
                  "https://github.com/mittagessen/kraken/issues/266",
                  "https://github.com/nianticlabs/simplerecon/issues/3",
-                 "https://github.com/hkchengrex/STCN/issues/132"),
-        wordings=("DataLoader worker (pid 22048) is killed by signal: Killed.",   # the SIGCHLD handler's words
+                 "https://github.com/hkchengrex/STCN/issues/132",
+                 "https://github.com/MIC-DKFZ/nnUNet/issues/294",
+                 "https://github.com/huaweicloud/dls-example/issues/26",
+                 "https://github.com/ultralytics/ultralytics/issues/1238"),
+        wordings=(
+                  # a batch that does not fit in /dev/shm, as torch words it when sharing one (nnUNet#294,
+                  # dls-example#26: a container's shared memory)
+                  "RuntimeError: unable to write to file </torch_15769_1517813162>",
+                  "RuntimeError: unable to write to file </torch_722_783672312_1>: No space left on device (28)",   # 2.x
+                  "RuntimeError: unable to write to file </torch_76_3625483894> at /pytorch/aten/src/TH/THAllocator.c:383",
+                  "DataLoader worker (pid 22048) is killed by signal: Killed.",   # the SIGCHLD handler's words
                   # ... and for SIGBUS, with torch's own guess at the cause (STCN#132)
                   "DataLoader worker (pid 46794) is killed by signal: Bus error. It is possible that dataloader's "
                   "workers are out of shared memory. Please try to raise your shared memory limit.",

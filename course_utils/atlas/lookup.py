@@ -129,6 +129,19 @@ def _templates(entries: tuple[Entry, ...], leave_out: tuple[str, int] | None = N
             if (entry.id, i) != leave_out]
 
 
+def _last_type(text: str) -> str | None:
+    """The exception type the paste's last exception line names (the original error under a wrapper's)."""
+    heads = [m.group(1) for m in map(_HEAD.match, text.strip().splitlines()) if m]
+    return heads[-1] if heads else None
+
+
+@lru_cache(maxsize=512)
+def _ends_in(entry_id: str) -> str | None:
+    """The exception type the last line of the entry's recorded message names."""
+    messages = recorded().get(entry_id, {}).get("messages", [])
+    return _last_type(messages[0]) if messages else None
+
+
 @lru_cache(maxsize=4096)
 def _tokens_cached(message: str) -> tuple[str, ...]:
     return tokens(message)
@@ -184,6 +197,20 @@ def _aligned(paste: tuple[str, ...], opening: tuple[str, ...]) -> float:
     return 0.9 if len(cut) >= 8 and opening[-len(cut):] == cut else 0.0
 
 
+CONTAINED = 0.85       # the score of a paste found word for word inside a template
+_NOT_WORDS = {"NAME", "NUM", "PATH", "SHAPE", "ADDR", "DEVICE"}
+
+
+def _contained(pasted: tuple[str, ...], full: tuple[str, ...], least: int = 6, words: int = 4) -> bool:
+    """Is the paste (at least `least` tokens, `words` of them words) a run of the template's tokens?"""
+    if len(pasted) < least or len(pasted) >= len(full):
+        return False
+    if sum(t.isalpha() and t not in _NOT_WORDS and not t.startswith("name_") for t in pasted) < words:
+        return False
+    n = len(pasted)
+    return any(full[i:i + n] == pasted for i in range(len(full) - n + 1))
+
+
 def score(kind: str, message: str, expected: str, template: str, with_inner: bool = False) -> float:
     """How alike two messages are, about [0, 1]: their first lines (where torch says what went wrong) weigh 0.7, the
     whole messages 0.3 (the hints that follow are often shared: CUDA's, autograd's; a paste of one line against the
@@ -200,12 +227,27 @@ def score(kind: str, message: str, expected: str, template: str, with_inner: boo
     pasted, full = _tokens_cached(message), _tokens_cached(template)
     whole = _ratio(pasted, full if joined else full[:max(len(pasted), len(opening))])
     value = 0.7 * first + 0.3 * whole + (0.05 if kind == expected else 0.0)
+    # A paste without an exception's name that is a piece of the message, word for word (a warning's first sentence
+    # quoted in an issue's title, "Detected call of `lr_scheduler.step()` before `optimizer.step()`"), is that
+    # message, however short the piece
+    if not kind and _contained(pasted, full):
+        value = max(value, CONTAINED)
     # A name the template's opening keeps because it tells the cause ('NoneType' object has no attribute, a
     # wrapper's, a checkpoint's part, an optimizer's state) and the paste lacks: the rest of the words are the
     # common part of the message ("'OrderedDict' object has no attribute 'eval'" is not a gradient left None)
     if {token for token in opening if token.startswith("name_")} - set(pasted):
         value *= TELLING_MISSING
     return value
+
+
+def _telling_fit(entry_id: str, pasted: frozenset[str]) -> int:
+    """Of the names that tell a cause ("module.", "_orig_mod.", "num_batches_tracked", a checkpoint's part) in the
+    entry's recorded messages, how many the paste holds less how many it lacks, for its best-fitting message."""
+    fits = []
+    for message in recorded().get(entry_id, {}).get("messages", []):
+        telling = {token for token in _tokens_cached(message) if token.startswith("name_")}
+        fits.append(len(telling & pasted) - len(telling - pasted))
+    return max(fits, default=0)
 
 
 STAGE_WORDS = {
@@ -227,6 +269,9 @@ def stage_of(text: str) -> str:
 
 # what an issue's editor adds to a pasted line: a quote's "> " markers, bold's "**"
 _MARKDOWN = re.compile(r"^[ \t]*(?:>[ \t]?)+|\*\*", re.MULTILINE)
+# ... and an error quoted as inline code inside a sentence ("`RuntimeError: expected ...` would occur when"): its
+# own line, as torch printed it
+_QUOTED_ERROR = re.compile(r"`((?:[\w.]+\.)?\w*(?:Error|Exception|Warning):[^`\n]+)`")
 _SAYS_ERROR = re.compile(r"(?i)\berror\b|\bfailed\b|\bassert")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # names every fragment (and many a traceback) holds, which tell one fragment from another nothing
@@ -244,7 +289,7 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
     """The atlas entries for a pasted message or traceback, best first (see the module)."""
     if entries is None:
         from course_utils.atlas import ENTRIES as entries
-    text = _MARKDOWN.sub("", text)
+    text = _QUOTED_ERROR.sub(lambda m: "\n" + m.group(1) + "\n", _MARKDOWN.sub("", text))
     lines, rest = error_lines(text), residue(text)
     if not lines or (rest and not error_lines(rest.splitlines()[0])):
         # no exception line, or the paste starts inside a message ("Caught ... in DataLoader worker process 0."
@@ -264,10 +309,20 @@ def lookup(text: str, entries: tuple[Entry, ...] | None = None, limit: int = 3,
         # nothing matched the paste as a whole, and it is a log with lines of its own (programs' output, then the
         # line that says what failed, often the last): each line that says so, alone
         compare([("", line) for line in logged if _SAYS_ERROR.search(line) or line is logged[-1]])
-    # Entries whose messages read the same (one torch message, two causes) tie: the paste's own code, where it holds
+    # Entries whose messages read the same (one torch message, two causes) tie: first the entry whose telling names
+    # (a wrapper's prefix, a BatchNorm's counter) the paste holds; then the entry whose message ends in
+    # the exception the paste ends in (a worker's "Caught KeyError ..." over a pandas ValueError is the generic
+    # worker error, not an entry whose original error is a RuntimeError); then the paste's own code, where it holds
     # frames, puts first the entry whose fragment shares more of its names ("BCEWithLogitsLoss", "logits")
-    words = set(_IDENTIFIER.findall(text))
-    ranked = sorted(best.values(), key=lambda pair: (-pair[1], -len(_code_words(pair[0].code) & words)))
+    words, last, pasted = set(_IDENTIFIER.findall(text)), _last_type(text), frozenset(_tokens_cached(text))
+    # an entry whose every message names a telling key the paste lacks anywhere (a BatchNorm counter's key, against
+    # a paste of "module." keys) is that message's cause only in part: marked down as a missing opening name is
+    for entry_id, (entry, value) in list(best.items()):
+        if _telling_fit(entry_id, pasted) < 0:
+            best[entry_id] = (entry, value * TELLING_MISSING)
+    ranked = sorted(best.values(), key=lambda pair: (-round(pair[1], 3), -_telling_fit(pair[0].id, pasted),
+                                                     last is None or last != _ends_in(pair[0].id),
+                                                     -len(_code_words(pair[0].code) & words)))
     # An entry whose message only reports that another error came first (torchrun's "failed (exitcode: 2)") goes
     # after every other entry the paste matches: the error above it in the log is the cause
     ranked = ([pair for pair in ranked if not (pair[0].reports_another and pair[1] >= MATCH)]

@@ -46,6 +46,8 @@ _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 def _name(match: re.Match) -> str:
     text = next(group for group in match.groups() if group is not None)
     first = text.split(".")[0]
+    if text.endswith(".num_batches_tracked"):   # a BatchNorm counter the loading model has no place for
+        return " NAME_num_batches_tracked "
     if first in ARRAY_ATTRIBUTES:
         return f" NAME NAME_{first} "
     if text in optimizer_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
