@@ -49,6 +49,7 @@ def rhythm_lines(num_workers: int = 4, batches: int = 12, batch_size: int = 4, s
     long = [i + 2 for i, gap in enumerate(gaps) if gap > load / 2]          # batch numbers, counted from 1
     return [f"{num_workers} workers, a batch of {batch_size} takes {load:g} s to load, the loop takes no time: "
             f"{batches} batches",
-            f"long waits (over {load / 2:g} s) before batches {long}; every other batch came at once",
+            f"long waits (over {load / 2:g} s) before batches {long}, numbered from 1 (the first batch's wait, which "
+            f"includes starting the workers, is not counted); all the others came at once",
             f"so the loop waited {len(long)} times for a round of {num_workers} batches: the loader is the "
             f"bottleneck, and the GPU idles during each wait"]

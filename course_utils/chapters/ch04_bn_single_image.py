@@ -65,7 +65,7 @@ def single_image(seed: int, steps: int = 80) -> SingleImage:
 def single_image_lines(seeds=SEEDS) -> list[str]:
     runs = [single_image(s) for s in seeds]
     n = len(runs)
-    return [f"small BatchNorm CNN trained on 4 classes (chance 0.25), test images evaluated one at a time, {n} seeds:",
+    return [f"small BatchNorm CNN trained on 4 classes (chance 0.25), test images evaluated three ways, {n} seeds:",
             f"  model.eval():               accuracy above 0.9 on {sum(r.eval_mode > 0.9 for r in runs)} of {n}",
             f"  train mode, batches of 1:   accuracy below 0.5 on {sum(r.train_mode_one < 0.5 for r in runs)} of {n}",
             f"  train mode, one batch of 120: accuracy above 0.9 on "

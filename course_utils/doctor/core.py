@@ -23,6 +23,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.instancenorm import _InstanceNorm
+
 from course_utils.doctor import checks, verdict
 from course_utils.doctor.checks import Observations
 from course_utils.doctor.forwards import Forward, Graphs, first_input, mode_layers, outputs
@@ -32,6 +35,8 @@ from course_utils.doctor.install import Undo, install
 from course_utils.doctor.report import Report
 from course_utils.doctor.sources import DataWatch, Source, _pointer, _size, _storages
 from course_utils.doctor.updates import UpdateWatch
+
+_NORMS = (_BatchNorm, _InstanceNorm)
 
 SOFTMAX_CHECKS = 5     # backward passes whose loss graph is searched for softmax -> cross_entropy
 _ACTIVE: list = []     # the one doctor watching now (wrappers are process-wide)
@@ -107,6 +112,7 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._mean_loss = None                       # a weakref to the last loss module's batch-mean result
         self._depth_in: dict[int, int] = {}          # watched model -> how many of its forwards are running
         self._child_evaluations: list = []           # a child's no-grad forwards, not yet decided (see _forward)
+        self._unsourced_in_train_mode: list = []     # no-grad train-mode forwards on inputs no loader gave
         self._scales: set[int] = set()                # where each GradScaler seen keeps its scale
         self._frozen: list = []
         self._depth = {"clip": 0, "sched": 0}
@@ -191,17 +197,28 @@ class LoopDoctor(DataWatch, UpdateWatch):
             self.sources[source].evaluated = True
         if mode == "train" and layers and (source is not None or self._last_batch is None):
             checks.eval_in_train_mode(obs, index, layers, "without gradients")
+        elif mode == "train" and (random := [m for m in layers if not isinstance(m, _NORMS)]):
+            # on inputs no loader gave (noise, a prompt): samples for a preview, or a GAN's fakes that a backward is
+            # about to train on; judged when the next batch comes, only if no backward came first, and only by the
+            # layers that draw at random in train mode (dropout): a generator's BatchNorm normalising its preview
+            # batch is how GANs sample (pytorch/examples' DCGAN), not a corrupted sample
+            self._unsourced_in_train_mode.append((index, random))
         elif mode == "train" and not layers:
             obs.notes[("eval in train mode", name)] = obs.notes.get(("eval in train mode", name), 0) + 1
 
     def _settle_child_evaluations(self, trained: bool) -> None:
         """A child's no-grad forwards since the last batch: evaluations, unless a backward came before the next
         batch (then they were a frozen stage whose features a trained part learned from: SupContrast's linear
-        stage, `with torch.no_grad(): features = model.encoder(images)`)."""
+        stage, `with torch.no_grad(): features = model.encoder(images)`). The same for no-grad forwards in train mode
+        on inputs no loader gave: a preview sampled from noise is judged, a GAN's fakes then trained on are not."""
         pending, self._child_evaluations = self._child_evaluations, []
+        unsourced, self._unsourced_in_train_mode = self._unsourced_in_train_mode, []
         if not trained:
             for evaluation in pending:
                 self._evaluation(*evaluation)
+            for index, layers in self._unsourced_in_train_mode + unsourced:
+                checks.eval_in_train_mode(self.obs, index, layers, "without gradients")
+            self._unsourced_in_train_mode = []
 
     def _forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object,
                  layers: list | None = None) -> None:

@@ -45,6 +45,10 @@ SUPPORT = (
     ("", "a watched model's direct child called on its own under no_grad (`model.encoder(images)`): an evaluation, "
          "unless a backward follows before the next batch (then it fed a trained head as a frozen stage)",
      ("supcon_hobbitlong",)),
+    ("", "a no-grad forward in train mode on inputs no loader gave (a preview sampled from noise): judged by its "
+         "dropout, unless a backward follows before the next batch (a GAN's fakes, trained on); a generator's "
+         "BatchNorm sampling in train mode is how GANs sample",
+     ("dit_train", "diffusers_unconditional", "examples_dcgan")),
     ("optimizers", "any `torch.optim.Optimizer` (SGD, Adam, AdamW, Adadelta, LBFGS), several at once, or none",
      ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples_regression")),
     ("precision", "float32; bfloat16 or float16 autocast with a GradScaler (skipped steps included) on the CPU",

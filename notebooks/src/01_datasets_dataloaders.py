@@ -286,9 +286,9 @@ print("\n".join(worker_state_lines()))
 
 # %% [markdown]
 # Workers started every epoch copy the dataset again, so they see the new value; persistent workers keep the copy
-# they started with and replay epoch 0 for ever, without a word. A tensor in shared memory
-# (`share_memory_()`, written in place with `fill_`) is one block of memory that every worker maps, so a write in
-# the main process reaches them all. The other fix is to keep per-epoch randomness out of the dataset: a sampler
+# they started with and replay epoch 0 for ever, without a word. A tensor in shared memory (`share_memory_()`
+# when the dataset is built, before the loader's first epoch; written in place with `fill_`) is one block of
+# memory that every worker maps, so a write in the main process reaches them all. The other fix is to keep per-epoch randomness out of the dataset: a sampler
 # runs in the main process, which is why `DistributedSampler.set_epoch` (chapter 2) works with any workers.
 
 # %% [markdown]
@@ -320,9 +320,9 @@ print("\n".join(rhythm_lines(num_workers=4)))
 
 # %% [markdown]
 # Bursts of k batches, then a pause: that rhythm, with a GPU mostly idle, says the loop is waiting for data, not
-# computing. The cure is on the loading side: cheaper examples (decode once and cache, smaller files), more workers
-# if there are free cores, or a larger `prefetch_factor` only to smooth the bursts (it cannot raise the rate at
-# which k workers produce batches).
+# computing. The cure is on the loading side: cheaper examples (decode once and cache, smaller files), or more
+# workers if there are free cores. A larger `prefetch_factor` does not help here: a queue the workers cannot fill
+# is empty at every wait (it only absorbs uneven loading times when the workers keep up on average).
 
 # %% [markdown]
 # One trap: workers started with **spawn** (the default on macOS and Windows, and Python 3.14 makes

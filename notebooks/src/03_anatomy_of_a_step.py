@@ -386,8 +386,8 @@ for label, factors in (("lr 1e-3", adamw_decay_per_step(1e-3)), ("lr 1e-2", adam
 # %% [markdown]
 # The shrink is lr·λ: ten times the rate, ten times the decay, and under a schedule it falls with the rate.
 # Change the learning rate or the schedule and you have changed the regularisation too; to keep it, keep
-# lr·λ fixed (halve λ when you double lr). torch's three AdamW implementations (the default `foreach`, the
-# plain loop and `fused=True`) all decay this way.
+# lr·λ fixed (halve λ when you double lr). torch's three AdamW implementations, the for-loop (the default on the
+# CPU, run above), `foreach` (the default on CUDA) and `fused=True`, decay alike (the course's tests check all three).
 
 # %% [markdown]
 #
@@ -816,8 +816,8 @@ print("optimizer holds every parameter of the model:", held_by(model, optimizer)
 
 # %% [markdown]
 # The opposite mistake: the right parameters, but an optimizer built *again*. Some recipes build a new SGD every
-# epoch to set a lower learning rate, and some resume code builds the optimizer after loading its state. The
-# parameters are the same; the state is not. SGD with momentum 0.9, the rate halved each epoch, both ways, and
+# epoch to set a lower learning rate, and some resume code loads the saved state into one optimizer and then
+# builds a new one (a trainer's setup, say) that replaces it. The parameters are the same; the state is not. SGD with momentum 0.9, the rate halved each epoch, both ways, and
 # an Adam built again after `load_state_dict`:
 
 # %% tags=["answers-optimizer-rebuilt"]
@@ -826,8 +826,9 @@ from course_utils.chapters.ch03_optimizer_rebuilt import rebuilt_lines
 print("\n".join(rebuilt_lines()))
 
 # %% [markdown]
-# Halving the rate should halve the step; rebuilding the optimizer cut it to a few percent, because the momentum
-# that made up most of each step was thrown away. Change a rate by writing `group["lr"]` (or with a scheduler),
+# Writing the halved rate kept the first step of each epoch at 0.3 or more of the step before it, about half;
+# rebuilding the optimizer cut it below a fifth, because the momentum that made up most of each step was thrown
+# away. Change a rate by writing `group["lr"]` (or with a scheduler),
 # and build an optimizer once, before loading its state into it.
 
 # %% [markdown]
@@ -969,8 +970,10 @@ print("\n".join(custom_function_lines()))
 
 # %% [markdown]
 # A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
-# changed one, before it is added to `.grad`. A pruning tool uses it to keep pruned weights at 0: their gradient
-# is masked, so no step moves them. A frozen parameter never gets a gradient, so torch refuses a hook on it at
+# changed one, before it is added to `.grad`. A pruning tool can use it to keep pruned weights at 0: their
+# gradient is masked, so no step of plain SGD moves them. (An optimizer that already holds momentum or Adam
+# moments for them still moves them on a zero gradient, which is why `torch.nn.utils.prune` masks the weight
+# itself before every forward instead.) A frozen parameter never gets a gradient, so torch refuses a hook on it at
 # once; hook only the parameters with `requires_grad` True.
 
 # %% tags=["answers-tensor-hooks"]
@@ -978,9 +981,9 @@ print("\n".join(hook_lines()))
 
 # %% [markdown]
 # A *forward* hook (`module.register_forward_hook(fn)`) runs after every forward call, and `no_grad` does not
-# stop it: `no_grad` only stops autograd from recording. A tool that keeps each layer's input while the module
-# is in train mode (per-example gradients for differential privacy work this way) keeps them during an
-# evaluation under `no_grad` too, unless the model is in eval mode:
+# stop it: `no_grad` only stops autograd from recording. A hook that keeps a layer's input whenever the module is
+# in train mode (the way tools for per-example gradients collect activations) keeps them during an evaluation
+# under `no_grad` too, unless the model is in eval mode. Two layers hooked:
 
 # %% tags=["answers-forward-hook-no-grad"]
 print("\n".join(forward_hook_lines()))

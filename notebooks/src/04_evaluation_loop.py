@@ -84,11 +84,12 @@ from course_utils.chapters.ch04_dropout_gap import dropout_gap_lines
 print("\n".join(dropout_gap_lines(p=0.7)))
 
 # %% [markdown]
-# Evaluation gives the *lower* loss, every time. With the dropout straight before the last Linear layer it has
-# to: the eval-mode logits are exactly the average of the train-mode logits over all masks, and the average of a
+# Evaluation gives the *lower* loss, on every seed here. With the dropout straight before the last Linear layer
+# it has to: the eval-mode logits are exactly the average of the train-mode logits over all masks, and the average of a
 # convex loss is at least the loss of the average. Deeper in, before another ReLU, no rule forces it, and on
 # these seeds it held anyway. So when a validation loss is several times the training loss from the first
-# batches, dropout's scaling is not why. Compare like with like: evaluate a few *training* batches in eval mode.
+# batches, dropout's scaling is not why (certain for a dropout before the last layer, measured here for deeper
+# ones). Compare like with like: evaluate a few *training* batches in eval mode.
 # If they are low too, the validation data differ (another distribution, other preprocessing); if they are
 # high, something else changes in eval mode, such as BatchNorm's running statistics (below), or the two losses
 # are not averaged alike (the averages further down this chapter).
@@ -172,9 +173,10 @@ from course_utils.chapters.ch04_bn_single_image import single_image_lines
 print("\n".join(single_image_lines()))
 
 # %% [markdown]
-# The weights are fine: in eval mode, or in train mode with a batch large enough for its statistics to be the
-# data's, the same model is right. A published model that scores near chance when you evaluate it with
-# `batch_size=1` is almost always one left in train mode. Each of those forwards also moved the running
+# The weights are fine: in eval mode, or in train mode with a large, shuffled batch whose statistics are the
+# data's, the same model is right (a large batch of one class would subtract the class as one image does). A
+# published model that scores far below its figure when you evaluate it with `batch_size=1` is very often one left
+# in train mode: check `model.training` first. Each of those forwards also moved the running
 # statistics towards one image; call `model.eval()` before evaluating, never after.
 
 # %% [markdown]
@@ -518,9 +520,10 @@ from course_utils.chapters.ch04_preprocessing import normalisation_lines
 print("\n".join(normalisation_lines()))
 
 # %% [markdown]
-# The validation set's own statistics come close here because it is drawn from the same distribution as the
-# training set; another dataset's constants (the familiar ImageNet mean and std on images that are not ImageNet's,
-# or a model zoo's constants left out) or none at all leave the model guessing. When a downloaded model scores far
+# The validation set's own statistics come close here only because it is drawn from the same distribution as the
+# training set; use the training constants anyway (per-set statistics hide a shift, and one image has none of its
+# own). Constants the model was not trained with (ImageNet's mean and std given to a model trained on inputs scaled
+# to [-1, 1], or a model zoo's constants left out) or none at all leave the model guessing. When a downloaded model scores far
 # below its published figure, check the preprocessing it was trained with before anything else; to fine-tune it,
 # start from that preprocessing, since its first layer was fitted to it.
 #

@@ -155,9 +155,10 @@ from course_utils.chapters.ch07_seed_streams import seed_stream_lines
 print("\n".join(seed_stream_lines()))
 
 # %% [markdown]
-# Only all three together repeat the run. When seeded runs still differ on the CPU, look for the stream you did
-# not seed (a library's own `random.random()`, a NumPy call inside a transform) before suspecting the kernels;
-# `seed_everything` seeds all three. On a GPU, non-deterministic kernels are a further cause (below).
+# Only all three together repeat the run (in the main process: DataLoader workers seed Python's `random` and
+# NumPy from torch's seed themselves). When seeded runs still differ on the CPU, look for the stream you did not
+# seed (a library's own `random.random()`, a NumPy call in code the main process runs) before suspecting the
+# kernels; `seed_everything` seeds all three. (A NumPy `Generator` from `default_rng()` has a seed of its own.) On a GPU, non-deterministic kernels are a further cause (below).
 
 # %% [markdown]
 # One trap hides in every DataLoader. Starting an epoch draws a base seed for the workers, from the
@@ -782,9 +783,11 @@ except ValueError as error:
 # silently, and autocast on CUDA picks fp16 unless given a dtype. The scaler multiplies the loss so they land
 # in fp16's range, then divides before the step; bf16 needs none of it, which is why bf16 recipes (and
 # Accelerate) create no scaler. Adam's `eps` is 0 in fp16, so a zero second moment (a gradient of 0, or one
-# of 1e-4 whose square underflows) divides by zero: NaN and -inf weights. Autocast avoids all of this by
-# keeping weights, gradients and optimizer state in float32 and casting per operation; `.half()` makes the
-# weights and gradients fp16, which `GradScaler` refuses to unscale (keep float32 weights, or raise `eps`).
+# of 1e-4 whose square underflows) divides by zero: NaN and -inf weights (measured with the default
+# implementation). Autocast avoids the last two by keeping weights, `.grad` and optimizer state in float32 and
+# casting per operation; with fp16 it still needs a GradScaler for the activations' gradients. `.half()` makes the
+# weights and gradients fp16: `GradScaler` refuses to unscale them (keep float32 weights), and Adam's `eps` must be
+# raised to mean anything.
 
 # %% [markdown]
 # Small numbers are one half of the story; the other is small *changes*. A format with few significant bits has
@@ -802,9 +805,10 @@ print("\n".join(bf16_weight_lines()))
 # A LayerNorm weight starts at exactly 1.0, where bf16's neighbours are 0.0039 below and 0.0078 above: an
 # update of 1e-4, or even 1e-3, rounds back to 1.0, every time, so those weights never train. Weights near 0
 # have finer gaps and some of them move, which is why the run still looks alive while it learns far less.
-# fp16 has the same problem at smaller rates. Autocast does not: it computes in bf16 but keeps the weights,
-# and so every update, in float32 (a *master copy*). If memory forces bf16 weights, keep a float32 copy for the
-# optimizer to update; raising the learning rate until updates clear the gap changes the training, not the gap.
+# fp16 has the same problem at smaller rates. Under autocast the weights were never cast: they stay float32, and
+# only eligible operations (matrix products, convolutions) run in bf16 on temporary copies, so every update lands
+# on a float32 weight. If memory forces bf16 weights, keep a float32 copy of them for the optimizer to update (a
+# *master copy*); raising the learning rate until updates clear the gap changes the training, not the gap.
 
 # %% [markdown]
 #
