@@ -745,10 +745,11 @@ with answer(3, "inplace"):
 # the version; at backward it compares, and raises if the tensor changed. So the error needs both: an
 # in-place change, *and* a tensor some operation saved. `exp` and `sigmoid` save their output (their
 # derivatives are computed from it), so changing that output in place breaks backward; a Linear
-# layer's output is saved by nobody, so `+=` or an in-place ReLU on it is fine. The error is raised at
-# `backward()`, not at the line that did it. Fixes: write it out of place (`h = h + 1`,
-# `ReLU(inplace=False)`), or clone before changing. `torch.autograd.set_detect_anomaly(True)` names the
-# forward operation whose saved tensor changed, at a cost in speed: for debugging only. The same error
+# layer's output is saved by nobody, so `+=` or an in-place ReLU on it is fine, as long as it comes before any
+# operation that saves it. The error is raised at `backward()`, not at the line that did it. Fixes: write it out
+# of place (`h = h + 1`, `ReLU(inplace=False)`), or clone before changing. The message already names the
+# operation whose saved tensor changed (`ExpBackward0`); `torch.autograd.set_detect_anomaly(True)` adds the forward
+# line of that operation, not the in-place line that changed it, at a cost in speed: for debugging only. The same error
 # comes from `optimizer.step()` run between a forward and a backward that uses its graph, as with
 # `retain_graph=True` above, or a GAN that steps one network before the other's backward. Two networks, as a GAN
 # or an adversarial VAE trains them: a generator G and a discriminator D, with D's loss computed on G's output:
@@ -763,8 +764,9 @@ for what, result in two_network_rules().items():
 # Without `detach()`, D's loss sends gradients into G: wasted work, and wrong updates if they are not zeroed
 # before G's own step (they push G the way D wants). Detaching the fake for D's loss stops them there. The error
 # comes from reusing D's output for G's loss after D's step: the step changed D's weights in place, and the graph
-# of that output had saved them. Run D again on G's output after D's step (or take G's backward before D's
-# step): that is what the usual GAN loop does.
+# of that output had saved them. Run D again on G's output after D's step: that is what the usual GAN loop does.
+# (Taking G's backward before D's step also runs, but it adds G's gradients to D's `.grad`, which D's step would
+# then apply unless they are zeroed first.)
 #
 # Code with that order ran without an error before torch 1.5: optimizers wrote new weights through `.data`,
 # which autograd's version counters do not see (torch 1.5 "changed optimizers to fix in-place checks for the
