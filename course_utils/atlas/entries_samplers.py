@@ -172,7 +172,10 @@ ENTRIES = (
             "# draw the example in two steps, each over fewer than 2**24 categories: a chunk, then a row in it\n"
             "chunks = weights.split(2**23)\n"
             "chunk = torch.multinomial(torch.stack([c.sum() for c in chunks]), 10, replacement=True, generator=g)\n"
-            "rows = [torch.multinomial(chunks[c], 1, generator=g).item() + int(c) * 2**23 for c in chunk]\n"
+            "rows = torch.empty(len(chunk), dtype=torch.long)     # each draw's row, in the order of the draws\n"
+            "for c in chunk.unique().tolist():                    # one call per chunk drawn, not one per row\n"
+            "    at = (chunk == c).nonzero().squeeze(1)\n"
+            "    rows[at] = torch.multinomial(chunks[c], len(at), replacement=True, generator=g) + c * 2**23\n"
             "shown = len(rows)",
         fix_line="chunk = torch.multinomial(torch.stack([c.sum() for c in chunks]), 10, replacement=True, generator=g)",
         cause="WeightedRandomSampler draws with torch.multinomial, which refuses more than 2**24 (16,777,216) "

@@ -123,13 +123,13 @@ def _restored(hooks):
 def _own_imports(folder: Path):
     """A fragment may put its folder on sys.path and import modules it wrote there (a dataset's module): afterwards
     sys.path is as it was and those modules are forgotten, so the next fragment's module of the same name is read."""
-    path = list(sys.path)
+    path, known = list(sys.path), set(sys.modules)
     try:
         yield
     finally:
         sys.path[:] = path
-        for name, module in list(sys.modules.items()):
-            if str(getattr(module, "__file__", None) or "").startswith(str(folder)):
+        for name in set(sys.modules) - known:      # only a module imported during the fragment can be its own
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(folder)):
                 del sys.modules[name]
 
 
