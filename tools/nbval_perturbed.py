@@ -68,20 +68,6 @@ TIMEOUT_S = 900
 _NICE_PYTEST = ("import os, sys, pytest\n"
                 "if hasattr(os, 'nice') and int(sys.argv[1]) > 0: os.nice(int(sys.argv[1]))\n"
                 "sys.exit(pytest.main(sys.argv[2:]))")
-# ... but a Jupyter kernel starts a session of its own (jupyter_client's launcher), and where the Linux kernel
-# schedules by session ("autogroup", /proc/sys/kernel/sched_autogroup_enabled), a niceness counts only against the
-# processes of its own session: every kernel of a niced pass got as much CPU as the browser test's whole session
-# (measured: the browser tests took 358 s alone, 416-477 s beside the two passes). So each kernel of a niced pass
-# lowers its session's niceness too, from an IPython startup file (it runs before the notebook's first cell; it
-# leaves no name behind). Where there is no autogroup (other systems, or it is off) the write fails and is ignored.
-_LOWER_SESSION = ("def _lower_session(niceness):\n"
-                  "    try:\n"
-                  "        with open('/proc/self/autogroup', 'w') as f:\n"
-                  "            f.write(str(niceness))\n"
-                  "    except OSError:\n"
-                  "        pass\n"
-                  "_lower_session({niceness})\n"
-                  "del _lower_session\n")
 
 
 @dataclass
@@ -155,11 +141,6 @@ def _nbval_once(paths: list[Path], config: str | None, label: str, niceness: int
         folder.mkdir()
         for path in paths:
             shutil.copy(path, folder / path.name)
-        if niceness > 0:
-            startup = Path(tmp) / "ipython" / "profile_default" / "startup"
-            startup.mkdir(parents=True)
-            (startup / "00-lower-session.py").write_text(_LOWER_SESSION.format(niceness=niceness))
-            extra = {"IPYTHONDIR": str(Path(tmp) / "ipython"), **extra}
         command = [sys.executable, "-c", _NICE_PYTEST, str(niceness), *nbval_arguments(), "-p", "no:cacheprovider",
                    "-q", "--no-header", "-rfE", f"--rootdir={tmp}", "-c", os.devnull,
                    "-o", "truncation_limit_lines=0", "-o", "truncation_limit_chars=0",   # a differing cell in full
