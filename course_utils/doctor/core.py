@@ -212,13 +212,12 @@ class LoopDoctor(DataWatch, UpdateWatch):
         stage, `with torch.no_grad(): features = model.encoder(images)`). The same for no-grad forwards in train mode
         on inputs no loader gave: a preview sampled from noise is judged, a GAN's fakes then trained on are not."""
         pending, self._child_evaluations = self._child_evaluations, []
-        unsourced, self._unsourced_in_train_mode = self._unsourced_in_train_mode, []
         if not trained:
-            for evaluation in pending:
+            for evaluation in pending:          # may add to the unsourced forwards judged just below
                 self._evaluation(*evaluation)
-            for index, layers in self._unsourced_in_train_mode + unsourced:
+            for index, layers in self._unsourced_in_train_mode:
                 checks.eval_in_train_mode(self.obs, index, layers, "without gradients")
-            self._unsourced_in_train_mode = []
+        self._unsourced_in_train_mode = []
 
     def _forward(self, index: int, module: nn.Module, args: tuple, kwargs: dict, output: object,
                  layers: list | None = None) -> None:
