@@ -6,6 +6,7 @@ init and generated point moved by 1e-6: every chaotic run moved, on any host) at
 the notebooks; its failing cells and log are this test's message. `pytest --nbval` checks the notebooks cell by
 cell in the session instead, and then the pinned pass is left out (conftest.py)."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def test_committed_outputs_hold(outcomes, config):
     outcome = outcomes[config]
     assert "passed" in outcome.summary, outcome.log[-3000:]           # nbval ran the notebooks at all
     assert outcome.passed, (f"{len(outcome.failed)} cell(s) differ under {config}: {outcome.failed}\n"
-                            + outcome.log[-6000:])
+                            + (outcome.differences() or outcome.log[-6000:]))
 
 
 def test_the_pinned_pass_is_the_instructor_command():
@@ -217,14 +218,26 @@ def test_a_niced_pass_runs_its_kernels_at_that_niceness(tmp_path):
 
 def test_a_differing_cell_is_reported_in_full(tmp_path):
     """A cell that fails in a background pass is shown whole in its log (pytest cuts long diffs by default): what a
-    chapter prints only when something goes wrong, such as torchrun's stderr, must reach the test's message."""
+    chapter prints only when something goes wrong, such as torchrun's stderr, must reach the test's message. The
+    message itself is each failing cell's diff (`Outcome.differences`), a wide line shown where it differs: a cell
+    whose HTML table filled the log's tail once hid the very lines that differed."""
     import nbformat
     lines = [f"line {i}" for i in range(60)]
     cell = nbformat.v4.new_code_cell("print('\\n'.join(f'line {i}' for i in range(60)))", execution_count=1)
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="\n".join(lines[:-1] + ["line X"]) + "\n")]
-    notebook = nbformat.v4.new_notebook(cells=[cell])
+    row = "<tr><td>same</td></tr>" * 400
+    table = nbformat.v4.new_code_cell(f"from IPython.display import HTML\nHTML('<table><tr><td>run</td></tr>{row}"
+                                      "</table>')", execution_count=2)
+    table.outputs = [nbformat.v4.new_output("execute_result", execution_count=2, data={
+        "text/html": f"<table><tr><td>committed</td></tr>{row}</table>", "text/plain": "<IPython.core.display.HTML object>"})]
+    notebook = nbformat.v4.new_notebook(cells=[cell, table])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, tmp_path / "00_long.ipynb")
     outcome = nbval_perturbed.nbval([tmp_path / "00_long.ipynb"], PYTHONPATH=str(ROOT))
-    assert outcome.failed == ["00_long.ipynb::Cell 0"] and "line X" in outcome.log and "line 59" in outcome.log
-    assert "truncated" not in outcome.log
+    assert outcome.failed == ["00_long.ipynb::Cell 0", "00_long.ipynb::Cell 1"]
+    assert "line X" in outcome.log and "line 59" in outcome.log and "truncated" not in outcome.log
+    shown = outcome.differences()
+    assert len(shown) < 2000, shown                                        # the diff, not the cells
+    assert re.search(r"^  \+ line X$", shown, flags=re.M) and re.search(r"^  - line 59$", shown, flags=re.M), shown
+    assert re.search(r"^  \+ .*<td>committed</td>", shown, flags=re.M), shown
+    assert re.search(r"^  - .*<td>run</td>", shown, flags=re.M), shown

@@ -85,6 +85,30 @@ class Outcome:
     def passed(self) -> bool:
         return self.returncode == 0 and not self.failed
 
+    def differences(self, width: int = 240) -> str:
+        """Each failing cell's name and nbval's diff of it (`+` the committed output, `-` this run's), a long line
+        shown around its first difference from the line of the other sign: a cell's input and a wide HTML output
+        otherwise bury the lines that differ."""
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", self.log)
+        sections = re.split(r"^_{3,} (\S+::Cell \d+) _{3,}$", plain, flags=re.M)
+        kept = []
+        for name, body in zip(sections[1::2], sections[2::2]):
+            lines = [ln for ln in body.split("\n=====", 1)[0].splitlines()        # up to the next pytest banner
+                     if re.match(r"\s*(mismatch |Cell \d+:|[-+] |E\s|\w*Error\b)", ln)]
+            kept += [f"{name}:", *(_around_difference(ln, lines, width) for ln in lines)]
+        return "\n".join(kept)
+
+
+def _around_difference(line: str, lines: list[str], width: int) -> str:
+    if len(line) <= width:
+        return line
+    text = line.lstrip()
+    others = [o.lstrip() for o in lines if o.lstrip()[:1] in ("+", "-") and o.lstrip()[:1] != text[:1]]
+    at = min((next((i for i, (a, b) in enumerate(zip(text[2:], o[2:])) if a != b), len(o) - 2) for o in others),
+             default=0)
+    start = max(0, at - width // 2)
+    return f"  {text[:2]}[from column {start}] {text[2 + start:2 + start + width]} ..."
+
 
 def notebooks(selected: list[str]) -> list[Path]:
     """The committed notebooks, or those whose names start with one of `selected` (e.g. "05")."""
@@ -172,8 +196,8 @@ def main(argv: list[str]) -> int:
     for o in outcomes:
         state = "same outputs" if o.passed else f"{len(o.failed)} cell(s) differ"
         print(f"{o.config:<18} {state:<18} {o.seconds:6.1f} s   {o.summary}")
-        for cell in o.failed:
-            print(f"    {cell}")
+        if o.failed:
+            print(o.differences())
         if args.verbose and not o.passed:
             print(o.log)
     return 0 if all(o.passed for o in outcomes) else 1
