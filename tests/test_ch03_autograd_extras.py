@@ -55,3 +55,24 @@ def test_a_helper_that_turns_grad_mode_off_breaks_later_training_until_enable_gr
     with torch.no_grad():
         grad_mode_leak_lines()
         assert not torch.is_grad_enabled()        # put back as it was found, off here
+
+
+def test_a_masked_branch_sends_nan_into_grad_and_masking_the_input_does_not():
+    """The chapter's rows against the calculus: where a mask keeps a value, its gradient is the derivative (1 / (2
+    sqrt 4) = 0.25; d(a/b)/db = -a / b^2 = -0.25); where it hides one, NaN, unless the input was masked first."""
+    import math
+
+    from course_utils.chapters.ch03_autograd_extras import _grad_after, _nan_maker, masked_nan_lines
+
+    def where(x, safe):
+        inner = torch.where(x > 0, x, torch.ones_like(x)) if safe else x
+        return torch.where(x > 0, inner.sqrt(), torch.zeros_like(x)).sum()
+
+    for safe in (False, True):
+        loss, [grad] = _grad_after(lambda x: where(x, safe), [0.0, 4.0])
+        assert loss == 2.0 and grad[1] == 0.25 and (grad[0] == 0.0 if safe else math.isnan(grad[0]))
+    assert _nan_maker(lambda x: where(x, False), [0.0, 4.0]) == "SqrtBackward0"
+    assert _nan_maker(lambda x: where(x, True), [0.0, 4.0]) == "nothing (no NaN)"
+    lines = masked_nan_lines()
+    assert "b.grad [nan, -0.25]" in lines[1] and "b.grad [0.0, -0.25]" in lines[3]
+    assert "loss nan" in lines[-1] and lines[-1].endswith("True")

@@ -133,3 +133,64 @@ def grad_mode_leak_lines() -> list[str]:
     finally:
         torch.set_grad_enabled(was)
     return lines
+
+
+def _grad_after(make_loss, *values: list[float]) -> tuple[float, list[list[float]]]:
+    """(the loss, each input's .grad as a list) for a loss built from fresh leaves holding `values`."""
+    leaves = [torch.tensor(v, requires_grad=True) for v in values]
+    loss = make_loss(*leaves)
+    loss.backward()
+    return loss.item(), [leaf.grad.tolist() for leaf in leaves]
+
+
+def _nan_maker(make_loss, *values: list[float]) -> str:
+    """The backward function anomaly mode names for the first NaN of this loss's backward."""
+    import re
+    import warnings
+    leaves = [torch.tensor(v, requires_grad=True) for v in values]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")           # anomaly mode warns that it is on, and warns the forward's trace
+        with torch.autograd.detect_anomaly(check_nan=True):
+            try:
+                make_loss(*leaves).backward()
+            except RuntimeError as error:
+                found = re.search(r"Function '(\w+)' returned nan", str(error))
+                return found.group(1) if found else "another error"
+    return "nothing (no NaN)"
+
+
+def masked_nan_lines() -> list[str]:
+    """A value masked out of the forward still takes part in the backward: the mask sends it a gradient of 0, and
+    0 times its infinite derivative is NaN. torch.where, boolean indexing and a division masked afterwards all do
+    it; masking the INPUT (so the hidden branch computes something finite) is the fix."""
+    def sqrt_where(x):
+        return torch.where(x > 0, x.sqrt(), torch.zeros_like(x)).sum()
+
+    def sqrt_where_safe(x):
+        safe = torch.where(x > 0, x, torch.ones_like(x))           # the masked branch never sees 0
+        return torch.where(x > 0, safe.sqrt(), torch.zeros_like(x)).sum()
+
+    def ratio_indexed(a, b):
+        return (a / b)[b != 0].sum()
+
+    def ratio_indexed_safe(a, b):
+        return (a / torch.where(b != 0, b, torch.ones_like(b)))[b != 0].sum()
+
+    x, a, b = [0.0, 4.0], [1.0, 1.0], [0.0, 2.0]
+    lines = []
+    for label, loss_fn, values in [
+            ("torch.where(x > 0, x.sqrt(), 0), x = [0, 4]", sqrt_where, (x,)),
+            ("(a / b)[b != 0], a = [1, 1], b = [0, 2]", ratio_indexed, (a, b)),
+            ("fixed: sqrt of torch.where(x > 0, x, 1), then the same where", sqrt_where_safe, (x,)),
+            ("fixed: a / torch.where(b != 0, b, 1), then the same index", ratio_indexed_safe, (a, b))]:
+        loss, grads = _grad_after(loss_fn, *values)
+        shown = " | ".join(f"{name}.grad {g}" for name, g in zip(("x",) if len(values) == 1 else ("a", "b"), grads))
+        lines.append(f"{label:<62} loss {loss:g} (finite) | {shown}")
+    lines.append(f"anomaly mode (check_nan=True) on the first: the NaN is made by {_nan_maker(sqrt_where, x)}, "
+                 "a backward whose forward was finite")
+    logits = torch.zeros(3, 4, requires_grad=True)
+    loss = nn.functional.cross_entropy(logits, torch.full((3,), -100))      # every target ignored
+    loss.backward()
+    lines.append(f"cross_entropy with every target = ignore_index (-100): loss {loss.item()} (0 over 0 targets), "
+                 f"logits.grad all zero: {bool((logits.grad == 0).all())}")
+    return lines

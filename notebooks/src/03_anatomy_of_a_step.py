@@ -913,6 +913,24 @@ for what, result in autograd_modes().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# A NaN in `.grad` can come from a value the forward never used. A mask (`torch.where`, a boolean index) hides a
+# bad value from the loss, but backward still runs through the hidden branch: the mask sends it a gradient of 0,
+# and 0 times that branch's infinite derivative (the square root at 0, a division by 0) is NaN. Loss finite,
+# gradients NaN:
+
+# %%
+from course_utils.chapters.ch03_autograd_extras import masked_nan_lines
+
+print("\n".join(masked_nan_lines()))
+
+# %% [markdown]
+# The fix masks the *input*, so that the hidden branch computes something finite (1 in place of the 0 it must not
+# see), and keeps the mask on the output as before: same loss, gradient 0 where masked. Anomaly mode names the
+# backward function that made the NaN, not the mask. The last row is a mask of another kind: a batch in which
+# every target is `ignore_index` (all padding, say) averages 0 losses over 0 targets, so the logged loss is NaN
+# while the gradient is all zero: one such batch makes the epoch's mean loss NaN, though no gradient was.
+
+# %% [markdown]
 # Grad mode itself is a setting of the running thread, not of a model or a block of code. `no_grad` as a `with`
 # block puts it back on exit; `torch.set_grad_enabled(False)` called on its own does not, and some inference
 # helpers call it when they are imported or loaded. Training code that runs after such a helper (a frozen

@@ -446,6 +446,24 @@ print(f"a validation loss over 100 examples varies by about {sig(sigma / 10, 2)}
 # the batch curve over many steps. A validation loss that moves between epochs by less than its own σ/√n says
 # nothing about the model: a small validation set is a noisy measurement, so keep the best checkpoint by the
 # metric, and trust differences only well above that spread.
+#
+# Accuracy has arithmetic of its own, and when it goes wrong the loss does not show it: the loss function checks
+# the shapes it is given, a comparison broadcasts whatever it gets. 300 predictions of 3 classes, 270 of them
+# right by construction, counted four ways:
+
+# %%
+from course_utils.chapters.ch04_accuracy_counts import accuracy_count_lines
+
+print("\n".join(accuracy_count_lines()))
+
+# %% [markdown]
+# Labels kept as a column (a Dataset that returns `[label]`, or `y.view(-1, 1)` for a loss that wanted it) turn
+# `pred == y` into a table of every prediction against every label: its mean says how often a prediction and a
+# label picked at random agree (1/3 here, with balanced classes), whatever the model predicts, so the accuracy sits
+# at chance while the loss falls; its sum over the batch size is not even a fraction. Floor division of two
+# integers prints 0 for any model short of perfect. One-hot labels (mixup, label smoothing written by hand)
+# against class indices do not broadcast, and torch names the two sizes. Check `pred.shape == y.shape` once, and
+# divide as floats: `(pred == y).float().mean()`.
 
 # %% [markdown]
 # ## Shuffling the evaluation data

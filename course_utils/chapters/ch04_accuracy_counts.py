@@ -1,0 +1,37 @@
+"""Chapter 4: accuracy counted wrong while the loss is right. One batch of 300 predictions whose right answer is
+known by construction (270 correct, 30 wrong), counted the usual ways: labels kept as a column (N, 1) broadcast
+against the predictions (N,) into an N x N table of every prediction against every label; floor division of the
+count (0 until every answer is right); one-hot labels compared with class indices (torch refuses the shapes)."""
+from __future__ import annotations
+
+import torch
+
+
+def _batch(n: int = 300, classes: int = 3, wrong: int = 30) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels): labels cycle through the classes; the first `wrong` predictions name the next class."""
+    labels = torch.arange(n) % classes
+    predicted = labels.clone()
+    predicted[:wrong] = (labels[:wrong] + 1) % classes
+    return 3.0 * torch.nn.functional.one_hot(predicted, classes).float(), labels
+
+
+def accuracy_count_lines() -> list[str]:
+    logits, y = _batch()
+    pred = logits.argmax(1)
+    n = len(y)
+    right = (pred == y).float().mean().item()
+    column = y.unsqueeze(1)                                   # a Dataset that returned [label]: shape (N, 1)
+    table = pred == column
+    lines = [f"{n} predictions, {int((pred == y).sum())} right by construction",
+             f"(pred == y).float().mean():                  {right:.2f}",
+             f"labels shaped (N, 1): pred == y is {tuple(table.shape)}; .float().mean() {table.float().mean().item():.2f} "
+             f"(1 / 3: every prediction against every label), .sum() / len(y) {table.sum().item() / n:.0f} "
+             "(an 'accuracy' of 100 right answers per example)",
+             f"correct // total (floor division of the count): {int((pred == y).sum()) // n} "
+             "until every answer is right, then 1"]
+    try:
+        pred == torch.nn.functional.one_hot(y, 3)             # one-hot labels (N, 3) against indices (N,)
+        lines.append("one-hot labels against class indices: no error")
+    except RuntimeError as error:
+        lines.append(f"one-hot labels against class indices: RuntimeError: {error}")
+    return lines
