@@ -49,7 +49,8 @@ def stamp() -> Path:
 def call(*args: object, env: dict[str, str] | None = None, output: Path | None = None) -> int:
     """Run a command from the repository root (in `env`, else this environment; its output into the file `output`,
     else this terminal); its exit code."""
-    print(" ".join(map(str, args)) + (f"   (output: {shown(output)})" if output else ""), flush=True)
+    sys.stdout.write(" ".join(map(str, args)) + (f"   (output: {shown(output)})" if output else "") + "\n")
+    sys.stdout.flush()                                      # one write: phases started together print whole lines
     if output is None:
         return subprocess.call([str(a) for a in args], cwd=ROOT, env=env)
     output.parent.mkdir(parents=True, exist_ok=True)

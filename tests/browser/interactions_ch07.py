@@ -38,11 +38,18 @@ def tinted_lines_in_view(page, label: str) -> None:
     """Issue 27: a ticked component's tinted lines are scrolled into view, and the message counts exactly them."""
     import re
     _tick(page, label)
-    page.wait_for_function("() => document.querySelectorAll('[data-tinted]').length > 0", timeout=30_000)
+    message = page.locator(".widget-html", has_text=f"{label} added").first
+    message.wait_for(timeout=30_000)
+    said = re.search(r"the (\d+) lines it adds or changes are tinted below", message.inner_text())
+    assert said, message.inner_text()
+    # the message comes first, the code box just after (seen under load: the box still showing the tint of the
+    # component ticked before): wait for the box to show as many tinted lines as the message counts
+    try:
+        page.wait_for_function("(n) => document.querySelectorAll('[data-tinted]').length === n",
+                               arg=int(said.group(1)), timeout=30_000)
+    except Exception as exc:  # noqa: BLE001 - say what differs
+        raise AssertionError(f"{message.inner_text()} | tinted lines shown: {page.evaluate(_TINTED)}") from exc
     seen = page.evaluate(_TINTED)
-    message = page.locator(".widget-html", has_text=f"{label} added").first.inner_text()
-    said = re.search(r"the (\d+) lines it adds or changes are tinted below", message)
-    assert said and int(said.group(1)) == seen["count"], (message, seen)
     assert seen["visible"] >= 1, (label, seen)
 
 
