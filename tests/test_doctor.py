@@ -354,6 +354,26 @@ def test_a_sequential_schedule_sized_in_updates_stepped_per_epoch_is_found():
     assert run("update") == ()
 
 
+@pytest.mark.parametrize("epochs, horizon, expected", [
+    (3, "one epoch", ("update_schedule_per_epoch",)),    # 5 iterations for 3 epochs: under twice the epochs, caught
+    (2, "one epoch", ("update_schedule_per_epoch",)),
+    (4, "one epoch", ()),        # 5 iterations, 4 epochs: could be a 5-epoch schedule stopped early, not judged
+    (3, "the epochs", ()),       # a warmup counted in epochs (3), stepped per epoch: right
+])
+def test_a_warmup_over_one_epochs_iterations_stepped_per_epoch_is_found(epochs, horizon, expected):
+    """weiaicunzai's CIFAR-100 WarmUpLR: total_iters = len(loader) * warm, stepped once per epoch instead of per
+    batch. Its length is one epoch's updates, and longer than the run is in epochs: sized in updates, even when
+    under twice the epochs (391 iterations against 200 epochs in the published run)."""
+    from torch.optim import lr_scheduler
+
+    def make(optimizer, steps_per_epoch):
+        total = steps_per_epoch if horizon == "one epoch" else epochs
+        return lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=total)
+
+    assert _scheduled(make, "epoch", epochs=epochs) == expected
+    assert _scheduled(make, "update", epochs=epochs) == ()
+
+
 def _hand_clip(where: str, how: str) -> tuple[str, ...]:
     """A loop that clamps (or rescales) every gradient by hand, before or after optimizer.step()."""
     from torch import nn
