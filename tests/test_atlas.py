@@ -587,3 +587,26 @@ def test_newer_pythons_words_for_an_unpicklable_file_are_shown_as_the_recorded_o
         recorded()["spawn-dataset-open-handle"]["messages"][0]
     assert normalise_run("cannot pickle 'FileIO' instances") == recorded()["spawn-dataset-open-handle"]["messages"][1]
     assert normalise_run("cannot pickle 'Environment' object") == "cannot pickle 'Environment' object"
+
+
+def test_which_cpu_operations_have_a_half_kernel_is_what_the_half_entry_says():
+    """half-op-missing-on-cpu's cause names the layers that run in float16 on the CPU on this torch and the
+    operations that do not: each is run here, so a torch that adds or drops a kernel fails this test first."""
+    import torch.nn.functional as F
+    from torch import nn
+    x = torch.randn(2, 3, 8, 8).half()
+    run = {"Linear": lambda: nn.Linear(8, 4).half()(x), "convolutions": lambda: nn.Conv2d(3, 4, 3).half()(x),
+           "LayerNorm": lambda: nn.LayerNorm(8).half()(x), "BatchNorm": lambda: nn.BatchNorm2d(3).half()(x),
+           "softmax": lambda: F.softmax(x, -1)}
+    refused = {"ctc_loss": lambda: F.ctc_loss(torch.randn(12, 2, 5).log_softmax(2).half(), torch.randint(1, 5, (2, 4)),
+                                              torch.full((2,), 12), torch.full((2,), 4)),
+               "cdist": lambda: torch.cdist(x.view(2, -1), x.view(2, -1)),
+               "cholesky": lambda: torch.linalg.cholesky(torch.eye(3).half()),
+               "svd": lambda: torch.linalg.svd(torch.eye(3).half())}
+    cause = next(e for e in ENTRIES if e.id == "half-op-missing-on-cpu").cause
+    for name, fn in run.items():
+        assert name in cause and fn().dtype == torch.float16, name
+    for name, fn in refused.items():
+        assert name in cause, name
+        with pytest.raises(NotImplementedError, match="not implemented for 'Half'"):
+            fn()

@@ -243,6 +243,36 @@ ENTRIES = (
                  "https://github.com/skorch-dev/skorch/issues/813"),
     ),
     Entry(
+        id="loss-input-integer", stage="step", chapter=3,
+        title="the loss got integers where the model's float scores belong (predictions cast with .long(), an argmax "
+              "or a threshold taken before the loss, integer data never turned into floats)",
+        code="torch.manual_seed(0)\n"
+             "model = nn.Linear(4, $classes)\n"
+             "x, y = torch.randn(8, 4), $labels\n"
+             "loss = $loss($bad, y)   # integers in: no float kernel, and no gradient either",
+        fix="torch.manual_seed(0)\n"
+            "model = nn.Linear(4, $classes)\n"
+            "x, y = torch.randn(8, 4), $labels\n"
+            "loss = $loss($good, $target)   # the raw float output; argmax and thresholds only for metrics\n"
+            "loss.backward()\n"
+            "shown = model.weight.grad is not None",
+        cause="Losses compute on floating-point scores; an integer input finds no kernel for its dtype and torch "
+              "names the kernel that was missing (log_softmax inside cross_entropy, mse, binary_cross_entropy). Had it "
+              "run, nothing would train: .long(), argmax and a threshold have no gradient, so the loss would not "
+              "reach the weights. Pass the model's output as it comes (logits to CrossEntropyLoss or BCEWithLogitsLoss) "
+              "and keep argmax and thresholds for the metrics; data that arrives as integers (a numpy int array, "
+              "torch.arange) becomes an input with .float().",
+        expect="NotImplementedError",
+        params=({"classes": 3, "labels": "torch.randint(0, 3, (8,))", "loss": "F.cross_entropy",
+                 "bad": "model(x).long()", "good": "model(x)", "target": "y"},
+                {"classes": 1, "labels": "torch.randint(0, 2, (8, 1))", "loss": "F.mse_loss",
+                 "bad": "(model(x) > 0).long()", "good": "model(x)", "target": "y.float()"}),
+        sources=("https://github.com/pytorch/pytorch/issues/40388",
+                 "https://github.com/rasbt/machine-learning-book/issues/144",
+                 "https://github.com/pytorch/pytorch/issues/14224"),
+        wordings=("\"log_softmax_lastdim_kernel_impl\" not implemented for 'torch.LongTensor'",),   # torch 1.0 (#14224)
+    ),
+    Entry(
         id="bce-input-not-probability", stage="step", chapter=5,
         title="raw logits passed to BCELoss (the sigmoid is missing)",
         code="torch.manual_seed(0)\n"

@@ -276,6 +276,42 @@ ENTRIES = (
                   "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling."),
     ),
     Entry(
+        id="half-op-missing-on-cpu", stage="precision", chapter=7,
+        title="a float16 (or bfloat16) model or tensor on the CPU reaches an operation with no kernel for that dtype "
+              "there (weights loaded in fp16 for a GPU, run on a machine without one)",
+        code="torch.manual_seed(0)\n"
+             "$make   # what a model run in float16 on the CPU hands on\n"
+             "out = $op",
+        fix="torch.manual_seed(0)\n"
+            "$make\n"
+            "out = $fixed   # this operation in float32 (or the whole CPU model: model.float())\n"
+            "shown = str(out.dtype)",
+        cause="A model kept in float16 (.half(), or weights loaded with torch_dtype=torch.float16 for a GPU) runs on "
+              "the CPU until an operation has no float16 kernel there. On torch 2.13 the common layers have one "
+              "(Linear, convolutions, LayerNorm, BatchNorm, softmax), ctc_loss and cdist do not, nor do linear "
+              "algebra's cholesky and svd (tests/test_atlas.py runs each in float16 on the CPU); the threads quoting LayerNormKernelImpl, addmm_impl_cpu_ or "
+              "slow_conv2d_cpu ran torch before those kernels were added (pytorch#99590 added LayerNorm's in 2023). "
+              "On a CPU keep the model in float32 (model.float(), or load it with torch_dtype=torch.float32), "
+              "use torch.autocast(\"cpu\", dtype=torch.bfloat16) for lower precision, or cast the one operation's "
+              "inputs with .float().",
+        expect="NotImplementedError",
+        params=({"make": "log_probs = torch.randn(12, 2, 5).log_softmax(2).half()   # (T, N, C)\n"
+                         "targets, lengths = torch.randint(1, 5, (2, 4)), (torch.full((2,), 12), torch.full((2,), 4))",
+                 "op": "F.ctc_loss(log_probs, targets, *lengths)",
+                 "fixed": "F.ctc_loss(log_probs.float(), targets, *lengths)"},
+                {"make": "emb = torch.randn(8, 16).half()   # embeddings for a metric-learning loss",
+                 "op": "torch.cdist(emb, emb)",
+                 "fixed": "torch.cdist(emb.float(), emb.float())"}),
+        sources=("https://github.com/pytorch/pytorch/issues/52291",
+                 "https://github.com/pytorch/pytorch/pull/99590",
+                 "https://github.com/facebookresearch/flores/issues/30",
+                 "https://github.com/huggingface/transformers/issues/27769",
+                 "https://github.com/bigscience-workshop/petals/issues/432"),
+        wordings=("\"LayerNormKernelImpl\" not implemented for 'Half'",        # torch 1.7 (pytorch#52291)
+                  "\"addmm_impl_cpu_\" not implemented for 'Half'",            # a Linear layer (transformers#27769)
+                  "\"slow_conv2d_cpu\" not implemented for 'Half'"),           # a convolution, older torch
+    ),
+    Entry(
         id="tf32-not-enabled", stage="precision", chapter=7,
         title="torch.compile on an Ampere-or-newer GPU with float32 matmuls left at full precision",
         code="model = torch.compile(nn.Linear(1024, 1024).cuda())   # an A100, RTX 30xx or newer\n"

@@ -43,6 +43,18 @@ CHECKPOINT_KEYS = ("model", "state_dict", "model_state_dict", "optimizer", "opti
 _QUOTED = re.compile(r"'([^'\s]{1,80})'|\"([^\"\s]{1,80})\"|`([^`\s]{1,80})`")
 
 
+# torch's scalar type names, quoted as "not implemented for 'Half'" quotes them: the kind tells the cause (a float16
+# model on the CPU, or integer data in an operation that computes in floats). Capitalised only: Python's 'float'
+# and 'int' are types of objects ("'float' object has no attribute 'backward'"), not of tensors.
+SCALAR_TYPE_KINDS = {**dict.fromkeys(("Half", "BFloat16", "Float", "Double", "ComplexFloat", "ComplexDouble"), "float"),
+                     **dict.fromkeys(("Long", "Int", "Short", "Byte", "Char"), "int"), "Bool": "bool"}
+_QUOTED_SCALAR_TYPE = re.compile(r"'(?:torch\.(?:cuda\.)?)?(" + "|".join(SCALAR_TYPE_KINDS) + r")(?:Tensor)?'")
+
+
+def _scalar_type(match: re.Match) -> str:       # (torch 1.0 quoted the tensor type: 'torch.LongTensor')
+    return f" NAME_{SCALAR_TYPE_KINDS[match.group(1)]}_dtype "
+
+
 def _name(match: re.Match) -> str:
     text = next(group for group in match.groups() if group is not None)
     first = text.split(".")[0]
@@ -129,6 +141,7 @@ def tokens(message: str) -> tuple[str, ...]:
     """The message with what varies replaced by placeholders, as word and punctuation tokens."""
     message = _ANSI.sub("", message)              # a terminal's bold and colours: a paste has the text only
     message = "\n".join(LINE_PREFIX.sub("", line) for line in message.splitlines())   # "[Rank 1] ..." as pasted
+    message = _QUOTED_SCALAR_TYPE.sub(_scalar_type, message)   # "not implemented for 'Half'": the kind tells
     message = _tensor_types(message)
     message = _TORCH_MODULE.sub(r" \1 NAME_torch ", message)   # (not every quoted 'torch...' name: only here)
     message = _QUOTED.sub(_name, message)          # then: a quoted path or number is a name
