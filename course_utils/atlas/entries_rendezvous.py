@@ -1,8 +1,10 @@
 """The atlas's entries for the launch and the rendezvous (chapter 7): the arguments a launcher passes each process,
 and the TCP store every rank meets at before its process group exists (its port already held by another process;
 fewer ranks arriving than world_size says). The store's fragments run in this one process on the CPU: a store's
-wait is counted in whole seconds, so the second one's run waits about 1 s (the seconds it reports
-are shown as <seconds>: under load they could read 2).
+wait is counted in whole seconds, so the second one's run waits about 1 s per case (the seconds it reports
+are shown as <seconds>: under load they could read 2). Its timeout is 1 s, not less: rank 0's own connection to
+its store counts against the same timeout, and under load a shorter one could end that connection first (another
+error than the one shown).
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ ENTRIES = (
             probe.close()
             world = $world   # rank 0 of $world; the others never arrive (torchrun's default waits 30 minutes to say so)
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world,
-                                    timeout=datetime.timedelta(milliseconds=100))
+                                    timeout=datetime.timedelta(seconds=1))
         """),
         fix=source("""
             import datetime, socket
@@ -121,7 +123,7 @@ ENTRIES = (
             world = 1   # the processes that really start (torchrun: --nnodes x --nproc-per-node); here one
             try:
                 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=world,
-                                        timeout=datetime.timedelta(milliseconds=100))
+                                        timeout=datetime.timedelta(seconds=30))
                 shown = dist.get_world_size()
             finally:
                 if dist.is_initialized():
