@@ -374,6 +374,41 @@ def test_a_warmup_over_one_epochs_iterations_stepped_per_epoch_is_found(epochs, 
     assert _scheduled(make, "update", epochs=epochs) == ()
 
 
+def _iterations(make_scheduler, iterations: int = 30) -> tuple[str, ...]:
+    """detectron2's shape: batches drawn from an endless iterator (no epoch ever ends), the scheduler stepped after
+    every update; the doctor's findings."""
+    import itertools
+
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Linear(2, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = make_scheduler(optimizer)
+    batches = ((torch.randn(4, 2), torch.randint(0, 3, (4,))) for _ in itertools.count())
+    with LoopDoctor(model) as doctor:
+        for _, (x, y) in zip(range(iterations), batches):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+    return doctor.report().names
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2]), ("epoch_schedule_per_batch",)),
+    (lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[1, 3]), ("epoch_schedule_per_batch",)),
+    (lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[20, 26]), ()),   # late in the run: iterations
+    (lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 26]), ()),    # one late milestone: not judged
+    (lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2), ("epoch_schedule_per_batch",)),   # 15 decays
+    (lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=10), ()),                             # 3 decays
+])
+def test_an_epoch_schedule_stepped_per_iteration_is_found_in_a_loop_that_ends_no_epoch(make, expected):
+    """detectron2's plain train loop draws from an infinite sampler: no epoch ends, so the schedule's cadence is read
+    from the schedule alone (a MultiStepLR whose milestones all pass in the first tenth of 30 iterations, a StepLR
+    that decays ten times or more)."""
+    assert _iterations(make) == expected
+
+
 def _hand_clip(where: str, how: str) -> tuple[str, ...]:
     """A loop that clamps (or rescales) every gradient by hand, before or after optimizer.step()."""
     from torch import nn

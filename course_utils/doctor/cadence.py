@@ -42,9 +42,29 @@ def schedule_cadence(doctor) -> list[Finding]:
             evidence = (f"{type(scheduler).__name__} was stepped {per_epoch:.3g} times per epoch while the optimizer "
                         f"made {updates_per_epoch:.3g} updates per epoch: after {steps} of its "
                         f"{horizon or 'planned'} steps the schedule has barely started")
+        elif not epochs and (early := _decayed_early(scheduler, steps)):
+            name, evidence = "epoch_schedule_per_batch", early
         if evidence:
             found.append(finding(name, evidence))
     return found
+
+
+def _decayed_early(scheduler: object, steps: int) -> str | None:
+    """With no epoch ended (an infinite sampler, a loop counted in iterations: detectron2's), the cadence is read
+    from the schedule alone: a MultiStepLR whose every milestone passed within the first tenth of its steps, or a
+    StepLR that decayed ten times or more, counted epochs and was stepped per iteration (a schedule written for
+    iterations puts its milestones late in the run: detectron2's 1x at 60,000 and 80,000 of 90,000)."""
+    if steps < 10:
+        return None
+    if isinstance(scheduler, lr_scheduler.MultiStepLR) and max(scheduler.milestones) * 10 <= steps:
+        return (f"MultiStepLR(milestones={sorted(scheduler.milestones)}) was stepped {steps} times and the loop ended "
+                "no epoch: every milestone passed within the first tenth of the run, so they count epochs, and the "
+                "schedule was stepped per iteration")
+    if isinstance(scheduler, lr_scheduler.StepLR) and steps // scheduler.step_size >= 10:
+        return (f"StepLR(step_size={scheduler.step_size}) was stepped {steps} times and the loop ended no epoch: it "
+                f"decayed {steps // scheduler.step_size} times (the rate times gamma={scheduler.gamma} each time), "
+                "as a step size counted in epochs does when stepped per iteration")
+    return None
 
 
 STEP_HORIZONS = ("num_training_steps", "total_steps", "num_train_steps", "max_steps", "total_iters_in_steps")

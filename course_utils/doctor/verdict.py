@@ -310,5 +310,6 @@ def notes(doctor: Doctor) -> list[str]:
                      "key): the leakage check did not run")
     if obs.training_forwards and not obs.epochs and doctor._last_batch is not None:
         found.append("no training epoch ended (the loop stopped early or draws batches by hand): the end-of-epoch "
-                     "flush and the schedule-cadence checks did not run")
+                     "flush and the schedule-cadence checks that count epochs did not run (a MultiStepLR's or StepLR's "
+                     "own numbers are still read)")
     return found
