@@ -3,10 +3,13 @@ when building one takes longer than a training step, the k workers finish their 
 the loop takes them one after another at once, and then waits for the next round: batches arrive in bursts of
 k with a pause of about one batch's loading time between bursts. Measured with a dataset that sleeps per
 example (standing in for reading and decoding an image) and a loop that does nothing with the batch (a fast GPU).
-The dataset lives here so that workers, forked or spawned, can import it.
+The workers begin loading together, at a moment set when the loader is made (their worker_init_fn waits for it): a
+machine busy with other work forks them tens of milliseconds apart, which would stagger their batches and blur the
+rhythm this measures. The dataset lives here so that workers, forked or spawned, can import it.
 """
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -28,12 +31,22 @@ class SlowDataset(Dataset):
         return torch.tensor([float(index)])
 
 
+START_S = 1.0       # how long after the loader is made its workers begin loading (every fork done by then)
+
+
+def _start_together(at: float, worker_id: int) -> None:
+    """A worker_init_fn: wait until `at` (time.time()), however late this worker was forked."""
+    time.sleep(max(0.0, at - time.time()))
+
+
 def arrival_gaps(num_workers: int = 4, batches: int = 12, batch_size: int = 4, seconds: float = 0.1) -> list[float]:
     """Seconds the loop waited before each batch after the first (the first wait includes starting the workers)."""
     gaps, last = [], None
+    together = functools.partial(_start_together, time.time() + START_S) if num_workers else None
     with warnings.catch_warnings():     # torch warns when workers outnumber cores; these sleep, they do not compute
         warnings.filterwarnings("ignore", message="This DataLoader will create")
-        loader = DataLoader(SlowDataset(batches * batch_size, seconds), batch_size=batch_size, num_workers=num_workers)
+        loader = DataLoader(SlowDataset(batches * batch_size, seconds), batch_size=batch_size, num_workers=num_workers,
+                            worker_init_fn=together)
         for _batch in loader:
             now = time.perf_counter()
             if last is not None:
