@@ -122,10 +122,10 @@ def _make_test(monkeypatch, codes: dict[str, int] | None = None) -> tuple[list, 
     import threading
     ran, outputs, lock = [], [], threading.Lock()
 
-    def call(*args, env=None, output=None):
+    def call(*args, env=None, output=None, niceness=0):
         with lock:
             ran.append([str(a) for a in args])
-            outputs.append((env, output))
+            outputs.append((env, output, niceness))
         phase = "unit" if "-n" in args else "browser" if "tests/browser" in args else "notebooks"
         if output is not None:
             output.write_text(f"{phase} phase output\n")
@@ -149,11 +149,13 @@ def test_make_test_runs_every_test_once_in_three_phases_and_the_verdicts_come_la
     assert code == 0 and len(ran) == 3
     # the phases may cache rewritten test files (a host that forbids bytecode makes every collection rewrite them)
     assert all(env is not None and "PYTHONDONTWRITEBYTECODE" not in env and env.get("PATH") == os.environ["PATH"]
-               for env, _ in outputs)
+               for env, _, _ in outputs)
     for command in ran:
         assert "--nbval" not in command and command[1:5] == ["-m", "pytest", "-p", "no:randomly"]
     by_phase = {("unit" if "-n" in c else "browser" if "tests/browser" in c else "notebooks"): (c[5:], out)
-                for c, (_, out) in zip(ran, outputs)}
+                for c, (_, out, _) in zip(ran, outputs)}
+    nice = {("unit" if "-n" in c else "other"): n for c, (_, _, n) in zip(ran, outputs)}
+    assert nice == {"unit": course.UNIT_NICENESS, "other": 0} and course.UNIT_NICENESS > 0   # the browser first
     (unit, unit_log), (browser, browser_log), (verdicts, verdict_log) = (by_phase[k] for k in
                                                                          ("unit", "browser", "notebooks"))
     assert unit_log is None and browser_log and verdict_log                  # the unit tests hold the terminal

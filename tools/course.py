@@ -27,6 +27,7 @@ UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--
 BROWSER_PHASE = ["tests/browser"]
 VERDICT_PHASE = [VERDICTS]
 LOGS = ROOT / "tests" / "artifacts"                  # where the phases run beside the unit tests write their output
+UNIT_NICENESS = 10                                   # the unit tests' priority beside the browser tests
 
 
 def supported() -> tuple[int, int]:
@@ -46,16 +47,18 @@ def stamp() -> Path:
     return VENV / f".installed-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def call(*args: object, env: dict[str, str] | None = None, output: Path | None = None) -> int:
+def call(*args: object, env: dict[str, str] | None = None, output: Path | None = None, niceness: int = 0) -> int:
     """Run a command from the repository root (in `env`, else this environment; its output into the file `output`,
-    else this terminal); its exit code."""
+    else this terminal; at `niceness` where the OS has nice); its exit code."""
     sys.stdout.write(" ".join(map(str, args)) + (f"   (output: {shown(output)})" if output else "") + "\n")
     sys.stdout.flush()                                      # one write: phases started together print whole lines
+    lowered = (lambda: os.nice(niceness)) if niceness and hasattr(os, "nice") else None
     if output is None:
-        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env)
+        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env, preexec_fn=lowered)
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w", encoding="utf-8") as log:
-        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               preexec_fn=lowered)
 
 
 def shown(path: Path) -> str:
@@ -73,7 +76,9 @@ def run_test_phases(env: dict[str, str]) -> int:
     with ThreadPoolExecutor(1) as beside:
         later = beside.submit(lambda: [call(*PYTEST, *phase, env=env, output=log)
                                        for phase, log in zip((BROWSER_PHASE, VERDICT_PHASE), logs)])
-        codes = [call(*PYTEST, *UNIT_PHASE, env=env)]
+        # the unit tests at a lower priority than the browser tests' JupyterLab and Chromium, which then answer at
+        # once (a timed control is the view's speed, not the unit tests'); the unit tests take every cycle left
+        codes = [call(*PYTEST, *UNIT_PHASE, env=env, niceness=UNIT_NICENESS)]
         codes += later.result()
     for log in logs:
         print(f"\n{'=' * 30} {shown(log)} {'=' * 30}", flush=True)
