@@ -1,16 +1,16 @@
 """pytest setup for the whole repository (tests/ and nbval over notebooks/).
 
 Quiz progress goes to a throwaway file (kernels started by nbval inherit it, so a learner's own progress is
-never read or written). `make test` runs pytest three times (tools/course.py): the unit and widget tests on every
-core (pytest-xdist); beside them the browser tests, then the notebook passes' verdicts. It checks the notebooks in
-two background passes (tests/test_nbval_passes.py):
+never read or written). `make test` runs pytest twice (tools/course.py): the unit and widget tests on every core
+(pytest-xdist), then the browser tests and the notebook passes' verdicts. It checks the notebooks in two
+background passes (tests/test_nbval_passes.py):
 nbval as `make nbval` runs it ("pinned"), and under another CPU's numerics with every chaotic run nudged as well
 ("any-host": course_utils/infra/nudge.py), each in its own
 pytest process over copies of the notebooks. They start as soon as collection is final, at niceness 19 (their
 kernels too). A Jupyter kernel starts a session of its own, though, and where Linux schedules by session
 (autogroup, on by default on most kernels) a niceness counts only inside its session: there the passes' kernels
 share the CPU with the tests as equals (measured on a 2-core host: the browser tests take 358 s alone, 414-477 s
-beside the passes; `make test` now runs the passes after the browser tests, beside the unit tests). Lowering the kernels' sessions too was tried and undone: starved that far, chapter 1's
+beside the passes). Lowering the kernels' sessions too was tried and undone: starved that far, chapter 1's
 loader-rhythm cell (a timing demonstration) saw one more long wait than the committed output. The browser tests'
 timing limits allow for the load (a control over the limit is measured twice). Their verdicts are read at the end. Run with
 `--nbval`, the notebooks are checked in this session instead, cell by cell, and the pinned background pass is

@@ -116,73 +116,52 @@ def _collected(*args: str) -> list[str]:
 XDIST = ("-n", "auto", "--dist", "loadfile")
 
 
-def _make_test(monkeypatch, codes: dict[str, int] | None = None) -> tuple[list, list, int]:
-    """`course.main(["test"])` with its commands recorded, not run: (the commands, their outputs, the exit code).
-    `codes` answers each phase ("unit", "browser", "notebooks") with an exit code; 0 by default."""
-    import threading
-    ran, outputs, lock = [], [], threading.Lock()
-
-    def call(*args, env=None, output=None, niceness=0):
-        with lock:
-            ran.append([str(a) for a in args])
-            outputs.append((env, output, niceness))
-        phase = "unit" if "-n" in args else "browser" if "tests/browser" in args else "notebooks"
-        if output is not None:
-            output.write_text(f"{phase} phase output\n")
-        return (codes or {}).get(phase, 0)
+def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last(monkeypatch):
+    """`make test` (no --nbval): the unit and widget tests on every core, then the browser tests with both passes'
+    verdicts last; together the two phases collect exactly what a plain `pytest` collects, each test once. With
+    --nbval the cells are items of the session and the pinned pass is not run a second time."""
+    ran = []
     monkeypatch.setattr(course, "installed", lambda: None)
     monkeypatch.setattr(course, "run", lambda *args: None)                     # Chromium's install
-    monkeypatch.setattr(course, "call", call)
+    monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append([str(a) for a in args]) or envs.append(env)
+                        or 0)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    envs: list = []
     with pytest.raises(SystemExit) as stopped:
         course.main(["test"])
-    return ran, outputs, stopped.value.code
-
-
-def test_make_test_runs_every_test_once_in_three_phases_and_the_verdicts_come_last(monkeypatch, tmp_path, capsys):
-    """`make test` (no --nbval): the unit and widget tests on every core; beside them the browser tests, then both
-    passes' verdicts; together the three phases collect exactly what a plain `pytest` collects, each test once, and
-    the phases beside print their whole output at the end. With --nbval the cells are items of the session and the
-    pinned pass is not run a second time."""
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    monkeypatch.setattr(course, "LOGS", tmp_path)
-    ran, outputs, code = _make_test(monkeypatch)
-    assert code == 0 and len(ran) == 3
+    assert stopped.value.code == 0 and len(ran) == 2
     # the phases may cache rewritten test files (a host that forbids bytecode makes every collection rewrite them)
     assert all(env is not None and "PYTHONDONTWRITEBYTECODE" not in env and env.get("PATH") == os.environ["PATH"]
-               for env, _, _ in outputs)
+               for env in envs)
     for command in ran:
         assert "--nbval" not in command and command[1:5] == ["-m", "pytest", "-p", "no:randomly"]
-    by_phase = {("unit" if "-n" in c else "browser" if "tests/browser" in c else "notebooks"): (c[5:], out)
-                for c, (_, out, _) in zip(ran, outputs)}
-    nice = {("unit" if "-n" in c else "other"): n for c, (_, _, n) in zip(ran, outputs)}
-    assert nice == {"unit": course.UNIT_NICENESS, "other": 0} and course.UNIT_NICENESS > 0   # the browser first
-    (unit, unit_log), (browser, browser_log), (verdicts, verdict_log) = (by_phase[k] for k in
-                                                                         ("unit", "browser", "notebooks"))
-    assert unit_log is None and browser_log and verdict_log                  # the unit tests hold the terminal
-    order = [c[5:] for c in ran]
-    assert order.index(browser) < order.index(verdicts)                     # the verdicts after the browser tests
-    printed = capsys.readouterr().out
-    assert printed.index("browser phase output") < printed.index("notebooks phase output")
-    assert all(option in unit for option in XDIST) and not any(option in browser + verdicts for option in XDIST)
+    unit, browser = (command[5:] for command in ran)
+    assert all(option in unit for option in XDIST) and not any(option in browser for option in XDIST)
     first = _collected(*[a for a in unit if a not in XDIST])
-    second, third = _collected(*browser), _collected(*verdicts)
+    second = _collected(*browser)
     everything = _collected()
-    assert sorted(first + second + third) == sorted(everything) and len(set(first + second + third)) == len(everything)
+    assert not set(first) & set(second) and sorted(first + second) == sorted(everything)
     assert not any("tests/browser/" in line or "outputs_hold" in line for line in first)
-    assert all(line.startswith("tests/browser/") for line in second) and second
-    assert third == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
+    kinds = ["verdict" if "outputs_hold" in line else "browser" if "tests/browser/" in line else "other"
+             for line in second]
+    assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
+    assert second[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
     assert PASSES == [nbval_perturbed.PINNED, "any-host"]
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
     assert not any("[pinned]" in line for line in cells) and any("[any-host]" in line for line in cells)
 
 
-def test_make_test_fails_when_any_phase_fails_and_runs_them_all(monkeypatch, tmp_path):
+def test_make_test_fails_when_either_phase_fails_and_runs_both(monkeypatch):
     """A failing unit test must not hide the browser tests' and the notebooks' verdicts, nor pass the run."""
-    monkeypatch.setattr(course, "LOGS", tmp_path)
-    for codes in ({"unit": 1}, {"browser": 1}, {"notebooks": 1}, {"unit": 2, "notebooks": 1}):
-        ran, _, code = _make_test(monkeypatch, codes)
-        assert len(ran) == 3 and code == max(codes.values())
+    for codes in ([1, 0], [0, 1], [2, 1]):
+        ran, answers = [], iter(codes)
+        monkeypatch.setattr(course, "installed", lambda: None)
+        monkeypatch.setattr(course, "run", lambda *args: None)
+        monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append(args) or next(answers))
+        with pytest.raises(SystemExit) as stopped:
+            course.main(["test"])
+        assert len(ran) == 2 and stopped.value.code == max(codes)
 
 
 def _item(nodeid: str, config: str | None = None):

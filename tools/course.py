@@ -24,10 +24,7 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-
 LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
 VERDICTS = "tests/test_nbval_passes.py::test_committed_outputs_hold"     # the background notebook passes' verdicts
 UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}"]
-BROWSER_PHASE = ["tests/browser"]
-VERDICT_PHASE = [VERDICTS]
-LOGS = ROOT / "tests" / "artifacts"                  # where the phases run beside the unit tests write their output
-UNIT_NICENESS = 10                                   # the unit tests' priority beside the browser tests
+BROWSER_PHASE = ["tests/browser", VERDICTS]
 
 
 def supported() -> tuple[int, int]:
@@ -47,43 +44,10 @@ def stamp() -> Path:
     return VENV / f".installed-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def call(*args: object, env: dict[str, str] | None = None, output: Path | None = None, niceness: int = 0) -> int:
-    """Run a command from the repository root (in `env`, else this environment; its output into the file `output`,
-    else this terminal; at `niceness` where the OS has nice); its exit code."""
-    sys.stdout.write(" ".join(map(str, args)) + (f"   (output: {shown(output)})" if output else "") + "\n")
-    sys.stdout.flush()                                      # one write: phases started together print whole lines
-    lowered = (lambda: os.nice(niceness)) if niceness and hasattr(os, "nice") else None
-    if output is None:
-        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env, preexec_fn=lowered)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with open(output, "w", encoding="utf-8") as log:
-        return subprocess.call([str(a) for a in args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               preexec_fn=lowered)
-
-
-def shown(path: Path) -> str:
-    """A path as printed: from the repository root when it is inside."""
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def run_test_phases(env: dict[str, str]) -> int:
-    """`make test`: the unit and widget tests on every core (pytest-xdist, a file per worker); beside them, the
-    browser tests, whose time is mostly JupyterLab's and Chromium's waiting, then the notebook passes' verdicts
-    (the two nbval passes start once the browser tests are done, on the cores the unit tests leave). The phases
-    beside write their output to tests/artifacts/, printed whole once all is done. The worst exit code."""
-    from concurrent.futures import ThreadPoolExecutor
-    logs = [LOGS / "make-test-browser.log", LOGS / "make-test-notebooks.log"]
-    with ThreadPoolExecutor(1) as beside:
-        later = beside.submit(lambda: [call(*PYTEST, *phase, env=env, output=log)
-                                       for phase, log in zip((BROWSER_PHASE, VERDICT_PHASE), logs)])
-        # the unit tests at a lower priority than the browser tests' JupyterLab and Chromium, which then answer at
-        # once (a timed control is the view's speed, not the unit tests'); the unit tests take every cycle left
-        codes = [call(*PYTEST, *UNIT_PHASE, env=env, niceness=UNIT_NICENESS)]
-        codes += later.result()
-    for log in logs:
-        print(f"\n{'=' * 30} {shown(log)} {'=' * 30}", flush=True)
-        print(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "(no output)", flush=True)
-    return max(codes)
+def call(*args: object, env: dict[str, str] | None = None) -> int:
+    """Run a command from the repository root (in `env`, else this environment); its exit code."""
+    print(" ".join(map(str, args)), flush=True)
+    return subprocess.call([str(a) for a in args], cwd=ROOT, env=env)
 
 
 def run(*args: object) -> None:
@@ -163,12 +127,16 @@ def main(argv: list[str]) -> None:
     elif argv[0] == "test":
         if os.name != "nt" and shutil.which("bash"):
             run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
+        # Two phases, so that every core works all the time and what the browser times is not slowed by the
+        # unit tests: the unit and widget tests on every core (pytest-xdist, a file per worker); then the
+        # browser tests, with the two notebook passes in the background on the cores they leave idle.
         # Every pytest process (two xdist workers, the phases, the tests that collect or run pytest themselves)
         # rewrites the asserts of all 120 test files unless it may cache the result: where the host sets
         # PYTHONDONTWRITEBYTECODE (this one does), a collection of the whole suite took 14.9 s instead of 9.5 s.
         # The caches go to the clone's __pycache__ folders, which git ignores.
         cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        sys.exit(run_test_phases(cached))
+        codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
+        sys.exit(max(codes))
     else:
         run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
 
