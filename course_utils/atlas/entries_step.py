@@ -1,6 +1,6 @@
 """The atlas's entries for the step's core (chapters 3 and 5): shapes, devices, the graph, leaves' gradients,
 softmax's dim, a 0-dimensional loss indexed. What reaches the loss, layers, the optimizer and schedulers, and mixed precision have files of their own
-(entries_losses.py, entries_layers.py, entries_optim.py, entries_precision.py)."""
+(entries_losses.py, entries_loss_dtypes.py, entries_layers.py, entries_optim.py, entries_precision.py)."""
 from __future__ import annotations
 
 from course_utils.atlas.entry import Entry
