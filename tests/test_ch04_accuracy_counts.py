@@ -16,6 +16,7 @@ def test_the_counts_agree_with_a_loop_and_the_broadcast_is_chance():
     chance = sum((pred == c).float().mean() * (y == c).float().mean() for c in range(3)).item()
     assert f".float().mean() {chance:.2f}" in lines[2] and abs(chance - 1 / 3) < 1e-6
     assert "correct // total (floor division of the count): 0 " in lines[3]
+    assert lines[3].endswith("1 for a model right on all 300, 0 again with a single mistake"), lines[3]
     assert "RuntimeError: The size of tensor a (300) must match the size of tensor b (3)" in lines[4]
 
 

@@ -15,6 +15,11 @@ def _batch(n: int = 300, classes: int = 3, wrong: int = 30) -> tuple[torch.Tenso
     return 3.0 * torch.nn.functional.one_hot(predicted, classes).float(), labels
 
 
+def _floor_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> int:
+    """The count of right answers floor-divided by the count of examples, as integer arithmetic does it."""
+    return int((logits.argmax(1) == labels).sum()) // len(labels)
+
+
 def accuracy_count_lines() -> list[str]:
     logits, y = _batch()
     pred = logits.argmax(1)
@@ -27,8 +32,9 @@ def accuracy_count_lines() -> list[str]:
              f"labels shaped (N, 1): pred == y is {tuple(table.shape)}; .float().mean() {table.float().mean().item():.2f} "
              f"(1 / 3: every prediction against every label), .sum() / len(y) {table.sum().item() / n:.0f} "
              "(an 'accuracy' of 100 right answers per example)",
-             f"correct // total (floor division of the count): {int((pred == y).sum()) // n} "
-             "until every answer is right, then 1"]
+             f"correct // total (floor division of the count): {_floor_accuracy(logits, y)} with these "
+             f"{int((pred == y).sum())} right; {_floor_accuracy(*_batch(wrong=0))} for a model right on all {n}, "
+             f"{_floor_accuracy(*_batch(wrong=1))} again with a single mistake"]
     try:
         pred == torch.nn.functional.one_hot(y, 3)             # one-hot labels (N, 3) against indices (N,)
         lines.append("one-hot labels against class indices: no error")
