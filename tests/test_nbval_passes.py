@@ -126,10 +126,13 @@ def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last
     monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append([str(a) for a in args]) or envs.append(env)
                         or 0)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("MPLCONFIGDIR", raising=False)
     envs: list = []
     with pytest.raises(SystemExit) as stopped:
         course.main(["test"])
     assert stopped.value.code == 0 and len(ran) == 2
+    # matplotlib's font list is the clone's own, no other checkout's
+    assert all(env["MPLCONFIGDIR"] == str(course.VENV / "matplotlib") for env in envs)
     # the phases may cache rewritten test files (a host that forbids bytecode makes every collection rewrite them)
     assert all(env is not None and "PYTHONDONTWRITEBYTECODE" not in env and env.get("PATH") == os.environ["PATH"]
                for env in envs)
