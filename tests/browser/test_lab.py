@@ -97,20 +97,32 @@ def browser():
         chromium.close()
 
 
-def wait_for_kernel(page) -> None:
+def wait_for_kernel(page, timeout_s: float = 60.0) -> None:
     """Wait for the notebook's kernel to be idle; should JupyterLab ask which kernel to start, pick the default.
 
-    `make lab`'s settings start the course's one kernel without asking (autoStartDefaultKernel).
+    `make lab`'s settings start the course's one kernel without asking (autoStartDefaultKernel). A Launcher that
+    JupyterLab opens on the emptied main area can arrive after the notebook and take the focus, and the status bar's
+    kernel indicator follows the current tab: it is closed whenever it appears. A kernel dialog can follow the first
+    idle status, so idle counts only when it still holds 300 ms later with no dialog open. On a timeout the message
+    says what the page showed (its tabs, its status bar).
     """
-    for _ in range(2):
-        page.wait_for_selector(".jp-Dialog button:has-text('Select'), "
-                               ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-        page.wait_for_timeout(300)                     # a kernel dialog can follow the first idle status
-        dialog = page.locator(".jp-Dialog button", has_text="Select")
-        if not dialog.count():
-            break
-        dialog.first.click()
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    select = page.locator(".jp-Dialog button", has_text="Select")
+    launcher = page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="Launcher")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if select.count():
+            select.first.click()
+        elif launcher.count():
+            launcher.first.locator(".lm-TabBar-tabCloseIcon").click()
+        elif idle.count():
+            page.wait_for_timeout(300)
+            if idle.count() and not select.count() and not launcher.count():
+                return
+        page.wait_for_timeout(200)
+    tabs = page.locator("#jp-main-dock-panel .lm-TabBar-tab").all_inner_texts()
+    status = page.locator("#jp-main-statusbar").inner_text() if page.locator("#jp-main-statusbar").count() else "none"
+    raise AssertionError(f"the kernel was not idle after {timeout_s:.0f} s: tabs {tabs}, status bar {status!r}")
 
 
 def open_notebook(page, url: str, name: str) -> None:
@@ -124,9 +136,6 @@ def open_notebook(page, url: str, name: str) -> None:
         page.locator(".jp-Dialog input").fill(name)
         page.keyboard.press("Enter")
         page.wait_for_function("(name) => document.title.startsWith(name.slice(0, 12))", arg=name, timeout=60_000)
-        launcher = page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="Launcher")   # opened on the empty
-        if launcher.count():                                                                  # main area
-            launcher.first.locator(".lm-TabBar-tabCloseIcon").click()
     else:
         page.goto(f"{url}/lab/workspaces/nb{name.split('_')[0]}/tree/{name}?reset", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
