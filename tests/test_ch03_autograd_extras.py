@@ -76,3 +76,44 @@ def test_a_masked_branch_sends_nan_into_grad_and_masking_the_input_does_not():
     lines = masked_nan_lines()
     assert "b.grad [nan, -0.25]" in lines[1] and "b.grad [0.0, -0.25]" in lines[3]
     assert "loss nan" in lines[-1] and lines[-1].endswith("True")
+
+
+def test_extra_none_gradients_are_dropped_and_a_module_backward_is_never_called():
+    from course_utils.chapters.ch03_autograd_extras import GradReverse, ReverseModule, SignSTEExtra, SignSTELong
+    x = torch.randn(5, requires_grad=True)
+    SignSTELong.apply(x, True).sum().backward()
+    assert torch.equal(x.grad, torch.ones(5))
+    with pytest.raises(RuntimeError, match=r"incorrect number of gradients \(expected 2, got 3\)"):
+        SignSTEExtra.apply(x, True).sum().backward()
+    x.grad = None
+    (GradReverse.apply(x, 0.5) * torch.arange(5.0)).sum().backward()      # oracle: -0.5 × d(x·arange)/dx
+    assert torch.equal(x.grad, -0.5 * torch.arange(5.0))
+    module = ReverseModule()
+    x.grad = None
+    (module(x) * 3).sum().backward()
+    assert module.backward_calls == 0 and torch.equal(x.grad, torch.full((5,), 3.0))
+    lines = custom_function_lines()
+    assert "(reversed: True)" in lines[-2] and "called 0 times (reversed: False)" in lines[-1]
+
+
+def test_per_sample_gradients_match_one_backward_per_example():
+    """The chapter's vmap lines against an independent oracle: backward on each example alone."""
+    from torch import nn
+    from course_utils.chapters.ch03_autograd_extras import per_sample_gradient_lines
+    lines = per_sample_gradient_lines(batch=6)
+    assert "shape (1,) (one example), outside (6, 1)" in lines[0]
+    assert "(6, 5, 4); equal to a loop over the examples: True; their mean is the batch's .grad: True" in lines[1]
+    assert lines[2].startswith("h[:, 0] += 3 inside vmap: IndexError")
+    assert "sees shape (6, 5)" in lines[3] and "has shape (5, 4)" in lines[3]
+    # the oracle for "equal to a loop": plain backward per example, outside torch.func
+    from torch.func import functional_call, grad, vmap
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    x, y = torch.randn(6, 3), torch.randn(6, 1)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    per = vmap(grad(lambda p, xi, yi: nn.functional.mse_loss(functional_call(model, p, (xi,)), yi)),
+               in_dims=(None, 0, 0))(params, x, y)
+    for i in range(6):
+        model.zero_grad()
+        nn.functional.mse_loss(model(x[i:i + 1]), y[i:i + 1]).backward()
+        assert torch.allclose(per["0.weight"][i], model[0].weight.grad, atol=1e-6)

@@ -77,3 +77,14 @@ def test_optimizer_knobs_and_scaler():
     assert s["update(new_scale=8.0)"] == 8.0
     assert s["clip to 1 after scaler.unscale_(): the step's norm"] == 1.0
     assert s["clip to 1 before scaler.unscale_(): the step's norm"] == round(1 / 1024, 6)   # 1024 times too small
+
+
+def test_a_helper_writing_one_lr_erases_the_group_ratio_and_scaling_keeps_it():
+    from course_utils.chapters.ch03_clip_optim import group_lr_helpers
+    writes, scales, scheduler = group_lr_helpers().values()
+    assert writes == [0.01, 0.01] and scales == scheduler == [0.001, 0.01]
+
+
+def test_only_sgd_and_sparse_adam_leave_an_unused_embedding_row_alone():
+    from course_utils.chapters.ch03_clip_optim import unused_rows
+    assert list(unused_rows().values()) == [False, True, True, False]

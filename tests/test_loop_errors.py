@@ -85,3 +85,22 @@ def test_chapter_3_prediction_keys_are_what_the_runs_show():
     assert key(bank, "predict-wrong-params").startswith("It stays exactly where it started")
     r = wrong_params_run("model rebuilt")
     assert r.loss_after == r.loss_before
+
+
+def test_separate_backward_calls_equal_one_backward_of_the_sum_and_a_shared_forward_needs_retain_graph():
+    from course_utils.chapters.ch03_loop_errors import separate_backward_rules
+    for seed in range(3):
+        rules = separate_backward_rules(seed)
+        assert list(rules.values()) == [True, True, "RuntimeError (graph freed: True)"]
+
+
+def test_reused_advantages_fail_at_the_second_mini_epoch_and_retain_graph_hurts_the_critic():
+    from course_utils.chapters.ch03_loop_errors import reused_advantage_run, reused_advantage_rules
+    assert reused_advantage_run("none", 0)["outcome"] == "RuntimeError at mini-epoch 2 (graph freed)"
+    for seed in range(3):
+        kept = reused_advantage_run("retain_graph", seed)["critic's loss after / before"]
+        detached = reused_advantage_run("detach", seed)["critic's loss after / before"]
+        assert detached < 0.05 and kept > 2 * detached
+    assert reused_advantage_run("none", 0, mini_epochs=1)["outcome"] == "all 1 mini-epochs ran"   # one pass is fine
+    rules = reused_advantage_rules(seeds=range(2))
+    assert rules["advantages.detach()"].endswith("on 2 of 2 seeds")

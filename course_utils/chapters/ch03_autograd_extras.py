@@ -29,6 +29,60 @@ class SignSTEShort(SignSTE):
         return grad_output
 
 
+class SignSTELong(SignSTE):
+    """The same with backward returning a third value, None, for an input forward does not have."""
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return grad_output, None, None
+
+
+class SignSTEExtra(SignSTE):
+    """The same with a third value that is not None."""
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return grad_output, None, grad_output
+
+
+class GradReverse(torch.autograd.Function):
+    """A gradient reversal layer (domain-adversarial training): the identity forward, the gradient times -scale
+    backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        return -ctx.scale * grad_output, None
+
+
+class ReverseModule(nn.Module):
+    """The same idea written as a Module with a `backward` method: autograd never calls it (it differentiates what
+    forward did, and forward returned x unchanged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backward_calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def backward(self, grad_output: torch.Tensor) -> torch.Tensor:
+        self.backward_calls += 1
+        return -grad_output
+
+
+def _first_layer_grad(middle) -> tuple[list[float], nn.Linear]:
+    """Linear(2, 1) -> middle -> Linear(1, 1), one backward of the output: the first layer's weight gradient."""
+    torch.manual_seed(0)
+    first, last = nn.Linear(2, 1), nn.Linear(1, 1)
+    last(middle(first(torch.ones(1, 2)))).sum().backward()
+    return [round(g, 4) for g in first.weight.grad.flatten().tolist()]
+
+
 def custom_function_lines() -> list[str]:
     x = torch.tensor([-1.5, -0.2, 0.3, 2.0], requires_grad=True)
     x.sign().sum().backward()
@@ -41,6 +95,22 @@ def custom_function_lines() -> list[str]:
         SignSTEShort.apply(x, True).sum().backward()
     except RuntimeError as error:
         lines.append(f"backward returning grad_output alone: RuntimeError: {error}")
+    x.grad = None
+    SignSTELong.apply(x, True).sum().backward()
+    lines.append(f"backward returning (grad_output, None, None), one value too many: accepted, x.grad = "
+                 f"{x.grad.tolist()} (torch drops extra values that are None)")
+    try:
+        SignSTEExtra.apply(x, True).sum().backward()
+    except RuntimeError as error:
+        lines.append(f"backward returning (grad_output, None, grad_output): RuntimeError: {error}")
+    plain = _first_layer_grad(lambda h: h)
+    reversed_ = _first_layer_grad(lambda h: GradReverse.apply(h, 1.0))
+    module = ReverseModule()
+    as_module = _first_layer_grad(module)
+    lines.append(f"first layer's weight.grad, Linear -> identity -> Linear: {plain}")
+    lines.append(f"the same through GradReverse (a Function): {reversed_} (reversed: {reversed_ == [-g for g in plain]})")
+    lines.append(f"the same through a Module with a backward() method: {as_module}, that method called "
+                 f"{module.backward_calls} times (reversed: {as_module == [-g for g in plain]})")
     return lines
 
 
@@ -193,4 +263,57 @@ def masked_nan_lines() -> list[str]:
     loss.backward()
     lines.append(f"cross_entropy with every target = ignore_index (-100): loss {loss.item()} (0 over 0 targets), "
                  f"logits.grad all zero: {bool((logits.grad == 0).all())}")
+    return lines
+
+
+def per_sample_gradient_lines(batch: int = 10) -> list[str]:
+    """Per-example gradients with torch.func (what differential-privacy and data-attribution tools need): vmap runs
+    the loss of ONE example per call, so inside it the batch dimension is gone; the results equal a Python loop
+    over the examples, and their mean is the batch's gradient. A forward written for a batch (indexing dim 1 as
+    features) breaks under vmap; indexing from the end works both ways. A gradient hook on an activation already
+    sees one row per example; a parameter's .grad is the sum over the batch."""
+    from torch.func import functional_call, grad, vmap
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 1))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x, y = torch.randn(batch, 4), torch.randn(batch, 1)
+    seen: list[tuple[int, ...]] = []
+
+    def loss_one(p, xi, yi, shift):
+        h = functional_call(model, p, (xi,))
+        seen.append(tuple(h.shape))
+        h = shift(h)
+        return nn.functional.mse_loss(h, yi)
+
+    def batch_indexing(h):
+        h = h.clone()
+        h[:, 0] += 3                # written for a (batch, features) tensor
+        return h
+
+    def end_indexing(h):
+        h = h.clone()
+        h[..., 0] += 3              # the feature dimension counted from the end: any batch shape
+        return h
+
+    per_sample = vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, end_indexing)
+    loop = [grad(loss_one)(params, x[i], y[i], end_indexing) for i in range(batch)]
+    same = all(torch.allclose(per_sample[k][i], loop[i][k], atol=1e-6) for k in params for i in range(batch))
+    model.zero_grad()
+    nn.functional.mse_loss(end_indexing(model(x)), y).backward()
+    mean_is_batch = torch.allclose(per_sample["0.weight"].mean(0), model[0].weight.grad, atol=1e-6)
+    lines = [f"inside vmap the model's output has shape {seen[0]} (one example), outside {tuple(model(x).shape)}",
+             f"vmap(grad(loss)) over {batch} examples: '0.weight' gradients of shape "
+             f"{tuple(per_sample['0.weight'].shape)}; equal to a loop over the examples: {same}; their mean is the "
+             f"batch's .grad: {mean_is_batch}"]
+    try:
+        vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, batch_indexing)
+        lines.append("h[:, 0] += 3 inside vmap: ran")
+    except IndexError as error:
+        lines.append(f"h[:, 0] += 3 inside vmap: IndexError: {error}")
+    rows: list[tuple[int, ...]] = []
+    hidden = model[0](x)
+    hidden.register_hook(lambda g: rows.append(tuple(g.shape)))
+    nn.functional.mse_loss(model[2](model[1](hidden)), y).backward()
+    lines.append(f"a gradient hook on the hidden activation sees shape {rows[0]} (a row per example); "
+                 f"model[0].weight.grad has shape {tuple(model[0].weight.grad.shape)} (summed over the batch)")
     return lines

@@ -200,6 +200,48 @@ def optimizer_knobs() -> dict[str, object]:
     return out
 
 
+def group_lr_helpers() -> dict[str, list[float]]:
+    """A backbone at lr/10 and a head at lr: a helper that writes one lr into every group erases the ratio; scaling
+    each group's own lr (as every torch scheduler does) keeps it."""
+    out = {}
+    for how in ("a helper writes lr * 0.5 into every group", "a helper multiplies every group's lr by 0.5",
+                "LambdaLR(0.5 ** epoch), one step"):
+        backbone, head = nn.Linear(2, 2), nn.Linear(2, 1)
+        optimizer = torch.optim.SGD([{"params": backbone.parameters(), "lr": 0.002},
+                                     {"params": head.parameters()}], lr=0.02)
+        if how.startswith("LambdaLR"):
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5 ** epoch)
+            optimizer.step()
+            scheduler.step()
+        for group in optimizer.param_groups:
+            if "writes" in how:
+                group["lr"] = 0.02 * 0.5          # adjust_learning_rate(optimizer, lr * decay)
+            elif "multiplies" in how:
+                group["lr"] *= 0.5
+        out[f"groups at lr [0.002, 0.02], then {how}"] = [round(g["lr"], 6) for g in optimizer.param_groups]
+    return out
+
+
+def unused_rows() -> dict[str, bool]:
+    """Embedding rows 1 and 2 used by step 1, row 3 alone by step 2: does step 2 move row 1 (zero gradient)?"""
+    out = {}
+    for label, sparse, make in (("SGD", False, lambda p: torch.optim.SGD(p, lr=0.1)),
+                                ("SGD momentum 0.9", False, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+                                ("Adam", False, lambda p: torch.optim.Adam(p, lr=0.1)),
+                                ("SparseAdam, Embedding(sparse=True)", True, lambda p: torch.optim.SparseAdam(p, lr=0.1))):
+        torch.manual_seed(0)
+        emb = nn.Embedding(5, 3, sparse=sparse)
+        optimizer = make(list(emb.parameters()))
+        for rows in ([1, 2], [3]):
+            optimizer.zero_grad()
+            emb(torch.tensor(rows)).pow(2).sum().backward()
+            before = emb.weight.detach().clone()
+            optimizer.step()
+        out[f"{label}: a step whose batch does not use row 1 moves row 1"] = \
+            not torch.equal(emb.weight.detach()[1], before[1])
+    return out
+
+
 def lbfgs_closures() -> dict[str, str]:
     """LBFGS calls its closure several times per step; a closure that reuses a forward computed before it (only
     the loss and backward inside) backwards through the same graph again (chapter 3)."""

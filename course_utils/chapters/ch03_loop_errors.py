@@ -267,3 +267,93 @@ def _silent_old_order(seed: int) -> dict[str, object]:
     return {"the same, D's step written through .data (what torch <= 1.4 did): G's backward": "ran, silently",
             "  its gradient equals G's gradient through D before the step / after it":
                 f"{torch.allclose(mixed, before)} / {torch.allclose(mixed, after)}"}
+
+
+def separate_backward_rules(seed: int = 0) -> dict[str, object]:
+    """Two losses, one backward each, against one backward of their sum (chapter 3): gradients add up in `.grad`,
+    so both give the same gradient; two losses that share a forward need `retain_graph=True` on the first call, two
+    losses from separate forwards (a critic on real and on fake images) do not."""
+    torch.manual_seed(seed)
+    D = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    real, fake = torch.randn(16, 3), torch.randn(16, 3)
+
+    def grads(backward) -> list[torch.Tensor]:
+        D.zero_grad()
+        backward()
+        return [p.grad.clone() for p in D.parameters()]
+
+    def same(a, b) -> bool:
+        return all(torch.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(a, b))
+
+    summed = grads(lambda: (D(fake).mean() - D(real).mean()).backward())
+    two = grads(lambda: (D(fake).mean().backward(), (-D(real).mean()).backward()))
+    out: dict[str, object] = {
+        "critic: backward of fake and of real apart (two forwards) = one backward of fake - real": same(summed, two)}
+    D.zero_grad()
+    shared = D(real)
+    shared.pow(2).mean().backward(retain_graph=True)
+    shared.abs().mean().backward()
+    apart = [p.grad.clone() for p in D.parameters()]
+    together = grads(lambda: (D(real).pow(2).mean() + D(real).abs().mean()).backward())
+    out["two losses of one forward, backward each (the first with retain_graph=True) = backward of the sum"] = \
+        same(apart, together)
+    D.zero_grad()
+    shared = D(real)
+    shared.pow(2).mean().backward()
+    try:
+        shared.abs().mean().backward()
+        out["  the same without retain_graph"] = "ran"
+    except RuntimeError as exc:
+        out["  the same without retain_graph"] = f"{type(exc).__name__} (graph freed: {'freed' in str(exc)})"
+    return out
+
+
+def reused_advantage_run(fix: str, seed: int, mini_epochs: int = 40) -> dict[str, object]:
+    """An actor-critic update with several mini-epochs over one batch (PPO, MAPPO): the advantages, returns minus
+    the critic's values, are computed once before the mini-epoch loop; inside it, the actor's loss weighs its
+    log-probabilities by them and the critic's loss comes from a fresh forward. fix: 'none' (advantages used as
+    computed), 'retain_graph' (every backward keeps the graph), 'detach' (advantages detached). The outcome and,
+    where it ran, the critic's loss after the loop as a fraction of its loss before."""
+    torch.manual_seed(seed)
+    actor, critic = nn.Linear(4, 2), nn.Linear(4, 1)
+    optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=0.05)
+    states = torch.randn(64, 4)
+    returns = states @ torch.tensor([1.0, -2.0, 0.5, 0.0]) + 1.0
+    actions = torch.randint(0, 2, (64,))
+    advantages = returns - critic(states).squeeze(1)             # once, before the loop: it carries the critic's graph
+    if fix == "detach":
+        advantages = advantages.detach()
+    value_loss_before = advantages.pow(2).mean().item()
+    for epoch in range(mini_epochs):
+        log_probs = actor(states).log_softmax(1).gather(1, actions[:, None]).squeeze(1)
+        actor_loss = -(log_probs * advantages).mean()
+        value_loss = (returns - critic(states).squeeze(1)).pow(2).mean()
+        optimizer.zero_grad()
+        try:
+            (actor_loss + value_loss).backward(retain_graph=fix == "retain_graph")
+        except RuntimeError as exc:
+            kind = "graph freed" if "freed" in str(exc) else "modified in place" if "inplace" in str(exc) else "other"
+            return {"outcome": f"{type(exc).__name__} at mini-epoch {epoch + 1} ({kind})"}
+        optimizer.step()
+    value_loss_after = (returns - critic(states).squeeze(1)).pow(2).mean().item()
+    return {"outcome": f"all {mini_epochs} mini-epochs ran", "critic's loss after / before": value_loss_after /
+            value_loss_before}
+
+
+def reused_advantage_rules(seeds=range(5)) -> dict[str, str]:
+    """`reused_advantage_run` for each fix over seeds: the outcomes, and where the loop ran, how far the critic's
+    loss fell, against the detached run's on the same seed (chapter 3)."""
+    runs = {fix: [reused_advantage_run(fix, s) for s in seeds] for fix in ("none", "retain_graph", "detach")}
+    out = {}
+    for fix, label in (("none", "advantages as computed"), ("retain_graph", "backward(retain_graph=True)"),
+                       ("detach", "advantages.detach()")):
+        line = " | ".join(sorted({r["outcome"] for r in runs[fix]}))
+        ratios = [r.get("critic's loss after / before") for r in runs[fix]]
+        if None not in ratios:
+            line += f"; the critic's loss fell below a twentieth of its start on {sum(q < 0.05 for q in ratios)} " \
+                    f"of {len(ratios)} seeds"
+            if fix != "detach":
+                worse = sum(q > 2 * r["critic's loss after / before"] for q, r in zip(ratios, runs["detach"]))
+                line += f", ended over twice the detached run's loss on {worse}"
+        out[label] = line
+    return out

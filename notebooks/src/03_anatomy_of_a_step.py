@@ -774,6 +774,41 @@ for what, result in two_network_rules().items():
 # gradient is neither G's gradient through D before the step nor after it: it mixes the activations saved before
 # the step with the weights after it. The error in newer torch is a silent wrong gradient caught.
 #
+# Some loops call backward once per loss term (a critic's real and fake terms, a reconstruction loss after an
+# adversarial one) where others sum the terms and call it once. Gradients add up in `.grad`, so both give the same
+# gradient; what differs is the graph. Terms from separate forwards own separate graphs, each freed by its own
+# backward. Terms of one forward share a graph, which the first backward frees: the second call needs
+# `retain_graph=True` on the first, or one backward of the sum.
+
+# %% tags=["answers-separate-backward"]
+from course_utils.chapters.ch03_loop_errors import separate_backward_rules
+
+runs = [separate_backward_rules(seed) for seed in range(5)]
+for what in runs[0]:
+    print(f"{what}: {' | '.join(sorted({str(r[what]) for r in runs}))} (seeds 0-4)")
+
+# %% [markdown]
+# Summing is the simpler habit: one call, one walk through the graph. Separate calls let each term's graph go
+# before the next forward is built, a lower peak for two large forwards (not measured here).
+#
+# The hidden-state error has a twin in reinforcement learning. PPO and its variants compute the advantages
+# (returns minus the critic's values) once per batch, then run several mini-epochs of updates on that batch. If
+# the advantages still carry the critic's graph, the second mini-epoch's actor loss backpropagates into a graph
+# the first backward freed. An actor-critic over 40 mini-epochs, seeds 0 to 4:
+
+# %% tags=["answers-reused-advantage"]
+from course_utils.chapters.ch03_loop_errors import reused_advantage_rules
+
+for what, result in reused_advantage_rules().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# `retain_graph=True` silences the error and does harm: every mini-epoch, the actor's loss sends the critic a
+# gradient computed from the critic's values *before* the first step, which has nothing to do with the critic's
+# own loss, and the critic ends up further from the returns. Detaching the advantages does not stop the critic
+# from learning: it learns from its own loss, computed from a fresh forward inside the loop. The advantages are a
+# weight for the actor's log-probabilities, a constant as far as the actor's update is concerned.
+#
 # ### An optimizer built before the model changed
 
 # %%
@@ -981,7 +1016,9 @@ for input_needs_grad in (False, True):
 # what backward does. A custom `torch.autograd.Function` gives an operation your own backward: here `sign()`,
 # whose true gradient is 0 almost everywhere, with a *straight-through* backward that passes the gradient on
 # unchanged (how binarised and compressed models train). Its forward takes the tensor and a flag, so backward
-# must return two values, one per input, in order: `None` for the flag.
+# must return two values, one per input, in order: `None` for the flag. Then a gradient reversal layer (the
+# identity forward, the gradient times −1 backward, as domain-adversarial training uses), once as a Function and
+# once as a Module with a method named `backward`.
 
 # %% tags=["answers-custom-function"]
 from course_utils.chapters.ch03_autograd_extras import custom_function_lines, forward_hook_lines, hook_lines
@@ -989,6 +1026,12 @@ from course_utils.chapters.ch03_autograd_extras import custom_function_lines, fo
 print("\n".join(custom_function_lines()))
 
 # %% [markdown]
+# torch accepts more return values than inputs only if the extra ones are `None` (a tutorial's backward that returns
+# seven values for six inputs runs for that reason), and counts any other mismatch as an error. A Module's
+# `backward` method is an ordinary method nobody calls: autograd differentiates the operations forward ran, and
+# `return x` ran none, so the gradient goes through unchanged. A custom backward needs a `torch.autograd.Function`,
+# called through `.apply`.
+#
 # A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
 # changed one, before it is added to `.grad`. A pruning tool can use it to keep pruned weights at 0: their
 # gradient is masked, so no step of plain SGD moves them. (An optimizer that already holds momentum or Adam
@@ -1011,6 +1054,21 @@ print("\n".join(forward_hook_lines()))
 # %% [markdown]
 # 10 tensors for 5 batches, one per hooked layer per batch, each alive as long as the hook's list: memory that
 # grows through the evaluation although nothing records a graph. `model.eval()` is what such hooks read.
+#
+# Those tools want one gradient per example, which `backward()` never gives: a parameter's `.grad` is the sum
+# over the batch. `torch.func` computes them: `grad(loss)` differentiates a function of one example, and `vmap`
+# runs it over the batch as if in a loop, so inside it each tensor has lost its batch dimension.
+
+# %% tags=["answers-per-sample-grads"]
+from course_utils.chapters.ch03_autograd_extras import per_sample_gradient_lines
+
+print("\n".join(per_sample_gradient_lines()))
+
+# %% [markdown]
+# Code written for a batch, `h[:, 0]`, indexes the feature dimension as dimension 1 and fails inside `vmap`, where
+# dimension 1 no longer exists; `h[..., 0]` counts from the end and works in both. An activation's gradient,
+# as a hook sees it, already has a row per example, since example i's loss reaches only row i; a parameter's
+# gradient mixes them all, so per-example parameter gradients need `vmap` (or a loop of batch size 1).
 
 # %% [markdown]
 # ## Clipping's flags
@@ -1083,6 +1141,34 @@ for name, (below, _) in gallery.items():
 print("every run at least 2× away from that line:", all(clear for _, clear in gallery.values()))
 for what, result in optimizer_knobs().items():
     print(f"{what}: {result}")
+
+# %% [markdown]
+# Parameter groups are how a fine-tune gives a pretrained backbone a tenth of the head's rate. Many training
+# scripts then set the rate each epoch with their own helper, and the usual helper writes one number into every
+# group:
+
+# %% tags=["answers-group-lr-helper"]
+from course_utils.chapters.ch03_clip_optim import group_lr_helpers, unused_rows
+
+for what, lrs in group_lr_helpers().items():
+    print(f"{what}: {lrs}")
+
+# %% [markdown]
+# The first helper erases the ratio at its first call: from then on the backbone trains at the head's rate. A
+# helper must scale each group's own rate, as every torch scheduler does (each group keeps its `initial_lr`).
+#
+# Which weights does a step move? Embedding rows 1 and 2 are used by the first batch and row 3 alone by the
+# second; is row 1, whose gradient in the second step is 0, moved by that step?
+
+# %% tags=["answers-unused-embedding-rows"]
+for what, moved in unused_rows().items():
+    print(f"{what}: {moved}")
+
+# %% [markdown]
+# A zero gradient stops plain SGD only. Momentum and Adam's moments remember row 1's earlier gradient and keep
+# moving it for many steps after its last use (the same holds for any frozen-by-zero-gradient weight; weight
+# decay moves it too, chapter 5). `nn.Embedding(sparse=True)` gives a gradient that lists only the rows used, and
+# `SparseAdam` updates only those rows and their moments: the way to touch only the rows a batch used.
 
 # %% [markdown]
 # `GradScaler` halves its scale after a step with an inf or NaN gradient (that step is skipped) and doubles it
