@@ -35,3 +35,8 @@ def test_ctc_zero_infinity():
     c = ctc_checks()
     assert c["'none' shape"] == "(2,)"
     assert all(v is True for k, v in c.items() if k != "'none' shape")
+
+
+def test_a_size_one_broadcast_is_harmless_and_one_target_over_many_modes_is_their_mean():
+    from course_utils.chapters.ch07_loss_targets import broadcast_checks
+    assert all(broadcast_checks().values())

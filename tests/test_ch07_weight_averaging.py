@@ -21,3 +21,18 @@ def test_ema_run_one_seed():
     r = ema_run(0)
     assert r["ema"] < r["last"]
     assert r["BN mean = the live model's"] and r["update_bn recomputed it"] and r["use_buffers=True averages it"]
+
+
+def test_hand_averaged_checkpoints_average_every_float_and_keep_the_last_counter():
+    import torch
+    from course_utils.chapters.ch07_weight_averaging import _averaged_state
+    a = {"w": torch.tensor([1.0, 3.0]), "bn.running_mean": torch.tensor([0.0]), "n": torch.tensor(4)}
+    b = {"w": torch.tensor([3.0, 5.0]), "bn.running_mean": torch.tensor([2.0]), "n": torch.tensor(9)}
+    avg = _averaged_state([a, b])
+    assert avg["w"].tolist() == [2.0, 4.0] and avg["bn.running_mean"].tolist() == [1.0] and avg["n"].item() == 9
+
+
+def test_update_bn_on_a_copy_spares_the_training_model_and_on_the_model_itself_does_not():
+    from course_utils.chapters.ch07_weight_averaging import averaged_bn_run
+    run = averaged_bn_run(0, epochs=4, kept=2)
+    assert run["a separate copy left the training buffers alone"] and run["the swap changed the training model's buffers"]

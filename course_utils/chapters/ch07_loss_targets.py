@@ -236,3 +236,28 @@ def ctc_checks() -> dict[str, bool | str]:
             "6 labels in 5 steps: inf": bool(torch.isinf(plain[0])), "2 labels in 5 steps: finite": bool(
                 torch.isfinite(plain[1])), "zero_infinity=True: the impossible one becomes 0": bool(zeroed[0] == 0),
             "zero_infinity=True: the possible one unchanged": bool(torch.isclose(zeroed[1], plain[1]))}
+
+
+def broadcast_checks() -> dict[str, bool]:
+    """Elementwise losses broadcast a target whose shape differs from the prediction's, with a UserWarning: harmless
+    when only a dimension of size 1 differs ([] against [1]); a different loss when one target is broadcast over
+    several predictions (80 predicted modes against one true trajectory: the mean over modes, every mode pulled to
+    the target, not the best mode's loss) (chapter 7)."""
+    g = torch.Generator().manual_seed(3)
+    out: dict[str, bool] = {}
+    pred, target = torch.tensor(0.7), torch.tensor([0.2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = nn.functional.mse_loss(pred, target)
+    out["mse_loss of a [] prediction and a [1] target: warns"] = any("target size" in str(w.message) for w in caught)
+    out["  equal to the loss with matching shapes"] = bool(value == nn.functional.mse_loss(pred.reshape(1), target))
+    modes, truth = torch.randn(4, 80, 8, 3, generator=g), torch.randn(4, 1, 8, 3, generator=g)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        broadcast = nn.functional.l1_loss(modes, truth)
+    per_mode = (modes - truth).abs().mean(dim=(2, 3))                        # (batch, mode)
+    out["l1_loss of (4, 80, 8, 3) modes and a (4, 1, 8, 3) target: warns"] = any(
+        "target size" in str(w.message) for w in caught)
+    out["  equal to the mean over the 80 modes of each mode's loss"] = bool(torch.isclose(broadcast, per_mode.mean()))
+    out["  the best mode's loss (min over modes) is smaller"] = bool(per_mode.min(1).values.mean() < broadcast)
+    return out

@@ -98,3 +98,90 @@ def ema_runs(seeds=range(5)) -> dict[str, int]:
     for k in ("BN mean = the live model's", "update_bn recomputed it", "use_buffers=True averages it"):
         out[k] = sum(r[k] for r in runs)
     return out
+
+
+def _averaged_state(states: list[dict]) -> dict:
+    """Checkpoints averaged by hand, as a checkpoint-averaging script does: every floating tensor (weights and
+    BatchNorm statistics) the mean over the checkpoints, a counter the last one's."""
+    return {k: torch.stack([s[k] for s in states]).mean(0) if states[-1][k].is_floating_point() else states[-1][k]
+            for k in states[-1]}
+
+
+def _val(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    model.eval()
+    with torch.no_grad():
+        out = model(x)
+    return float(nn.functional.cross_entropy(out, y)), float((out.argmax(1) == y).float().mean())
+
+
+def averaged_bn_run(seed: int, epochs: int = 12, kept: int = 6, lr: float = 0.3) -> dict[str, object]:
+    """A BatchNorm MLP trained with a noisy lr; its checkpoints of the last `kept` epochs averaged by hand, evaluated
+    (validation loss, accuracy) with their averaged BatchNorm statistics, with the last checkpoint's statistics (what
+    an average of the parameters alone keeps) and with statistics update_bn recomputed for the averaged weights;
+    then a mid-training evaluation of averaged weights swapped into the training model, against a separate copy
+    (chapter 7)."""
+    import copy
+    splits = spiral_splits(160, 400, seed=seed, noise=0.3)
+    torch.manual_seed(seed)
+    model = MLP(hidden=32, batchnorm=True)
+    loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    states = []
+    for epoch in range(epochs):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        if epoch >= epochs - kept:
+            states.append(copy.deepcopy(model.state_dict()))
+    vx, vy = splits.val.tensors
+    mean_state = _averaged_state(states)
+    last_stats = {k: states[-1][k] if k in dict(model.named_buffers()) else v for k, v in mean_state.items()}
+    with_last_stats = _restored(last_stats, vx, vy)
+    averaged = MLP(hidden=32, batchnorm=True)
+    averaged.load_state_dict(mean_state)
+    with_averaged_stats = _val(averaged, vx, vy)
+    update_bn(DataLoader(splits.train, batch_size=64), averaged)
+    recomputed = _val(averaged, vx, vy)
+    train_buffers = copy.deepcopy(dict(model.named_buffers()))
+    copy_model = copy.deepcopy(model)                 # a separate copy (what AveragedModel holds)
+    copy_model.load_state_dict(_averaged_state(states))
+    update_bn(DataLoader(splits.train, batch_size=64), copy_model)
+    copy_left_alone = all(torch.equal(b, train_buffers[k]) for k, b in model.named_buffers())
+    weights = {k: p.detach().clone() for k, p in model.named_parameters()}
+    model.load_state_dict(_averaged_state(states))    # the swap: averaged weights into the training model
+    update_bn(DataLoader(splits.train, batch_size=64), model)
+    with torch.no_grad():
+        for k, p in model.named_parameters():
+            p.copy_(weights[k])                       # the weights swapped back, the buffers forgotten
+    swapped_changed = not all(torch.equal(b, train_buffers[k]) for k, b in model.named_buffers())
+    return {"averaged stats": with_averaged_stats, "recomputed": recomputed, "last stats": with_last_stats,
+            "last": _restored(states[-1], vx, vy),
+            "a separate copy left the training buffers alone": copy_left_alone,
+            "the swap changed the training model's buffers": swapped_changed}
+
+
+def _restored(state: dict, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    model = MLP(hidden=32, batchnorm=True)
+    model.load_state_dict(state)
+    return _val(model, x, y)
+
+
+def averaged_bn_counts(seeds=range(5)) -> dict[str, int]:
+    """`averaged_bn_run` over seeds, as counts (chapter 7)."""
+    runs = map_runs(averaged_bn_run, [(s,) for s in seeds])
+    loss = {k: [r[k][0] for r in runs] for k in ("averaged stats", "recomputed", "last stats", "last")}
+    return {"seeds": len(runs),
+            "averaged weights (update_bn) below the last weights' loss by > 0.1":
+                sum(a < b - 0.1 for a, b in zip(loss["recomputed"], loss["last"])),
+            "update_bn's statistics at or below the hand-averaged ones' loss":
+                sum(a <= b for a, b in zip(loss["recomputed"], loss["averaged stats"])),
+            "hand-averaged statistics within 0.1 of update_bn's loss":
+                sum(abs(a - b) < 0.1 for a, b in zip(loss["recomputed"], loss["averaged stats"])),
+            "the last checkpoint's statistics above update_bn's loss":
+                sum(a > b for a, b in zip(loss["last stats"], loss["recomputed"])),
+            "update_bn on a separate copy left the training model's buffers alone":
+                sum(r["a separate copy left the training buffers alone"] for r in runs),
+            "update_bn on the training model (weights swapped in, then back) changed its buffers":
+                sum(r["the swap changed the training model's buffers"] for r in runs)}

@@ -183,6 +183,27 @@ for name, generator in [("no generator", None), ("its own generator", torch.Gene
 # `CUBLAS_WORKSPACE_CONFIG=:4096:8`, set before CUDA starts, or cuBLAS matrix multiplies raise.
 # `cudnn.deterministic = True` is the older, convolution-only switch. Deterministic kernels can be slower.
 #
+# Such a kernel changes a result in its last bit, and two runs that agree for their first iterations then drift
+# apart. How far a last-bit difference travels depends on the run, as a CPU shows: the first layer's weights moved
+# to the next float32 (each a change under 1e-7), the same batches, SGD with momentum at two learning rates, 800 steps,
+# 5 seeds, counted at steps 1, 10, 100 and 800:
+
+# %% tags=["answers-last-bit-drift"]
+from course_utils.chapters.ch07_last_bit_drift import drift_counts
+
+for lr in (0.05, 0.2):
+    d = drift_counts(lr)
+    print(f"lr {lr}: both runs trained on {d['trained']} of {d['seeds']} seeds")
+    print(f"  losses equal to 4 decimals (seeds, by step): {d['same printed loss']}")
+    print(f"  largest weight difference under 1e-4: {d['weights apart by < 1e-4']}; over 1e-2: "
+          f"{d['weights apart by > 1e-2']}")
+
+# %% [markdown]
+# At lr 0.05 the difference stays small: the training pulls the two runs together about as fast as the rounding
+# pushes them apart. At lr 0.2, also a run that trains, the steps amplify it: the losses agree to every printed
+# digit for 100 steps, and by step 800 the weights differ by more than 1e-2. Bitwise-equal runs need every operation deterministic; a
+# run that is not will drift, and how fast says how chaotic its training is, not that something is broken.
+#
 # ## 4. Checkpoints, and a resume that changes nothing
 #
 # **Problem:** a crash or a time limit throws away hours of work. A checkpoint must hold *everything*
@@ -1074,6 +1095,28 @@ print(f"use_buffers=False: the EMA's BatchNorm running mean is the live model's 
 # copied from the live model: statistics of other weights. `update_bn(loader, ema_model)` runs the training data
 # through the averaged model once to recompute them; `use_buffers=True` averages them with the weights instead.
 # Evaluate, checkpoint and ship the averaged model, not the one the optimizer holds.
+#
+# A checkpoint-averaging script does the same by hand: it loads the last few checkpoints and averages every
+# floating tensor, BatchNorm's running statistics included. Which statistics should go with averaged weights?
+# The same noisy run, its checkpoints of the last 6 of 12 epochs averaged, evaluated with the averaged
+# statistics, with the last checkpoint's (what an average of the parameters alone keeps), and with statistics
+# `update_bn` recomputed; then an evaluation in the middle of training, done on a separate copy and done by
+# swapping the averaged weights into the training model and back, 5 seeds:
+
+# %% tags=["answers-averaged-bn"]
+from course_utils.chapters.ch07_weight_averaging import averaged_bn_counts
+
+counts = averaged_bn_counts()
+for what, n in list(counts.items())[1:]:
+    print(f"{what}: {n} of {counts['seeds']} seeds")
+
+# %% [markdown]
+# Statistics recomputed for the weights they normalise are the safe choice; averaged statistics come close here
+# (a validation loss within 0.1 on every seed) and the last checkpoint's are the worst of the three, because they
+# describe other weights. `update_bn` writes into the model it is given: on a copy (an `AveragedModel`, or a
+# `deepcopy`) the training model is untouched; on the training model itself, swapping the weights back is not
+# enough, its BatchNorm buffers now hold the averaged model's statistics. Save and restore the buffers too, or
+# evaluate a copy.
 
 # %% [markdown]
 # ## 12. Logging: TensorBoard
@@ -1538,8 +1581,8 @@ print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - mat
 # of it, and what the loss does with the target a learner most often gets wrong. Half of the mistakes raise;
 # the other half are accepted and compute something else.
 
-# %% tags=["answers-loss-target-shapes"]
-from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_table
+# %% tags=["answers-loss-target-shapes", "answers-loss-broadcast-warning"]
+from course_utils.chapters.ch07_loss_targets import broadcast_checks, ctc_checks, knob_checks, loss_table
 
 print(f"{'loss':<33}{'arguments, target last':<49}{'none':>11}  mean=avg sum=total  {'mistake':<27}what happens")
 for row in loss_table():
@@ -1549,6 +1592,8 @@ print()
 for check, value in knob_checks().items():
     print(f"{check}: {value}")
 print("CTCLoss:", "; ".join(f"{k}: {v}" for k, v in ctc_checks().items()))
+for check, value in broadcast_checks().items():
+    print(f"{check}: {value}")
 
 # %% [markdown]
 # The per-pixel row is segmentation's form: torch reads the classes from dimension 1, so logits are (N, C, H, W)
@@ -1560,6 +1605,12 @@ print("CTCLoss:", "; ".join(f"{k}: {v}" for k, v in ctc_checks().items()))
 # 0/1 labels where a margin loss wants -1/+1 treat every 0 as "no preference". And with `weight` or
 # `ignore_index`, `"mean"` divides by the summed weights of the counted targets (3 real tokens, not 6), so it is
 # not the average of `"none"`: average padded tokens yourself and the loss is wrong by the padding share.
+#
+# The same warning is harmless when the shapes differ only by a dimension of size 1 in the same place, a 0-d
+# prediction against a target of shape [1]: the value is the one the matching shapes give; `squeeze` or `reshape`
+# one side to silence it. One target broadcast over several predictions, 80 predicted trajectories against the
+# one true trajectory, is another loss: the mean over the 80, which pulls every mode towards the target, where a
+# multi-modal model usually wants the best mode's loss (the minimum over modes), a smaller number.
 
 # %% [markdown]
 # ## 17. When a run looks sick
