@@ -40,3 +40,13 @@ def test_ctc_zero_infinity():
 def test_a_size_one_broadcast_is_harmless_and_one_target_over_many_modes_is_their_mean():
     from course_utils.chapters.ch07_loss_targets import broadcast_checks
     assert all(broadcast_checks().values())
+
+
+def test_a_contrastive_loss_at_scale_zero_is_log_batch_with_no_gradient():
+    import math
+    from course_utils.chapters.ch07_loss_targets import contrastive_scale_lines
+    lines = contrastive_scale_lines(batch=6)
+    assert lines[0] == f"batch 6: log(6) = {math.log(6):.4f}"
+    for line in lines[1:3]:
+        assert f"loss {math.log(6):.4f}; every gradient on the anchors 0: True" in line
+    assert all(line.endswith("0: False") for line in lines[3:])

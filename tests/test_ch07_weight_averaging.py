@@ -36,3 +36,10 @@ def test_update_bn_on_a_copy_spares_the_training_model_and_on_the_model_itself_d
     from course_utils.chapters.ch07_weight_averaging import averaged_bn_run
     run = averaged_bn_run(0, epochs=4, kept=2)
     assert run["a separate copy left the training buffers alone"] and run["the swap changed the training model's buffers"]
+
+
+def test_an_ema_reads_the_run_and_never_changes_it():
+    import torch
+    from course_utils.chapters.ch07_weight_averaging import _trained_weights, ema_leaves_the_run_alone
+    assert ema_leaves_the_run_alone(seeds=range(2)) == 2
+    assert not torch.equal(_trained_weights(0, False, epochs=1), _trained_weights(0, False, epochs=2))  # it trained

@@ -8,6 +8,7 @@ exception types and booleans with a wide margin are returned: nothing depends on
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -261,3 +262,23 @@ def broadcast_checks() -> dict[str, bool]:
     out["  equal to the mean over the 80 modes of each mode's loss"] = bool(torch.isclose(broadcast, per_mode.mean()))
     out["  the best mode's loss (min over modes) is smaller"] = bool(per_mode.min(1).values.mean() < broadcast)
     return out
+
+
+def contrastive_scale_lines(batch: int = 4) -> list[str]:
+    """An in-batch contrastive loss (InfoNCE, MultipleNegativesRankingLoss): cross-entropy over scale * the cosine
+    similarities of each anchor with every positive in the batch, its own as the target. At scale 0 every logit
+    is 0, so the loss is log(batch) whatever the embeddings and no gradient reaches them (chapter 7)."""
+    g = torch.Generator().manual_seed(4)
+    lines = [f"batch {batch}: log({batch}) = {math.log(batch):.4f}"]
+    for scale in (0.0, 20.0):
+        for aligned in (True, False):
+            anchors = torch.randn(batch, 16, generator=g, requires_grad=True)
+            positives = (anchors.detach() + 0.1 * torch.randn(batch, 16, generator=g) if aligned
+                         else torch.randn(batch, 16, generator=g))
+            logits = scale * nn.functional.normalize(anchors, dim=1) @ nn.functional.normalize(positives, dim=1).T
+            loss = nn.functional.cross_entropy(logits, torch.arange(batch))
+            loss.backward()
+            lines.append(f"scale {scale:>4g}, positives {'close to' if aligned else 'unrelated to'} their anchors: "
+                         f"loss {loss.item():.{4 if scale == 0 else 2}f}; every gradient on the anchors 0: "
+                         f"{bool((anchors.grad == 0).all())}")
+    return lines

@@ -185,3 +185,26 @@ def averaged_bn_counts(seeds=range(5)) -> dict[str, int]:
                 sum(r["a separate copy left the training buffers alone"] for r in runs),
             "update_bn on the training model (weights swapped in, then back) changed its buffers":
                 sum(r["the swap changed the training model's buffers"] for r in runs)}
+
+
+def _trained_weights(seed: int, with_ema: bool, epochs: int = 2) -> torch.Tensor:
+    splits = spiral_splits(160, 10, seed=seed, noise=0.3)
+    torch.manual_seed(seed)
+    model = MLP(hidden=32, batchnorm=True)
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9)) if with_ema else None
+    loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.3, momentum=0.9)
+    for _ in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            if ema is not None:
+                ema.update_parameters(model)
+    return torch.cat([t.detach().flatten().float() for t in model.state_dict().values()])
+
+
+def ema_leaves_the_run_alone(seeds=range(5)) -> int:
+    """On how many seeds the trained model's weights and buffers after 2 epochs are bitwise the same with and
+    without an EMA updated after every step: the EMA reads the run, it never feeds back into it (chapter 7)."""
+    return sum(torch.equal(_trained_weights(s, True), _trained_weights(s, False)) for s in seeds)

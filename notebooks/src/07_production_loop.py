@@ -201,8 +201,9 @@ for lr in (0.05, 0.2):
 # %% [markdown]
 # At lr 0.05 the difference stays small: the training pulls the two runs together about as fast as the rounding
 # pushes them apart. At lr 0.2, also a run that trains, the steps amplify it: the losses agree to every printed
-# digit for 100 steps, and by step 800 the weights differ by more than 1e-2. Bitwise-equal runs need every operation deterministic; a
-# run that is not will drift, and how fast says how chaotic its training is, not that something is broken.
+# digit for 100 steps, and by step 800 the weights differ by more than 1e-2. Bitwise-equal runs need every
+# operation deterministic; a run that is not will drift, and how fast says how chaotic its training is, not that
+# something is broken.
 #
 # ## 4. Checkpoints, and a resume that changes nothing
 #
@@ -1074,8 +1075,9 @@ print("\n".join(warmup_effect(range(5), warmups=(10, 40), lr=0.3)))
 # trained with a noisy lr 0.3 for 12 epochs, its last weights against their EMA (decay 0.9) on 400 fresh points,
 # 5 seeds.
 
-# %%
-from course_utils.chapters.ch07_weight_averaging import averaging_rules, ema_runs, swalr_curve
+# %% tags=["answers-ema-never-feeds-back"]
+from course_utils.chapters.ch07_weight_averaging import (averaging_rules, ema_leaves_the_run_alone, ema_runs,
+                                                          swalr_curve)
 
 for rule, value in averaging_rules().items():
     print(f"{rule}: {value}")
@@ -1089,12 +1091,16 @@ synced = ema["BN mean = the live model's"]
 print(f"use_buffers=False: the EMA's BatchNorm running mean is the live model's on {synced} of 5;",
       f"update_bn recomputed it for the averaged weights on {ema['update_bn recomputed it']} of 5;",
       f"use_buffers=True averaged it on {ema['use_buffers=True averages it']} of 5")
+print(f"the trained model after 2 epochs, with an EMA updated every step and without: bitwise the same on "
+      f"{ema_leaves_the_run_alone()} of 5 seeds")
 
 # %% [markdown]
 # With `use_buffers=False` (the default) the average covers the parameters only, and the BatchNorm statistics are
 # copied from the live model: statistics of other weights. `update_bn(loader, ema_model)` runs the training data
 # through the averaged model once to recompute them; `use_buffers=True` averages them with the weights instead.
-# Evaluate, checkpoint and ship the averaged model, not the one the optimizer holds.
+# Evaluate, checkpoint and ship the averaged model, not the one the optimizer holds. The EMA never feeds back: the
+# run it watches is bitwise the run without it, so "EMA speeds up training" can only mean that the averaged copy
+# reaches a given validation loss sooner than the live weights do; training itself is unchanged.
 #
 # A checkpoint-averaging script does the same by hand: it loads the last few checkpoints and averages every
 # floating tensor, BatchNorm's running statistics included. Which statistics should go with averaged weights?
@@ -1204,6 +1210,26 @@ print("\n".join(compile_record_lines()))
 
 # %%
 print("\n".join(gpu_figures.compile_lines()))
+
+# %% [markdown]
+# That up-front cost is paid again at every *recompilation*. Dynamo compiles for the shapes it sees and guards on
+# them; a batch of another shape fails the guard and compiles again. By default the second shape makes it compile
+# a version with the batch dimension symbolic, which then serves every size; `dynamic=False` compiles once per
+# shape until `recompile_limit`, then runs that function uncompiled for good. Counted exactly with a backend that
+# records each compilation and generates no code (twelve batches of varying size, as sequences of varying length
+# or a smaller last batch give):
+
+# %% tags=["answers-compile-recompiles"]
+from course_utils.chapters.ch07_recompiles import recompile_lines
+
+print("\n".join(recompile_lines()))
+
+# %% [markdown]
+# With inductor each compilation generates code again (the first took tens of seconds above; recompilations were
+# not timed here), so a first epoch over many shapes can crawl; past the limit the function runs uncompiled from
+# then on, with one warning in the log. Pad or bucket the lengths to
+# a few sizes, `drop_last=True`, or declare the dimension dynamic (`dynamic=True`, or `mark_dynamic`);
+# `TORCH_LOGS=recompiles` prints each recompilation and the guard that failed.
 
 # %% [markdown]
 # ## 14. Scale-out: `torchrun` and DistributedDataParallel
@@ -1574,6 +1600,21 @@ print(f"  a softmax before the loss:    within 0.1 of log 10 on {sum(abs(v - mat
       f"of {n}; above the logits run on {sum(b > a for a, b in zip(ends[False], ends[True]))} of {n}")
 
 # %% [markdown]
+# A loss stuck at exactly log C has the same cause in contrastive training. An in-batch contrastive loss (InfoNCE,
+# sentence-transformers' `MultipleNegativesRankingLoss`) is a cross-entropy whose logits are the similarities of
+# each anchor with every positive in the batch, times a scale (one over the temperature); the target is the
+# anchor's own positive. A batch of 4:
+
+# %% tags=["answers-contrastive-scale"]
+from course_utils.chapters.ch07_loss_targets import contrastive_scale_lines
+
+print("\n".join(contrastive_scale_lines()))
+
+# %% [markdown]
+# At scale 0 every logit is 0: the loss is log(batch) whatever the embeddings, and no gradient reaches them, so
+# nothing trains. The scale sets how sharply the softmax separates the positive from the negatives: at scale 20
+# close positives cost almost nothing and unrelated ones several nats.
+#
 # ### What each loss takes as a target
 #
 # Every `torch.nn` loss class below on a batch of 4 (3 classes), with the arguments it expects (target

@@ -1,0 +1,68 @@
+"""Chapter 7: when torch.compile compiles again. Dynamo compiles a graph for the input shapes it sees and guards on
+them; a new shape fails the guard and compiles again. Counted with a backend that records each compilation and
+runs the captured graph as it is (no code generation), so each count is exactly what inductor would compile, at
+none of its cost. The batches: sequences of varying lengths, or a loader whose last batch is smaller."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+LENGTHS = (32, 17, 45, 32, 8, 64, 3, 32, 50, 21, 40, 12)      # twelve batches, ten distinct batch sizes
+
+
+def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = False) -> dict[str, int]:
+    """Train steps of a small MLP compiled with `dynamic` over batches of these sizes: how many times Dynamo
+    compiled, and how many batches ran without a compiled graph (past the recompile limit Dynamo stops compiling
+    that function and runs it eagerly; its warning is kept off this process's stderr while it runs)."""
+    import logging
+
+    import torch._dynamo
+    torch._dynamo.reset()
+    compiled, ran = [], []
+
+    def counting_backend(graph, example_inputs):
+        compiled.append(1)
+
+        def run(*args):
+            ran.append(1)
+            return graph.forward(*args)
+        return run
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    step = torch.compile(model, backend=counting_backend, dynamic=dynamic)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    dynamo_log = logging.getLogger("torch._dynamo")
+    level = dynamo_log.level
+    dynamo_log.setLevel(logging.ERROR)
+    uncompiled = 0
+    try:
+        for n in batch_sizes:
+            x = torch.randn(n, 8)
+            if mark_dynamic:
+                torch._dynamo.mark_dynamic(x, 0)
+            before = len(ran)
+            optimizer.zero_grad()
+            step(x).pow(2).mean().backward()
+            optimizer.step()
+            uncompiled += len(ran) == before
+    finally:
+        dynamo_log.setLevel(level)
+        torch._dynamo.reset()
+    return {"compilations": len(compiled), "batches run uncompiled": uncompiled}
+
+
+def recompile_lines() -> list[str]:
+    import torch._dynamo
+    lines = [f"batch sizes {list(LENGTHS)} ({len(set(LENGTHS))} distinct); recompile limit "
+             f"{torch._dynamo.config.recompile_limit}"]
+    for label, kwargs in (("torch.compile(model) (default)", {}),
+                          ("torch.compile(model, dynamic=False)", {"dynamic": False}),
+                          ("torch.compile(model, dynamic=True)", {"dynamic": True}),
+                          ("default, torch._dynamo.mark_dynamic(x, 0) on each batch", {"mark_dynamic": True})):
+        r = compilations(LENGTHS, **kwargs)
+        lines.append(f"{label:<56} compilations: {r['compilations']}; batches run uncompiled: "
+                     f"{r['batches run uncompiled']}")
+    last = compilations([32] * 5 + [7])
+    lines.append(f"five batches of 32, then a last batch of 7 (default): compilations: {last['compilations']}")
+    return lines
