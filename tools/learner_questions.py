@@ -112,14 +112,16 @@ def _grading_line(label: str, held_out: dict, calibration: dict) -> str:
 def blind_grading() -> str:
     """The held-out half's rate as readers who did not write the course graded it (tools/blind_grades.json): the
     questions held out first, and fresh sets collected and graded later (``fresh``, ``fresh_2``, ...), each by its
-    own reader."""
+    own reader. A set whose halves were used the other way round (``fresh_3``: its write half kept unseen, its
+    grade half written from) records its grades as ``held_out_write_half``."""
     graded = json.loads(BLIND.read_text(encoding="utf-8"))
     line = _grading_line("held out, graded blind", graded["held_out"], graded["calibration"])
     line += previous_grading(graded.get("previous"))
     for key in sorted(k for k in graded if k.startswith("fresh")):
         label = "a fresh set, collected and graded blind later" if key == "fresh" else \
             f"fresh set {key.split('_')[1]}, collected and graded blind later"
-        line += "\n" + _grading_line(label, graded[key]["held_out"], graded[key]["calibration"])
+        line += "\n" + _grading_line(label, graded[key]["held_out"] or graded[key]["held_out_write_half"],
+                                      graded[key]["calibration"])
     return line
 
 

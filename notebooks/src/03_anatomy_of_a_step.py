@@ -1133,7 +1133,7 @@ for what, same in sam_clip_placement(max_norm=0.05).items():
 # its closure several times per step, so the closure must run the forward itself: one that reuses an output
 # computed before it backwards through that graph a second time.
 
-# %%
+# %% tags=["answers-lbfgs-closure"]
 gallery = optimizer_gallery()
 for name, (below, _) in gallery.items():
     steps = 5 if name == "LBFGS" else 50

@@ -1615,6 +1615,29 @@ print("\n".join(contrastive_scale_lines()))
 # nothing trains. The scale sets how sharply the softmax separates the positive from the negatives: at scale 20
 # close positives cost almost nothing and unrelated ones several nats.
 #
+# Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
+# (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the
+# best `s` is log L, so a task that fits well (L < 1) makes its term negative. A policy-gradient loss,
+# `-log_prob * advantage` (REINFORCE with the return, actor-critic with an advantage), is a surrogate whose gradient
+# is the one wanted; the entropy bonus is subtracted because the optimizer minimises. Two tasks with noise 0.1 and
+# 1.0, 5 seeds; a 4-way policy; a skewed policy under the entropy term alone:
+
+# %% tags=["answers-surrogate-losses"]
+from course_utils.chapters.ch07_surrogate_losses import entropy_bonus_line, policy_gradient_lines, uncertainty_lines
+
+print("\n".join(uncertainty_lines()))
+print("\n".join(policy_gradient_lines()))
+print(entropy_bonus_line())
+
+# %% [markdown]
+# The uncertainty-weighted total goes negative while both tasks reach the best fit there is: the negative part is
+# `s` tracking log L of the task that fits to 0.01, not a term "decreased blindly" at the tasks' expense. In the
+# policy loss the minus sign is what makes a descent step raise the probability of actions with a positive advantage
+# (0.50 to 0.62) and lower the others; minus the entropy makes the step raise the entropy, which keeps the policy
+# exploring. The value of a REINFORCE loss scales with the returns: the same policy on returns ten times larger
+# reports a loss ten times larger, so as a policy improves and its episodes grow longer, its "loss" can rise. Judge
+# such runs by the reward, not by the loss.
+#
 # ### What each loss takes as a target
 #
 # Every `torch.nn` loss class below on a batch of 4 (3 classes), with the arguments it expects (target
