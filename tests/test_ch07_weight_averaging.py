@@ -43,3 +43,11 @@ def test_an_ema_reads_the_run_and_never_changes_it():
     from course_utils.chapters.ch07_weight_averaging import _trained_weights, ema_leaves_the_run_alone
     assert ema_leaves_the_run_alone(seeds=range(2)) == 2
     assert not torch.equal(_trained_weights(0, False, epochs=1), _trained_weights(0, False, epochs=2))  # it trained
+
+
+def test_a_high_decay_ema_lags_a_warmed_up_one_follows_and_averaged_model_copies_first():
+    from course_utils.chapters.ch07_weight_averaging import ema_built_before_load_run, ema_follow_run
+    plain, warm = ema_follow_run(0, 0.999), ema_follow_run(0, 0.999, warmup=True)
+    assert plain["live"] >= 0.95 and plain["ema"] <= plain["live"] - 0.2 and abs(warm["ema"] - warm["live"]) <= 0.05
+    early = ema_built_before_load_run(0)
+    assert early["by hand"] < 0.5 and abs(early["AveragedModel"] - early["live"]) <= 0.05

@@ -208,3 +208,87 @@ def ema_leaves_the_run_alone(seeds=range(5)) -> int:
     """On how many seeds the trained model's weights and buffers after 2 epochs are bitwise the same with and
     without an EMA updated after every step: the EMA reads the run, it never feeds back into it (chapter 7)."""
     return sum(torch.equal(_trained_weights(s, True), _trained_weights(s, False)) for s in seeds)
+
+
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).float().mean())
+
+
+def ema_follow_run(seed: int, decay: float, steps: int = 300, warmup: bool = False) -> dict[str, float]:
+    """A run of `steps` Adam updates from a randomly initialised MLP on the spiral, with an AveragedModel EMA
+    updated after every step: the live model's and the EMA's validation accuracy at the end. `warmup`: the decay
+    ramps up as min(decay, (1 + t) / (10 + t)), the warmup diffusers' and timm's EMA helpers offer (chapter 7)."""
+    splits = spiral_splits(300, 300, seed=seed)
+    torch.manual_seed(seed)
+    model = MLP(hidden=32)
+    updates = [0]
+
+    def ema_fn(ema_param: torch.Tensor, param: torch.Tensor, num_averaged) -> torch.Tensor:
+        d = min(decay, (1 + updates[0]) / (10 + updates[0])) if warmup else decay
+        return d * ema_param + (1 - d) * param
+
+    ema = AveragedModel(model, avg_fn=ema_fn)
+    _train(model, splits, seed, steps, lr=0.01, after_step=lambda: (ema.update_parameters(model),
+                                                                    updates.__setitem__(0, updates[0] + 1)))
+    vx, vy = splits.val.tensors
+    return {"live": _accuracy(model, vx, vy), "ema": _accuracy(ema.module, vx, vy)}
+
+
+def _train(model: nn.Module, splits, seed: int, steps: int, lr: float, after_step=lambda: None) -> None:
+    x, y = splits.train.tensors
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(0, len(x), (32,), generator=g)
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        optimizer.step()
+        after_step()
+
+
+def ema_built_before_load_run(seed: int, decay: float = 0.999, steps: int = 100) -> dict[str, float]:
+    """A fine-tune of trained weights, its EMA copy made BEFORE those weights were loaded into the model (while it
+    still held its random initialisation): an EMA written by hand (copied at construction, then d * ema + (1 - d)
+    * live every step, as timm's ModelEma and many scripts do) against torch's AveragedModel, whose first update
+    copies the live weights (chapter 7)."""
+    import copy
+    splits = spiral_splits(300, 300, seed=seed)
+    torch.manual_seed(seed)
+    trained = MLP(hidden=32)
+    _train(trained, splits, seed, 300, lr=0.01)                       # the checkpoint the fine-tune starts from
+    model = MLP(hidden=32)                                            # random weights, for now
+    by_hand = copy.deepcopy(model)
+    averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
+    model.load_state_dict(trained.state_dict())                       # loaded after the EMAs were made
+
+    def update() -> None:
+        with torch.no_grad():
+            for e, p in zip(by_hand.parameters(), model.parameters()):
+                e.mul_(decay).add_(p, alpha=1 - decay)
+        averaged.update_parameters(model)
+    _train(model, splits, seed + 1, steps, lr=0.001, after_step=update)
+    vx, vy = splits.val.tensors
+    return {"live": _accuracy(model, vx, vy), "by hand": _accuracy(by_hand, vx, vy),
+            "AveragedModel": _accuracy(averaged.module, vx, vy)}
+
+
+def ema_follow_lines(seeds=range(5), steps: int = 300) -> list[str]:
+    """An EMA that seems never to learn, its two usual causes measured over seeds (chapter 7)."""
+    n = len(seeds)
+    plain = map_runs(ema_follow_run, [(s, 0.999, steps) for s in seeds])
+    warm = map_runs(ema_follow_run, [(s, 0.999, steps, True) for s in seeds])
+    early = map_runs(ema_built_before_load_run, [(s,) for s in seeds])
+    shares = ", ".join(f"{d}: {d ** steps:.2f}" for d in (0.9, 0.99, 0.999))
+    return [f"share of the starting weights left in an EMA after {steps} updates, by decay: {shares}",
+            f"decay 0.999, {steps} updates from random weights: the live model's validation accuracy at least 0.95 on "
+            f"{sum(r['live'] >= 0.95 for r in plain)} of {n} seeds; the EMA's at least 0.2 below it on "
+            f"{sum(r['ema'] <= r['live'] - 0.2 for r in plain)} of {n}",
+            f"  the same with the decay warmed up, min(0.999, (1 + t) / (10 + t)): the EMA within 0.05 of the live "
+            f"model on {sum(abs(r['ema'] - r['live']) <= 0.05 for r in warm)} of {n}",
+            f"an EMA made before the checkpoint was loaded, then 100 fine-tuning updates (decay 0.999): written by hand "
+            f"(copied at construction), accuracy below 0.5 on {sum(r['by hand'] < 0.5 for r in early)} of {n}; "
+            f"AveragedModel (its first update copies the live weights), within 0.05 of the live model on "
+            f"{sum(abs(r['AveragedModel'] - r['live']) <= 0.05 for r in early)} of {n}"]
