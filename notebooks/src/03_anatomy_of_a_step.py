@@ -196,6 +196,21 @@ for where in ("first in the loop", "right after step", "between backward and ste
 # left in `.grad` (a gradient check, a loss looked at): it clears first (exercise 3.1 checks it). Between
 # `backward()` and `step()` it throws the gradients away before they are used, and the optimizer skips
 # every parameter whose grad is `None`: the weights never move.
+#
+# Clearing to `None` also frees memory. What a step allocates, and when, for a two-layer model with Adam, counted
+# in bytes of the tensors themselves:
+
+# %% tags=["answers-first-iteration-memory"]
+from course_utils.chapters.ch03_step_memory import step_memory_lines
+
+print("\n".join(step_memory_lines()))
+
+# %% [markdown]
+# The gradients (one tensor per weight, as large as the weights) appear at the first `backward()`, and Adam's two
+# moments (twice the weights) at the first `step()`: a run's memory steps up during iteration 1 and is level from
+# iteration 2 on. Memory that keeps growing after that is something else: chapter 5's logged loss tensors, for one.
+# On a GPU, `nvidia-smi` also counts the caching allocator's reserve and the CUDA context on top of these tensors
+# (not run here).
 
 # %% [markdown]
 # ## Only `step` changes the weights
