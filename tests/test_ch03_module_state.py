@@ -88,3 +88,9 @@ def test_a_helper_writing_one_lr_erases_the_group_ratio_and_scaling_keeps_it():
 def test_only_sgd_and_sparse_adam_leave_an_unused_embedding_row_alone():
     from course_utils.chapters.ch03_clip_optim import unused_rows
     assert list(unused_rows().values()) == [False, True, True, False]
+
+
+def test_sam_under_a_grad_scaler_matches_the_unscaled_update_and_a_second_unscale_is_refused():
+    from course_utils.chapters.ch03_clip_optim import sam_with_scaler
+    same, twice = sam_with_scaler(seed=1).values()
+    assert same is True and twice.startswith("RuntimeError: unscale_() has already been called")

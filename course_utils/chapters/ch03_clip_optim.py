@@ -346,3 +346,52 @@ def sam_clip_placement(max_norm: float = 0.05, rho: float = 0.05, seed: int = 0)
     return {"clip before first_step: the perturbation unchanged": bool(torch.allclose(e0, e1)),
             "clip before first_step: the update unchanged": bool(torch.allclose(w0, w1)),
             "clip before second_step: the update unchanged": bool(torch.allclose(w0, w2))}
+
+
+def sam_with_scaler(max_norm: float = 0.05, rho: float = 0.05, seed: int = 0) -> dict[str, object]:
+    """SAM's two passes under a GradScaler (chapter 3). The scaler allows one unscale_ per optimizer per update, and
+    SAM wants gradients twice. The first pass needs no unscaling: its gradient only sets a direction, g / ||g||,
+    and the scale cancels (an inf or NaN still has to be caught: the scaler's own check, in the second pass, skips
+    the update). The second pass is the usual scaled step: unscale_, clip, scaler.step, update. Compared with the
+    same two passes without a scaler."""
+    def run(scaler, unscale_first: bool = False) -> torch.Tensor:
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        x, y = torch.randn(16, 4), torch.randn(16, 1)
+        params = list(model.parameters())
+        optimizer = torch.optim.SGD(params, lr=0.1)
+        scale = scaler.scale if scaler else (lambda loss: loss)
+        scale(nn.functional.mse_loss(model(x), y)).backward()
+        if scaler and unscale_first:
+            scaler.unscale_(optimizer)
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in params))
+        with torch.no_grad():
+            e = [rho * p.grad / norm for p in params]            # first_step: climb to w + e (scale cancels)
+            for p, ei in zip(params, e):
+                p.add_(ei)
+        optimizer.zero_grad()
+        scale(nn.functional.mse_loss(model(x), y)).backward()
+        with torch.no_grad():
+            for p, ei in zip(params, e):                          # back to w before the real update
+                p.sub_(ei)
+        if scaler:
+            scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(params, max_norm)
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        return torch.cat([p.detach().flatten() for p in params])
+
+    plain = run(None)
+    scaled = run(torch.amp.GradScaler("cpu", init_scale=2.0 ** 16))
+    out: dict[str, object] = {
+        "first pass on the scaled gradient, second pass unscale_ + clip + scaler.step: the same update as without a "
+        "scaler": bool(torch.allclose(plain, scaled, atol=1e-6))}
+    try:
+        run(torch.amp.GradScaler("cpu", init_scale=2.0 ** 16), unscale_first=True)
+        out["unscale_ in both passes"] = "ran"
+    except RuntimeError as exc:
+        out["unscale_ in both passes"] = f"RuntimeError: {exc}"
+    return out

@@ -1135,6 +1135,23 @@ for what, same in sam_clip_placement(max_norm=0.05).items():
 # The first pass divides g by its own norm, and clipping only multiplies g by a positive factor, so it cancels:
 # clip before the step that uses the gradient's size, here SAM's second. The same holds wherever a gradient is
 # normalised before use.
+#
+# With mixed precision, SAM meets a rule of `GradScaler`: one `unscale_` per optimizer between two `update()` calls,
+# and SAM computes gradients twice. The same cancellation helps: the first pass only needs the gradient's
+# direction, which the scale does not change. The two passes with a scaler at 65,536, against the same two passes
+# without one:
+
+# %% tags=["answers-sam-scaler"]
+from course_utils.chapters.ch03_clip_optim import sam_with_scaler
+
+for what, result in sam_with_scaler().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# So: take the first step from the scaled gradient, then run the second pass as any scaled step (`unscale_`,
+# clip, `scaler.step`, `scaler.update`). A SAM optimizer that insists on a closure (`step(closure)`, as some
+# libraries' do, "SAM requires closure") is the LBFGS pattern below: the closure zeroes the gradients and runs the
+# forward and backward itself, because the optimizer calls it for the second pass.
 
 # %% [markdown]
 # ## The other optimizers, on one problem
