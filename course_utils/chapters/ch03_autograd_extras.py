@@ -59,6 +59,15 @@ class GradReverse(torch.autograd.Function):
         return -ctx.scale * grad_output, None
 
 
+class GradReverseSame(GradReverse):
+    """The same, forward returning its input itself rather than x.view_as(x)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return x
+
+
 class ReverseModule(nn.Module):
     """The same idea written as a Module with a `backward` method: autograd never calls it (it differentiates what
     forward did, and forward returned x unchanged)."""
@@ -75,12 +84,18 @@ class ReverseModule(nn.Module):
         return -grad_output
 
 
-def _first_layer_grad(middle) -> tuple[list[float], nn.Linear]:
-    """Linear(2, 1) -> middle -> Linear(1, 1), one backward of the output: the first layer's weight gradient."""
+def _layer_grads(middle) -> tuple[list[float], list[float]]:
+    """Linear(2, 1) -> middle -> Linear(1, 1), one backward of the output: the first and the last layer's weight
+    gradients."""
     torch.manual_seed(0)
     first, last = nn.Linear(2, 1), nn.Linear(1, 1)
     last(middle(first(torch.ones(1, 2)))).sum().backward()
-    return [round(g, 4) for g in first.weight.grad.flatten().tolist()]
+    return ([round(g, 4) for g in first.weight.grad.flatten().tolist()],
+            [round(g, 4) for g in last.weight.grad.flatten().tolist()])
+
+
+def _first_layer_grad(middle) -> list[float]:
+    return _layer_grads(middle)[0]
 
 
 def custom_function_lines() -> list[str]:
@@ -111,6 +126,11 @@ def custom_function_lines() -> list[str]:
     lines.append(f"the same through GradReverse (a Function): {reversed_} (reversed: {reversed_ == [-g for g in plain]})")
     lines.append(f"the same through a Module with a backward() method: {as_module}, that method called "
                  f"{module.backward_calls} times (reversed: {as_module == [-g for g in plain]})")
+    same = _first_layer_grad(lambda h: GradReverseSame.apply(h, 1.0))
+    lines.append(f"GradReverse whose forward returns x itself, not x.view_as(x): {same} (reversed: "
+                 f"{same == [-g for g in plain]})")
+    lines.append(f"the layer after the reversal (a domain classifier): weight.grad {_layer_grads(lambda h: h)[1]} "
+                 f"without it, {_layer_grads(lambda h: GradReverse.apply(h, 1.0))[1]} with it")
     return lines
 
 

@@ -1045,7 +1045,10 @@ print("\n".join(custom_function_lines()))
 # seven values for six inputs runs for that reason), and counts any other mismatch as an error. A Module's
 # `backward` method is an ordinary method nobody calls: autograd differentiates the operations forward ran, and
 # `return x` ran none, so the gradient goes through unchanged. A custom backward needs a `torch.autograd.Function`,
-# called through `.apply`.
+# called through `.apply`. The reversal acts on the gradient flowing *back through* it: layers before it (a
+# domain-adversarial network's feature extractor) get negated gradients, the layer after it (the domain
+# classifier) its ordinary one. `x.view_as(x)` in its forward is a common habit; in torch 2.13 a forward
+# that returns `x` itself is reversed just the same.
 #
 # A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
 # changed one, before it is added to `.grad`. A pruning tool can use it to keep pruned weights at 0: their
