@@ -114,3 +114,10 @@ def test_order_experiment_shuffle_wins():
     shuffled_run = order_experiment(True, n=300, epochs=3)
     assert shuffled_run.final_acc > sorted_run.final_acc
     assert max(sorted_run.last_batch_classes) <= 2 and min(shuffled_run.last_batch_classes) >= 2
+
+
+def test_an_accelerate_prepared_loader_reshuffles_every_epoch_by_itself():
+    from course_utils.chapters.ch02_sampling import accelerate_epoch_orders
+    r = accelerate_epoch_orders(n=10, epochs=4, seed=3)
+    assert r == {"wrapped as": "DataLoaderShard", "every epoch a new order, no set_epoch called": True,
+                 "each epoch every example once": True}

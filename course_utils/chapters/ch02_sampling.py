@@ -376,3 +376,19 @@ def order_over_seeds(seeds: Sequence[int] = range(5), n: int = 600, epochs: int 
     runs = {shuffle: tuple(order_experiment(shuffle, n, epochs, batch_size, seed=s) for s in seeds)
             for shuffle in (False, True)}
     return OrderSeeds(runs[False], runs[True], -(-n // batch_size))
+
+
+def accelerate_epoch_orders(n: int = 12, epochs: int = 3, seed: int = 0) -> dict[str, object]:
+    """A shuffled loader prepared by Hugging Face Accelerate (one process, on the CPU), iterated for `epochs` epochs
+    with nothing called between them: does each epoch get a new order, and does every example come once per
+    epoch (chapter 2)."""
+    import os
+    os.environ.setdefault("ACCELERATE_DISABLE_RICH", "1")
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(seed)
+    loader = Accelerator(cpu=True).prepare(DataLoader(TensorDataset(torch.arange(n)), batch_size=4, shuffle=True))
+    orders = [[int(v) for (batch,) in loader for v in batch] for _ in range(epochs)]
+    return {"wrapped as": type(loader).__name__,
+            "every epoch a new order, no set_epoch called": len({tuple(o) for o in orders}) == epochs,
+            "each epoch every example once": all(sorted(o) == list(range(n)) for o in orders)}

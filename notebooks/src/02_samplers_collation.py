@@ -410,7 +410,19 @@ with answer(2, "weighted-ranks"):
 # loader's batch sampler so that process p takes batches p, p + W, p + 2W, ... of one sampler whose generator
 # it keeps alike on every process (it copies process 0's generator state to the others as each epoch starts,
 # seeded or not). Then `num_samples` must be the whole epoch's, not divided by W: divided as in
-# the attempt above, the epoch shrinks W-fold once more.
+# the attempt above, the epoch shrinks W-fold once more. Is there a `set_epoch` to call with a prepared loader?
+# A shuffled loader prepared by Accelerate (one process here), three epochs, nothing called between them:
+
+# %% tags=["answers-accelerate-set-epoch"]
+from course_utils.chapters.ch02_sampling import accelerate_epoch_orders
+
+for what, value in accelerate_epoch_orders().items():
+    print(f"{what}: {value}")
+
+# %% [markdown]
+# The prepared loader reshuffles by itself: its sampler's generator moves on with each epoch and Accelerate keeps
+# it the same on every process, so no call is needed. `set_epoch` stays your job only for a `DistributedSampler` you
+# build yourself and keep out of `prepare`.
 
 # %% [markdown]
 # ### Try it: the DistributedSampler view
