@@ -122,3 +122,13 @@ def test_per_sample_gradients_match_one_backward_per_example():
         model.zero_grad()
         nn.functional.mse_loss(model(x[i:i + 1]), y[i:i + 1]).backward()
         assert torch.allclose(per["0.weight"][i], model[0].weight.grad, atol=1e-6)
+
+
+def test_a_weight_autograd_cannot_reach_gets_no_grad_and_the_penalty_norm_is_per_pixel_over_dim_one():
+    from course_utils.chapters.ch03_autograd_extras import gradient_penalty_lines, unreached_parameter_lines
+    lines = unreached_parameter_lines()
+    assert "weight.grad is None: False" in lines[0]
+    assert all("weight.grad is None: True; bias.grad is None: False" in line for line in lines[1:])
+    shape, per_pixel, per_sample, equal = gradient_penalty_lines(batch=4)
+    assert "(4, 32, 32), equal to |gradient| pixel by pixel: True" in per_pixel and "(4,)" in per_sample
+    assert equal.endswith("False")

@@ -337,3 +337,49 @@ def per_sample_gradient_lines(batch: int = 10) -> list[str]:
     lines.append(f"a gradient hook on the hidden activation sees shape {rows[0]} (a row per example); "
                  f"model[0].weight.grad has shape {tuple(model[0].weight.grad.shape)} (summed over the batch)")
     return lines
+
+
+def unreached_parameter_lines() -> list[str]:
+    """A parameter the forward uses but autograd cannot reach gets no .grad (and DDP reports it as unused): read
+    through .data or .detach(), under no_grad, or through NumPy. One Linear's weight used four ways, each beside a
+    bias that is reached normally."""
+    import numpy as np
+
+    def through(name: str, use) -> str:
+        torch.manual_seed(0)
+        layer = nn.Linear(3, 2)
+        x = torch.randn(4, 3)
+        (use(layer, x) + layer.bias).sum().backward()
+        return (f"weight used {name:<42} weight.grad is None: {layer.weight.grad is None}; "
+                f"bias.grad is None: {layer.bias.grad is None}")
+
+    def numpy_path(layer, x):
+        return torch.from_numpy(x.numpy() @ layer.weight.detach().numpy().T)
+
+    def no_grad_path(layer, x):
+        with torch.no_grad():
+            return x @ layer.weight.T
+
+    return [through("normally, x @ weight.T", lambda layer, x: x @ layer.weight.T),
+            through("as weight.data", lambda layer, x: x @ layer.weight.data.T),
+            through("as weight.detach()", lambda layer, x: x @ layer.weight.detach().T),
+            through("inside torch.no_grad()", no_grad_path),
+            through("through NumPy (weight.detach().numpy())", numpy_path)]
+
+
+def gradient_penalty_lines(batch: int = 8) -> list[str]:
+    """WGAN-GP's gradient penalty on images: the gradient of the critic's output with respect to a (B, 1, H, W)
+    input. Its norm over dim=1, the channel dimension of size 1, is the absolute value of each pixel's gradient,
+    one number per pixel; the Lipschitz penalty wants one norm per sample, over the flattened gradient."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Flatten(), nn.Linear(32 * 32, 1))
+    x = torch.randn(batch, 1, 32, 32, requires_grad=True)
+    g, = torch.autograd.grad(critic(x).sum(), x, create_graph=True)
+    per_pixel = g.norm(2, dim=1)
+    per_sample = g.flatten(1).norm(2, dim=1)
+    return [f"gradient shape {tuple(g.shape)}",
+            f"gradients.norm(2, dim=1): shape {tuple(per_pixel.shape)}, equal to |gradient| pixel by pixel: "
+            f"{torch.allclose(per_pixel, g.abs().squeeze(1))}",
+            f"gradients.flatten(1).norm(2, dim=1): shape {tuple(per_sample.shape)}, one norm per sample",
+            f"the two penalties ((norm - 1) ** 2).mean() are equal: "
+            f"{torch.allclose(((per_pixel - 1) ** 2).mean(), ((per_sample - 1) ** 2).mean())}"]

@@ -127,6 +127,19 @@ print("the error rate with requires_grad_(True): backward runs; weight.grad:", n
 # A loss must be built from the model's output by differentiable operations all the way: a Dice or IoU loss
 # uses the probabilities (`softmax`), never the predicted classes. Metrics such as the error rate are for
 # logging, under `no_grad`.
+#
+# The same holds for one parameter inside a loss that does have a `grad_fn`: the forward can use a weight and
+# autograd still not reach it. A Linear's weight used five ways, beside its bias used normally:
+
+# %% tags=["answers-unreached-parameter"]
+from course_utils.chapters.ch03_autograd_extras import unreached_parameter_lines
+
+print("\n".join(unreached_parameter_lines()))
+
+# %% [markdown]
+# The loss trains the bias and never the weight, without an error. Under `DistributedDataParallel` the same
+# weight is what its "parameters that were not used in producing loss" error names, although the forward used it:
+# to autograd, a parameter it cannot follow was not used.
 
 # %% [markdown]
 # ## Backward fills `.grad`, and a second backward *adds*
@@ -805,6 +818,20 @@ for what in runs[0]:
 # %% [markdown]
 # Summing is the simpler habit: one call, one walk through the graph. Separate calls let each term's graph go
 # before the next forward is built, a lower peak for two large forwards (not measured here).
+#
+# A WGAN-GP critic adds a gradient penalty: the norm of the critic's gradient with respect to its input should be
+# 1 for every sample. On images the gradient has the input's shape (B, 1, H, W), and the norm's dimension decides
+# what is penalised:
+
+# %% tags=["answers-gradient-penalty-norm"]
+from course_utils.chapters.ch03_autograd_extras import gradient_penalty_lines
+
+print("\n".join(gradient_penalty_lines()))
+
+# %% [markdown]
+# With one channel, `norm(2, dim=1)` is the absolute value of each pixel's gradient, so the penalty pushes every
+# pixel's gradient towards 1: a different constraint from the per-sample norm the method asks for, and a different
+# number. Flatten each sample first: `gradients.flatten(1).norm(2, dim=1)`.
 #
 # The hidden-state error has a twin in reinforcement learning. PPO and its variants compute the advantages
 # (returns minus the critic's values) once per batch, then run several mini-epochs of updates on that batch. If
