@@ -167,3 +167,23 @@ def sampler_knobs() -> dict[str, object]:
     out["len() of that loader"] = raised(lambda: len(loader))
     torch.set_rng_state(state)
     return out
+
+
+def one_batch_epochs(n: int = 640, batch_size: int = 64, epochs: int = 10, seed: int = 0) -> dict[str, int]:
+    """A loop whose every 'epoch' is `x, y = next(iter(loader))`: each iter() starts a new pass and next() takes its
+    first batch, so an epoch is one batch. How many distinct examples `epochs` such epochs see, without and with
+    shuffling, against a full pass per epoch (chapter 1)."""
+    from torch.utils.data import DataLoader, TensorDataset
+    data = TensorDataset(torch.arange(n))
+    out = {"examples": n}
+    for shuffle in (False, True):
+        loader = DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=torch.Generator().manual_seed(seed))
+        seen = set()
+        for _ in range(epochs):
+            (batch,) = next(iter(loader))
+            seen.update(batch.tolist())
+        out[f"shuffle={shuffle}: distinct examples seen in {epochs} one-batch epochs"] = len(seen)
+    loader = DataLoader(data, batch_size=batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+    out["a full pass (for x, y in loader) per epoch: distinct examples seen in one epoch"] = len(
+        {v for (batch,) in loader for v in batch.tolist()})
+    return out

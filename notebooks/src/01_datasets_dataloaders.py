@@ -95,6 +95,21 @@ print("first batch with batch_size=1: ", next(iter(plain)))
 # The first batch printed above is a **list** `[x, y]`, although `__getitem__` returns a tuple
 # `(x, y)`: `default_collate` keeps the structure of one example but returns tuples as lists.
 #
+# `next(iter(loader))` is the way to look at one batch, and a trap in a training loop: each `iter()` starts a new
+# pass (with workers, it starts them again) and `next()` takes its first batch. A loop whose every "epoch" is
+# `x, y = next(iter(loader))`, on 640 examples in batches of 64:
+
+# %% tags=["answers-next-iter-epoch"]
+from course_utils.chapters.ch01_dataset_tools import one_batch_epochs
+
+for what, count in one_batch_epochs().items():
+    print(f"{what}: {count}")
+
+# %% [markdown]
+# Each such epoch is one batch. Without shuffling it is the same 64 examples every time; with shuffling ten of
+# them reach only part of the 640 (640 draws, fewer distinct examples: some came twice). Iterate the loader
+# (`for x, y in loader:`) for an epoch.
+#
 # ## 3. The pipeline, stage by stage
 #
 # One epoch takes four steps, and the Dataset is *called* in the third:

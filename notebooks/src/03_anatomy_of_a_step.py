@@ -575,14 +575,18 @@ def lrs(per_batch):
                 sched.step()
         if not per_batch:
             sched.step()
-    return seen
+    return seen, sched.last_epoch
 
 
-print("per epoch (right):", lrs(per_batch=False))
-print("per batch (wrong):", lrs(per_batch=True))
+for label, per_batch in (("per epoch (right):", False), ("per batch (wrong):", True)):
+    seen, count = lrs(per_batch)
+    print(label, seen, "| last_epoch after 3 epochs of 4 batches:", count)
 
 # %% [markdown]
-# Stepped per batch, the cosine runs its whole 3-"epoch" course in 3 batches, then climbs back up.
+# Stepped per batch, the cosine runs its whole 3-"epoch" course in 3 batches, then climbs back up. A scheduler
+# counts its own `step()` calls in `last_epoch`, whatever you call them: stepped per batch, its "epochs" are
+# batches (12 after 3 epochs of 4). A warmup written as `last_epoch / warmup_iters` and stepped per iteration is a
+# warmup in iterations, which is what such code intends.
 #
 # And a OneCycleLR sized for 8 updates, with accumulation over K = 4 micro-batches, stepped per update
 # (right) and per micro-batch (wrong): the wrong one runs through its whole cycle 4 times too fast.
