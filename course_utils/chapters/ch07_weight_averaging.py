@@ -65,23 +65,35 @@ def _running_mean(model: nn.Module) -> torch.Tensor:
     return next(m for m in model.modules() if isinstance(m, nn.BatchNorm1d)).running_mean
 
 
-def ema_run(seed: int, epochs: int = 12, lr: float = 0.3, decay: float = 0.9) -> dict[str, float | bool]:
-    """The last weights against their EMA on fresh validation points, and what the EMA's BatchNorm holds (chapter 7)."""
-    splits = spiral_splits(160, 400, seed=seed, noise=0.3)
+def _noisy_bn_model(seed: int, n_val: int = 400) -> tuple[nn.Module, object]:
+    """The spiral (160 noisy training points) and a fresh BatchNorm MLP, seeded (chapter 7's averaging runs)."""
+    splits = spiral_splits(160, n_val, seed=seed, noise=0.3)
     torch.manual_seed(seed)
-    model = MLP(hidden=32, batchnorm=True)
-    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=False)
-    ema_buffers = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+    return MLP(hidden=32, batchnorm=True), splits
+
+
+def _sgd_epochs(model: nn.Module, splits, seed: int, epochs: int, lr: float = 0.3, after_step=lambda: None,
+                after_epoch=lambda epoch: None) -> None:
+    """`epochs` epochs of SGD with momentum 0.9 in batches of 16, a callback after every step and every epoch."""
     loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         model.train()
         for x, y in loader:
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()
-            ema.update_parameters(model)
-            ema_buffers.update_parameters(model)
+            after_step()
+        after_epoch(epoch)
+
+
+def ema_run(seed: int, epochs: int = 12, lr: float = 0.3, decay: float = 0.9) -> dict[str, float | bool]:
+    """The last weights against their EMA on fresh validation points, and what the EMA's BatchNorm holds (chapter 7)."""
+    model, splits = _noisy_bn_model(seed)
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=False)
+    ema_buffers = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+    _sgd_epochs(model, splits, seed, epochs, lr,
+                after_step=lambda: (ema.update_parameters(model), ema_buffers.update_parameters(model)))
     vx, vy = splits.val.tensors
     synced = bool(torch.equal(_running_mean(ema), _running_mean(model)))   # use_buffers=False: the live model's
     update_bn(DataLoader(splits.train, batch_size=64), ema, device=torch.device("cpu"))
@@ -121,20 +133,10 @@ def averaged_bn_run(seed: int, epochs: int = 12, kept: int = 6, lr: float = 0.3)
     then a mid-training evaluation of averaged weights swapped into the training model, against a separate copy
     (chapter 7)."""
     import copy
-    splits = spiral_splits(160, 400, seed=seed, noise=0.3)
-    torch.manual_seed(seed)
-    model = MLP(hidden=32, batchnorm=True)
-    loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    model, splits = _noisy_bn_model(seed)
     states = []
-    for epoch in range(epochs):
-        model.train()
-        for x, y in loader:
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-        if epoch >= epochs - kept:
-            states.append(copy.deepcopy(model.state_dict()))
+    _sgd_epochs(model, splits, seed, epochs, lr, after_epoch=lambda epoch: states.append(
+        copy.deepcopy(model.state_dict())) if epoch >= epochs - kept else None)
     vx, vy = splits.val.tensors
     mean_state = _averaged_state(states)
     last_stats = {k: states[-1][k] if k in dict(model.named_buffers()) else v for k, v in mean_state.items()}
@@ -188,19 +190,9 @@ def averaged_bn_counts(seeds=range(5)) -> dict[str, int]:
 
 
 def _trained_weights(seed: int, with_ema: bool, epochs: int = 2) -> torch.Tensor:
-    splits = spiral_splits(160, 10, seed=seed, noise=0.3)
-    torch.manual_seed(seed)
-    model = MLP(hidden=32, batchnorm=True)
+    model, splits = _noisy_bn_model(seed, n_val=10)
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9)) if with_ema else None
-    loader = DataLoader(splits.train, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.3, momentum=0.9)
-    for _ in range(epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-            if ema is not None:
-                ema.update_parameters(model)
+    _sgd_epochs(model, splits, seed, epochs, after_step=lambda: ema.update_parameters(model) if ema else None)
     return torch.cat([t.detach().flatten().float() for t in model.state_dict().values()])
 
 
