@@ -1135,8 +1135,8 @@ for what, n in list(counts.items())[1:]:
 
 # %% [markdown]
 # Statistics recomputed for the weights they normalise are the safe choice; averaged statistics come close here
-# (a validation loss within 0.1 on every seed) and the last checkpoint's are the worst of the three, because they
-# describe other weights. `update_bn` writes into the model it is given: on a copy (an `AveragedModel`, or a
+# (a validation loss within 0.1 on every seed), and the last checkpoint's do worse than recomputed ones on every
+# seed, because they describe other weights. `update_bn` writes into the model it is given: on a copy (an `AveragedModel`, or a
 # `deepcopy`) the training model is untouched; on the training model itself, swapping the weights back is not
 # enough, its BatchNorm buffers now hold the averaged model's statistics. Save and restore the buffers too, or
 # evaluate a copy.
