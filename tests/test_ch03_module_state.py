@@ -94,3 +94,11 @@ def test_sam_under_a_grad_scaler_matches_the_unscaled_update_and_a_second_unscal
     from course_utils.chapters.ch03_clip_optim import sam_with_scaler
     same, twice = sam_with_scaler(seed=1).values()
     assert same is True and twice.startswith("RuntimeError: unscale_() has already been called")
+
+
+def test_a_train_mode_teacher_gives_noisy_targets_and_drifts_and_eval_does_not_stop_its_graph():
+    from course_utils.chapters.ch03_module_state import teacher_lines
+    train, evaluated, open_graph, guarded = teacher_lines(steps=3)
+    assert train.endswith("same soft targets: False; its BatchNorm running mean moved during 3 distillation steps: True")
+    assert evaluated.endswith("same soft targets: True; its BatchNorm running mean moved during 3 distillation steps: False")
+    assert open_graph.endswith("teacher's .grad: True") and guarded.endswith("teacher's .grad: False")

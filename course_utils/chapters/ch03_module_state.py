@@ -241,3 +241,45 @@ def _backward_arguments() -> dict[str, object]:
     x.grad = None                        # breaks that cycle, as torch's warning asks
     out["x³ at 2, create_graph=True: first, second derivative"] = (first.item(), second.item())
     return out
+
+
+def teacher_lines(steps: int = 10) -> list[str]:
+    """A teacher network in knowledge distillation (chapter 3): in train mode its dropout makes two calls on one
+    batch give different soft targets and its BatchNorm statistics move with every student batch; in eval mode
+    neither happens. eval() does not stop autograd: without no_grad (or requires_grad_(False)) the student's
+    backward also fills the teacher's .grad."""
+    def teacher_and_student():
+        torch.manual_seed(0)
+        teacher = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
+        return teacher, nn.Linear(8, 3), torch.randn(32, 8)
+
+    lines = []
+    for mode in ("train", "eval"):
+        teacher, student, x = teacher_and_student()
+        teacher.train(mode == "train")
+        with torch.no_grad():
+            first, second = teacher(x).softmax(1), teacher(x).softmax(1)
+        mean_before = teacher[1].running_mean.clone()
+        optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+        for _ in range(steps):
+            batch = torch.randn(32, 8)
+            with torch.no_grad():
+                soft = teacher(batch).softmax(1)
+            optimizer.zero_grad()
+            nn.functional.kl_div(student(batch).log_softmax(1), soft, reduction="batchmean").backward()
+            optimizer.step()
+        lines.append(f"teacher in {mode} mode: two calls on one batch give the same soft targets: "
+                     f"{torch.equal(first, second)}; its BatchNorm running mean moved during {steps} distillation "
+                     f"steps: {not torch.equal(mean_before, teacher[1].running_mean)}")
+    for guarded in (False, True):
+        teacher, student, x = teacher_and_student()
+        teacher.eval()
+        if guarded:
+            with torch.no_grad():
+                soft = teacher(x).softmax(1)
+        else:
+            soft = teacher(x).softmax(1)
+        nn.functional.kl_div(student(x).log_softmax(1), soft, reduction="batchmean").backward()
+        lines.append(f"teacher in eval mode, soft targets computed {'under torch.no_grad()' if guarded else 'as they are'}: "
+                     f"the student's backward fills the teacher's .grad: {teacher[0].weight.grad is not None}")
+    return lines

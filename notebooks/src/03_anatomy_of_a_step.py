@@ -978,6 +978,20 @@ print("BatchNorm in train mode, a forward under no_grad: running_mean moved:", b
 # To freeze a part: `requires_grad_(False)` on its parameters, leave them out of the optimizer (then no grad,
 # no state, no decay can touch them), and put its BatchNorm layers in eval mode (chapter 4 shows how, and
 # why `model.train()` undoes it).
+#
+# A teacher in knowledge distillation is a whole frozen network inside someone else's training loop. Its mode and
+# its graph, with a dropout and a BatchNorm layer, and a student trained on its soft targets for 10 steps:
+
+# %% tags=["answers-teacher-mode"]
+from course_utils.chapters.ch03_module_state import teacher_lines
+
+print("\n".join(teacher_lines()))
+
+# %% [markdown]
+# Left in train mode, the teacher gives noisy targets (its dropout samples a new mask at every call) and its
+# BatchNorm statistics drift with the student's batches; `teacher.eval()` fixes both. `eval()` does not stop its
+# graph: compute the soft targets under `torch.no_grad()` (or freeze the teacher with `requires_grad_(False)`), or
+# every student backward also walks the teacher and fills its `.grad`, for nothing.
 
 # %% [markdown]
 # ## Autograd's modes
