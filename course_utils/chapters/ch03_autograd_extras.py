@@ -94,10 +94,6 @@ def _layer_grads(middle) -> tuple[list[float], list[float]]:
             [round(g, 4) for g in last.weight.grad.flatten().tolist()])
 
 
-def _first_layer_grad(middle) -> list[float]:
-    return _layer_grads(middle)[0]
-
-
 def custom_function_lines() -> list[str]:
     x = torch.tensor([-1.5, -0.2, 0.3, 2.0], requires_grad=True)
     x.sign().sum().backward()
@@ -118,19 +114,19 @@ def custom_function_lines() -> list[str]:
         SignSTEExtra.apply(x, True).sum().backward()
     except RuntimeError as error:
         lines.append(f"backward returning (grad_output, None, grad_output): RuntimeError: {error}")
-    plain = _first_layer_grad(lambda h: h)
-    reversed_ = _first_layer_grad(lambda h: GradReverse.apply(h, 1.0))
+    plain, plain_after = _layer_grads(lambda h: h)
+    reversed_, reversed_after = _layer_grads(lambda h: GradReverse.apply(h, 1.0))
     module = ReverseModule()
-    as_module = _first_layer_grad(module)
+    as_module, _ = _layer_grads(module)
     lines.append(f"first layer's weight.grad, Linear -> identity -> Linear: {plain}")
     lines.append(f"the same through GradReverse (a Function): {reversed_} (reversed: {reversed_ == [-g for g in plain]})")
     lines.append(f"the same through a Module with a backward() method: {as_module}, that method called "
                  f"{module.backward_calls} times (reversed: {as_module == [-g for g in plain]})")
-    same = _first_layer_grad(lambda h: GradReverseSame.apply(h, 1.0))
+    same, _ = _layer_grads(lambda h: GradReverseSame.apply(h, 1.0))
     lines.append(f"GradReverse whose forward returns x itself, not x.view_as(x): {same} (reversed: "
                  f"{same == [-g for g in plain]})")
-    lines.append(f"the layer after the reversal (a domain classifier): weight.grad {_layer_grads(lambda h: h)[1]} "
-                 f"without it, {_layer_grads(lambda h: GradReverse.apply(h, 1.0))[1]} with it")
+    lines.append(f"the layer after the reversal (a domain classifier): weight.grad {plain_after} without it, "
+                 f"{reversed_after} with it")
     return lines
 
 

@@ -13,7 +13,8 @@ LENGTHS = (32, 17, 45, 32, 8, 64, 3, 32, 50, 21, 40, 12)      # twelve batches, 
 def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = False) -> dict[str, int]:
     """Train steps of a small MLP compiled with `dynamic` over batches of these sizes: how many times Dynamo
     compiled, and how many batches ran without a compiled graph (past the recompile limit Dynamo stops compiling
-    that function and runs it eagerly; its warning is kept off this process's stderr while it runs)."""
+    that function and runs it eagerly), and how many warnings about that limit Dynamo logged (counted here, kept
+    off this process's stderr)."""
     import logging
 
     import torch._dynamo
@@ -32,9 +33,14 @@ def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = 
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     step = torch.compile(model, backend=counting_backend, dynamic=dynamic)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warned.append(record.getMessage())
+
+    warned: list[str] = []
     dynamo_log = logging.getLogger("torch._dynamo")
-    level = dynamo_log.level
-    dynamo_log.setLevel(logging.ERROR)
+    handlers, dynamo_log.handlers = dynamo_log.handlers, [Keep()]   # its warnings counted, not on stderr
     uncompiled = 0
     try:
         for n in batch_sizes:
@@ -47,9 +53,10 @@ def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = 
             optimizer.step()
             uncompiled += len(ran) == before
     finally:
-        dynamo_log.setLevel(level)
+        dynamo_log.handlers = handlers
         torch._dynamo.reset()
-    return {"compilations": len(compiled), "batches run uncompiled": uncompiled}
+    return {"compilations": len(compiled), "batches run uncompiled": uncompiled,
+            "recompile-limit warnings": sum("recompile_limit" in m for m in warned)}
 
 
 def recompile_lines() -> list[str]:
@@ -62,7 +69,7 @@ def recompile_lines() -> list[str]:
                           ("default, torch._dynamo.mark_dynamic(x, 0) on each batch", {"mark_dynamic": True})):
         r = compilations(LENGTHS, **kwargs)
         lines.append(f"{label:<56} compilations: {r['compilations']}; batches run uncompiled: "
-                     f"{r['batches run uncompiled']}")
+                     f"{r['batches run uncompiled']}; limit warnings: {r['recompile-limit warnings']}")
     last = compilations([32] * 5 + [7])
     lines.append(f"five batches of 32, then a last batch of 7 (default): compilations: {last['compilations']}")
     return lines

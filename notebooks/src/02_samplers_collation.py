@@ -420,8 +420,8 @@ for what, value in accelerate_epoch_orders().items():
     print(f"{what}: {value}")
 
 # %% [markdown]
-# The prepared loader reshuffles by itself: its sampler's generator moves on with each epoch and Accelerate keeps
-# it the same on every process, so no call is needed. `set_epoch` stays your job only for a `DistributedSampler` you
+# The prepared loader reshuffles by itself: its sampler's generator moves on with each epoch (one process here;
+# across processes Accelerate copies it, as above, not run here), so no call is needed. `set_epoch` stays your job only for a `DistributedSampler` you
 # build yourself and keep out of `prepare`.
 
 # %% [markdown]

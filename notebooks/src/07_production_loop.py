@@ -1114,7 +1114,7 @@ print("\n".join(ema_follow_lines()))
 # %% [markdown]
 # At decay 0.999 the EMA is still three quarters its starting point after 300 updates: a short fine-tune, or an EMA
 # that starts late, shows nothing of the training in the EMA copy. A warmup of the decay (small at first, reaching
-# d later; diffusers' and timm's EMA helpers have one) lets it follow from the start. An EMA copied from the model
+# d later, as run above; look for such an option in the EMA helper you use) lets it follow from the start. An EMA copied from the model
 # before the weights were loaded averages from the wrong starting point; `AveragedModel` is immune because its
 # first `update_parameters` copies the live weights. A helper that copies at construction must be built after the
 # model is loaded.
@@ -1244,7 +1244,7 @@ print("\n".join(recompile_lines()))
 # %% [markdown]
 # With inductor each compilation generates code again (the first took tens of seconds above; recompilations were
 # not timed here), so a first epoch over many shapes can crawl; past the limit the function runs uncompiled from
-# then on, with one warning in the log. Pad or bucket the lengths to
+# then on, and Dynamo's log says so once (the warning counted above). Pad or bucket the lengths to
 # a few sizes, `drop_last=True`, or declare the dimension dynamic (`dynamic=True`, or `mark_dynamic`);
 # `TORCH_LOGS=recompiles` prints each recompilation and the guard that failed.
 
@@ -1648,7 +1648,8 @@ print(entropy_bonus_line())
 
 # %% [markdown]
 # The uncertainty-weighted total goes negative while both tasks reach the best fit there is: the negative part is
-# `s` tracking log L of the task that fits to 0.01, not a term "decreased blindly" at the tasks' expense. In the
+# `s` tracking log L of the low-noise task, whose loss is below 1, not a term "decreased blindly" at the tasks'
+# expense. In the
 # policy loss the minus sign is what makes a descent step raise the probability of actions with a positive advantage
 # (0.50 to 0.62) and lower the others; minus the entropy makes the step raise the entropy, which keeps the policy
 # exploring. The value of a REINFORCE loss scales with the returns: the same policy on returns ten times larger
