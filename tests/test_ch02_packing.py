@@ -20,3 +20,15 @@ def test_packed_gru_stops_at_each_sequence_end_and_padded_does_not():
     assert r["packed h_n == last real step, all 3"] is True
     assert r["padded h_n == last real step"] == 1          # only the longest sequence
     assert r["shorter sequences off by > 0.01"] == r["shorter sequences"] == 2
+
+
+def test_label_padding_counts_only_the_tokens_meant_to_count():
+    """The oracle: each sequence's own unpadded cross-entropy, averaged over the tokens that should count."""
+    from course_utils.chapters.ch02_packing import label_padding_lines
+    for lengths in ((2, 4, 6), (3, 3, 1, 5)):
+        lines = label_padding_lines(lengths=lengths, seed=3)
+        total, longest = sum(lengths), max(lengths) * len(lengths)
+        assert lines[0] == (f"labels padded with -100: {total} of {longest} positions counted; the loss is the mean "
+                            f"over the {total} real tokens: True")
+        assert lines[1].endswith("False") and f"{longest} of {longest}" in lines[1]
+        assert lines[2].endswith("True") and f": {total - len(lengths)} positions counted" in lines[2]

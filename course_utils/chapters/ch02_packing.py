@@ -74,3 +74,33 @@ def rnn_last_state(seed: int = 0, hidden: int = 8) -> dict[str, object]:
             "padded h_n == last real step": sum(bool(g < 1e-5) for g in gap),
             "shorter sequences off by > 0.01": sum(bool(gap[i] > 1e-2) for i in shorter),
             "shorter sequences": len(shorter)}
+
+
+def label_padding_lines(lengths=(2, 4, 6), prompt: int = 1, vocab: int = 10, seed: int = 0) -> list[str]:
+    """Token labels of an SFT batch padded by a collate, with -100 and with the pad id 0, and the prompt's labels
+    masked with -100: how many positions cross_entropy counts, and whether its mean is the mean over the tokens
+    meant to count (chapter 2)."""
+    from torch.nn import functional as F
+    g = torch.Generator().manual_seed(seed)
+    labels = [torch.randint(1, vocab, (n,), generator=g) for n in lengths]
+    longest = max(lengths)
+    logits = torch.randn(len(lengths), longest, vocab, generator=g)
+    per_token = [F.cross_entropy(logits[i, :n], labels[i], reduction="none") for i, n in enumerate(lengths)]
+    lines = []
+    for name, pad in (("-100", -100), ("the pad id 0", 0)):
+        padded = pad_sequence(labels, batch_first=True, padding_value=pad)
+        loss = F.cross_entropy(logits.reshape(-1, vocab), padded.reshape(-1))       # ignore_index is -100
+        counted = int((padded != -100).sum())
+        real = torch.cat(per_token).mean()
+        lines.append(f"labels padded with {name}: {counted} of {padded.numel()} positions counted; the loss is the "
+                     f"mean over the {sum(lengths)} real tokens: {torch.allclose(loss, real)}")
+    masked = [lab.clone() for lab in labels]
+    for lab in masked:
+        lab[:prompt] = -100                                                           # the prompt is not learned
+    padded = pad_sequence(masked, batch_first=True, padding_value=-100)
+    loss = F.cross_entropy(logits.reshape(-1, vocab), padded.reshape(-1))
+    response = torch.cat([t[prompt:] for t in per_token]).mean()
+    first = "first label" if prompt == 1 else f"first {prompt} labels"
+    lines.append(f"each sequence's {first} (its prompt) set to -100 as well: {int((padded != -100).sum())} "
+                 f"positions counted; the loss is the mean over the response tokens: {torch.allclose(loss, response)}")
+    return lines

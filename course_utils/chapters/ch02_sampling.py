@@ -236,6 +236,57 @@ class BucketBatchSampler(Sampler[list[int]]):
             yield batches[k]
 
 
+class CurriculumSampler(Sampler[int]):
+    """Easy to hard within each epoch (chapter 2): indices sorted by `difficulty`, ties in a new random order each
+    epoch (`set_epoch`, as DistributedSampler asks). With `world_size` > 1, rank r takes every world_size-th index
+    of that order from position r, so the ranks climb the curriculum together; the tail that does not divide is
+    dropped, so every rank yields the same number of indices."""
+
+    def __init__(self, difficulty: Sequence[float], seed: int = 0, rank: int = 0, world_size: int = 1):
+        _positive_int("world_size", world_size)
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, {world_size}), got {rank!r}")
+        self.difficulty, self.seed, self.rank, self.world_size = list(difficulty), int(seed), rank, world_size
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.difficulty) // self.world_size
+
+    def __iter__(self) -> Iterator[int]:
+        ties = torch.randperm(len(self.difficulty), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        order = sorted(ties.tolist(), key=lambda i: self.difficulty[i])       # stable: ties keep the random order
+        yield from order[self.rank:len(self) * self.world_size:self.world_size]
+
+
+def curriculum_lines(n: int = 64, levels: int = 4, batch_size: int = 8, seed: int = 0) -> list[str]:
+    """A curriculum sampler on `n` examples of `levels` difficulty levels, through a real DataLoader, on one process
+    and on two ranks (chapter 2)."""
+    difficulty = [i % levels for i in range(n)]
+    lines = []
+    loader = DataLoader(range(n), batch_size=batch_size, sampler=CurriculumSampler(difficulty, seed=seed))
+    levels_per_batch = [sorted({difficulty[i] for i in batch.tolist()}) for batch in loader]
+    lines.append(f"one process, {n} examples at levels 0-{levels - 1}, batches of {batch_size}: levels of each "
+                 f"batch {levels_per_batch}")
+    firsts = []
+    for epoch in range(2):
+        sampler = CurriculumSampler(difficulty, seed=seed)
+        sampler.set_epoch(epoch)
+        firsts.append(next(iter(DataLoader(range(n), batch_size=batch_size, sampler=sampler))).tolist())
+    lines.append(f"first batch, epochs 0 and 1: {firsts[0]} / {firsts[1]}: all level 0 both times, in another order: "
+                 f"{all(difficulty[i] == 0 for f in firsts for i in f) and firsts[0] != firsts[1]}")
+    ranks = [[sorted({difficulty[i] for i in b.tolist()}) for b in
+              DataLoader(range(n), batch_size=batch_size // 2, sampler=CurriculumSampler(difficulty, seed, r, 2))]
+             for r in range(2)]
+    seen = sorted(i for r in range(2) for i in CurriculumSampler(difficulty, seed, r, 2))
+    lines.append(f"two ranks, batches of {batch_size // 2} each: rank 0 levels {ranks[0]}")
+    lines.append(f"  rank 1 levels {ranks[1]}; the ranks at the same level at every step: {ranks[0] == ranks[1]}; "
+                 f"every example once over both: {seen == list(range(n))}")
+    return lines
+
+
 @dataclass(frozen=True)
 class PaddingStats:
     """Tokens a padded epoch holds, measured from the attention masks a real DataLoader produced (chapter 2)."""

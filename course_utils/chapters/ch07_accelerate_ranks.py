@@ -140,3 +140,81 @@ def ranks_lines(run: RanksRun, per_batch: list[tuple[bool, int]], accumulate: in
                  "with a step each: per batch (sync_gradients, optimizer steps taken)")
     lines.append("  " + " | ".join(f"batch {i}: {sync}, {steps}" for i, (sync, steps) in enumerate(per_batch)))
     return lines
+
+
+def clip_in_accumulate(accumulate: int = 4, batches: int = 16, batch_size: int = 4, max_norm: float = 0.5,
+                       seed: int = 0) -> dict[str, tuple[int, float]]:
+    """One process, `batches` batches inside `accelerator.accumulate(model)`, `accelerator.clip_grad_norm_` called
+    either on every batch or only when `accelerator.sync_gradients`. The oracle: plain torch, one backward of each
+    window's `accumulate` batches taken as one batch, clipped once, one step. Per way: (clip calls, the largest
+    difference of a final weight from the oracle's)."""
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(batches * batch_size, 8, generator=g), torch.randn(batches * batch_size, 1, generator=g)
+    window = accumulate * batch_size
+
+    def fresh() -> torch.nn.Linear:
+        torch.manual_seed(seed)
+        return torch.nn.Linear(8, 1)
+
+    oracle = fresh()
+    plain = torch.optim.SGD(oracle.parameters(), lr=0.1)
+    for start in range(0, len(x), window):
+        plain.zero_grad()
+        torch.nn.functional.mse_loss(oracle(x[start:start + window]), y[start:start + window]).backward()
+        torch.nn.utils.clip_grad_norm_(oracle.parameters(), max_norm)
+        plain.step()
+    expected = torch.cat([p.detach().flatten() for p in oracle.parameters()])
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from accelerate import Accelerator
+        from accelerate.state import AcceleratorState, GradientState
+        for way in ("when sync_gradients", "on every batch"):
+            model = fresh()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch_size)
+            accelerator = Accelerator(cpu=True, gradient_accumulation_steps=accumulate)
+            clips = 0
+            try:
+                model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+                for xb, yb in loader:
+                    with accelerator.accumulate(model):
+                        accelerator.backward(torch.nn.functional.mse_loss(model(xb), yb))
+                        if way == "on every batch" or accelerator.sync_gradients:
+                            accelerator.clip_grad_norm_(model.parameters(), max_norm)
+                            clips += 1
+                        optimizer.step()
+                        optimizer.zero_grad()
+                got = torch.cat([p.detach().flatten() for p in model.parameters()])
+            finally:
+                accelerator.free_memory()
+                AcceleratorState._reset_state(True)
+                GradientState._reset_state()
+            out[way] = (clips, (got - expected).abs().max().item())
+    return out
+
+
+def unscale_twice_error() -> str:
+    """A GradScaler (torch's, on the CPU here) whose gradients are unscaled on a micro-batch that does not step, then
+    again on the next: torch's own message. Accelerate's `clip_grad_norm_` under fp16 calls `unscale_` first."""
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    for _ in range(2):
+        scaler.scale(model(torch.ones(4, 2)).sum()).backward()
+        try:
+            scaler.unscale_(optimizer)
+        except RuntimeError as error:
+            return f"RuntimeError: {error}"
+    return "no error"
+
+
+def clip_lines(runs: dict[str, tuple[int, float]], accumulate: int = 4, batches: int = 16) -> list[str]:
+    """The clipping runs as chapter 7 prints them."""
+    lines = [f"{batches} batches, gradient_accumulation_steps={accumulate}, max_norm 0.5; the oracle clips each "
+             f"window's gradient once:"]
+    for way, (clips, off) in runs.items():
+        lines.append(f"  clip {way:<21} {clips:>2} clip calls; final weights equal the oracle's within 1e-6: "
+                     f"{off < 1e-6}")
+    lines.append(f"GradScaler, unscale_ on two micro-batches of one window: {unscale_twice_error()}")
+    return lines

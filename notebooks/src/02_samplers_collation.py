@@ -184,6 +184,25 @@ for what, result in sampler_knobs().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
+# A sampler is the place for any order you want, a curriculum for instance: every example scored for
+# difficulty, and each epoch running from easy to hard. Sort the indices by difficulty, break ties at random
+# with a generator seeded by the epoch (so epochs differ, and a resumed run repeats them), and on several
+# processes deal the sorted order out round-robin, so that every rank climbs at the same pace.
+# `CurriculumSampler` in `course_utils/chapters/ch02_sampling.py` does this in 20 lines; 64 examples at 4
+# levels, through a real `DataLoader`:
+
+# %% tags=["answers-curriculum-sampler"]
+from course_utils.chapters.ch02_sampling import curriculum_lines
+
+print("\n".join(curriculum_lines()))
+
+# %% [markdown]
+# The order is the sampler's; the loader's `shuffle=True` would replace it with a permutation, which is why a
+# `DataLoader` refuses both together (section 4 runs it). A trainer that builds its own shuffled sampler has to
+# be given this one instead. Shuffling inside a difficulty level is what keeps the batches of one level from
+# repeating epoch after epoch; call `set_epoch(epoch)` before each epoch, as with `DistributedSampler`.
+
+# %% [markdown]
 # ## 4. Imbalanced data: 900 dogs, 100 cats
 #
 # Label 0 plays the dogs (900 examples) and label 1 the cats (100).
@@ -494,6 +513,24 @@ from course_utils.chapters.ch02_sampling import pad_collate as course_pad_collat
 theirs = course_pad_collate([small[i] for i in range(3)])
 print("identical to course_utils.chapters.ch02_sampling.pad_collate:",
       all(torch.equal(batch[k], theirs[k]) for k in batch))
+
+# %% [markdown]
+# For a token-level loss the labels are padded too, and with what decides what the loss learns. An SFT batch
+# (three sequences of 2, 4 and 6 tokens, padded to 6) whose labels are padded with -100, then with the pad id,
+# then with the prompt's labels masked as well; `cross_entropy`'s `ignore_index` is -100 by default.
+# Hugging Face's `DataCollatorForSeq2Seq` pads labels with its `label_pad_token_id`, -100 by default (its
+# documentation; transformers is not installed here):
+
+# %% tags=["answers-label-padding"]
+from course_utils.chapters.ch02_packing import label_padding_lines
+
+print("\n".join(label_padding_lines()))
+
+# %% [markdown]
+# Padded with -100, the pad positions drop out of the mean; padded with the pad id, they are 6 more targets, and
+# the model is trained to predict padding. The prompt is masked the same way, in the dataset, before the
+# collate pads: the two together leave only the response tokens in the loss. `attention_mask` is a separate
+# matter, for the model's attention; it does not touch the loss.
 
 # %% [markdown]
 # ### Padding waste, and bucketing

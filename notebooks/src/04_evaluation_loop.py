@@ -808,6 +808,38 @@ print("after net.train() (the next epoch's first line): BatchNorm in train mode 
 # after it, each epoch. With frozen statistics, batch size 1 trains; the statistics are the pretrained ones,
 # which suits fine-tuning, not training from scratch (there, `GroupNorm` or `SyncBatchNorm` over several GPUs).
 #
+# Some fine-tuning scripts do the reverse: `model.eval()` for the whole network, then one BatchNorm (often the
+# last) back in `train()`. Three BatchNorm layers and a Dropout, the model in eval mode but for the last
+# BatchNorm, three SGD steps on data shifted away from what the statistics were built on:
+
+# %% tags=["answers-one-bn-train"]
+torch.manual_seed(0)
+deep = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5),
+                     nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(),
+                     nn.Linear(8, 2))
+deep.eval()
+deep[8].train()
+shifted = torch.randn(16, 4) + 3
+print("Dropout active:", deep[3].training, "| two forwards of one batch equal:",
+      torch.equal(deep(shifted), deep(shifted)))
+before = {k: v.clone() for k, v in deep.state_dict().items()}
+step = torch.optim.SGD(deep.parameters(), lr=0.1)
+for _ in range(3):
+    step.zero_grad()
+    nn.functional.cross_entropy(deep(shifted), torch.randint(0, 2, (16,))).backward()
+    step.step()
+moved = [k for k, v in deep.state_dict().items() if not torch.equal(before[k], v)]
+print("buffers that moved:", [k for k in moved if "running" in k or "num_batches" in k])
+print("parameters that trained:", sum("running" not in k and "num_batches" not in k for k in moved), "of",
+      len(list(deep.parameters())))
+
+# %% [markdown]
+# Eval mode is a switch per layer, not a switch on training: every weight still trains, Dropout is off, and
+# only the BatchNorm in train mode re-estimates its statistics, from the new data's batches. The rest keep the
+# pretrained statistics. So such a script trains every weight without Dropout, keeps the pretrained statistics
+# everywhere but in one layer, and lets that one adapt to the new data. Call `model.eval()` and that layer's
+# `train()` again after anything that resets the mode (an evaluation that ends with `model.train()`).
+#
 # An evaluation function unfreezes it the same way when it puts the mode back with `model.train(was)`: that
 # sets every layer to the model's flag. Put back each layer's own flag instead, as chapter 9's `evaluate`
 # does:

@@ -288,7 +288,7 @@ print("random streams saved per rank:", sorted(state["ranks"][0]["rng"]))
 # Leave one of them out and the resumed run is another run. The weights alone, with a fresh optimizer, is the
 # most common partial checkpoint: a fresh Adam has no moments, so its first update moves every weight it moves
 # by the whole learning rate, whatever the gradient's size, and throws a converged model back up its valley. Full-batch
-# Adam on the spiral, 150 updates, then 10 more three ways, over five seeds:
+# Adam on the spiral, 150 updates, then 200 more three ways, over five seeds:
 
 # %% tags=["answers-resume-partial"]
 from course_utils.chapters.ch07_checkpoint_travel import resume_without_optimizer_lines
@@ -296,6 +296,12 @@ from course_utils.chapters.ch07_checkpoint_travel import resume_without_optimize
 print("\n".join(resume_without_optimizer_lines(seeds=range(5))))
 
 # %% [markdown]
+# Here a fresh Adam cost a detour, not the run: the loss climbed to at least twice the uninterrupted run's, then,
+# as the moments filled again, came back to its level. Where it lands is not the uninterrupted run's point: the
+# jump sends each seed somewhere else (which seeds end above and which below changes with the last bits of the
+# arithmetic), so the line counts only what holds on every machine. How long the detour lasts depends on the
+# learning rate and the model; only this spiral was run. Keeping the optimizer's state avoids the question.
+#
 # The schedule's position is the next piece people leave out: the scheduler is built again in the resumed script,
 # and its state is not loaded. Full-batch Adam on the spiral under the usual hand-written LambdaLR (10 updates of
 # warmup, then a cosine to 0 at update 300, peak lr 0.05), a checkpoint after 250 updates, the last 50 three
@@ -996,12 +1002,27 @@ print(f"factor 0.5, patience 2: the LR was cut at least 3 times: {halvings >= 3}
 # %% [markdown]
 # The cadence is not a detail. Stepped at the wrong one, the same schedulers do something else:
 
-# %% tags=["answers-schedule-gallery"]
+# %% tags=["answers-schedule-gallery", "answers-cosine-period"]
 onecycle = curve("OneCycleLR", cadence="epoch")
 cosine = curve("CosineAnnealingLR", cadence="update")
 print("OneCycleLR stepped per epoch: highest LR", sig(max(onecycle), 3), "of max_lr 0.1")
 print("CosineAnnealingLR stepped per update: climbs back up",
       sum(b > a for a, b in zip(cosine, cosine[1:])), "times (the cosine is periodic past T_max)")
+for t_max in (1, 3):
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=t_max, eta_min=1e-4)
+    rates = []
+    for _ in range(8):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    print(f"CosineAnnealingLR(T_max={t_max}, eta_min=1e-4) from lr 1, steps 0-7:", [sig(r, 2) for r in rates])
+
+# %% [markdown]
+# `CosineAnnealingLR` goes down half a cosine in `T_max` calls of `step()`, reaches `eta_min`, and does not stop
+# there: the next `T_max` calls climb back, one full cycle every 2·`T_max` calls. `T_max=1` flips between the two
+# ends at every call. For one decay over the run, `T_max` is the number of times `step()` will be called (updates
+# when stepped per update, epochs when per epoch); for restarts that jump back to the top, `CosineAnnealingWarmRestarts`.
 
 # %% [markdown]
 # ### The other schedulers, epoch by epoch
@@ -1023,6 +1044,28 @@ for trap, value in traps().items():
 # `SequentialLR` switches schedulers at the milestone; `ChainedScheduler` applies all of them at every step, so
 # their factors multiply. `CyclicLR` is an update scheduler that also cycles momentum unless you pass
 # `cycle_momentum=False`: on an SGD built without momentum it switches momentum on.
+#
+# Two of them on one optimizer, or a warmup wrapper on top of a schedule, and the logged learning rate can be
+# wrong while the training is right. A learner's report: `CosineAnnealingLR(T_max=23)` under a 5-step linear
+# warmup wrapper (lr 0.05), both stepped once per epoch, and the logged rate "jumped to 0.0498 and stayed there"
+# through the warmup. A wrapper with `pytorch_warmup`'s rule (written out in
+# `course_utils/chapters/ch07_logged_lr.py`: the optimizer gets the schedule's rate times a factor rising to 1),
+# torch's own `ChainedScheduler` doing the same warmup, and a `step(epoch)` with a fractional epoch:
+
+# %% tags=["answers-logged-lr"]
+from course_utils.chapters.ch07_logged_lr import logged_lr_lines
+
+print("\n".join(logged_lr_lines()))
+
+# %% [markdown]
+# `get_last_lr()` is what that scheduler wrote at its last step. The wrapper multiplies the rate after the cosine
+# has written it, so the cosine's report is the undamped schedule (0.0498 at epoch 1) while the optimizer used
+# 0.0199: the warmup ran, the log did not see it. Log `optimizer.param_groups[0]["lr"]`, the rate the next
+# `step()` uses, or the chain's report, which reads it back. A wrapper's period counts its calls: stepped once
+# per epoch, 5 means five epochs of warmup, not five updates. `step(epoch)` still works on torch 2.13 but warns,
+# and it sets the rate from the scheduler's closed form at that epoch, computed from the initial rate: whatever
+# wrote the rate before it is overwritten (0.001 became 0.0495, the cosine's own value at 1.5). To warm up per update, step the wrapper and the
+# schedule once per update and size both in updates.
 
 # %% [markdown]
 # ### Warmup: why, and for how long
@@ -1481,6 +1524,23 @@ print("\n".join(ranks_lines(ranks_run, last_batch_steps(batches=5, accumulate=2,
 # window. To accumulate pieces, give each piece its own `accumulate` block and count pieces in
 # `gradient_accumulation_steps`.
 #
+# Clipping belongs to the window too. Inside `accumulate`, `.grad` holds a running sum until the window closes,
+# so `accelerator.clip_grad_norm_` on every batch clips a partial sum, and the next batch adds to the clipped
+# value. The same data, clipped on every batch and only when `accelerator.sync_gradients` is true, against plain
+# torch clipping each window's whole gradient once; then torch's `GradScaler`, which Accelerate's fp16 clipping
+# calls first, unscaling on two micro-batches of one window:
+
+# %% tags=["answers-accelerate-clip"]
+from course_utils.chapters.ch07_accelerate_ranks import clip_in_accumulate, clip_lines
+
+print("\n".join(clip_lines(clip_in_accumulate())))
+
+# %% [markdown]
+# Clip under `if accelerator.sync_gradients:`, between `accelerator.backward` and `optimizer.step()`: that is the
+# oracle's update. On every batch it is another update, and with fp16 a `GradScaler` may unscale once per update,
+# so the second micro-batch raises. `clip_grad_norm_` returns the window's norm before clipping: log it once per
+# update, as the course's trainer does.
+#
 # `save_state` keeps each process's random streams (`random_states_<rank>.pkl`), but no epoch or update
 # count. Save your own counters with `accelerator.register_for_checkpointing(obj)` (any object with
 # `state_dict` and `load_state_dict`), and on resume skip the batches already seen with
@@ -1631,6 +1691,38 @@ print("\n".join(contrastive_scale_lines()))
 # At scale 0 every logit is 0: the loss is log(batch) whatever the embeddings, and no gradient reaches them, so
 # nothing trains. The scale sets how sharply the softmax separates the positive from the negatives: at scale 20
 # close positives cost almost nothing and unrelated ones several nats.
+#
+# SimCLR's NT-Xent makes two views of each of N examples: 2N embeddings, and each one is an anchor whose
+# softmax runs over the 2N − 1 others (never itself). Its numerator is its own other view; everything else in
+# the batch is a negative, views of examples of the same class included. SupCon (supervised contrastive) takes
+# labels and gives every same-class view its own term, each over the same denominator, averaged. Both written
+# out in `course_utils/chapters/ch07_infonce.py`, temperature 0.5:
+
+# %% tags=["answers-infonce-terms"]
+from course_utils.chapters.ch07_infonce import batch_lines, denominator_lines
+
+print("\n".join(denominator_lines()))
+
+# %% [markdown]
+# So a library whose denominator seems to hold "only the negatives" is usually summing over all 2N − 1 others,
+# the positive among them (a softmax's denominator contains its numerator's term). A same-class pair is pushed
+# apart by NT-Xent and pulled together by SupCon: with many examples per class in a batch, that is the difference.
+#
+# The batch is the pool of negatives, so its size is part of the loss. Embeddings with nothing learned score about
+# log(2N − 1), and InfoNCE's guarantee (the mutual information is at least log(2N − 1) minus the loss) can never
+# certify more than log(2N − 1) nats. Gradient accumulation does not make the pool bigger: each micro-batch's
+# anchors see only its own negatives. Five seeds, 16-dimensional embeddings:
+
+# %% tags=["answers-infonce-batch"]
+print("\n".join(batch_lines()))
+
+# %% [markdown]
+# The accumulated run optimises another, easier loss (127 candidates per anchor instead of 511): lower by
+# about log(511/127), with a gradient of its own, not the big batch's. What the batch size then does to the
+# learned embeddings is not measured here; SimCLR's paper reports its largest gains from big batches in short
+# training, shrinking with longer training. To get more negatives than fit in memory, MoCo keeps a queue of
+# embeddings from earlier batches (made by a slowly moving copy of the encoder, no gradient) as extra negatives,
+# and gradient caching computes the big batch's loss in chunks: both change the pool, which accumulation cannot.
 #
 # Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
 # (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the

@@ -1,0 +1,109 @@
+"""Chapter 3: parameter groups, and what each parameter gets from them.
+
+Weight decay on the weight matrices only (the split nanoGPT and most fine-tuning scripts make), a parameter given
+to two groups, a parameter given to none, a frozen part unfrozen later (``add_param_group``) and the checkpoint of
+the optimizer from before that. Every error is torch's own, raised here.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _net() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(8, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 32), nn.LayerNorm(32),
+                         nn.ReLU(), nn.Linear(32, 1))
+
+
+def decay_split(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups: tensors of 2 or more dimensions (weight matrices, embeddings) decayed; biases and normalisation
+    gains (1-D) not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+
+
+def decay_run(seed: int, split: bool, weight_decay: float = 0.1, steps: int = 300) -> tuple[float, float]:
+    """AdamW(lr=0.01) on a small regression with two LayerNorms, decay on every parameter or on the matrices
+    only: (the final loss, the mean LayerNorm gain at the end; gains start at 1). The losses of the two ways are
+    not compared in the chapter: on this model their order changes with the thread count (the last bits of the
+    sums), the gains' side of 1 does not."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(256, 8, generator=g)
+    y = 3 * x[:, :1] + torch.sin(x[:, 1:2])
+    torch.manual_seed(seed)
+    model = _net()
+    groups = decay_split(model, weight_decay) if split else [{"params": model.parameters(),
+                                                               "weight_decay": weight_decay}]
+    optimizer = torch.optim.AdamW(groups, lr=0.01)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+    gains = torch.cat([model[1].weight, model[4].weight]).detach()
+    return loss.item(), gains.mean().item()
+
+
+def _error(make) -> str:
+    try:
+        make()
+    except ValueError as error:
+        return f"ValueError: {error}"
+    return "no error"
+
+
+def group_lines(seeds=range(5)) -> list[str]:
+    """What chapter 3 prints."""
+    n = len(seeds)
+    model = _net()
+    decayed, plain = decay_split(model, 0.1)
+    shapes = sorted({tuple(p.shape) for p in decayed["params"]})
+    undecayed = Counter(f"{type(m).__name__}.{name}" for m in model.modules()
+                        for name, p in m.named_parameters(recurse=False) if p.ndim < 2)
+    lines = [f"the split: decayed {len(decayed['params'])} tensors of shapes {shapes}; not decayed "
+             f"{len(plain['params'])}: " + ", ".join(f"{n} {k}" for k, n in sorted(undecayed.items()))]
+    everything = [decay_run(s, split=False) for s in seeds]
+    split = [decay_run(s, split=True) for s in seeds]
+    lines.append(f"AdamW(weight_decay=0.1), 300 steps, {n} seeds: LayerNorm gains (start 1) end below 1 with decay on "
+                 f"everything on {sum(g < 1 for _, g in everything)} of {n}, above 1 with the split on "
+                 f"{sum(g > 1 for _, g in split)} of {n}")
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    lines.append("a parameter in two groups: " + _error(
+        lambda: torch.optim.AdamW([{"params": a.parameters()}, {"params": [*a.parameters(), *b.parameters()]}])))
+    by_name = [p for name, p in model.named_parameters() if "bias" in name or p.ndim >= 2]   # forgets the gains
+    held = {id(p) for p in by_name}
+    lines.append(f"groups built by name ('bias' or a matrix): they hold {len(held)} of "
+                 f"{len(list(model.parameters()))} parameters; the LayerNorm gains are in none, so nothing moves them")
+    return lines
+
+
+def unfreeze_lines(lr: float = 0.1) -> list[str]:
+    """A backbone frozen and left out of the optimizer, then unfrozen: without and with add_param_group; then the
+    optimizer state saved before the unfreezing, loaded into the optimizer after it."""
+    torch.manual_seed(0)
+    backbone, head = nn.Linear(4, 4), nn.Linear(4, 1)
+    backbone.requires_grad_(False)
+    optimizer = torch.optim.SGD(head.parameters(), lr=lr, momentum=0.9)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+
+    def step() -> bool:
+        before = backbone.weight.detach().clone()
+        optimizer.zero_grad()
+        F.mse_loss(head(backbone(x)), y).backward()
+        optimizer.step()
+        return not torch.equal(before, backbone.weight)
+
+    step()
+    saved = optimizer.state_dict()                              # the checkpoint of the frozen phase
+    backbone.requires_grad_(True)
+    moved = step()
+    lines = [f"unfrozen (requires_grad_(True)) but not in the optimizer: the backbone has a .grad: "
+             f"{backbone.weight.grad is not None}; one step moved it: {moved}"]
+    optimizer.add_param_group({"params": backbone.parameters(), "lr": lr / 10})
+    lines.append(f"after optimizer.add_param_group(backbone, lr/10): one step moved it: {step()}")
+    lines.append("the frozen phase's optimizer state loaded into it: " + _error(lambda: optimizer.load_state_dict(saved)))
+    return lines
