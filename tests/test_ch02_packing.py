@@ -1,4 +1,6 @@
 """Chapter 2's padding and packing facts, and the GRU's final state packed against padded."""
+import pytest
+
 from course_utils.chapters.ch02_packing import LENGTHS, padding_facts, rnn_last_state
 
 
@@ -32,3 +34,12 @@ def test_label_padding_counts_only_the_tokens_meant_to_count():
                             f"over the {total} real tokens: True")
         assert lines[1].endswith("False") and f"{longest} of {longest}" in lines[1]
         assert lines[2].endswith("True") and f": {total - len(lengths)} positions counted" in lines[2]
+
+
+@pytest.mark.parametrize("sizes", [(0, 3, 0), (2, 0, 1, 0, 0), (1, 1)])
+def test_a_segment_sum_sized_from_the_largest_index_drops_trailing_empty_groups(sizes):
+    from course_utils.chapters.ch02_packing import segment_sum_lines
+    lines = segment_sum_lines(sizes)
+    last = max(i for i, n in enumerate(sizes) if n)              # the oracle: the last graph with nodes
+    assert f"output sized batch.max() + 1: {last + 1} rows" in lines[1]
+    assert f"sized by the number of graphs: {len(sizes)} rows, {[float(n) for n in sizes]}" in lines[1]

@@ -1,6 +1,7 @@
 """Chapter 3: a custom Function's gradient count, gradient hooks, forward hooks under no_grad, AdamW's lr-coupled decay."""
 import pytest
 import torch
+from torch import nn
 
 from course_utils.chapters.ch03_adam_scale import adamw_decay_per_step
 from course_utils.chapters.ch03_autograd_extras import (SignSTE, _pruned_run, custom_function_lines,
@@ -132,3 +133,47 @@ def test_a_weight_autograd_cannot_reach_gets_no_grad_and_the_penalty_norm_is_per
     shape, per_pixel, per_sample, equal = gradient_penalty_lines(batch=4)
     assert "(4, 32, 32), equal to |gradient| pixel by pixel: True" in per_pixel and "(4,)" in per_sample
     assert equal.endswith("False")
+
+
+def test_a_fractional_power_at_zero_nans_the_gradient_and_a_clamp_or_gamma_2_does_not():
+    from course_utils.chapters.ch03_autograd_extras import fractional_power_lines
+    lines = fractional_power_lines()
+    assert lines[0].endswith("loss finite: True; NaN in logits.grad: True")
+    assert lines[1].endswith("NaN in logits.grad: False") and lines[2].endswith("NaN in logits.grad: False")
+    assert "at x = 0: inf" in lines[3] and "= nan" in lines[3]
+
+
+@pytest.mark.parametrize("a, b, alpha, w0", [(1.0, 3.0, 0.1, 0.5), (-2.0, 0.5, 0.3, 1.5)])
+def test_the_meta_gradient_is_first_order_without_create_graph_and_second_order_with_it(a, b, alpha, w0):
+    from course_utils.chapters.ch03_autograd_extras import meta_gradient_lines
+    adapted = w0 - alpha * 2 * (w0 - a)
+    lines = meta_gradient_lines(a, b, alpha, w0)
+    assert f"create_graph=False): {2 * (adapted - b):.4f}" in lines[1]
+    assert f"create_graph=True):  {2 * (adapted - b) * (1 - 2 * alpha):.4f}" in lines[2]
+
+
+def test_eval_mode_per_example_gradients_of_a_batchnorm_model_equal_a_loop_of_batches_of_one():
+    """The oracle for the one line that runs: each example's own backward, in eval mode, as a batch of one."""
+    from torch.func import functional_call, grad, vmap
+
+    from course_utils.chapters.ch03_autograd_extras import vmap_batchnorm_lines
+    lines = vmap_batchnorm_lines()
+    assert lines[0].startswith("train mode") and "RuntimeError" in lines[0]
+    assert "ValueError: expected 2D or 3D input" in lines[1] and lines[2].endswith("(8, 5, 4)")
+    assert "expected 4D input" in lines[3]
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+    model.train()
+    model(torch.randn(16, 3))                                  # statistics that are not the defaults
+    model.eval()
+    x, y = torch.randn(5, 3), torch.randn(5, 1)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss_one(p, xi, yi):
+        return nn.functional.mse_loss(functional_call(model, (p, dict(model.named_buffers())), (xi[None],)), yi[None])
+
+    per = vmap(grad(loss_one), in_dims=(None, 0, 0))(params, x, y)
+    for i in range(5):
+        model.zero_grad()
+        nn.functional.mse_loss(model(x[i:i + 1]), y[i:i + 1]).backward()
+        assert torch.allclose(per["0.weight"][i], model[0].weight.grad, atol=1e-6)

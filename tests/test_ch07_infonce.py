@@ -50,3 +50,11 @@ def test_the_printed_lines_carry_the_measured_conclusions():
     batch = m.batch_lines(seeds=range(3))
     assert all("on 3 of 3 seeds" in line for line in batch[:3])
     assert "lower by over 1 on 3 of 3" in batch[3] and "quarter of its size on 3 of 3" in batch[3]
+
+
+def test_all_gather_copies_carry_no_graph_and_the_local_slot_restores_this_ranks():
+    lines = m.gathered_negatives_lines()
+    assert lines[0].endswith("requires grad: False; a loss on it could reach this rank's embeddings: False")
+    assert lines[1].endswith("get a gradient: True")
+    import torch.distributed as dist
+    assert not dist.is_initialized()                        # the group is destroyed again

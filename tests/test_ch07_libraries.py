@@ -67,3 +67,13 @@ def test_lightning_validates_by_batches_and_patience_counts_validation_runs():
     assert [step for _, _, step in count] == [batches // 4 for _, batches, _ in count]   # updates made so far
     assert [batches for _, batches, _ in across] == [30, 60]                # a count that runs over epochs
     assert [epoch for epoch, _, _ in early] == [2, 4, 6]                     # stopped 2 runs after the best
+
+
+def test_lightnings_epoch_value_is_the_batch_size_weighted_mean_and_batch_size_1_makes_it_the_plain_one():
+    from course_utils.chapters.ch07_libraries import lightning_epoch_lines, lightning_epoch_mean
+    run = lightning_epoch_mean(n_val=70, batch_size=16, seed=2)
+    assert run["sizes"] == [16, 16, 16, 16, 6]
+    assert abs(run[None] - run["weighted"]) < 1e-6 and abs(run[1] - run["plain"]) < 1e-6
+    assert abs(run["plain"] - run["weighted"]) > 1e-4                      # the data makes the two differ
+    lines = lightning_epoch_lines(run)
+    assert lines[1].endswith("True") and lines[2].endswith("True")

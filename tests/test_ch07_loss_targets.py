@@ -1,4 +1,5 @@
 """Chapter 7's loss table: each loss takes its arguments, the wrong target's outcome is torch's own, knobs hold."""
+import pytest
 import torch
 
 from course_utils.chapters.ch07_loss_targets import ctc_checks, knob_checks, loss_cases, loss_table
@@ -50,3 +51,35 @@ def test_a_contrastive_loss_at_scale_zero_is_log_batch_with_no_gradient():
     for line in lines[1:3]:
         assert f"loss {math.log(6):.4f}; every gradient on the anchors 0: True" in line
     assert all(line.endswith("0: False") for line in lines[3:])
+
+
+def test_kl_div_reads_log_probabilities_against_probabilities_and_the_t_squared_factor_holds_the_size():
+    from course_utils.chapters.ch07_loss_targets import distillation_kl_lines
+    for t in (1.0, 3.0):
+        lines = distillation_kl_lines(temperature=t)
+        value = lines[0].rsplit(": ", 1)[1]
+        assert lines[1].endswith(value) and lines[2].endswith(value) and float(value) >= 0
+        assert lines[3].endswith("negative: True")
+    scaled = [float(v) for v in lines[4].rsplit("times T²: ", 1)[1].split(", ")]
+    assert max(scaled) - min(scaled) < 0.05 * max(scaled)
+
+
+@pytest.mark.parametrize("vocab", [500, 1000])
+def test_minus_100_as_an_index_is_a_real_token_and_torchs_ignore_index_skips_the_target(vocab):
+    from course_utils.chapters.ch07_loss_targets import smoothing_index_lines
+    lines = smoothing_index_lines(vocab=vocab)
+    assert f"the entry zeroed is [{vocab - 100}]" in lines[0] and lines[1].endswith("True")
+
+
+@pytest.mark.parametrize("boxes", [(1, 5, 0), (2, 2), (0, 3, 1, 4)])
+def test_box_normalised_weights_follow_the_counts_and_an_empty_batch_is_0_over_0(boxes):
+    import torch
+
+    from course_utils.chapters.ch07_loss_targets import box_normaliser_lines
+    lines = box_normaliser_lines(boxes)
+    # the oracle: gradients of a box-normalised loss with respect to each image's summed box losses
+    sums = torch.zeros(len(boxes), requires_grad=True)
+    (sums.sum() / sum(boxes)).backward()
+    weights = [round(g * n, 3) for g, n in zip(sums.grad.tolist(), boxes)]
+    assert f"weigh {weights} of the loss" in lines[0]
+    assert "0 / 0 = nan; with the count clamped to at least 1: 0.0" in lines[1]

@@ -63,7 +63,7 @@ def test_wrapper_prefixes_refuse_a_plain_load_until_stripped():
 def test_mean_of_micro_batch_means_is_off_and_token_weighting_is_exact():
     result = token_weighting()
     assert all(v > 0.05 for v in result.mean_of_means.values())
-    assert max(result.token_weighted.values()) < 1e-6
+    assert max(result.token_weighted.values()) < 1e-6 and max(result.divided_after.values()) < 1e-6
     counts = [n for c in result.tokens.values() for n in c]
     assert (min(counts), max(counts)) == (24, 74)                              # the prompt's "24 to 74"
     assert "8% to 29% off" in result.text()

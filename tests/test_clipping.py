@@ -38,3 +38,10 @@ def test_clipping_before_a_step_that_normalises_the_gradient_changes_nothing():
     for seed in (2, 3):
         assert list(sam_clip_placement(max_norm=0.05, seed=seed).values()) == [True, True, False]
         assert list(sam_clip_placement(max_norm=100.0, seed=seed).values()) == [True, True, True]
+
+
+@pytest.mark.parametrize("start", [-1.5, 2.5])
+def test_lbfgs_calls_continue_one_run_from_any_start(start):
+    from course_utils.chapters.ch03_clip_optim import lbfgs_calls
+    for result in lbfgs_calls(start=start, dims=4).values():
+        assert result.startswith("same final point: True; final loss below 1e-9: True")

@@ -104,3 +104,19 @@ def label_padding_lines(lengths=(2, 4, 6), prompt: int = 1, vocab: int = 10, see
     lines.append(f"each sequence's {first} (its prompt) set to -100 as well: {int((padded != -100).sum())} "
                  f"positions counted; the loss is the mean over the response tokens: {torch.allclose(loss, response)}")
     return lines
+
+
+def segment_sum_lines(sizes=(0, 3, 0)) -> list[str]:
+    """Graphs batched the usual way (graph neural network libraries): every node's features stacked, and a batch
+    vector giving each node its graph's index. Pooling per graph sums the rows of each index; an output sized from
+    the largest index present (batch.max() + 1) loses trailing graphs with no nodes, and one sized from the number
+    of graphs keeps them (chapter 2)."""
+    batch = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+    x = torch.ones(len(batch), 2)
+    from_max = torch.zeros(int(batch.max()) + 1, 2).index_add_(0, batch, x)
+    from_count = torch.zeros(len(sizes), 2).index_add_(0, batch, x)
+    return [f"{len(sizes)} graphs of {list(sizes)} nodes: batch vector {batch.tolist()}",
+            f"sum per graph, output sized batch.max() + 1: {from_max.shape[0]} rows; sized by the number of graphs: "
+            f"{from_count.shape[0]} rows, {from_count[:, 0].tolist()}",
+            f"torch.bincount(batch): {torch.bincount(batch).tolist()}; with minlength={len(sizes)}: "
+            f"{torch.bincount(batch, minlength=len(sizes)).tolist()}"]

@@ -379,3 +379,82 @@ def gradient_penalty_lines(batch: int = 8) -> list[str]:
             f"gradients.flatten(1).norm(2, dim=1): shape {tuple(per_sample.shape)}, one norm per sample",
             f"the two penalties ((norm - 1) ** 2).mean() are equal: "
             f"{torch.allclose(((per_pixel - 1) ** 2).mean(), ((per_sample - 1) ** 2).mean())}"]
+
+
+def fractional_power_lines() -> list[str]:
+    """A focal loss, (1 - p)^gamma * CE with p = exp(-CE), on a batch holding one example the model already gets
+    right with full confidence (its CE rounds to 0, so 1 - p is exactly 0). The forward is finite either way;
+    the derivative of x^gamma at 0 is infinite for gamma < 1, and the chain rule multiplies it by 0: NaN. A base
+    that rounding makes slightly negative is NaN in the forward too. Clamping the base away from 0 is the fix."""
+    def focal(logits: torch.Tensor, gamma: float, clamp: bool) -> torch.Tensor:
+        ce = nn.functional.cross_entropy(logits, torch.tensor([0, 1]), reduction="none")
+        base = 1 - torch.exp(-ce)
+        return ((base.clamp(min=1e-6) if clamp else base) ** gamma * ce).mean()
+
+    lines = []
+    for gamma, clamp in ((0.5, False), (2.0, False), (0.5, True)):
+        logits = torch.tensor([[30.0, 0.0], [0.5, 0.2]], requires_grad=True)
+        loss = focal(logits, gamma, clamp)
+        loss.backward()
+        how = "(1 - p).clamp(min=1e-6)" if clamp else "(1 - p)"
+        lines.append(f"gamma {gamma}, {how:<23}: loss finite: {bool(loss.isfinite())}; NaN in logits.grad: "
+                     f"{bool(logits.grad.isnan().any())}")
+    zero = torch.zeros(1, requires_grad=True)
+    (zero ** 0.5).backward()
+    lines.append(f"d/dx x**0.5 at x = 0: {zero.grad.item()}; (-1e-7) ** 0.5 = {(torch.tensor(-1e-7) ** 0.5).item()}, "
+                 f"(-1e-7) ** 2 = {(torch.tensor(-1e-7) ** 2).item():.0e}")
+    return lines
+
+
+def meta_gradient_lines(a: float = 1.0, b: float = 3.0, alpha: float = 0.1, w0: float = 0.5) -> list[str]:
+    """MAML's meta-gradient on one weight: an inner step w' = w - alpha * dL_train/dw with L_train = (w - a)^2, then
+    L_val(w') = (w' - b)^2 differentiated with respect to w. torch.autograd.grad without create_graph returns the
+    inner gradient as a constant: the first-order meta-gradient. With create_graph=True autograd differentiates
+    through it: the second-order one. Both against the hand-derived values."""
+    grads = {}
+    for create_graph in (False, True):
+        w = torch.tensor(w0, requires_grad=True)
+        (inner,) = torch.autograd.grad((w - a) ** 2, w, create_graph=create_graph)
+        ((w - alpha * inner - b) ** 2).backward()
+        grads[create_graph] = w.grad.item()
+    adapted = w0 - alpha * 2 * (w0 - a)
+    first, second = 2 * (adapted - b), 2 * (adapted - b) * (1 - 2 * alpha)
+    return [f"inner step w' = w - {alpha}·2(w - {a}) from w = {w0}; meta-gradient d(w' - {b})²/dw:",
+            f"  autograd.grad(..., create_graph=False): {grads[False]:.4f}; first-order by hand, 2(w' - b): {first:.4f}",
+            f"  autograd.grad(..., create_graph=True):  {grads[True]:.4f}; second-order by hand, 2(w' - b)(1 - 2·{alpha}): "
+            f"{second:.4f}"]
+
+
+def vmap_batchnorm_lines() -> list[str]:
+    """Per-example gradients (torch.func) of a model with BatchNorm: in train mode BatchNorm updates its running
+    statistics in place, which a function transform refuses; in eval mode it applies stored statistics, and works,
+    once the one example vmap hands over is given back a batch dimension of 1 (BatchNorm1d checks its input's
+    dimensions). torch's own messages."""
+    from torch.func import functional_call, grad, vmap
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Linear(5, 1))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+
+    def loss_one(p, xi, yi, batch_of_one):
+        if batch_of_one:
+            xi, yi = xi.unsqueeze(0), yi.unsqueeze(0)
+        return nn.functional.mse_loss(functional_call(model, (p, buffers), (xi,)), yi)
+
+    lines = []
+    for mode, batch_of_one in (("train", True), ("eval", False), ("eval", True)):
+        model.train(mode == "train")
+        label = f"{mode} mode, {'x.unsqueeze(0)' if batch_of_one else 'x as vmap hands it'}"
+        try:
+            out = vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, batch_of_one)
+            lines.append(f"{label:<32}: per-example gradients of shape {tuple(out['0.weight'].shape)}")
+        except (RuntimeError, ValueError) as error:
+            lines.append(f"{label:<32}: {type(error).__name__}: {str(error).split('. ')[0]}")
+    conv = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)).eval()
+    try:
+        vmap(torch.func.jacrev(conv))(torch.randn(4, 1, 5, 5))
+        lines.append("Conv2d + BatchNorm2d, eval, jacrev under vmap: ran")
+    except ValueError as error:
+        lines.append(f"Conv2d + BatchNorm2d, eval, jacrev under vmap: ValueError: {error}")
+    return lines

@@ -266,6 +266,37 @@ def lbfgs_closures() -> dict[str, str]:
     return out
 
 
+def lbfgs_calls(start: float = -1.5, dims: int = 6) -> dict[str, str]:
+    """LBFGS on the Rosenbrock function from a far start (float64): one step(closure) with max_iter=200 against ten
+    with max_iter=20, with and without its line search. The optimizer's state (the curvature history, the last
+    direction and step) carries over from one call to the next, so the calls continue one run; each call begins by
+    evaluating the closure once more. Final points compared bitwise (chapter 3)."""
+    def rosenbrock(x: torch.Tensor) -> torch.Tensor:
+        return ((1 - x[:-1]) ** 2).sum() + 100 * ((x[1:] - x[:-1] ** 2) ** 2).sum()
+
+    out = {}
+    for search in (None, "strong_wolfe"):
+        ends = {}
+        for calls, max_iter in ((1, 200), (10, 20)):
+            x = torch.full((dims,), start, dtype=torch.float64, requires_grad=True)
+            opt = torch.optim.LBFGS([x], lr=1, max_iter=max_iter, line_search_fn=search)
+
+            def closure():
+                opt.zero_grad()
+                loss = rosenbrock(x)
+                loss.backward()
+                return loss
+            for _ in range(calls):
+                opt.step(closure)
+            state = opt.state[x]
+            ends[calls] = (x.detach().clone(), state["n_iter"], state["func_evals"], rosenbrock(x).item())
+        (one, it1, ev1, f1), (ten, _, ev10, _) = ends[1], ends[10]
+        out[f"LBFGS(line_search_fn={search!r}), 1 call of max_iter=200 against 10 of max_iter=20"] = (
+            f"same final point: {torch.equal(one, ten)}; final loss below 1e-9: {f1 < 1e-9}; the ten calls evaluated "
+            f"the closure more often: {ev10 > ev1}; the one call stopped before max_iter: {it1 < 200}")
+    return out
+
+
 def scaler_knobs() -> dict[str, object]:
     """GradScaler on the CPU: backoff after an inf, growth after growth_interval clean steps, the setters; and
     autocast on the CPU (chapter 3)."""

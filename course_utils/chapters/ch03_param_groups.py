@@ -107,3 +107,17 @@ def unfreeze_lines(lr: float = 0.1) -> list[str]:
     lines.append(f"after optimizer.add_param_group(backbone, lr/10): one step moved it: {step()}")
     lines.append("the frozen phase's optimizer state loaded into it: " + _error(lambda: optimizer.load_state_dict(saved)))
     return lines
+
+
+def param_groups_identity_lines() -> list[str]:
+    """`optimizer.load_state_dict` puts NEW group dicts in a new `param_groups` list. Anything that kept the old
+    list (an optimizer wrapper such as LARS or Lookahead that shares it, a helper that stored it) no longer reaches
+    the optimizer: a rate written through it changes nothing."""
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    saved = optimizer.state_dict()
+    kept = optimizer.param_groups                     # what a wrapper holds: the list object itself
+    optimizer.load_state_dict(saved)
+    kept[0]["lr"] = 0.001                             # a scheduler or helper writing through the old list
+    return [f"after load_state_dict: the list kept before is optimizer.param_groups: {kept is optimizer.param_groups}",
+            f"lr written through the kept list: 0.001; the optimizer's lr: {optimizer.param_groups[0]['lr']}"]

@@ -107,3 +107,29 @@ def batch_lines(seeds=range(5), sizes=(8, 64, 256)) -> list[str]:
                  f"{math.log(511 / 127):.2f}), its gradient off the whole batch's by over a quarter of its size on "
                  f"{differs} of {n_seeds}")
     return lines
+
+
+def gathered_negatives_lines() -> list[str]:
+    """Negatives from every rank: `dist.all_gather` fills its output list with copies that carry no graph, so the
+    loss on gathered embeddings sends no gradient back through them, not even to this rank's own. Putting the local
+    tensor back in its own slot keeps this rank's part of the graph (each rank then trains its own embeddings, and
+    DDP averages those gradients). Run in a one-process gloo group (an in-memory store), so every list has one
+    slot. (torch.distributed.nn.functional.all_gather, which keeps the graph through the collective, is not run:
+    with it, this process aborted at exit on some runs.)"""
+    import torch.distributed as dist
+    if dist.is_initialized():
+        raise RuntimeError("gathered_negatives_lines needs a process with no default process group")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        local = torch.randn(4, 8, generator=torch.Generator().manual_seed(0), requires_grad=True)
+        gathered = [torch.empty(4, 8) for _ in range(dist.get_world_size())]
+        dist.all_gather(gathered, local)
+        lines = [f"dist.all_gather: the gathered copy requires grad: {gathered[0].requires_grad}; a loss on it could "
+                 f"reach this rank's embeddings: {gathered[0].grad_fn is not None}"]
+        gathered[dist.get_rank()] = local                   # this rank's slot: the tensor with its graph
+        nt_xent(torch.cat(gathered), torch.cat(gathered) + 0.1).backward()
+        lines.append(f"the local tensor put back in its own slot: this rank's embeddings get a gradient: "
+                     f"{local.grad is not None and bool(local.grad.abs().sum() > 0)}")
+        return lines
+    finally:
+        dist.destroy_process_group()

@@ -350,3 +350,49 @@ def checkpoint_lines(course_keys, lightning_keys, accelerate_files) -> list[str]
                      held(acc, set(accelerate_files))))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def lightning_epoch_mean(n_val: int = 100, batch_size: int = 32, seed: int = 0) -> dict[str, object]:
+    """What `self.log(name, loss, on_epoch=True)` reports for an epoch whose last batch is short: one validation
+    run of Lightning over n_val points in batches of batch_size, against the plain mean of the step values and their
+    mean weighted by batch size; then the same logged with batch_size=1 (chapter 7)."""
+    with _quiet():
+        import lightning.pytorch as pl
+
+    class Logged(pl.LightningModule):
+        def __init__(self, given_size: int | None):
+            super().__init__()
+            self.net, self.given_size = torch.nn.Linear(2, 1), given_size
+            self.values: list[float] = []
+            self.sizes: list[int] = []
+
+        def validation_step(self, batch, batch_idx):
+            loss = self.net(batch[0]).pow(2).mean()
+            self.values.append(loss.item())
+            self.sizes.append(len(batch[0]))
+            self.log("val_loss", loss, on_epoch=True, batch_size=self.given_size)
+
+    out: dict[str, object] = {}
+    for given in (None, 1):
+        with _quiet():
+            torch.manual_seed(seed)
+            model = Logged(given)
+            trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                                 enable_model_summary=False, enable_progress_bar=False)
+            trainer.validate(model, _loader(n_val, batch_size, seed + 1, shuffle=False))
+        out[given] = float(trainer.callback_metrics["val_loss"])
+    out["sizes"] = model.sizes
+    out["plain"] = sum(model.values) / len(model.values)
+    out["weighted"] = sum(v * n for v, n in zip(model.values, model.sizes)) / sum(model.sizes)
+    return out
+
+
+def lightning_epoch_lines(run: dict[str, object]) -> list[str]:
+    """The epoch values as chapter 7 prints them."""
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    return [f"validation batches of {run['sizes']}: mean of the step values {run['plain']:.4f}, weighted by batch "
+            f"size {run['weighted']:.4f}",
+            f"self.log('val_loss', loss, on_epoch=True): {run[None]:.4f}, the weighted mean: "
+            f"{close(run[None], run['weighted'])}",
+            f"the same with batch_size=1: {run[1]:.4f}, the plain mean of the steps: {close(run[1], run['plain'])}"]

@@ -282,3 +282,64 @@ def contrastive_scale_lines(batch: int = 4) -> list[str]:
                          f"loss {loss.item():.{4 if scale == 0 else 2}f}; every gradient on the anchors 0: "
                          f"{bool((anchors.grad == 0).all())}")
     return lines
+
+
+def distillation_kl_lines(temperature: float = 2.0) -> list[str]:
+    """Knowledge distillation's KL term, F.kl_div(input, target): torch reads `input` as log-probabilities and
+    `target` as probabilities (log-probabilities with log_target=True) and sums target * (log target - input).
+    Student log_softmax against teacher softmax is the KL divergence, never negative; softmax on both reads the
+    student's probabilities as logs and can go negative. One batch of 4 over 5 classes against the KL by hand."""
+    g = torch.Generator().manual_seed(0)
+    student, teacher = torch.randn(4, 5, generator=g), torch.randn(4, 5, generator=g)
+    t = temperature
+    p_teacher, log_student = (teacher / t).softmax(1), (student / t).log_softmax(1)
+    by_hand = (p_teacher * (p_teacher.log() - log_student)).sum(1).mean()
+    right = nn.functional.kl_div(log_student, p_teacher, reduction="batchmean")
+    logs = nn.functional.kl_div(log_student, (teacher / t).log_softmax(1), reduction="batchmean", log_target=True)
+    wrong = nn.functional.kl_div((student / t).softmax(1), p_teacher, reduction="batchmean")
+    norms = []
+    for each in (1.0, 2.0, 4.0):
+        leaf = student.clone().requires_grad_(True)
+        nn.functional.kl_div((leaf / each).log_softmax(1), (teacher / each).softmax(1), reduction="batchmean").backward()
+        norms.append((each, leaf.grad.norm().item()))
+    return [f"KL(teacher || student) by hand, temperature {t:g}, mean over 4 examples: {by_hand.item():.4f}",
+            f"kl_div(student log_softmax, teacher softmax, 'batchmean'):                  {right.item():.4f}",
+            f"kl_div(student log_softmax, teacher log_softmax, log_target=True):          {logs.item():.4f}",
+            f"kl_div(student softmax, teacher softmax): {wrong.item():.4f}, negative: {wrong.item() < 0}",
+            "the KL term's gradient on the student's logits at T = 1, 2, 4: norm "
+            + ", ".join(f"{n:.3f}" for _, n in norms) + "; times T²: " + ", ".join(f"{n * e * e:.2f}" for e, n in norms)]
+
+
+def smoothing_index_lines(vocab: int = 1000, ignore_index: int = -100) -> list[str]:
+    """A hand-written label-smoothing loss that zeroes `buffer[ignore_index]` to keep padding out: Python reads
+    -100 as the 100th entry from the end, a real token. torch's CrossEntropyLoss(label_smoothing=..., ignore_index)
+    skips the targets equal to ignore_index instead; a hand-written one must mask those positions itself."""
+    buffer = torch.full((vocab,), 0.1 / (vocab - 2))
+    buffer[ignore_index] = 0
+    zeroed = (buffer == 0).nonzero().flatten().tolist()
+    g = torch.Generator().manual_seed(1)
+    logits, targets = torch.randn(4, vocab, generator=g), torch.tensor([3, 7, ignore_index, ignore_index])
+    ce = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=ignore_index)(logits, targets)
+    real = nn.CrossEntropyLoss(label_smoothing=0.1)(logits[:2], targets[:2])
+    return [f"buffer of {vocab} smoothed probabilities, buffer[{ignore_index}] = 0: the entry zeroed is {zeroed}, "
+            f"token {zeroed[0]} of the vocabulary",
+            f"CrossEntropyLoss(label_smoothing=0.1, ignore_index={ignore_index}) on 2 real and 2 padded targets "
+            f"equals the loss of the 2 real ones alone: {torch.allclose(ce, real)}"]
+
+
+def box_normaliser_lines(boxes=(1, 5, 0)) -> list[str]:
+    """Detection losses summed over the boxes of a batch and divided by a count from the data (the batch's boxes):
+    each box weighs the same, so an image weighs by its number of boxes; a batch with no boxes divides 0 by 0.
+    Clamping the count to at least 1 is the usual guard (chapter 7)."""
+    total = sum(int(n) for n in boxes)
+    weights = [n / total for n in boxes]
+    empty = torch.zeros(0).sum() / torch.tensor(0.0)
+    guarded = torch.zeros(0).sum() / torch.tensor(0.0).clamp(min=1)
+    with_boxes = sum(1 for n in boxes if n)
+    per_image = [round(1 / with_boxes, 3) if n else 0.0 for n in boxes]
+    return [f"a batch of {len(boxes)} images with {list(boxes)} boxes, divided by its {total} boxes: the images weigh "
+            f"{[round(w, 3) for w in weights]} of the loss",
+            f"a batch whose images hold no box: 0 / 0 = {empty.item()}; with the count clamped to at least 1: "
+            f"{guarded.item()}",
+            f"each image's loss divided by its own boxes, then averaged over the images that have some: the images "
+            f"weigh {per_image}"]

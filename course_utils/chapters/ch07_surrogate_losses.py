@@ -88,3 +88,20 @@ def entropy_bonus_line(steps: int = 20) -> str:
         optimizer.step()
     return (f"{steps} steps on -0.1 * entropy alone: entropy {start:.2f} -> {entropy().item():.2f} "
             f"(its maximum, log 4, is {math.log(4):.2f})")
+
+
+def gan_saturation_lines(logits=(-8.0, -4.0, 0.0)) -> list[str]:
+    """A GAN's generator loss on one fake, as the discriminator's logit on it falls (the discriminator winning, its
+    loss on fakes going to 0): the minimax generator loss log(1 - D(G(z))) and the non-saturating -log D(G(z)),
+    each one's gradient with respect to that logit, which is all the generator receives. Exact sigmoid arithmetic."""
+    lines = [f"{'logit of D on a fake':>20} {'D(G(z))':>8} {'loss of D on it':>16}   generator's gradient on the logit:",
+             f"{'':>20} {'':>8} {'-log(1 - D)':>16}   {'minimax log(1 - D)':>19} {'non-saturating -log D':>22}"]
+    for value in logits:
+        grads = []
+        for loss_of in (lambda z: torch.log(1 - torch.sigmoid(z)), lambda z: -torch.log(torch.sigmoid(z))):
+            z = torch.tensor(value, requires_grad=True)
+            loss_of(z).backward()
+            grads.append(z.grad.item())
+        d = torch.sigmoid(torch.tensor(value)).item()
+        lines.append(f"{value:>20g} {d:>8.4f} {-math.log(1 - d):>16.4f}   {grads[0]:>+19.4f} {grads[1]:>+22.4f}")
+    return lines

@@ -240,7 +240,7 @@ print("expected per batch of 32, weighted:", [sig(v) for v in expected_batch_cou
 # `WeightedRandomSampler` wants **one weight per example**, not one per class. You build it by
 # indexing the class weights with the labels, and hand the sampler to the `DataLoader`:
 
-# %%
+# %% tags=["answers-weighted-epoch"]
 from torch.utils.data import WeightedRandomSampler
 
 from course_utils.chapters.ch02_sampling import sample_weights
@@ -253,11 +253,19 @@ sampler = WeightedRandomSampler(example_w, num_samples=len(labels), replacement=
 balanced = DataLoader(make_imbalanced(n_major=900, n_minor=100, seed=0), batch_size=32, sampler=sampler)
 cats = [int(y.sum()) for _, y in balanced]
 print(f"one epoch: {len(cats)} batches, cats per batch {cats[:8]} ... mean {sig(sum(cats) / len(cats), 3)}")
+replay = list(WeightedRandomSampler(example_w, num_samples=len(labels), replacement=True,
+                                   generator=torch.Generator().manual_seed(0)))     # the same draws again
+ys, seen = labels.tolist(), set(replay)
+print(f"distinct examples in that epoch: {len(seen)} of {len(ys)} (dogs {sum(ys[i] == 0 for i in seen)} of "
+      f"{counts[0]}, cats {sum(ys[i] == 1 for i in seen)} of {counts[1]}); cats drawn {sum(ys[i] for i in replay)} times")
 
 # %% [markdown]
 # `num_samples` is *your* choice of epoch length: the sampler draws that many indices and the
 # epoch ends. Here it is `len(labels)` = 1,000 draws (32 batches); below we ask for 500 batches'
-# worth (16,000 draws) to measure averages, and call that "500 batches", not an epoch.
+# worth (16,000 draws) to measure averages, and call that "500 batches", not an epoch. Drawn with
+# replacement, such an "epoch" is not one pass over the data: half its draws are the 100 cats, so each comes back
+# about five times, while most dogs are not drawn at all (the second line). The model sees every dog only over
+# several epochs; the weights trade passes over the majority for balanced batches.
 #
 # Two mistakes people make first, run here. Passing both a sampler and `shuffle=True`:
 
@@ -531,6 +539,21 @@ print("\n".join(label_padding_lines()))
 # the model is trained to predict padding. The prompt is masked the same way, in the dataset, before the
 # collate pads: the two together leave only the response tokens in the loss. `attention_mask` is a separate
 # matter, for the model's attention; it does not touch the loss.
+#
+# Graphs are collated without padding: graph libraries (PyTorch Geometric, DGL) stack every graph's node features
+# into one tensor and keep a batch vector, each node's graph index. Whatever reduces per graph (pooling, a loss per
+# graph) needs the number of graphs, and a reduction that reads it from the largest index loses the graphs at the
+# end that have no nodes. Three graphs of 0, 3 and 0 nodes:
+
+# %% tags=["answers-segment-count"]
+from course_utils.chapters.ch02_packing import segment_sum_lines
+
+print("\n".join(segment_sum_lines()))
+
+# %% [markdown]
+# Sized from the index, the batch of 3 graphs pools to 2 rows and no longer lines up with its 3 labels. Pass the
+# number of graphs (PyTorch Geometric's pooling functions take it as `size=`, `torch.bincount` as `minlength=`),
+# or keep empty graphs out of the dataset.
 
 # %% [markdown]
 # ### Padding waste, and bucketing

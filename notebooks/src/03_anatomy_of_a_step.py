@@ -1042,6 +1042,22 @@ print("\n".join(masked_nan_lines()))
 # backward function that made the NaN, not the mask. The last row is a mask of another kind: a batch in which
 # every target is `ignore_index` (all padding, say) averages 0 losses over 0 targets, so the logged loss is NaN
 # while the gradient is all zero: one such batch makes the epoch's mean loss NaN, though no gradient was.
+#
+# The same infinite derivative hides in a fractional power. A focal loss multiplies each example's cross-entropy
+# by (1 − p)^γ, p = exp(−CE). An example the model gets right with full confidence has a CE that rounds to 0, so
+# 1 − p is exactly 0: the forward gives 0 for it, and the backward multiplies the derivative of x^γ at 0, infinite
+# for γ < 1, by 0. Two examples, logits [30, 0] (certain and right) and [0.5, 0.2]:
+
+# %% tags=["answers-fractional-power"]
+from course_utils.chapters.ch03_autograd_extras import fractional_power_lines
+
+print("\n".join(fractional_power_lines()))
+
+# %% [markdown]
+# With γ = 2 the derivative at 0 is 0, and γ < 1 NaNs the whole batch's gradient through one confident example.
+# Two implementations that print the same loss can differ exactly here: one computes the base another way or
+# clamps it. If rounding makes the base slightly negative (a CE that comes out a hair below 0), the fractional
+# power is NaN already in the forward. Clamp the base away from 0 before the power.
 
 # %% [markdown]
 # Grad mode itself is a setting of the running thread, not of a model or a block of code. `no_grad` as a `with`
@@ -1150,6 +1166,36 @@ print("\n".join(per_sample_gradient_lines()))
 # dimension 1 no longer exists; `h[..., 0]` counts from the end and works in both. An activation's gradient,
 # as a hook sees it, already has a row per example, since example i's loss reaches only row i; a parameter's
 # gradient mixes them all, so per-example parameter gradients need `vmap` (or a loop of batch size 1).
+#
+# BatchNorm under `vmap` is the usual wall. In train mode it normalises with the batch's statistics and updates its
+# running ones in place, neither of which exists for one example; in eval mode it applies stored statistics, a
+# function of each example alone, but `BatchNorm1d` still checks that its input has a batch dimension, which vmap
+# removed. The same model three ways (torch's own messages):
+
+# %% tags=["answers-vmap-batchnorm"]
+from course_utils.chapters.ch03_autograd_extras import meta_gradient_lines, vmap_batchnorm_lines
+
+print("\n".join(vmap_batchnorm_lines()))
+
+# %% [markdown]
+# So per-example gradients of a BatchNorm model are taken in eval mode, with the example given a batch dimension
+# of 1 inside the function (`BatchNorm2d` checks for 4 dimensions the same way: the last line). In train mode an
+# example's output depends on the whole batch, so "its" gradient is not defined; per-example methods replace
+# BatchNorm by GroupNorm or LayerNorm, which normalise each example alone.
+#
+# Gradients of gradients are the other thing `torch.func` and `autograd.grad` are used for: MAML adapts the weights
+# with an inner gradient step, then differentiates the validation loss of the adapted weights with respect to the
+# original ones. Whether that meta-gradient includes the inner step's own derivative is one flag. One weight, a
+# quadratic inner loss, against the derivatives by hand:
+
+# %% tags=["answers-meta-gradient"]
+print("\n".join(meta_gradient_lines()))
+
+# %% [markdown]
+# Without `create_graph=True` the inner gradient comes back as a constant, so the meta-gradient drops the factor
+# (1 − 2α) that the inner step contributes: that is first-order MAML, whatever the outer code looks like. With it,
+# autograd records the inner backward and the meta-gradient is the second-order one, at the cost of keeping that
+# graph. Here the two point the same way and differ in size by that factor, 0.8.
 
 # %% [markdown]
 # ## Clipping's flags
@@ -1161,7 +1207,8 @@ print("\n".join(per_sample_gradient_lines()))
 # `error_if_nonfinite=True`. `clip_grad_value_` clips each element, not the norm, so it turns the direction.
 
 # %%
-from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gallery, optimizer_knobs, scaler_knobs
+from course_utils.chapters.ch03_clip_optim import (clipping_rules, lbfgs_calls, optimizer_gallery, optimizer_knobs,
+                                                   scaler_knobs)
 
 for what, result in clipping_rules().items():
     print(f"{what}: {result}")
@@ -1231,7 +1278,7 @@ for what, result in sam_with_scaler().items():
 # its closure several times per step, so the closure must run the forward itself: one that reuses an output
 # computed before it backwards through that graph a second time.
 
-# %% tags=["answers-lbfgs-closure"]
+# %% tags=["answers-lbfgs-closure", "answers-lbfgs-calls"]
 gallery = optimizer_gallery()
 for name, (below, _) in gallery.items():
     steps = 5 if name == "LBFGS" else 50
@@ -1239,8 +1286,17 @@ for name, (below, _) in gallery.items():
 print("every run at least 2× away from that line:", all(clear for _, clear in gallery.values()))
 for what, result in optimizer_knobs().items():
     print(f"{what}: {result}")
+for what, result in lbfgs_calls().items():
+    print(f"{what}: {result}")
 
 # %% [markdown]
+# LBFGS's `step(closure)` runs up to `max_iter` iterations, each calling the closure, and stops early when the
+# gradient or the change in the loss falls below its tolerances (`tolerance_grad`, `tolerance_change`). Its
+# curvature history lives in the optimizer's state, so ten calls of 20 iterations continue one run: on the
+# Rosenbrock function (6 dimensions, from −1.5) they ended on the very point one call of 200 reached, with a few
+# more closure calls. The closure may be called many times per step, at new weights each time: it must run the
+# forward itself (above: a forward made outside it fails).
+#
 # Parameter groups are how a fine-tune gives a pretrained backbone a tenth of the head's rate. Many training
 # scripts then set the rate each epoch with their own helper, and the usual helper writes one number into every
 # group:
@@ -1275,14 +1331,23 @@ print("\n".join(group_lines()))
 # both halves of that: `requires_grad_(True)` gives it gradients, and only `add_param_group` lets the optimizer
 # step it. The checkpoint of the frozen phase then no longer fits:
 
-# %% tags=["answers-unfreeze-later"]
+# %% tags=["answers-unfreeze-later", "answers-param-groups-identity"]
+from course_utils.chapters.ch03_param_groups import param_groups_identity_lines
+
 print("\n".join(unfreeze_lines()))
+print("\n".join(param_groups_identity_lines()))
 
 # %% [markdown]
 # Excluding a part from the optimizer keeps its weights, but autograd still computes its gradients (memory and
 # time for nothing): set `requires_grad_(False)` as well. An optimizer's state is stored per group and per
 # position, so a checkpoint saved with one group cannot be loaded into two; resume the frozen phase with its own
 # optimizer, or start the unfrozen phase's optimizer from scratch (loading the weights only).
+#
+# Loading replaces more than the numbers: `load_state_dict` builds new group dicts in a new `param_groups` list
+# (the last two lines). Code that kept a reference to the old list, as some optimizer wrappers do to share the
+# optimizer's settings (a learner found apex's LARC cut off this way after a resume), writes into a list the
+# optimizer no longer reads. After loading, read `optimizer.param_groups` again, or build the wrapper around the
+# loaded optimizer.
 #
 # Which weights does a step move? Embedding rows 1 and 2 are used by the first batch and row 3 alone by the
 # second; is row 1, whose gradient in the second step is 0, moved by that step?
@@ -1301,7 +1366,7 @@ for what, moved in unused_rows().items():
 # `GradScaler` halves its scale after a step with an inf or NaN gradient (that step is skipped) and doubles it
 # after `growth_interval` clean steps in a row; on the CPU it runs the same logic. Chapter 7 trains with it.
 
-# %%
+# %% tags=["answers-scaler-growth", "answers-clip-before-unscale"]
 for what, result in scaler_knobs().items():
     print(f"{what}: {result}")
 

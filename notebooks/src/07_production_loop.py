@@ -625,7 +625,10 @@ with answer(7, "token-accum"):
 # Each micro-batch's mean gives each of its tokens the weight 1/(its own token count): a token of a short
 # micro-batch counts more than a token of a long one. The fix needs the window's token count *before* the
 # first backward: count the real tokens of all K micro-batches (their masks are enough), then backward
-# each micro-batch's summed token loss divided by that count (`reduction="sum"`). The trainer weights by
+# each micro-batch's summed token loss divided by that count (`reduction="sum"`). Or, without the count
+# in advance (fairseq's way, the last line): backward each micro-batch's token sum as it is, and divide the
+# gradients by the window's token count once, after the last backward and before the step (before clipping, so
+# that the clip sees the mean's gradient). Nothing is divided by K anywhere. The trainer weights by
 # examples, so for a token loss over padded sequences it is not the big batch; neither is any
 # accumulation with BatchNorm, whose statistics see one micro-batch at a time (chapter 0). Exercise 7.5
 # below has you write the token rule.
@@ -1486,6 +1489,22 @@ for setting, runs in lightning_validation_runs().items():
 # 30 (the first run at epoch 2 set the best, the next two did not beat it). Size patience in validation runs:
 # with two runs per epoch (`val_check_interval=0.5`), the same 2 is one epoch.
 #
+# What Lightning reports for an epoch is an average too, and which one matters when the last batch is short. A
+# loss logged with `self.log(..., on_epoch=True)` in `validation_step`, 100 points in batches of 32, against the
+# step values averaged by hand:
+
+# %% tags=["answers-lightning-epoch-mean"]
+from course_utils.chapters.ch07_libraries import lightning_epoch_lines, lightning_epoch_mean
+
+print("\n".join(lightning_epoch_lines(lightning_epoch_mean())))
+
+# %% [markdown]
+# Lightning weights each step's value by its batch size (read from the batch, or given as `batch_size=`), so the
+# epoch value is the per-example mean, the one chapter 4 asks for; stacking the step outputs in an `*_epoch_end`
+# hook and taking `.mean()` gives every batch the same weight, the 4-point batch as much as a 32-point one. The two
+# differ whenever the batches do. When Lightning cannot read a batch size from the batch (a dict of lists, say),
+# give it `batch_size=`.
+#
 # Next, Accelerate's documented accumulation loop on the same counts: `prepare` the model, optimizer, loader
 # and scheduler; then, for every batch, inside `with accelerator.accumulate(model):`, `accelerator.backward`,
 # `optimizer.step()`, `scheduler.step()` and `optimizer.zero_grad()`. The loop calls all three on every
@@ -1724,6 +1743,25 @@ print("\n".join(batch_lines()))
 # embeddings from earlier batches (made by a slowly moving copy of the encoder, no gradient) as extra negatives,
 # and gradient caching computes the big batch's loss in chunks: both change the pool, which accumulation cannot.
 #
+# Under DDP each rank holds a slice of the batch, and implementations gather every rank's embeddings so that each
+# anchor meets all the negatives. `dist.all_gather` copies the tensors into its output list, and a copy made by a
+# collective has no graph. In a one-process gloo group (so the list has one slot, this rank's):
+
+# %% tags=["answers-gathered-negatives"]
+from course_utils.chapters.ch07_infonce import gathered_negatives_lines
+
+print("\n".join(gathered_negatives_lines()))
+
+# %% [markdown]
+# A loss on the gathered copies alone would train nothing. The common shortcut puts the local tensor back in its
+# own slot: each rank's loss covers its anchors against every rank's embeddings and sends gradient into its own
+# embeddings only, the other ranks' slices acting as constants. That drops the part of the gradient that flows
+# through the other slices, an approximation many implementations accept; the exact gradient needs an all_gather
+# whose backward sums, for each slice, what every rank sent it (a small custom autograd Function, or
+# `torch.distributed.nn.functional.all_gather`, deprecated in torch 2.13; neither is run here). Either way each rank
+# computes a different gradient, so DDP's averaging is still what combines them. Gathering to one master rank
+# instead would leave the other ranks nothing to compute their part with.
+#
 # Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
 # (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the
 # best `s` is log L, so a task that fits well (L < 1) makes its term negative. A policy-gradient loss,
@@ -1747,6 +1785,23 @@ print(entropy_bonus_line())
 # exploring. The value of a REINFORCE loss scales with the returns: the same policy on returns ten times larger
 # reports a loss ten times larger, so as a policy improves and its episodes grow longer, its "loss" can rise. Judge
 # such runs by the reward, not by the loss.
+#
+# A GAN's losses are read the other way round: a discriminator whose loss reaches 0 is a failure, not a success.
+# It has won: it scores every fake near 0, and the generator learns only through the discriminator's gradient on
+# its fakes. That gradient, on the discriminator's logit for one fake, for the original minimax generator loss and
+# for the non-saturating one most GAN code uses:
+
+# %% tags=["answers-gan-saturation"]
+from course_utils.chapters.ch07_surrogate_losses import gan_saturation_lines
+
+print("\n".join(gan_saturation_lines()))
+
+# %% [markdown]
+# As the discriminator's loss on a fake falls to 0.0003, the minimax generator's gradient falls with it, to
+# 0.0003: the generator stops learning exactly when it is worst. The non-saturating loss keeps a gradient near 1
+# there; that is why it replaced the minimax form. So a discriminator loss stuck at 0 means the generator is
+# starved. The usual remedies weaken the discriminator (fewer of its updates, smoothed labels) or replace the loss
+# by one that cannot saturate (WGAN's critic, whose output is not a probability); neither is run here.
 #
 # ### What each loss takes as a target
 #
@@ -1785,6 +1840,44 @@ for check, value in broadcast_checks().items():
 # one side to silence it. One target broadcast over several predictions, 80 predicted trajectories against the
 # one true trajectory, is another loss: the mean over the 80, which pulls every mode towards the target, where a
 # multi-modal model usually wants the best mode's loss (the minimum over modes), a smaller number.
+
+# %% [markdown]
+# Two more targets that a loss reads in its own way. Knowledge distillation's `F.kl_div(input, target)` reads
+# `input` as log-probabilities and `target` as probabilities (or log-probabilities with `log_target=True`), and
+# sums target × (log target − input). And a label-smoothing loss written by hand that zeroes
+# `buffer[ignore_index]` to keep padding out, with the default -100. A student and a teacher over 5 classes, a
+# vocabulary of 1,000:
+
+# %% tags=["answers-kl-div-inputs", "answers-smoothing-index"]
+from course_utils.chapters.ch07_loss_targets import distillation_kl_lines, smoothing_index_lines
+
+print("\n".join(distillation_kl_lines()))
+print("\n".join(smoothing_index_lines()))
+
+# %% [markdown]
+# The student's side takes `log_softmax`, the teacher's `softmax`: the two arguments are not symmetric, because
+# torch computes the teacher's log itself from a probability and takes the student's as given. Softmax on both
+# hands kl_div probabilities where it expects logs, and the result is not a divergence (negative here). Multiply
+# the term by T² when it is mixed with a hard-label loss, as Hinton et al. do: its gradient shrinks as 1/T² (the
+# fifth line), and the factor gives it back the same size at every T. In Python, -100 as an index is the 100th entry from the end: the hand-written loss zeroed a
+# real token's share and still counts its padded positions. torch's loss compares each target with
+# `ignore_index`; a hand-written one must mask the padded rows itself.
+#
+# Detection losses divide by a count the data decides: the box losses of a batch are summed and divided by the
+# number of boxes in it. Three images holding 1, 5 and 0 boxes, every box's loss set to 1 to read the weights:
+
+# %% tags=["answers-box-normaliser"]
+from course_utils.chapters.ch07_loss_targets import box_normaliser_lines
+
+print("\n".join(box_normaliser_lines()))
+
+# %% [markdown]
+# Divided by the batch's boxes, every box weighs the same, so an image weighs by its box count: the crowded image
+# takes five sixths of the loss. Divided per image, every image with boxes weighs the same. Neither is wrong; they
+# are different losses, and the choice is the mean's denominator again (chapter 4). A batch with no box at all
+# divides 0 by 0, a NaN that reaches every weight through the next step: clamp the count to at least 1. Multiplying
+# a loss by the batch size (a sum over images instead of a mean) is a constant factor: SGD's steps grow with it
+# and Adam's do not (chapter 3), and any loss term added to it must carry the same factor to keep its share.
 
 # %% [markdown]
 # ## 17. When a run looks sick
