@@ -122,11 +122,13 @@ def blind_grading() -> str:
             f"fresh set {key.split('_')[1]}, collected and graded blind later"
         line += "\n" + _grading_line(label, graded[key]["held_out"] or graded[key]["held_out_write_half"],
                                       graded[key]["calibration"])
+        line += previous_grading(graded[key].get("previous"))
     return line
 
 
 def previous_grading(previous: dict | None) -> str:
-    """The grading before this one, by another reader, on the same held-out questions (its counts)."""
+    """The grading before this one (before the author wrote from the set's other half, for a fresh set), by another
+    reader, on the same held-out questions (its counts)."""
     if not previous:
         return ""
     counts = previous["held_out_counts"]
