@@ -33,3 +33,16 @@ def test_the_lines_print_the_measured_conclusions():
     lines = curriculum_lines()
     assert lines[0].endswith("[[0], [0], [1], [1], [2], [2], [3], [3]]")
     assert lines[1].endswith("True") and lines[3].endswith("True")
+
+
+def test_segmentation_weights_give_each_image_its_rarest_class_weight():
+    """The oracle: counted by hand on three tiny masks."""
+    import torch
+
+    from course_utils.chapters.ch02_sampling import segmentation_sampler_lines, segmentation_weights
+    masks = torch.tensor([[[0, 1]], [[0, 0]], [[2, 1]]])            # class 0 in 2 images, 1 in 2, 2 in 1
+    assert segmentation_weights(masks).tolist() == [0.5, 0.5, 1.0]
+    lines = segmentation_sampler_lines(n=200, batches=100)
+    shuffled = float(lines[1].split("per batch of 16: ")[1].split(";")[0])
+    weighted = float(lines[2].split("per batch of 16: ")[1].split(";")[0])
+    assert weighted > 3 * shuffled

@@ -41,3 +41,9 @@ def test_the_printed_errors_are_torchs_and_unfreezing_needs_add_param_group():
 def test_load_state_dict_replaces_the_param_groups_list_so_a_kept_reference_is_cut_off():
     lines = m.param_groups_identity_lines()
     assert lines[0].endswith("False") and lines[1].endswith("the optimizer's lr: 0.1")
+
+
+def test_a_backbone_at_the_heads_rate_forgets_its_pretraining_and_a_frozen_one_keeps_it_exactly():
+    run = m.backbone_rate_run(7)
+    assert run[0.0][1] == run["task A before"]
+    assert run[1.0][1] < run[0.1][1] < run["task A before"]

@@ -443,3 +443,37 @@ def accelerate_epoch_orders(n: int = 12, epochs: int = 3, seed: int = 0) -> dict
     return {"wrapped as": type(loader).__name__,
             "every epoch a new order, no set_epoch called": len({tuple(o) for o in orders}) == epochs,
             "each epoch every example once": all(sorted(o) == list(range(n)) for o in orders)}
+
+
+def segmentation_weights(masks: torch.Tensor) -> torch.Tensor:
+    """One weight per image of a segmentation set (chapter 2): for each class, 1 / (the number of images showing
+    it); an image takes the largest weight among the classes it shows, so the images that hold a rare class are
+    drawn about as often as those without it."""
+    classes = int(masks.max()) + 1
+    shows = torch.stack([(masks == c).flatten(1).any(1) for c in range(classes)], dim=1)    # (images, classes)
+    per_class = 1.0 / shows.sum(0).clamp(min=1)
+    return (shows * per_class).max(1).values.double()
+
+
+def segmentation_sampler_lines(n: int = 400, rare_share: float = 0.1, size: int = 16, batch_size: int = 16,
+                               batches: int = 300, seed: int = 0) -> list[str]:
+    """A segmentation set whose class 2 appears in `rare_share` of the images (a small blob), drawn shuffled and
+    through a WeightedRandomSampler with per-image weights (chapter 2): images showing class 2 per batch, and class 2's
+    share of the batches' pixels."""
+    g = torch.Generator().manual_seed(seed)
+    masks = (torch.rand(n, size, size, generator=g) > 0.5).long()               # classes 0 and 1 everywhere
+    rare = torch.randperm(n, generator=g)[:int(n * rare_share)]
+    masks[rare, :4, :4] = 2                                                      # class 2: a 4x4 blob, rare images
+    weights = segmentation_weights(masks)
+    lines = [f"{n} masks of {size}x{size}: class 2 in {len(rare)} images ({rare_share:.0%}), "
+             f"{(masks == 2).float().mean().item():.2%} of all pixels"]
+    for name, sampler in (("shuffled", RandomSampler(range(n), replacement=True, num_samples=batch_size * batches,
+                                                    generator=torch.Generator().manual_seed(seed))),
+                          ("per-image weights", WeightedRandomSampler(weights, batch_size * batches, replacement=True,
+                                                                      generator=torch.Generator().manual_seed(seed)))):
+        drawn = torch.tensor(list(sampler))
+        showing = (masks[drawn] == 2).flatten(1).any(1).float()
+        lines.append(f"{name:<18}: images showing class 2 per batch of {batch_size}: "
+                     f"{showing.mean().item() * batch_size:.1f}; class 2's share of the pixels drawn: "
+                     f"{(masks[drawn] == 2).float().mean().item():.2%}")
+    return lines

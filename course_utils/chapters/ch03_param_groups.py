@@ -121,3 +121,67 @@ def param_groups_identity_lines() -> list[str]:
     kept[0]["lr"] = 0.001                             # a scheduler or helper writing through the old list
     return [f"after load_state_dict: the list kept before is optimizer.param_groups: {kept is optimizer.param_groups}",
             f"lr written through the kept list: 0.001; the optimizer's lr: {optimizer.param_groups[0]['lr']}"]
+
+
+def backbone_rate_run(seed: int, ratios=(0.0, 0.1, 1.0), lr: float = 3e-3, steps: int = 200) -> dict:
+    """A backbone pretrained on task A (8 classes read from a random teacher's features, 2,000 examples), then a new
+    head trained on task B (4 other classes from the same features, 100 examples) with Adam, the backbone at `lr`
+    times each ratio (0: frozen). Per ratio: task B's accuracy on 1,000 held-out examples, and task A's accuracy of
+    the backbone with its old head (what the pretraining still knows)."""
+    import copy
+    g = torch.Generator().manual_seed(seed)
+    teacher = nn.Sequential(nn.Linear(10, 32), nn.Tanh())
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+    read_a, read_b = torch.randn(32, 8, generator=g), torch.randn(32, 4, generator=g)
+
+    def task(n: int, readout: torch.Tensor):
+        x = torch.randn(n, 10, generator=g)
+        with torch.no_grad():
+            return x, (teacher(x) @ readout).argmax(1)
+
+    (xa, ya), (xb, yb), (xt, yt) = task(2000, read_a), task(100, read_b), task(1000, read_b)
+    torch.manual_seed(seed)
+    backbone = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
+    head_a = nn.Linear(64, 8)
+    optimizer = torch.optim.Adam([*backbone.parameters(), *head_a.parameters()], lr=3e-3)
+    for _ in range(600):
+        i = torch.randint(0, 2000, (128,))
+        optimizer.zero_grad()
+        F.cross_entropy(head_a(backbone(xa[i])), ya[i]).backward()
+        optimizer.step()
+    with torch.no_grad():
+        before = (head_a(backbone(xa)).argmax(1) == ya).float().mean().item()
+    out = {"task A before": before}
+    for ratio in ratios:
+        tuned = copy.deepcopy(backbone)
+        torch.manual_seed(seed + 100)
+        head = nn.Linear(64, 4)
+        groups = [{"params": head.parameters(), "lr": lr}]
+        if ratio:
+            groups.append({"params": tuned.parameters(), "lr": lr * ratio})
+        optimizer = torch.optim.Adam(groups)
+        for _ in range(steps):
+            optimizer.zero_grad()
+            F.cross_entropy(head(tuned(xb)), yb).backward()
+            optimizer.step()
+        with torch.no_grad():
+            out[ratio] = ((head(tuned(xt)).argmax(1) == yt).float().mean().item(),
+                          (head_a(tuned(xa)).argmax(1) == ya).float().mean().item())
+    return out
+
+
+def backbone_rate_lines(seeds=range(5)) -> list[str]:
+    """The runs over seeds, as chapter 3 prints them."""
+    from course_utils.infra.parallel import map_runs
+    runs = map_runs(backbone_rate_run, [(s,) for s in seeds])
+    n = len(runs)
+    spread = [max(r[x][0] for x in (0.0, 0.1, 1.0)) - min(r[x][0] for x in (0.0, 0.1, 1.0)) for r in runs]
+    return [f"task A accuracy after pretraining at least 0.75 on {sum(r['task A before'] >= 0.75 for r in runs)} of {n}; "
+            f"then, after fine-tuning on task B:",
+            f"  frozen backbone:            task A accuracy unchanged on {sum(r[0.0][1] == r['task A before'] for r in runs)} of {n}",
+            f"  backbone at lr/10:          task A accuracy above 0.68 on {sum(r[0.1][1] > 0.68 for r in runs)} of {n}",
+            f"  backbone at the head's lr:  task A accuracy below 0.66 on {sum(r[1.0][1] < 0.66 for r in runs)} of {n}",
+            f"task B accuracy (1,000 held-out examples) of the three within 0.06 of each other on "
+            f"{sum(v < 0.06 for v in spread)} of {n}"]

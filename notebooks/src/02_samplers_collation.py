@@ -317,6 +317,26 @@ print("last 3 batches  [dogs, cats]:", no_repl.counts[-3:])
 print("totals:", no_repl.totals, "| distinct examples:", no_repl.distinct)
 
 # %% [markdown]
+# ### Segmentation: one label per pixel, one weight per image
+#
+# A segmentation mask has many classes per image, so "the class of an example" does not exist and the recipe above
+# needs one more step: give each class the weight 1 / (the images showing it), and each image the largest weight
+# among its classes (`segmentation_weights` in `course_utils/chapters/ch02_sampling.py`). 400 masks, a rare class
+# 2 as a small blob in a tenth of them, 300 batches of 16 drawn each way:
+
+# %% tags=["answers-segmentation-sampler"]
+from course_utils.chapters.ch02_sampling import segmentation_sampler_lines
+
+print("\n".join(segmentation_sampler_lines()))
+
+# %% [markdown]
+# The per-image weights balance the *images*: half of each batch now shows class 2, five times as many as shuffled.
+# They cannot balance the *pixels*: class 2 fills a small corner of the images that show it, so its share of the
+# pixels stays a few percent. Pixel imbalance inside an image is the loss's job (class weights in
+# `CrossEntropyLoss(weight=...)`, or a Dice loss); the sampler decides which images a batch holds. The sampler goes
+# to `DataLoader(sampler=...)` without `shuffle=True`, as above.
+
+# %% [markdown]
 # ### Try it: sampling strategies
 #
 # The three samplers side by side. Change the batch size, the number of batches, and replacement.

@@ -1311,6 +1311,23 @@ for what, lrs in group_lr_helpers().items():
 # The first helper erases the ratio at its first call: from then on the backbone trains at the head's rate. A
 # helper must scale each group's own rate, as every torch scheduler does (each group keeps its `initial_lr`).
 #
+# Why a smaller rate for the backbone at all? A backbone pretrained on task A (8 classes, 2,000 examples), then a
+# new head trained on task B (4 other classes read from the same features, only 100 examples) with the backbone
+# frozen, at a tenth of the head's rate, and at the head's rate; task A's accuracy, read through the old head,
+# measures what the pretraining still knows. Five seeds:
+
+# %% tags=["answers-backbone-rate"]
+from course_utils.chapters.ch03_param_groups import backbone_rate_lines
+
+print("\n".join(backbone_rate_lines()))
+
+# %% [markdown]
+# At the head's rate the backbone's features are rewritten for the 100 new examples: task A's accuracy falls from
+# at least 0.75 to below 0.66, while task B gains nothing over a frozen or slowed backbone. A tenth keeps most of
+# the pretrained features and still lets them adapt. How much a new task gains from adapting them depends on how
+# far it is from the pretraining; here nothing, since task B reads the very features task A was built from. The
+# smaller rate protects what the backbone already knows.
+#
 # Groups carry other settings too, and the most common split is by weight decay: decay the weight matrices, not
 # the biases and normalisation gains (nanoGPT and most fine-tuning scripts split by `p.ndim >= 2`). A gain's
 # neutral value is 1; decay pulls it towards 0. The split on a small MLP with two LayerNorms, then what goes
