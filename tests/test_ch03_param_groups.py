@@ -36,6 +36,7 @@ def test_the_printed_errors_are_torchs_and_unfreezing_needs_add_param_group():
     assert unfreeze[0].endswith("a .grad: True; one step moved it: False")
     assert unfreeze[1].endswith("moved it: True")
     assert unfreeze[2].endswith("ValueError: loaded state dict has a different number of parameter groups")
+    assert unfreeze[3].endswith("groups 2, the head's momentum kept: True")
 
 
 def test_load_state_dict_replaces_the_param_groups_list_so_a_kept_reference_is_cut_off():

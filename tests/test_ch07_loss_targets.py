@@ -68,7 +68,8 @@ def test_kl_div_reads_log_probabilities_against_probabilities_and_the_t_squared_
 def test_minus_100_as_an_index_is_a_real_token_and_torchs_ignore_index_skips_the_target(vocab):
     from course_utils.chapters.ch07_loss_targets import smoothing_index_lines
     lines = smoothing_index_lines(vocab=vocab)
-    assert f"the entry zeroed is [{vocab - 100}]" in lines[0] and lines[1].endswith("True")
+    assert f"the entry zeroed is [{vocab - 100}]" in lines[0] and lines[2].endswith("True")
+    assert lines[1].endswith(f"RuntimeError: index -100 is out of bounds for dimension 1 with size {vocab}")
 
 
 @pytest.mark.parametrize("boxes", [(1, 5, 0), (2, 2), (0, 3, 1, 4)])
@@ -83,3 +84,4 @@ def test_box_normalised_weights_follow_the_counts_and_an_empty_batch_is_0_over_0
     weights = [round(g * n, 3) for g, n in zip(sums.grad.tolist(), boxes)]
     assert f"weigh {weights} of the loss" in lines[0]
     assert "0 / 0 = nan; with the count clamped to at least 1: 0.0" in lines[1]
+    assert lines[3].endswith("gradient all 0") and lines[4].endswith("gradient NaN")

@@ -457,8 +457,8 @@ def segmentation_weights(masks: torch.Tensor) -> torch.Tensor:
 
 def segmentation_sampler_lines(n: int = 400, rare_share: float = 0.1, size: int = 16, batch_size: int = 16,
                                batches: int = 300, seed: int = 0) -> list[str]:
-    """A segmentation set whose class 2 appears in `rare_share` of the images (a small blob), drawn shuffled and
-    through a WeightedRandomSampler with per-image weights (chapter 2): images showing class 2 per batch, and class 2's
+    """A segmentation set whose class 2 appears in `rare_share` of the images (a small blob), drawn uniformly (with
+    replacement, as many draws) and through a WeightedRandomSampler with per-image weights (chapter 2): images showing class 2 per batch, and class 2's
     share of the batches' pixels."""
     g = torch.Generator().manual_seed(seed)
     masks = (torch.rand(n, size, size, generator=g) > 0.5).long()               # classes 0 and 1 everywhere
@@ -467,7 +467,7 @@ def segmentation_sampler_lines(n: int = 400, rare_share: float = 0.1, size: int 
     weights = segmentation_weights(masks)
     lines = [f"{n} masks of {size}x{size}: class 2 in {len(rare)} images ({rare_share:.0%}), "
              f"{(masks == 2).float().mean().item():.2%} of all pixels"]
-    for name, sampler in (("shuffled", RandomSampler(range(n), replacement=True, num_samples=batch_size * batches,
+    for name, sampler in (("uniform draws", RandomSampler(range(n), replacement=True, num_samples=batch_size * batches,
                                                     generator=torch.Generator().manual_seed(seed))),
                           ("per-image weights", WeightedRandomSampler(weights, batch_size * batches, replacement=True,
                                                                       generator=torch.Generator().manual_seed(seed)))):

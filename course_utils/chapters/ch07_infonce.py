@@ -100,11 +100,11 @@ def batch_lines(seeds=range(5), sizes=(8, 64, 256)) -> list[str]:
         (whole,) = torch.autograd.grad(big, first)
         small = sum(nt_xent(first[i:i + 64], second[i:i + 64]) for i in range(0, 256, 64)) / 4
         (accumulated,) = torch.autograd.grad(small, first)
-        lower += small.item() < big.item() - 1
+        lower += abs(big.item() - small.item() - math.log(511 / 127)) < 0.1
         differs += ((whole - accumulated).norm() / whole.norm()).item() > 0.25
     lines.append(f"256 close pairs as one batch against 4 accumulated micro-batches of 64 (the same pairs): the "
-                 f"accumulated loss lower by over 1 on {lower} of {n_seeds} seeds (log(511/127) = "
-                 f"{math.log(511 / 127):.2f}), its gradient off the whole batch's by over a quarter of its size on "
+                 f"accumulated loss lower by log(511/127) = {math.log(511 / 127):.2f} (within 0.1) on {lower} of "
+                 f"{n_seeds} seeds, its gradient off the whole batch's by over a quarter of its size on "
                  f"{differs} of {n_seeds}")
     return lines
 

@@ -319,10 +319,17 @@ def smoothing_index_lines(vocab: int = 1000, ignore_index: int = -100) -> list[s
     zeroed = (buffer == 0).nonzero().flatten().tolist()
     g = torch.Generator().manual_seed(1)
     logits, targets = torch.randn(4, vocab, generator=g), torch.tensor([3, 7, ignore_index, ignore_index])
+    smoothed = torch.full((4, vocab), 0.1 / (vocab - 2))
+    try:
+        smoothed.scatter_(1, targets[:, None], 0.9)          # the usual hand-written loss: the target's share
+        scatter = "ran"
+    except RuntimeError as error:
+        scatter = f"RuntimeError: {error}"
     ce = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=ignore_index)(logits, targets)
     real = nn.CrossEntropyLoss(label_smoothing=0.1)(logits[:2], targets[:2])
     return [f"buffer of {vocab} smoothed probabilities, buffer[{ignore_index}] = 0: the entry zeroed is {zeroed}, "
             f"token {zeroed[0]} of the vocabulary",
+            f"scatter_ of the targets' share with padded targets of {ignore_index}: {scatter}",
             f"CrossEntropyLoss(label_smoothing=0.1, ignore_index={ignore_index}) on 2 real and 2 padded targets "
             f"equals the loss of the 2 real ones alone: {torch.allclose(ce, real)}"]
 
@@ -337,9 +344,19 @@ def box_normaliser_lines(boxes=(1, 5, 0)) -> list[str]:
     guarded = torch.zeros(0).sum() / torch.tensor(0.0).clamp(min=1)
     with_boxes = sum(1 for n in boxes if n)
     per_image = [round(1 / with_boxes, 3) if n else 0.0 for n in boxes]
+    grads = {}
+    for how in ("selected by indexing", "masked by multiplying"):
+        out = torch.randn(4, generator=torch.Generator().manual_seed(0), requires_grad=True)   # 4 box predictions
+        present = torch.zeros(4, dtype=torch.bool)                                            # none is a box
+        terms = out[present].abs() if how == "selected by indexing" else out.abs() * present
+        loss = terms.sum() / present.sum()
+        loss.backward()
+        grads[how] = (loss.item(), "NaN" if out.grad.isnan().any() else "all 0" if (out.grad == 0).all() else "finite")
     return [f"a batch of {len(boxes)} images with {list(boxes)} boxes, divided by its {total} boxes: the images weigh "
             f"{[round(w, 3) for w in weights]} of the loss",
             f"a batch whose images hold no box: 0 / 0 = {empty.item()}; with the count clamped to at least 1: "
             f"{guarded.item()}",
             f"each image's loss divided by its own boxes, then averaged over the images that have some: the images "
-            f"weigh {per_image}"]
+            f"weigh {per_image}",
+            *(f"no box in the batch, box terms {how}: loss {value}, gradient {grad}" for how, (value, grad) in
+              grads.items())]

@@ -264,7 +264,7 @@ print(f"distinct examples in that epoch: {len(seen)} of {len(ys)} (dogs {sum(ys[
 # epoch ends. Here it is `len(labels)` = 1,000 draws (32 batches); below we ask for 500 batches'
 # worth (16,000 draws) to measure averages, and call that "500 batches", not an epoch. Drawn with
 # replacement, such an "epoch" is not one pass over the data: half its draws are the 100 cats, so each comes back
-# about five times, while most dogs are not drawn at all (the second line). The model sees every dog only over
+# about five times, while most dogs are not drawn at all (the last line). The model sees every dog only over
 # several epochs; the weights trade passes over the majority for balanced batches.
 #
 # Two mistakes people make first, run here. Passing both a sampler and `shuffle=True`:
@@ -322,7 +322,7 @@ print("totals:", no_repl.totals, "| distinct examples:", no_repl.distinct)
 # A segmentation mask has many classes per image, so "the class of an example" does not exist and the recipe above
 # needs one more step: give each class the weight 1 / (the images showing it), and each image the largest weight
 # among its classes (`segmentation_weights` in `course_utils/chapters/ch02_sampling.py`). 400 masks, a rare class
-# 2 as a small blob in a tenth of them, 300 batches of 16 drawn each way:
+# 2 as a small blob in a tenth of them, 300 batches of 16 drawn each way (uniformly, then with the weights):
 
 # %% tags=["answers-segmentation-sampler"]
 from course_utils.chapters.ch02_sampling import segmentation_sampler_lines
@@ -330,7 +330,8 @@ from course_utils.chapters.ch02_sampling import segmentation_sampler_lines
 print("\n".join(segmentation_sampler_lines()))
 
 # %% [markdown]
-# The per-image weights balance the *images*: half of each batch now shows class 2, five times as many as shuffled.
+# The per-image weights balance the *images*: half of each batch now shows class 2, five times as many as uniform
+# draws give.
 # They cannot balance the *pixels*: class 2 fills a small corner of the images that show it, so its share of the
 # pixels stays a few percent. Pixel imbalance inside an image is the loss's job (class weights in
 # `CrossEntropyLoss(weight=...)`, or a Dice loss); the sampler decides which images a batch holds. The sampler goes
@@ -560,8 +561,8 @@ print("\n".join(label_padding_lines()))
 # collate pads: the two together leave only the response tokens in the loss. `attention_mask` is a separate
 # matter, for the model's attention; it does not touch the loss.
 #
-# Graphs are collated without padding: graph libraries (PyTorch Geometric, DGL) stack every graph's node features
-# into one tensor and keep a batch vector, each node's graph index. Whatever reduces per graph (pooling, a loss per
+# Graphs are collated without padding: PyTorch Geometric stacks every graph's node features into one tensor and
+# keeps a batch vector, each node's graph index (DGL keeps each graph's node count instead). Whatever reduces per graph (pooling, a loss per
 # graph) needs the number of graphs, and a reduction that reads it from the largest index loses the graphs at the
 # end that have no nodes. Three graphs of 0, 3 and 0 nodes:
 

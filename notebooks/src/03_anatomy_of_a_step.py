@@ -1054,7 +1054,8 @@ from course_utils.chapters.ch03_autograd_extras import fractional_power_lines
 print("\n".join(fractional_power_lines()))
 
 # %% [markdown]
-# With γ = 2 the derivative at 0 is 0, and γ < 1 NaNs the whole batch's gradient through one confident example.
+# With γ = 2 the derivative at 0 is 0. With γ < 1 the confident example's row of `logits.grad` is NaN, and through
+# it every weight's gradient, since a weight's gradient sums over the batch.
 # Two implementations that print the same loss can differ exactly here: one computes the base another way or
 # clamps it. If rounding makes the base slightly negative (a CE that comes out a hair below 0), the fractional
 # power is NaN already in the forward. Clamp the base away from 0 before the power.
@@ -1290,11 +1291,12 @@ for what, result in lbfgs_calls().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
-# LBFGS's `step(closure)` runs up to `max_iter` iterations, each calling the closure, and stops early when the
-# gradient or the change in the loss falls below its tolerances (`tolerance_grad`, `tolerance_change`). Its
+# LBFGS's `step(closure)` runs up to `max_iter` iterations, calling the closure at least once per iteration (more
+# with a line search), and stops early at `max_eval` closure calls (1.25 × `max_iter` by default) or when the
+# gradient, the step or the change in the loss falls below its tolerances (`tolerance_grad`, `tolerance_change`). Its
 # curvature history lives in the optimizer's state, so ten calls of 20 iterations continue one run: on the
-# Rosenbrock function (6 dimensions, from −1.5) they ended on the very point one call of 200 reached, with a few
-# more closure calls. The closure may be called many times per step, at new weights each time: it must run the
+# Rosenbrock function (6 dimensions, from −1.5) they ended on the very point one call of 200 reached, with more
+# closure calls. The closure may be called many times per step, at new weights each time: it must run the
 # forward itself (above: a forward made outside it fails).
 #
 # Parameter groups are how a fine-tune gives a pretrained backbone a tenth of the head's rate. Many training
@@ -1322,14 +1324,14 @@ from course_utils.chapters.ch03_param_groups import backbone_rate_lines
 print("\n".join(backbone_rate_lines()))
 
 # %% [markdown]
-# At the head's rate the backbone's features are rewritten for the 100 new examples: task A's accuracy falls from
-# at least 0.75 to below 0.66, while task B gains nothing over a frozen or slowed backbone. A tenth keeps most of
-# the pretrained features and still lets them adapt. How much a new task gains from adapting them depends on how
-# far it is from the pretraining; here nothing, since task B reads the very features task A was built from. The
-# smaller rate protects what the backbone already knows.
+# Adapting the backbone gained task B a point or more over freezing it, at a tenth of the head's rate as much as
+# at the full rate. The full rate paid for it with the pretraining: the backbone's features were rewritten for the
+# 100 new examples, and task A's accuracy fell from at least 0.75 to below 0.66, where a tenth kept it above 0.68.
+# The smaller rate buys the same adaptation here while protecting what the backbone already knows.
 #
 # Groups carry other settings too, and the most common split is by weight decay: decay the weight matrices, not
-# the biases and normalisation gains (nanoGPT and most fine-tuning scripts split by `p.ndim >= 2`). A gain's
+# the biases and normalisation gains (nanoGPT and timm split by dimension, `p.ndim >= 2`; the Hugging Face Trainer
+# by module type and name). A gain's
 # neutral value is 1; decay pulls it towards 0. The split on a small MLP with two LayerNorms, then what goes
 # wrong when building groups by hand:
 
@@ -1339,7 +1341,7 @@ from course_utils.chapters.ch03_param_groups import group_lines, unfreeze_lines
 print("\n".join(group_lines()))
 
 # %% [markdown]
-# Decay on everything held the gains below 1 on every seed; with the split they grew past it. What that does to
+# Decay on everything held the mean gain below 1 on every seed; with the split it grew past 1. What that does to
 # the loss depends on the model; this cell measures only what decay does to which tensor. Torch refuses a parameter in two groups, but not a parameter in none: a
 # split by name that misses a kind of tensor freezes it without a word. Count what the groups hold against
 # `model.parameters()`, as for any optimizer.
@@ -1358,12 +1360,14 @@ print("\n".join(param_groups_identity_lines()))
 # Excluding a part from the optimizer keeps its weights, but autograd still computes its gradients (memory and
 # time for nothing): set `requires_grad_(False)` as well. An optimizer's state is stored per group and per
 # position, so a checkpoint saved with one group cannot be loaded into two; resume the frozen phase with its own
-# optimizer, or start the unfrozen phase's optimizer from scratch (loading the weights only).
+# optimizer, or build the optimizer as it was in the frozen phase, load its state, then `add_param_group` the
+# backbone (the head keeps its momentum: the fourth line). A checkpoint saved after the unfreezing holds two groups
+# and loads only into an optimizer built with both.
 #
 # Loading replaces more than the numbers: `load_state_dict` builds new group dicts in a new `param_groups` list
-# (the last two lines). Code that kept a reference to the old list, as some optimizer wrappers do to share the
-# optimizer's settings (a learner found apex's LARC cut off this way after a resume), writes into a list the
-# optimizer no longer reads. After loading, read `optimizer.param_groups` again, or build the wrapper around the
+# (the last two lines). Code that kept a reference to the old list to share the optimizer's settings (older
+# versions of apex's LARC wrapper did, NVIDIA/apex#766; it now reads the list through a property), writes into a
+# list the optimizer no longer reads. After loading, read `optimizer.param_groups` again, or build the wrapper around the
 # loaded optimizer.
 #
 # Which weights does a step move? Embedding rows 1 and 2 are used by the first batch and row 3 alone by the

@@ -840,6 +840,31 @@ print("parameters that trained:", sum("running" not in k and "num_batches" not i
 # everywhere but in one layer, and lets that one adapt to the new data. Call `model.eval()` and that layer's
 # `train()` again after anything that resets the mode (an evaluation that ends with `model.train()`).
 #
+# Train mode couples the examples of a batch: each one is normalised with statistics that every other one helped
+# compute. Example 1 moved by 5 in every feature, and how far example 0's output moves, for a batch of 8, 64 and
+# 512 (the global batch a `SyncBatchNorm` over 8 ranks of 64 would see):
+
+# %% tags=["answers-bn-coupling"]
+for size in (8, 64, 512):
+    torch.manual_seed(0)
+    norm = nn.BatchNorm1d(4)
+    batch = torch.randn(size, 4)
+    moved = batch.clone()
+    moved[1] += 5.0
+    shifts = []
+    for mode in ("train", "eval"):
+        norm.train(mode == "train")
+        with torch.no_grad():
+            shifts.append((norm(moved)[0] - norm(batch)[0]).abs().max().item())
+    print(f"batch {size:>3}: example 0's output moved by {sig(shifts[0], 2)} in train mode, {sig(shifts[1], 2)} in eval mode")
+
+# %% [markdown]
+# The coupling shrinks as the batch grows and is never 0 in train mode: one example's normalised output carries a
+# little of every other example in its batch. A model can learn to use that channel: MoCo's authors found their
+# contrastive model "cheating" through it, and shuffle the batch across GPUs before the key encoder's BatchNorm, so
+# that a key is normalised with other examples than its query. `SyncBatchNorm` does not close the channel; it
+# dilutes it over a larger batch. In eval mode the channel is closed.
+#
 # An evaluation function unfreezes it the same way when it puts the mode back with `model.train(was)`: that
 # sets every layer to the model's flag. Put back each layer's own flag instead, as chapter 9's `evaluate`
 # does:

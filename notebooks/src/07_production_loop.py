@@ -296,10 +296,9 @@ from course_utils.chapters.ch07_checkpoint_travel import resume_without_optimize
 print("\n".join(resume_without_optimizer_lines(seeds=range(5))))
 
 # %% [markdown]
-# Here a fresh Adam cost a detour, not the run: the loss climbed to at least twice the uninterrupted run's, then,
-# as the moments filled again, came back to its level. Where it lands is not the uninterrupted run's point: the
-# jump sends each seed somewhere else (which seeds end above and which below changes with the last bits of the
-# arithmetic), so the line counts only what holds on every machine. How long the detour lasts depends on the
+# Here a fresh Adam cost a detour, not the run: the loss climbed to at least twice the uninterrupted run's, then
+# came back to within a factor 3 of it on every seed. Where it lands is not the uninterrupted run's point, and the
+# line counts only a bound that does not depend on a seed's last bits. How long the detour lasts depends on the
 # learning rate and the model; only this spiral was run. Keeping the optimizer's state avoids the question.
 #
 # The schedule's position is the next piece people leave out: the scheduler is built again in the resumed script,
@@ -1066,7 +1065,8 @@ print("\n".join(logged_lr_lines()))
 # 0.0199: the warmup ran, the log did not see it. Log `optimizer.param_groups[0]["lr"]`, the rate the next
 # `step()` uses, or the chain's report, which reads it back. A wrapper's period counts its calls: stepped once
 # per epoch, 5 means five epochs of warmup, not five updates. `step(epoch)` still works on torch 2.13 but warns,
-# and it sets the rate from the scheduler's closed form at that epoch, computed from the initial rate: whatever
+# and for the schedulers that have a closed form (CosineAnnealingLR here; not MultiplicativeLR, which multiplies the
+# current rate) it sets the rate from that form at the epoch, computed from the initial rate: whatever
 # wrote the rate before it is overwritten (0.001 became 0.0495, the cosine's own value at 1.5). To warm up per update, step the wrapper and the
 # schedule once per update and size both in updates.
 
@@ -1725,7 +1725,8 @@ print("\n".join(denominator_lines()))
 # %% [markdown]
 # So a library whose denominator seems to hold "only the negatives" is usually summing over all 2N − 1 others,
 # the positive among them (a softmax's denominator contains its numerator's term). A same-class pair is pushed
-# apart by NT-Xent and pulled together by SupCon: with many examples per class in a batch, that is the difference.
+# apart by NT-Xent and pulled together by SupCon (as long as that positive's share of the softmax is below one over
+# the anchor's number of positives, the usual case): with many examples per class in a batch, that is the difference.
 #
 # The batch is the pool of negatives, so its size is part of the loss. Embeddings with nothing learned score about
 # log(2N − 1), and InfoNCE's guarantee (the mutual information is at least log(2N − 1) minus the loss) can never
@@ -1740,7 +1741,7 @@ print("\n".join(batch_lines()))
 # about log(511/127), with a gradient of its own, not the big batch's. What the batch size then does to the
 # learned embeddings is not measured here; SimCLR's paper reports its largest gains from big batches in short
 # training, shrinking with longer training. To get more negatives than fit in memory, MoCo keeps a queue of
-# embeddings from earlier batches (made by a slowly moving copy of the encoder, no gradient) as extra negatives,
+# embeddings from earlier batches (made by a slowly moving copy of the encoder, no gradient) as its negatives,
 # and gradient caching computes the big batch's loss in chunks: both change the pool, which accumulation cannot.
 #
 # Under DDP each rank holds a slice of the batch, and implementations gather every rank's embeddings so that each
@@ -1799,9 +1800,12 @@ print("\n".join(gan_saturation_lines()))
 # %% [markdown]
 # As the discriminator's loss on a fake falls to 0.0003, the minimax generator's gradient falls with it, to
 # 0.0003: the generator stops learning exactly when it is worst. The non-saturating loss keeps a gradient near 1
-# there; that is why it replaced the minimax form. So a discriminator loss stuck at 0 means the generator is
-# starved. The usual remedies weaken the discriminator (fewer of its updates, smoothed labels) or replace the loss
-# by one that cannot saturate (WGAN's critic, whose output is not a probability); neither is run here.
+# there; that is why it replaced the minimax form. With the minimax loss, a discriminator loss stuck at 0 starves
+# the generator. With the non-saturating one the logit's gradient survives, but a discriminator that wins outright
+# is still a failure: the gradient it gives with respect to the generator's samples tends to be unstable or
+# uninformative (Arjovsky and Bottou, 2017), which this cell does not measure. The usual remedies weaken the
+# discriminator (fewer of its updates, smoothed labels) or replace the loss by one that cannot saturate (WGAN's
+# critic, whose output is not a probability); neither is run here.
 #
 # ### What each loss takes as a target
 #
@@ -1845,7 +1849,7 @@ for check, value in broadcast_checks().items():
 # Two more targets that a loss reads in its own way. Knowledge distillation's `F.kl_div(input, target)` reads
 # `input` as log-probabilities and `target` as probabilities (or log-probabilities with `log_target=True`), and
 # sums target × (log target − input). And a label-smoothing loss written by hand that zeroes
-# `buffer[ignore_index]` to keep padding out, with the default -100. A student and a teacher over 5 classes, a
+# `buffer[padding_idx]` to keep the pad token out of the smoothed target, handed the default `ignore_index`, -100. A student and a teacher over 5 classes, a
 # vocabulary of 1,000:
 
 # %% tags=["answers-kl-div-inputs", "answers-smoothing-index"]
@@ -1859,9 +1863,11 @@ print("\n".join(smoothing_index_lines()))
 # torch computes the teacher's log itself from a probability and takes the student's as given. Softmax on both
 # hands kl_div probabilities where it expects logs, and the result is not a divergence (negative here). Multiply
 # the term by T² when it is mixed with a hard-label loss, as Hinton et al. do: its gradient shrinks as 1/T² (the
-# fifth line), and the factor gives it back the same size at every T. In Python, -100 as an index is the 100th entry from the end: the hand-written loss zeroed a
-# real token's share and still counts its padded positions. torch's loss compares each target with
-# `ignore_index`; a hand-written one must mask the padded rows itself.
+# fifth line), and the factor gives it back the same size at every T. Zeroing `buffer[padding_idx]` is meant for a
+# real pad id: it keeps the pad token's class out of the smoothed target. Given -100, Python counts from the end and
+# zeroes token 900's share instead, and the padded rows still need their own mask: the usual `scatter_` of each
+# target's share raises on a target of -100. torch's loss compares each target with `ignore_index` and drops those
+# rows; a hand-written one must compare and mask them itself.
 #
 # Detection losses divide by a count the data decides: the box losses of a batch are summed and divided by the
 # number of boxes in it. Three images holding 1, 5 and 0 boxes, every box's loss set to 1 to read the weights:
@@ -1875,7 +1881,9 @@ print("\n".join(box_normaliser_lines()))
 # Divided by the batch's boxes, every box weighs the same, so an image weighs by its box count: the crowded image
 # takes five sixths of the loss. Divided per image, every image with boxes weighs the same. Neither is wrong; they
 # are different losses, and the choice is the mean's denominator again (chapter 4). A batch with no box at all
-# divides 0 by 0, a NaN that reaches every weight through the next step: clamp the count to at least 1. Multiplying
+# divides 0 by 0: the loss is NaN (and a logged epoch mean with it), and if the box terms were masked by
+# multiplying, the gradient is NaN too, which the next step writes into every weight (the last two lines); selected
+# by indexing, the gradient is 0. Clamp the count to at least 1. Multiplying
 # a loss by the batch size (a sum over images instead of a mean) is a constant factor: SGD's steps grow with it
 # and Adam's do not (chapter 3), and any loss term added to it must carry the same factor to keep its share.
 
