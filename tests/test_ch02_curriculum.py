@@ -4,7 +4,7 @@ import random
 import pytest
 from torch.utils.data import DataLoader
 
-from course_utils.chapters.ch02_sampling import CurriculumSampler, curriculum_lines
+from course_utils.chapters.ch02_custom_samplers import CurriculumSampler, curriculum_lines
 
 
 def test_the_curriculum_sampler_runs_easy_to_hard_each_epoch_and_deals_every_example_once_over_ranks():
@@ -39,7 +39,7 @@ def test_segmentation_weights_give_each_image_its_rarest_class_weight():
     """The oracle: counted by hand on three tiny masks."""
     import torch
 
-    from course_utils.chapters.ch02_sampling import segmentation_sampler_lines, segmentation_weights
+    from course_utils.chapters.ch02_custom_samplers import segmentation_sampler_lines, segmentation_weights
     masks = torch.tensor([[[0, 1]], [[0, 0]], [[2, 1]]])            # class 0 in 2 images, 1 in 2, 2 in 1
     assert segmentation_weights(masks).tolist() == [0.5, 0.5, 1.0]
     lines = segmentation_sampler_lines(n=200, batches=100)

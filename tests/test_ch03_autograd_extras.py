@@ -105,7 +105,7 @@ def test_extra_none_gradients_are_dropped_and_a_module_backward_is_never_called(
 def test_per_sample_gradients_match_one_backward_per_example():
     """The chapter's vmap lines against an independent oracle: backward on each example alone."""
     from torch import nn
-    from course_utils.chapters.ch03_autograd_extras import per_sample_gradient_lines
+    from course_utils.chapters.ch03_func_transforms import per_sample_gradient_lines
     lines = per_sample_gradient_lines(batch=6)
     assert "shape (1,) (one example), outside (6, 1)" in lines[0]
     assert "(6, 5, 4); equal to a loop over the examples: True; their mean is the batch's .grad: True" in lines[1]
@@ -145,7 +145,7 @@ def test_a_fractional_power_at_zero_nans_the_gradient_and_a_clamp_or_gamma_2_doe
 
 @pytest.mark.parametrize("a, b, alpha, w0", [(1.0, 3.0, 0.1, 0.5), (-2.0, 0.5, 0.3, 1.5)])
 def test_the_meta_gradient_is_first_order_without_create_graph_and_second_order_with_it(a, b, alpha, w0):
-    from course_utils.chapters.ch03_autograd_extras import meta_gradient_lines
+    from course_utils.chapters.ch03_func_transforms import meta_gradient_lines
     adapted = w0 - alpha * 2 * (w0 - a)
     lines = meta_gradient_lines(a, b, alpha, w0)
     assert f"create_graph=False): {2 * (adapted - b):.4f}" in lines[1]
@@ -156,7 +156,7 @@ def test_eval_mode_per_example_gradients_of_a_batchnorm_model_equal_a_loop_of_ba
     """The oracle for the one line that runs: each example's own backward, in eval mode, as a batch of one."""
     from torch.func import functional_call, grad, vmap
 
-    from course_utils.chapters.ch03_autograd_extras import vmap_batchnorm_lines
+    from course_utils.chapters.ch03_func_transforms import vmap_batchnorm_lines
     lines = vmap_batchnorm_lines()
     assert lines[0].startswith("train mode") and "RuntimeError" in lines[0]
     assert "ValueError: expected 2D or 3D input" in lines[1] and lines[2].endswith("(8, 5, 4)")

@@ -42,6 +42,6 @@ def test_clipping_before_a_step_that_normalises_the_gradient_changes_nothing():
 
 @pytest.mark.parametrize("start", [-1.5, 2.5])
 def test_lbfgs_calls_continue_one_run_from_any_start(start):
-    from course_utils.chapters.ch03_clip_optim import lbfgs_calls
+    from course_utils.chapters.ch03_lbfgs import lbfgs_calls
     for result in lbfgs_calls(start=start, dims=4).values():
         assert result.startswith("same final point: True; final loss below 1e-9: True")

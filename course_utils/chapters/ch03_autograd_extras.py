@@ -282,59 +282,6 @@ def masked_nan_lines() -> list[str]:
     return lines
 
 
-def per_sample_gradient_lines(batch: int = 10) -> list[str]:
-    """Per-example gradients with torch.func (what differential-privacy and data-attribution tools need): vmap runs
-    the loss of ONE example per call, so inside it the batch dimension is gone; the results equal a Python loop
-    over the examples, and their mean is the batch's gradient. A forward written for a batch (indexing dim 1 as
-    features) breaks under vmap; indexing from the end works both ways. A gradient hook on an activation already
-    sees one row per example; a parameter's .grad is the sum over the batch."""
-    from torch.func import functional_call, grad, vmap
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 1))
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    x, y = torch.randn(batch, 4), torch.randn(batch, 1)
-    seen: list[tuple[int, ...]] = []
-
-    def loss_one(p, xi, yi, shift):
-        h = functional_call(model, p, (xi,))
-        seen.append(tuple(h.shape))
-        h = shift(h)
-        return nn.functional.mse_loss(h, yi)
-
-    def batch_indexing(h):
-        h = h.clone()
-        h[:, 0] += 3                # written for a (batch, features) tensor
-        return h
-
-    def end_indexing(h):
-        h = h.clone()
-        h[..., 0] += 3              # the feature dimension counted from the end: any batch shape
-        return h
-
-    per_sample = vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, end_indexing)
-    loop = [grad(loss_one)(params, x[i], y[i], end_indexing) for i in range(batch)]
-    same = all(torch.allclose(per_sample[k][i], loop[i][k], atol=1e-6) for k in params for i in range(batch))
-    model.zero_grad()
-    nn.functional.mse_loss(end_indexing(model(x)), y).backward()
-    mean_is_batch = torch.allclose(per_sample["0.weight"].mean(0), model[0].weight.grad, atol=1e-6)
-    lines = [f"inside vmap the model's output has shape {seen[0]} (one example), outside {tuple(model(x).shape)}",
-             f"vmap(grad(loss)) over {batch} examples: '0.weight' gradients of shape "
-             f"{tuple(per_sample['0.weight'].shape)}; equal to a loop over the examples: {same}; their mean is the "
-             f"batch's .grad: {mean_is_batch}"]
-    try:
-        vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, batch_indexing)
-        lines.append("h[:, 0] += 3 inside vmap: ran")
-    except IndexError as error:
-        lines.append(f"h[:, 0] += 3 inside vmap: IndexError: {error}")
-    rows: list[tuple[int, ...]] = []
-    hidden = model[0](x)
-    hidden.register_hook(lambda g: rows.append(tuple(g.shape)))
-    nn.functional.mse_loss(model[2](model[1](hidden)), y).backward()
-    lines.append(f"a gradient hook on the hidden activation sees shape {rows[0]} (a row per example); "
-                 f"model[0].weight.grad has shape {tuple(model[0].weight.grad.shape)} (summed over the batch)")
-    return lines
-
-
 def unreached_parameter_lines() -> list[str]:
     """A parameter the forward uses but autograd cannot reach gets no .grad (and DDP reports it as unused): read
     through .data or .detach(), under no_grad, or through NumPy. One Linear's weight used four ways, each beside a
@@ -403,58 +350,4 @@ def fractional_power_lines() -> list[str]:
     (zero ** 0.5).backward()
     lines.append(f"d/dx x**0.5 at x = 0: {zero.grad.item()}; (-1e-7) ** 0.5 = {(torch.tensor(-1e-7) ** 0.5).item()}, "
                  f"(-1e-7) ** 2 = {(torch.tensor(-1e-7) ** 2).item():.0e}")
-    return lines
-
-
-def meta_gradient_lines(a: float = 1.0, b: float = 3.0, alpha: float = 0.1, w0: float = 0.5) -> list[str]:
-    """MAML's meta-gradient on one weight: an inner step w' = w - alpha * dL_train/dw with L_train = (w - a)^2, then
-    L_val(w') = (w' - b)^2 differentiated with respect to w. torch.autograd.grad without create_graph returns the
-    inner gradient as a constant: the first-order meta-gradient. With create_graph=True autograd differentiates
-    through it: the second-order one. Both against the hand-derived values."""
-    grads = {}
-    for create_graph in (False, True):
-        w = torch.tensor(w0, requires_grad=True)
-        (inner,) = torch.autograd.grad((w - a) ** 2, w, create_graph=create_graph)
-        ((w - alpha * inner - b) ** 2).backward()
-        grads[create_graph] = w.grad.item()
-    adapted = w0 - alpha * 2 * (w0 - a)
-    first, second = 2 * (adapted - b), 2 * (adapted - b) * (1 - 2 * alpha)
-    return [f"inner step w' = w - {alpha}·2(w - {a}) from w = {w0}; meta-gradient d(w' - {b})²/dw:",
-            f"  autograd.grad(..., create_graph=False): {grads[False]:.4f}; first-order by hand, 2(w' - b): {first:.4f}",
-            f"  autograd.grad(..., create_graph=True):  {grads[True]:.4f}; second-order by hand, 2(w' - b)(1 - 2·{alpha}): "
-            f"{second:.4f}"]
-
-
-def vmap_batchnorm_lines() -> list[str]:
-    """Per-example gradients (torch.func) of a model with BatchNorm: in train mode BatchNorm updates its running
-    statistics in place, which a function transform refuses; in eval mode it applies stored statistics, and works,
-    once the one example vmap hands over is given back a batch dimension of 1 (BatchNorm1d checks its input's
-    dimensions). torch's own messages."""
-    from torch.func import functional_call, grad, vmap
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Linear(5, 1))
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    buffers = dict(model.named_buffers())
-    x, y = torch.randn(8, 4), torch.randn(8, 1)
-
-    def loss_one(p, xi, yi, batch_of_one):
-        if batch_of_one:
-            xi, yi = xi.unsqueeze(0), yi.unsqueeze(0)
-        return nn.functional.mse_loss(functional_call(model, (p, buffers), (xi,)), yi)
-
-    lines = []
-    for mode, batch_of_one in (("train", True), ("eval", False), ("eval", True)):
-        model.train(mode == "train")
-        label = f"{mode} mode, {'x.unsqueeze(0)' if batch_of_one else 'x as vmap hands it'}"
-        try:
-            out = vmap(grad(loss_one), in_dims=(None, 0, 0, None))(params, x, y, batch_of_one)
-            lines.append(f"{label:<32}: per-example gradients of shape {tuple(out['0.weight'].shape)}")
-        except (RuntimeError, ValueError) as error:
-            lines.append(f"{label:<32}: {type(error).__name__}: {str(error).split('. ')[0]}")
-    conv = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)).eval()
-    try:
-        vmap(torch.func.jacrev(conv))(torch.randn(4, 1, 5, 5))
-        lines.append("Conv2d + BatchNorm2d, eval, jacrev under vmap: ran")
-    except ValueError as error:
-        lines.append(f"Conv2d + BatchNorm2d, eval, jacrev under vmap: ValueError: {error}")
     return lines

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.nn.utils import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 
+from course_utils.chapters.ch03_lbfgs import lbfgs_closures, least_squares_problem
+
 MARGIN = 2.0        # every run's final/start loss ratio is at least this factor away from the 0.1 line
 
 
@@ -78,15 +80,6 @@ def clipping_rules() -> dict[str, object]:
     return out
 
 
-def _problem(seed: int) -> tuple[torch.Tensor, torch.Tensor, nn.Linear]:
-    """Least squares with an exact solution: y = X w* + b*, X of 64 × 5, a fresh Linear(5, 1)."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(64, 5, generator=g)
-    y = x @ torch.randn(5, 1, generator=g) + 0.5
-    torch.manual_seed(seed)
-    return x, y, nn.Linear(5, 1)
-
-
 def optimizers() -> dict[str, Callable[[Iterable[torch.Tensor]], torch.optim.Optimizer]]:
     """name -> a builder of that optimizer at a learning rate that suits the problem (chapter 3)."""
     return {
@@ -106,7 +99,7 @@ def optimizers() -> dict[str, Callable[[Iterable[torch.Tensor]], torch.optim.Opt
 
 def optimizer_run(name: str, seed: int, steps: int = 50) -> float:
     """The final loss over the starting loss after `steps` steps (LBFGS: 5 calls of step(closure))."""
-    x, y, model = _problem(seed)
+    x, y, model = least_squares_problem(seed)
     optimizer = optimizers()[name](model.parameters())
 
     def closure() -> torch.Tensor:
@@ -154,7 +147,7 @@ def optimizer_knobs() -> dict[str, object]:
         optimizer.step()
     out["3 steps, pre hook removed before the third: pre, post calls"] = (calls["pre"], calls["post"])
     for maximize in (False, True):
-        x, y, lin = _problem(0)
+        x, y, lin = least_squares_problem(0)
         opt = torch.optim.Adam(lin.parameters(), lr=0.01, maximize=maximize)
         losses = []
         for _ in range(5):
@@ -169,7 +162,7 @@ def optimizer_knobs() -> dict[str, object]:
             "fell every step" if all(b < a for a, b in pairs) else "went both ways")
     weights = []
     for foreach in (False, True):
-        x, y, lin = _problem(1)
+        x, y, lin = least_squares_problem(1)
         opt = torch.optim.Adam(lin.parameters(), lr=0.01, foreach=foreach)
         for _ in range(10):
             opt.zero_grad()
@@ -239,61 +232,6 @@ def unused_rows() -> dict[str, bool]:
             optimizer.step()
         out[f"{label}: a step whose batch does not use row 1 moves row 1"] = \
             not torch.equal(emb.weight.detach()[1], before[1])
-    return out
-
-
-def lbfgs_closures() -> dict[str, str]:
-    """LBFGS calls its closure several times per step; a closure that reuses a forward computed before it (only
-    the loss and backward inside) backwards through the same graph again (chapter 3)."""
-    out = {}
-    for where in ("outside", "inside"):
-        x, y, lin = _problem(0)
-        opt = torch.optim.LBFGS(lin.parameters(), lr=1.0)
-        pred = lin(x)
-
-        def closure():
-            opt.zero_grad()
-            loss = nn.functional.mse_loss(lin(x) if where == "inside" else pred, y)
-            loss.backward()
-            return loss
-        try:
-            opt.step(closure)
-            fell = nn.functional.mse_loss(lin(x), y).item() < 1e-3 * nn.functional.mse_loss(pred, y).item()
-            result = f"ran; the loss fell below a thousandth of its start: {fell}"
-        except RuntimeError as e:
-            result = f"RuntimeError: {str(e).split(' (or ')[0].split('. ')[0]}"
-        out[f"LBFGS, the forward {where} the closure"] = result
-    return out
-
-
-def lbfgs_calls(start: float = -1.5, dims: int = 6) -> dict[str, str]:
-    """LBFGS on the Rosenbrock function from a far start (float64): one step(closure) with max_iter=200 against ten
-    with max_iter=20, with and without its line search. The optimizer's state (the curvature history, the last
-    direction and step) carries over from one call to the next, so the calls continue one run; each call begins by
-    evaluating the closure once more. Final points compared bitwise (chapter 3)."""
-    def rosenbrock(x: torch.Tensor) -> torch.Tensor:
-        return ((1 - x[:-1]) ** 2).sum() + 100 * ((x[1:] - x[:-1] ** 2) ** 2).sum()
-
-    out = {}
-    for search in (None, "strong_wolfe"):
-        ends = {}
-        for calls, max_iter in ((1, 200), (10, 20)):
-            x = torch.full((dims,), start, dtype=torch.float64, requires_grad=True)
-            opt = torch.optim.LBFGS([x], lr=1, max_iter=max_iter, line_search_fn=search)
-
-            def closure():
-                opt.zero_grad()
-                loss = rosenbrock(x)
-                loss.backward()
-                return loss
-            for _ in range(calls):
-                opt.step(closure)
-            state = opt.state[x]
-            ends[calls] = (x.detach().clone(), state["n_iter"], state["func_evals"], rosenbrock(x).item())
-        (one, it1, ev1, f1), (ten, _, ev10, _) = ends[1], ends[10]
-        out[f"LBFGS(line_search_fn={search!r}), 1 call of max_iter=200 against 10 of max_iter=20"] = (
-            f"same final point: {torch.equal(one, ten)}; final loss below 1e-9: {f1 < 1e-9}; the ten calls evaluated "
-            f"the closure more often: {ev10 > ev1}; the one call stopped before max_iter: {it1 < 200}")
     return out
 
 

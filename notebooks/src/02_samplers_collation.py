@@ -188,11 +188,11 @@ for what, result in sampler_knobs().items():
 # difficulty, and each epoch running from easy to hard. Sort the indices by difficulty, break ties at random
 # with a generator seeded by the epoch (so epochs differ, and a resumed run repeats them), and on several
 # processes deal the sorted order out round-robin, so that every rank climbs at the same pace.
-# `CurriculumSampler` in `course_utils/chapters/ch02_sampling.py` does this in 20 lines; 64 examples at 4
+# `CurriculumSampler` in `course_utils/chapters/ch02_custom_samplers.py` does this in 20 lines; 64 examples at 4
 # levels, through a real `DataLoader`:
 
 # %% tags=["answers-curriculum-sampler"]
-from course_utils.chapters.ch02_sampling import curriculum_lines
+from course_utils.chapters.ch02_custom_samplers import curriculum_lines
 
 print("\n".join(curriculum_lines()))
 
@@ -321,11 +321,11 @@ print("totals:", no_repl.totals, "| distinct examples:", no_repl.distinct)
 #
 # A segmentation mask has many classes per image, so "the class of an example" does not exist and the recipe above
 # needs one more step: give each class the weight 1 / (the images showing it), and each image the largest weight
-# among its classes (`segmentation_weights` in `course_utils/chapters/ch02_sampling.py`). 400 masks, a rare class
+# among its classes (`segmentation_weights` in `course_utils/chapters/ch02_custom_samplers.py`). 400 masks, a rare class
 # 2 as a small blob in a tenth of them, 300 batches of 16 drawn each way (uniformly, then with the weights):
 
 # %% tags=["answers-segmentation-sampler"]
-from course_utils.chapters.ch02_sampling import segmentation_sampler_lines
+from course_utils.chapters.ch02_custom_samplers import segmentation_sampler_lines
 
 print("\n".join(segmentation_sampler_lines()))
 

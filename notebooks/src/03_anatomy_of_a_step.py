@@ -1158,7 +1158,7 @@ print("\n".join(forward_hook_lines()))
 # runs it over the batch as if in a loop, so inside it each tensor has lost its batch dimension.
 
 # %% tags=["answers-per-sample-grads"]
-from course_utils.chapters.ch03_autograd_extras import per_sample_gradient_lines
+from course_utils.chapters.ch03_func_transforms import per_sample_gradient_lines
 
 print("\n".join(per_sample_gradient_lines()))
 
@@ -1174,7 +1174,7 @@ print("\n".join(per_sample_gradient_lines()))
 # removed. The same model three ways (torch's own messages):
 
 # %% tags=["answers-vmap-batchnorm"]
-from course_utils.chapters.ch03_autograd_extras import meta_gradient_lines, vmap_batchnorm_lines
+from course_utils.chapters.ch03_func_transforms import meta_gradient_lines, vmap_batchnorm_lines
 
 print("\n".join(vmap_batchnorm_lines()))
 
@@ -1208,8 +1208,8 @@ print("\n".join(meta_gradient_lines()))
 # `error_if_nonfinite=True`. `clip_grad_value_` clips each element, not the norm, so it turns the direction.
 
 # %%
-from course_utils.chapters.ch03_clip_optim import (clipping_rules, lbfgs_calls, optimizer_gallery, optimizer_knobs,
-                                                   scaler_knobs)
+from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gallery, optimizer_knobs, scaler_knobs
+from course_utils.chapters.ch03_lbfgs import lbfgs_calls
 
 for what, result in clipping_rules().items():
     print(f"{what}: {result}")
