@@ -29,6 +29,10 @@ def schedule_cadence(doctor) -> list[Finding]:
             elif isinstance(scheduler, lr_scheduler.MultiStepLR) and max(scheduler.milestones) < per_epoch:
                 evidence = (f"MultiStepLR(milestones={sorted(scheduler.milestones)}) was stepped {rate}: every "
                             "milestone passed within the first epoch")
+            elif isinstance(scheduler, lr_scheduler.PolynomialLR) and steps > scheduler.total_iters:
+                evidence = (f"PolynomialLR(total_iters={scheduler.total_iters}) was stepped {rate}: the lr reached "
+                            f"0 after {scheduler.total_iters} batches and stayed there for the other "
+                            f"{steps - scheduler.total_iters} steps")
             elif isinstance(scheduler, lr_scheduler.ExponentialLR):
                 evidence = f"ExponentialLR was stepped {rate}: the lr shrank by gamma every batch, not every epoch"
             elif (planned := _horizon(scheduler, EPOCH_HORIZONS)) is not None and steps > planned:

@@ -111,19 +111,29 @@ MOVE_NODES = ("CopySlices", "IndexPutBackward", "CatBackward", "StackBackward", 
               "PackPaddedSequenceBackward")
 
 
-def _from_softmax(node: object, depth: int = 8) -> bool:
-    """Does `node`'s value come straight from a softmax, through shape-only and value-moving nodes?"""
+def _from_squashing(node: object, squash: str = "SoftmaxBackward0", depth: int = 8) -> bool:
+    """Does `node`'s value come straight from a softmax (or another squashing node, `squash`), through shape-only
+    and value-moving nodes?"""
     node = _through_shapes(node)
     name = type(node).__name__
-    if name == "SoftmaxBackward0":
+    if name == squash:
         return True
     if depth == 0 or not any(name.startswith(m) for m in MOVE_NODES):
         return False
-    return any(_from_softmax(n, depth - 1) for n, _ in getattr(node, "next_functions", ()) if n is not None)
+    return any(_from_squashing(n, squash, depth - 1) for n, _ in getattr(node, "next_functions", ()) if n is not None)
+
+
+# a loss's own squashing step, and what is wrong to feed it: probabilities where logits belong
+SQUASHED_TWICE = {"LogSoftmaxBackward0": ("SoftmaxBackward0", "log_softmax (cross_entropy's own first step)",
+                                          "a softmax"),
+                  "BinaryCrossEntropyWithLogitsBackward0": ("SigmoidBackward0", "a sigmoid (inside "
+                                                            "binary_cross_entropy_with_logits)", "a sigmoid")}
 
 
 def softmax_in_loss(obs: Observations, root: torch.Tensor, index: int) -> None:
-    """Does the loss graph apply log_softmax (cross_entropy's first step) to a softmax's output?"""
+    """Does the loss graph apply log_softmax (cross_entropy's first step) to a softmax's output, or
+    binary_cross_entropy_with_logits (whose first step is a sigmoid) to a sigmoid's? Only the loss's input is
+    looked at: a target may be a probability (a teacher's soft labels)."""
     frontier, seen = [(root.grad_fn, 0)], 0
     while frontier and seen < 200:
         node, depth = frontier.pop(0)
@@ -131,10 +141,11 @@ def softmax_in_loss(obs: Observations, root: torch.Tensor, index: int) -> None:
         if node is None or depth > 12:
             continue
         parents = [n for n, _ in node.next_functions]
-        if type(node).__name__ == "LogSoftmaxBackward0" and any(_from_softmax(p) for p in parents if p is not None):
+        twice = SQUASHED_TWICE.get(type(node).__name__)
+        if twice and parents and parents[0] is not None and _from_squashing(parents[0], twice[0]):
             obs.note("softmax_before_cross_entropy",
-                     f"backward pass {index}: the loss applies log_softmax (cross_entropy's own first step) to the "
-                     "output of a softmax: probabilities were passed where logits belong")
+                     f"backward pass {index}: the loss applies {twice[1]} to the output of {twice[2]}: "
+                     "probabilities were passed where logits belong")
             return
         frontier.extend((p, depth + 1) for p in parents)
 

@@ -210,11 +210,15 @@ class LoopDoctor(DataWatch, UpdateWatch):
         """A child's no-grad forwards since the last batch: evaluations, unless a backward came before the next
         batch (then they were a frozen stage whose features a trained part learned from: SupContrast's linear
         stage, `with torch.no_grad(): features = model.encoder(images)`). The same for no-grad forwards in train mode
-        on inputs no loader gave: a preview sampled from noise is judged, a GAN's fakes then trained on are not."""
+        on inputs no loader gave: a preview sampled from noise is judged, a GAN's fakes then trained on are not. A
+        whole model's forwards with every parameter frozen and gradients on are a frozen stage too, unless its
+        parameters require gradients again when the backward comes (crnn.pytorch freezes them to evaluate)."""
         pending, self._child_evaluations = self._child_evaluations, []
-        if not trained:
-            for evaluation in pending:          # may add to the unsourced forwards judged just below
+        for evaluation, frozen in pending:      # may add to the unsourced forwards judged just below
+            # a model frozen for its forwards whose parameters train again by this backward was frozen to evaluate
+            if not trained or frozen is not None and any(p.requires_grad for p in frozen.parameters()):
                 self._evaluation(*evaluation)
+        if not trained:
             for index, layers in self._unsourced_in_train_mode:
                 checks.eval_in_train_mode(self.obs, index, layers, "without gradients")
         self._unsourced_in_train_mode = []
@@ -236,12 +240,14 @@ class LoopDoctor(DataWatch, UpdateWatch):
         self._reading_source = source
         if self._last_batch is None:
             self._recent_outputs = ([_pointer(o) for o in outs] + self._recent_outputs)[:8]
-        if not live and torch.is_grad_enabled() and outs and not any(p.requires_grad for p in module.parameters()):
-            return       # a frozen stage in front of a trained one (a fixed encoder): neither training nor evaluation
         if not live:
             evaluation = (obs.forwards, source, mode, layers, type(module).__name__)
-            if child:
-                self._child_evaluations.append(evaluation)    # decided when the next batch comes (or at the report)
+            frozen = torch.is_grad_enabled() and outs and not any(p.requires_grad for p in module.parameters())
+            if child or frozen:
+                # a frozen model with gradients on: a fixed encoder whose features a trained part learns from, or
+                # the old idiom of evaluating by `requires_grad = False` on every parameter (crnn.pytorch's val),
+                # told apart when the next batch or backward comes (or at the report): see _settle_child_evaluations
+                self._child_evaluations.append((evaluation, module if frozen else None))
             else:
                 self._evaluation(*evaluation)
             return

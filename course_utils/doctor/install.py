@@ -96,6 +96,28 @@ def _left_out_of_copies(model: torch.nn.Module, hooks: set[int], undo: Undo) -> 
     undo.attribute(model, "__getstate__", getstate)
 
 
+def _direct_forward_calls(doctor, index: int, model: torch.nn.Module, undo: Undo) -> None:
+    """`self.forward(x)` called from another method of the model (SAC's `policy.sample(state)`, an agent's
+    `get_action`) runs no hooks. While watched, the model's class gets a forward that passes every call through
+    and reports the calls made to this model outside its own `model(x)` as its forwards. Other instances of the
+    class (an EMA copy, a target network), pickles and copies are untouched: the class is restored at the end."""
+    cls = type(model)
+    original = cls.forward
+
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        if self is not model or doctor._depth_in.get(index, 0):
+            return original(self, *args, **kwargs)
+        doctor._inside(index, 1)
+        try:
+            output = original(self, *args, **kwargs)
+        finally:
+            doctor._inside(index, -1)
+        doctor._on_forward(index, model, args, kwargs, output)
+        return output
+    undo.attribute(cls, "forward", forward)
+
+
 def _watch_model(doctor, index: int, model: torch.nn.Module, undo: Undo) -> None:
     """The model's forwards; and its direct children called on their own outside its forward (a frozen
     `model.encoder(x)` under no_grad, a DDP wrapper's `.module`), which `_on_child_forward` judges as evaluations."""
@@ -105,6 +127,7 @@ def _watch_model(doctor, index: int, model: torch.nn.Module, undo: Undo) -> None
     for handle in handles:
         undo.push(handle.remove)
     _left_out_of_copies(model, {h.id for h in handles}, undo)
+    _direct_forward_calls(doctor, index, model, undo)
     for child in model.children():
         if any(child is m for m in doctor.models):
             continue

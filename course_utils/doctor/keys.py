@@ -20,17 +20,26 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, TensorD
 TOKEN_WINDOW = 32    # tokens in one keyed window of a token stream
 ANCHOR_EVERY = 8     # keep the windows whose hash is 0 modulo this (the same text gives the same anchors)
 CHUNK = 4096         # rows hashed at a time (bounds the temporary memory)
+IDENTIFYING = 0.5    # keys identify examples if at least this share of them differ (within a batch, or in storage)
 _WEIGHTS = np.random.default_rng(20240613).integers(1, 2 ** 63, size=4096, dtype=np.uint64) | np.uint64(1)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 @dataclass(frozen=True)
 class Keys:
-    """A split's keys: ``rows`` (one per example) or ``windows`` (anchored n-grams of token sequences)."""
+    """A split's keys: ``rows`` (one per example) or ``windows`` (anchored n-grams of token sequences).
+    ``distinct``: for rows, how many keys differ within the storage, or within each batch summed over batches."""
 
     kind: str
     values: np.ndarray
     examples: int
+    distinct: int = 0
+
+    def identifies(self) -> bool:
+        """Do the keys tell examples apart? Rows whose keys mostly repeat within a batch (or within storage) are
+        not examples but something examples share: a user id keying every rating of one user (NCF's (user, item,
+        label) batches), where a validation key equal to a training one says nothing about copies."""
+        return self.kind != "rows" or self.distinct >= IDENTIFYING * self.examples
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -148,18 +157,23 @@ def storage_keys(data: object) -> Keys | None:
             array = array[:, None]
         if array.ndim == 2 and _is_tokens(array) and array.shape[1] >= TOKEN_WINDOW:
             return Keys("windows", np.unique(np.concatenate([window_keys(r) for r in array])), len(array))
-        return Keys("rows", row_keys(array), len(array))
+        return _rows(row_keys(array))
     if isinstance(data, ConcatDataset):
         parts = [storage_keys(part) for part in data.datasets]
         if any(p is None or p.kind != "rows" for p in parts):
             return None
-        return Keys("rows", np.concatenate([p.values for p in parts]), sum(p.examples for p in parts))
+        return Keys("rows", np.concatenate([p.values for p in parts]), sum(p.examples for p in parts),
+                    sum(p.distinct for p in parts))
     found = _storage_rows(data)
     if found is None:
         return None
     array, indices = found
     array = _numpy(array) if isinstance(array, torch.Tensor) or array.dtype.kind == "U" else array
-    return Keys("rows", row_keys(array, indices), len(array) if indices is None else len(indices))
+    return _rows(row_keys(array, indices))
+
+
+def _rows(values: np.ndarray) -> Keys:
+    return Keys("rows", values, len(values), len(np.unique(values)))
 
 
 def readable(data: object) -> bool:
@@ -239,11 +253,11 @@ def batch_keys(batch: object, examples_second: bool = False) -> Keys | None:
         inputs = inputs.transpose(0, 1)
     if isinstance(mask, torch.Tensor) and mask.shape == inputs.shape and inputs.dim() == 2:
         rows = [r[m.bool()] for r, m in zip(inputs, mask)]
-        return Keys("rows", np.array([row_keys(_numpy(r)[None, :])[0] for r in rows], np.uint64), len(rows))
+        return _rows(np.array([row_keys(_numpy(r)[None, :])[0] for r in rows], np.uint64))
     array = _numpy(inputs)
     if array.ndim == 2 and _is_tokens(array) and array.shape[1] >= TOKEN_WINDOW:
         return Keys("windows", np.concatenate([window_keys(r) for r in array]), len(array))
-    return Keys("rows", row_keys(array if array.ndim > 1 else array[:, None]), len(array))
+    return _rows(row_keys(array if array.ndim > 1 else array[:, None]))
 
 
 def merge(parts: list[Keys]) -> Keys | None:
@@ -252,4 +266,5 @@ def merge(parts: list[Keys]) -> Keys | None:
         return None
     kind = parts[0].kind
     same = [p for p in parts if p.kind == kind]
-    return Keys(kind, np.unique(np.concatenate([p.values for p in same])), sum(p.examples for p in same))
+    return Keys(kind, np.unique(np.concatenate([p.values for p in same])), sum(p.examples for p in same),
+                sum(p.distinct for p in same))

@@ -224,10 +224,11 @@ class DataWatch:
         return result
 
     def _tensor_divided(self, original, tensor, other):
-        """tensor / k: a tensor sum of k readings divided by k is their mean of batch means."""
+        """tensor / k: a tensor sum of k readings divided by k (or by float(k), crnn.pytorch's averager) is their
+        mean of batch means."""
         result = original(tensor, other)
         record = self._tensor_sums.get(id(tensor))
-        if record is not None and record[0]() is tensor and record[1] is not None and isinstance(other, int):
+        if record is not None and record[0]() is tensor and record[1] is not None and isinstance(other, (int, float)):
             k, smallest, largest = record[1][2:]
             if other == k > 1 and smallest != largest:
                 self._averaged(record[1])

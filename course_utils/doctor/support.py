@@ -17,6 +17,9 @@ SUPPORT = (
      ("examples_dcgan", "tutorials_seq2seq")),
     ("", "an optimizer built inside a library call (minGPT's `Trainer`, d2l's `fit`)",
      ("mingpt_trainer", "d2l_trainer")),
+    ("", "a forward reached through another method of the model (`self.forward(x)` inside SAC's `policy.sample`, "
+         "sentence-transformers' `encode`)",
+     ("sac_pranz24", "sbert_fit", "test_a_forward_reached_through_another_method_is_seen")),
     ("", "a hand-written update with no optimizer",
      ("examples_word_language_model", "examples_regression",
       "test_a_hand_written_update_without_optimizer_is_watched")),
@@ -24,6 +27,9 @@ SUPPORT = (
      ("kuangliu_cifar", "test_no_getitem_no_rng_draw_no_upfront_pass_with_random_augmentation")),
     ("", "file-based datasets, dict batches, `model(**batch)`",
      ("accelerate_cv_example", "accelerate_nlp_example", "test_dict_batches_model_kwargs_numpy_and_token_streams")),
+    ("", "batches whose first tensor repeats within a batch (a user id in NCF's (user, item, label)): not "
+         "examples, so no leakage verdict is drawn from them",
+     ("ncf_guoyang9", "test_keys_that_repeat_within_a_batch_are_not_compared_as_examples")),
     ("", "NumPy arrays and 1-D token streams without a DataLoader (pass `train_data=`, `val_data=`)",
      ("nanogpt_train", "examples_word_language_model")),
     ("", "time-major batches (`[seq_len, batch]`, as an RNN's seq2seq collates them): the examples are read along "
@@ -33,8 +39,10 @@ SUPPORT = (
          "dataclass output such as diffusers' `UNet2DOutput(sample=...)`)",
      ("detr_engine", "diffusers_unconditional")),
     ("evaluation", "validation losses read with `.item()` and averaged as a Python sum, or in one call: `np.mean`, "
-                   "`statistics.mean`, `torch.tensor(list).mean()`",
-     ("makemore_train", "examples_imagenet", "test_a_mean_of_readings_taken_in_one_call_is_checked")),
+                   "`statistics.mean`, `torch.tensor(list).mean()`; or summed in a tensor and divided by the count "
+                   "(crnn.pytorch's averager divides by `float(k)`)",
+     ("makemore_train", "examples_imagenet", "crnn_meijieru", "test_a_mean_of_readings_taken_in_one_call_is_checked",
+      "test_a_tensor_sum_divided_by_float_k_is_a_mean_of_batch_means")),
     ("", "meters that weigh each batch by its size beside a plain window mean for the log line (DETR's "
          "`SmoothedValue`): the weighted one is taken as the result",
      ("detr_engine",)),
@@ -45,6 +53,10 @@ SUPPORT = (
     ("", "a watched model's direct child called on its own under no_grad (`model.encoder(images)`): an evaluation, "
          "unless a backward follows before the next batch (then it fed a trained head as a frozen stage)",
      ("supcon_hobbitlong",)),
+    ("", "evaluating by `requires_grad = False` on every parameter, gradients left on (crnn.pytorch's `val`): "
+         "an evaluation, unless a backward follows while the parameters are still frozen (a fixed encoder)",
+     ("crnn_meijieru", "test_evaluating_by_freezing_every_parameter_is_an_evaluation",
+      "test_a_frozen_model_whose_features_are_trained_on_is_not_an_evaluation")),
     ("", "a no-grad forward in train mode on inputs no loader gave (a preview sampled from noise): judged by its "
          "dropout, unless a backward follows before the next batch (a GAN's fakes, trained on); a generator's "
          "BatchNorm sampling in train mode is how GANs sample",

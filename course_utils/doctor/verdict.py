@@ -95,7 +95,7 @@ def _unscaled(track: Track, many: bool) -> list[Finding]:
     the window's examples, n_i / n_window, so every update applies the same total weight. Two ways to break it:
     summing K micro-batch means undivided, and a short window (flushed at an epoch's end) whose losses are still
     divided by the full window's K."""
-    bad = [(w, [p.factor for p in w.members]) for w in track.windows
+    bad = [(w, [p.factor for p in w.members]) for w in _clean_windows(track)
            if w.batches >= 2 and all(p.factor > 0.99 for p in w.members) and not _summed_by_design(w)]
     if bad:
         w, factors = bad[0]
@@ -124,6 +124,14 @@ def _summed_by_design(window: Window) -> bool:
                for p in window.members)
 
 
+def _clean_windows(track: Track) -> list[Window]:
+    """Windows whose update found .grad clean of passes applied before: an update on top of old gradients (no
+    zero_grad) has no accumulation window to judge, only the missing zero_grad (SAC with its critic's zero_grad
+    dropped: the policy loss's backward then adds a second pass to every critic update)."""
+    stale = set(track.stale)
+    return [w for w in track.windows if w.update not in stale]
+
+
 def _micro(n: int) -> str:
     return f"{n} micro-batch{'' if n == 1 else 'es'}"
 
@@ -138,7 +146,7 @@ def _short_windows(track: Track) -> list[tuple[Window, float, float, int]]:
     typical = _typical(track.windows)
     if typical < 2:
         return []                      # no accumulation
-    known = [w for w in track.windows if all(p.examples for p in w.members)]
+    known = [w for w in _clean_windows(track) if all(p.examples for p in w.members)]
     full = [w for w in known if w.batches == typical]
     if not full or all(_summed_by_design(w) for w in known):
         return []                      # no full window, or per-example sums: each window weighs its examples
@@ -157,7 +165,7 @@ def _short_windows(track: Track) -> list[tuple[Window, float, float, int]]:
 
 def _leakage(doctor: Doctor) -> list[Finding]:
     train, val = split_keys(doctor, "train"), split_keys(doctor, "val")
-    if train is None or val is None or train.kind != val.kind:
+    if train is None or val is None or train.kind != val.kind or not (train.identifies() and val.identifies()):
         return []
     val_unique = np.unique(val.values)
     shared = int(np.isin(val_unique, train.values).sum())

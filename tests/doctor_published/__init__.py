@@ -70,7 +70,22 @@ LOOPS = ("examples_mnist", "examples_dcgan", "examples_time_sequence", "examples
          # mode on inputs no loader gave judged the same way by its dropout (a preview sampled from noise; round 2's
          # DiT, captioning and sentence-transformers cases too): 52 of 54; the two left are known misses
          "cifar100_weiaicunzai", "supcon_hobbitlong", "xtransformers_enwik8", "detr_engine", "convnext_engine",
-         "diffusers_unconditional")
+         "diffusers_unconditional",
+         # added in stop 65, round 6: six loops written by two helpers who never saw the doctor (crnn.pytorch, NCF,
+         # soft actor-critic, SSL4MIS, JointBERT, Prototypical Networks), graded before any change: 22 of 64 cases
+         # right, 21 false findings. The doctor was then changed looking at the first three only (8 of 34 -> 32 of
+         # 34): crnn's evaluation by `requires_grad = False` on every parameter taken as an evaluation unless a
+         # backward follows, its averager's sum divided by float(k), SAC's `self.forward` called from `sample()`
+         # seen as a forward, an update on top of applied gradients (no zero_grad) no longer also named an
+         # undivided accumulation, keys that repeat within a batch (NCF's user ids) not taken as examples, and a
+         # sigmoid fed to binary_cross_entropy_with_logits named as a softmax fed to cross_entropy is. The other
+         # three, graded again after: 19 of 30 -> 19 of 30. Then, looking at them: JointBERT's ten "false"
+         # findings were true (its templates drew 7 of 37 dev sentences identical to training ones; the stand-in
+         # now draws distinct ones), and a PolynomialLR counted in epochs, stepped per batch past its end, named
+         # (SSL4MIS): 29 of 30. 63 of 64 in all; the one left is a known miss. The forward seen through
+         # `self.forward` also found round 3's known miss (sentence-transformers' encode() without no_grad)
+         "crnn_meijieru", "ncf_guoyang9", "sac_pranz24", "ssl4mis_fully_supervised", "jointbert_trainer",
+         "protonet_orobix")
 # Cases of the loops held out in stop 49's second round that the doctor does not get right yet (graded before any
 # change: 16 of 34 right; 20 after four general fixes: frozen stages, per-example sums, nested outputs, a softmax
 # reaching the loss through copies; 31 in stop 50, after five more: a loop that stops inside an epoch, a validation
@@ -82,8 +97,6 @@ _SHRUNK_TMAX = ("T_max=len(train_loader) is 6 in a 5-epoch shrunk run: as a leng
                 "the schedule is not judged as sized in updates (on STL10, 390 against 100 epochs, it would be)")
 _NUMPY_METRICS = ("accuracy computed in NumPy from .numpy() outputs and averaged per batch: readings follow .item() and "
                   "tensors, not arrays")
-_SOURCELESS_ENCODE = ("encode() tokenizes sentences and batches them itself, without a DataLoader: its forwards have "
-                      "no loader batch, so they are not judged evaluations (round 2's DiT and captioning gap)")
 KNOWN_MISSES = {
     # (detectron2_plain_train:one_x_schedule_in_epochs_stepped_per_iteration found since stop 62: with no epoch, a
     # MultiStepLR whose milestones all pass in the run's first tenth counts epochs)
@@ -94,7 +107,7 @@ KNOWN_MISSES = {
     **{f"haitongli_kd:{v}": _NUMPY_METRICS for v in ("published", "step_schedule_after_every_update",
                                                      "teacher_left_in_train_mode", "student_not_switched_back_to_train",
                                                      "zero_grad_dropped", "validation_loss_kept_as_tensor")},
-    "sbert_fit:encode_without_no_grad": _SOURCELESS_ENCODE,
+    # (sbert_fit:encode_without_no_grad found since stop 65: encode() reaches self.forward, now seen as a forward)
     # round 4 (stop 59)
     "examples_neural_style:half_precision_checkpoints": "each checkpoint calls .half() then .float() on the same "
                                                         "parameters: the model is back in float32 before the next "
@@ -119,6 +132,11 @@ KNOWN_MISSES = {
     "xtransformers_enwik8:validation_windows_from_training_bytes": "validation windows cut at random offsets of the "
                                                                    "training bytes share too few of the doctor's "
                                                                    "token windows with the training batches seen",
+    # round 6 (stop 65)
+    "ncf_guoyang9:held_out_rating_left_in_training": "a batch is (user, item, label) and its first tensor, a user "
+                                                     "id, repeats within every batch: keys that do not tell examples "
+                                                     "apart are not compared, and keying (user, item) pairs would "
+                                                     "match the sampled negatives the protocol shares by design",
 }
 HERE = Path(__file__).parent
 VARIANTS_START = "\nfrom tests.doctor_published import "   # where a loop module's variants begin
