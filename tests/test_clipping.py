@@ -45,3 +45,15 @@ def test_lbfgs_calls_continue_one_run_from_any_start(start):
     from course_utils.chapters.ch03_lbfgs import lbfgs_calls
     for result in lbfgs_calls(start=start, dims=4).values():
         assert result.startswith("same final point: True; final loss below 1e-9: True")
+
+
+def test_a_line_search_out_of_trials_still_moves_to_its_best_point():
+    """One trial: the kept point fails the curvature condition and the parameters move anyway; with torch's
+    default 25 the kept point meets it."""
+    from course_utils.chapters.ch03_lbfgs import lbfgs_failed_search
+    lines = lbfgs_failed_search(seeds=3, limits=(1, 25))
+    one, default = lines["its strong-Wolfe search with max_ls=1, lr=0.01"], lines["its strong-Wolfe search with max_ls=25, lr=0.01"]
+    assert one.startswith("parameters moved on 3 of 3 seeds; the loss fell on 3; the point kept fails the curvature "
+                          "condition on 3")
+    assert "fails the curvature condition on 0" in default
+    assert lines["max_ls among LBFGS's arguments"].startswith("False; ")

@@ -1209,7 +1209,7 @@ print("\n".join(meta_gradient_lines()))
 
 # %%
 from course_utils.chapters.ch03_clip_optim import clipping_rules, optimizer_gallery, optimizer_knobs, scaler_knobs
-from course_utils.chapters.ch03_lbfgs import lbfgs_calls
+from course_utils.chapters.ch03_lbfgs import lbfgs_calls, lbfgs_failed_search
 
 for what, result in clipping_rules().items():
     print(f"{what}: {result}")
@@ -1298,6 +1298,21 @@ for what, result in lbfgs_calls().items():
 # Rosenbrock function (6 dimensions, from −1.5) they ended on the very point one call of 200 reached, with more
 # closure calls. The closure may be called many times per step, at new weights each time: it must run the
 # forward itself (above: a forward made outside it fails).
+#
+# A line search that fails says nothing. torch's LBFGS has no `max_ls` argument (its strong-Wolfe search may try
+# 25 step lengths; some LBFGS libraries let you set it). Here torch's own search is called as `step()` calls it
+# (the private `torch.optim.lbfgs._strong_wolfe`), at lr 0.01, allowed one trial and then its default 25, on five
+# least-squares seeds:
+
+# %% tags=["answers-lbfgs-failed-search"]
+for what, result in lbfgs_failed_search().items():
+    print(f"{what}: {result}")
+
+# %% [markdown]
+# With one trial, the first step was too short for the curvature condition, so the search stretched it once and
+# ran out of trials. It then returned the lowest-loss point it had evaluated, checked or not, and `step()` moved
+# the parameters there; with 25 it found a point that meets the condition. "Failed" means the Wolfe conditions
+# were not met, not that nothing moved, and nothing in what the search returns says which happened.
 #
 # Parameter groups are how a fine-tune gives a pretrained backbone a tenth of the head's rate. Many training
 # scripts then set the rate each epoch with their own helper, and the usual helper writes one number into every

@@ -709,6 +709,33 @@ print(f"correct predictions summed over the epoch: {right.sum().item()}; divided
 # the arithmetic, not the model. Add the counts over the epoch and divide once by the number of *examples*.
 # Dividing by `len(loader)`, the number of batches, gives an "accuracy" of 1.4 here: above 1 whenever more
 # than one example per batch is right, and it grows with the batch size.
+#
+# A metric that needs every prediction at once (AUROC, or a `compute_metrics(predictions, labels)` called once
+# after the last batch, as Hugging Face's `Trainer` calls it) makes the loop keep every batch's outputs until then.
+# For a token model those outputs are logits: examples × positions × vocabulary numbers. A token head on 128
+# sequences of 64 positions over a vocabulary of 2,000, evaluated three ways:
+
+# %% tags=["answers-kept-logits"]
+from course_utils.chapters.ch04_kept_outputs import kept_outputs, scaled_bytes
+
+kept = kept_outputs()
+size = kept["bytes"]
+print(f"every batch's logits kept, then concatenated {kept['shape']}: {size['logits']:,} bytes")
+print(f"each batch reduced to its argmax ids first: {size['argmax ids']:,} bytes "
+      f"({size['logits'] // size['argmax ids']:,} times less)")
+print(f"each batch reduced to (correct, counted): {size['counts']} bytes")
+accuracy = kept["accuracy"]
+print(f"accuracy on the labelled 15%: {accuracy['logits']:.4f}, the same all three ways:",
+      max(accuracy.values()) - min(accuracy.values()) < 1e-6)
+big = scaled_bytes(1000, 512, 30522)
+print("1,000 sequences x 512 positions x 30,522 tokens:", ", ".join(f"{k} {v:.4g} GB" for k, v in big.items()))
+
+# %% [markdown]
+# Reduce each batch to what the metric needs before keeping it: its argmax ids (the Hugging Face `Trainer` calls
+# a `preprocess_logits_for_metrics(logits, labels)` you pass on each batch's logits before it keeps them), or the
+# metric's own counts (the `update()` / `compute()` protocol above). Moving what is kept to the CPU every few
+# steps (the `Trainer`'s `eval_accumulation_steps`) frees the GPU, not the total. The `Trainer` itself is not run
+# here; the arithmetic is the same.
 
 # %% [markdown]
 # ## A BatchNorm model, train mode against eval mode

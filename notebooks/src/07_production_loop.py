@@ -1763,6 +1763,25 @@ print("\n".join(gathered_negatives_lines()))
 # computes a different gradient, so DDP's averaging is still what combines them. Gathering to one master rank
 # instead would leave the other ranks nothing to compute their part with.
 #
+# A triplet loss, max(0, d(anchor, positive) − d(anchor, negative) + margin), has a value that looks like
+# progress at the worst place: when every input maps to one point, every distance is 0 and the loss is exactly
+# the margin. Batch-hard mining takes, per anchor, its farthest positive and its nearest negative. Eight Gaussian
+# classes, an MLP to 16 normalised dimensions, 5 seeds, margin 0.01 (`ch07_metric_mining.py`):
+
+# %% tags=["answers-triplet-collapse"]
+from course_utils.chapters.ch07_metric_mining import collapse_lines, mining_lines
+
+print("\n".join(collapse_lines() + mining_lines()))
+
+# %% [markdown]
+# When classes overlap at all, most anchors' farthest positive lies beyond their nearest negative even in a good
+# embedding, so batch-hard mining scores that embedding well above the margin, and a collapsed network, at exactly
+# the margin, lower. Batch-hard's objective prefers the collapse; the mean over all triplets prefers the good
+# embedding. A preference does not force a fall: these batch-hard runs, from these starts at Adam 0.01, kept their
+# spread. A run that has fallen shows the signature: the hardest positive and negative distances both near 0 and
+# the loss at the margin. The usual remedies keep the hardest triplets from deciding alone (not measured here):
+# semi-hard negatives (farther than the positive), or easier mining for the first epochs.
+#
 # Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
 # (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the
 # best `s` is log L, so a task that fits well (L < 1) makes its term negative. A policy-gradient loss,
