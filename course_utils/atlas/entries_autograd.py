@@ -73,4 +73,36 @@ ENTRIES = (
                  "https://github.com/frgfm/torch-cam/issues/217",
                  "https://github.com/aws/sagemaker-pytorch-training-toolkit/issues/197"),
     ),
+    Entry(
+        id="save-for-backward-non-tensor", stage="step", chapter=3,
+        title="a number, tuple or flag passed to ctx.save_for_backward in a custom Function",
+        code="class Scale(torch.autograd.Function):\n"
+             "    @staticmethod\n"
+             "    def forward(ctx, x, factor):\n"
+             "        ctx.save_for_backward(x, $saved)             # a non-tensor among the saved values\n"
+             "        return x * factor\n"
+             "    @staticmethod\n"
+             "    def backward(ctx, grad):\n"
+             "        return grad * ctx.factor, None\n"
+             "x = torch.randn(3, requires_grad=True)\n"
+             "Scale.apply(x, 2.0).sum().backward()",
+        fix="class Scale(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x, factor):\n"
+            "        ctx.kept, ctx.factor = $saved, factor        # anything that is not a tensor: an attribute\n"
+            "        return x * factor\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        return grad * ctx.factor, None\n"
+            "x = torch.randn(3, requires_grad=True)\n"
+            "Scale.apply(x, 2.0).sum().backward()\n"
+            "shown = x.grad.tolist() == [2.0, 2.0, 2.0]",
+        cause="save_for_backward keeps tensors only (and checks them for in-place changes before backward uses "
+              "them); torch refuses anything else when the forward returns. Keep a number, a tuple or a flag as "
+              "an attribute of ctx instead.",
+        expect="TypeError",
+        params=({"saved": "factor"}, {"saved": "(factor, factor)"}),
+        sources=("https://github.com/HuangJunJie2017/BEVDet/issues/8",
+                 "https://github.com/pytorch/pytorch/issues/37751"),
+    ),
 )

@@ -321,4 +321,25 @@ ENTRIES = (
                  "https://github.com/Photon-AI-Research/NeuralSolvers/issues/20",
                  "https://github.com/sunwuzhou03/reinforcement-learning-lab/issues/1"),
     ),
+    Entry(
+        id="ctc-input-lengths-batch", stage="step", chapter=7,
+        title="CTCLoss input_lengths built once for the loader's batch size, on a shorter last batch",
+        code="torch.manual_seed(0)\n"
+             "log_probs = torch.randn(20, $last, 6).log_softmax(2)          # (T, N, C): the last batch is shorter\n"
+             "targets = torch.randint(1, 6, ($last, 4))\n"
+             "input_lengths = torch.full(($batch,), 20)                    # sized once, for the full batch\n"
+             "loss = nn.CTCLoss()(log_probs, targets, input_lengths, torch.full(($last,), 4))",
+        fix="torch.manual_seed(0)\n"
+            "log_probs = torch.randn(20, $last, 6).log_softmax(2)\n"
+            "targets = torch.randint(1, 6, ($last, 4))\n"
+            "input_lengths = torch.full((log_probs.shape[1],), log_probs.shape[0])   # from this batch\n"
+            "loss = nn.CTCLoss()(log_probs, targets, input_lengths, torch.full(($last,), 4))\n"
+            "shown = tuple(input_lengths.shape)",
+        cause="CTCLoss wants one input length and one target length per example of this batch; lengths built once "
+              "from the configured batch size fail on the shorter last batch of an epoch, so the error comes and "
+              "goes. Build them from log_probs.shape every iteration.",
+        expect="RuntimeError",
+        params=({"batch": 4, "last": 2}, {"batch": 64, "last": 17}),
+        sources=("https://github.com/Sierkinhane/CRNN_Chinese_Characters_Rec/issues/304",),
+    ),
 )

@@ -292,4 +292,27 @@ ENTRIES = (
                  "https://github.com/gszfwsb/NCFM/pull/11",
                  "https://github.com/scverse/scvi-tools/pull/3297"),
     ),
+    Entry(
+        id="sparse-adam-dense-gradient", stage="step", chapter=3,
+        title="SparseAdam on an embedding whose gradient is dense (tied to the output layer, or sparse=False)",
+        code="emb = nn.Embedding($vocab, 8, sparse=True)\n"
+             "head = nn.Linear(8, $vocab, bias=False)\n"
+             "head.weight = emb.weight                      # input and output embeddings shared\n"
+             "opt = torch.optim.SparseAdam(emb.parameters(), lr=0.01)\n"
+             "head(emb(torch.tensor([[1, 2, 3]]))).sum().backward()\n"
+             "opt.step()",
+        fix="emb = nn.Embedding($vocab, 8, sparse=True)\n"
+            "head = nn.Linear(8, $vocab, bias=False)\n"
+            "head.weight = emb.weight\n"
+            "opt = torch.optim.Adam(emb.parameters(), lr=0.01)   # the shared weight's gradient is dense\n"
+            "head(emb(torch.tensor([[1, 2, 3]]))).sum().backward()\n"
+            "opt.step()\n"
+            "shown = emb.weight.grad.is_sparse",
+        cause="SparseAdam takes sparse gradients only. An Embedding(sparse=True) gives one, until something else "
+              "adds a dense gradient into the same weight: an output layer tied to it reaches every row. Use Adam "
+              "(every row gets a gradient anyway), or keep the sparse embedding unshared.",
+        expect="RuntimeError",
+        params=({"vocab": 10}, {"vocab": 1000}),
+        sources=("https://github.com/OpenNMT/OpenNMT-py/issues/1015",),
+    ),
 )

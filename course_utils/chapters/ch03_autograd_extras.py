@@ -5,6 +5,8 @@ a forward hook runs on every call, ``no_grad`` or not, so a hook that keeps acti
 per-example-gradient tools do) keeps them during a no_grad evaluation too."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -351,3 +353,26 @@ def fractional_power_lines() -> list[str]:
     lines.append(f"d/dx x**0.5 at x = 0: {zero.grad.item()}; (-1e-7) ** 0.5 = {(torch.tensor(-1e-7) ** 0.5).item()}, "
                  f"(-1e-7) ** 2 = {(torch.tensor(-1e-7) ** 2).item():.0e}")
     return lines
+
+
+def sparse_sparse_lines(n: int = 6) -> list[str]:
+    """A learnable sparse adjacency times a learnable sparse feature matrix (a GCN layer with both sparse) through
+    torch.sparse.mm: its backward, the gradients' layout, and their values against the dense product's gradient at
+    the stored entries (chapter 3). Warnings (sparse support in beta) are kept out of the output."""
+    g = torch.Generator().manual_seed(0)
+    dense_a = torch.randn(n, n, generator=g) * (torch.rand(n, n, generator=g) < 0.4)
+    dense_b = torch.randn(n, 3, generator=g) * (torch.rand(n, 3, generator=g) < 0.5)
+    a, b = dense_a.to_sparse().requires_grad_(), dense_b.to_sparse().requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = torch.sparse.mm(a, b)
+        out.to_dense().pow(2).sum().backward()
+    ref_a, ref_b = dense_a.clone().requires_grad_(), dense_b.clone().requires_grad_()
+    (ref_a @ ref_b).pow(2).sum().backward()
+    mask_a, mask_b = dense_a != 0, dense_b != 0
+    same = (torch.allclose(a.grad.to_dense()[mask_a], ref_a.grad[mask_a], atol=1e-5)
+            and torch.allclose(b.grad.to_dense()[mask_b], ref_b.grad[mask_b], atol=1e-5))
+    return [f"torch.sparse.mm(sparse, sparse): output sparse {out.is_sparse}, grad_fn {type(out.grad_fn).__name__}",
+            f"gradients: both sparse {a.grad.is_sparse and b.grad.is_sparse}; equal to the dense product's gradient at "
+            f"the stored entries: {same}; zero elsewhere: "
+            f"{bool((a.grad.to_dense()[~mask_a] == 0).all() and (b.grad.to_dense()[~mask_b] == 0).all())}"]

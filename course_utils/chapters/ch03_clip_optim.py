@@ -235,6 +235,30 @@ def unused_rows() -> dict[str, bool]:
     return out
 
 
+def tied_sparse_rows(vocab: int = 10) -> dict[str, str]:
+    """An Embedding(sparse=True) alone, and tied to an output Linear (one Parameter, as weight-sharing language
+    models do): the rows its gradient touches, its layout, and what SparseAdam says (chapter 3)."""
+    out = {}
+    for tied in (False, True):
+        torch.manual_seed(0)
+        emb = nn.Embedding(vocab, 4, sparse=True)
+        head = nn.Linear(4, vocab, bias=False)
+        if tied:
+            head.weight = emb.weight
+        hidden = emb(torch.tensor([[1, 2, 3]]))
+        (head(hidden) if tied else hidden).sum().backward()
+        grad = emb.weight.grad
+        rows = int((grad.to_dense() if grad.is_sparse else grad).abs().sum(1).gt(0).sum())
+        try:
+            torch.optim.SparseAdam([emb.weight], lr=0.1).step()
+            said = "steps"
+        except RuntimeError as error:
+            said = f"RuntimeError: {error}"
+        out["tied to the output layer" if tied else "alone"] = (f"rows with a gradient {rows} of {vocab}, sparse: "
+                                                               f"{grad.is_sparse}; SparseAdam: {said}")
+    return out
+
+
 def scaler_knobs() -> dict[str, object]:
     """GradScaler on the CPU: backoff after an inf, growth after growth_interval clean steps, the setters; and
     autocast on the CPU (chapter 3)."""

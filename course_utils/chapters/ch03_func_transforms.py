@@ -111,3 +111,52 @@ def vmap_batchnorm_lines() -> list[str]:
     except ValueError as error:
         lines.append(f"Conv2d + BatchNorm2d, eval, jacrev under vmap: ValueError: {error}")
     return lines
+
+
+def maml_steps_lines(a: float = 1.0, b: float = 3.0, alpha: float = 0.1, w0: float = 0.5) -> list[str]:
+    """K inner steps with create_graph=True on the same one-weight problem: the meta-gradient is 2(w_K - b)(1 -
+    2·alpha)^K, a product of K first derivatives of the inner steps (second derivatives of the inner loss), not a
+    K-th derivative; the graph kept grows with K (tensors autograd saves for backward, counted on a small MLP).
+    Then the inner loop of a published MAML with an extra `loss.backward(retain_graph=True)` before its
+    autograd.grad: the inner loss's gradient is added into the original weight's .grad, beside the meta-gradient."""
+    lines = []
+    for k in (1, 2, 3):
+        w = torch.tensor(w0, requires_grad=True)
+        fast = w
+        for _ in range(k):
+            (g,) = torch.autograd.grad((fast - a) ** 2, fast, create_graph=True)
+            fast = fast - alpha * g
+        ((fast - b) ** 2).backward()
+        by_hand = 2 * ((1 - 2 * alpha) ** k * (w0 - a) + a - b) * (1 - 2 * alpha) ** k
+        lines.append(f"{k} inner step{'s' if k > 1 else ' '} (create_graph=True): meta-gradient {w.grad.item():.4f}; "
+                     f"by hand 2(w_K - b)(1 - 2·{alpha})^{k}: {by_hand:.4f}")
+    saved = {}
+    for k in (1, 2, 4):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        count = [0]
+
+        def pack(t, count=count):
+            count[0] += t.numel()
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            params = dict(model.named_parameters())
+            for _ in range(k):
+                loss = nn.functional.mse_loss(torch.func.functional_call(model, params, (x,)), y)
+                grads = torch.autograd.grad(loss, list(params.values()), create_graph=True)
+                params = {n: p - 0.1 * g for (n, p), g in zip(params.items(), grads)}
+            nn.functional.mse_loss(torch.func.functional_call(model, params, (x,)), y)
+        saved[k] = count[0]
+    lines.append(f"numbers saved for backward, MLP 4-16-1, K = 1, 2, 4 inner steps: {saved[1]:,}, {saved[2]:,}, "
+                 f"{saved[4]:,}; each step adds the same: {saved[2] - saved[1] == (saved[4] - saved[2]) // 2}")
+    w = torch.tensor(w0, requires_grad=True)
+    inner_loss = (w - a) ** 2
+    inner_loss.backward(retain_graph=True)                 # the extra call
+    (g,) = torch.autograd.grad(inner_loss, w, create_graph=True)
+    ((w - alpha * g - b) ** 2).backward()
+    meta = 2 * ((1 - 2 * alpha) * (w0 - a) + a - b) * (1 - 2 * alpha)
+    lines.append(f"with loss.backward(retain_graph=True) before autograd.grad: w.grad {w.grad.item():.4f} = the "
+                 f"meta-gradient {meta:.4f} + the inner loss's gradient {2 * (w0 - a):.4f}: "
+                 f"{abs(w.grad.item() - meta - 2 * (w0 - a)) < 1e-5}")
+    return lines

@@ -41,3 +41,28 @@ def accuracy_count_lines() -> list[str]:
     except RuntimeError as error:
         lines.append(f"one-hot labels against class indices: RuntimeError: {error}")
     return lines
+
+
+def shared_metric_lines() -> list[str]:
+    """One Accuracy object updated by training and validation batches alike, in the order a Lightning epoch with
+    validation runs its hooks (training updates, then validation updates, compute and reset, then the training
+    epoch's compute), against one object per phase. Training: 270 of 300 right; validation: 210 of 300."""
+    from course_utils.production import Accuracy
+
+    train, val = _batch(wrong=30), _batch(wrong=90)
+    shared = Accuracy()
+    for logits, labels in zip(train[0].split(100), train[1].split(100)):
+        shared.update(logits, labels)
+    for logits, labels in zip(val[0].split(100), val[1].split(100)):
+        shared.update(logits, labels)
+    val_shared = shared.compute().item()
+    shared.reset()
+    train_shared = shared.compute().item()
+    own = {}
+    for name, (logits, labels) in (("train", train), ("val", val)):
+        metric = Accuracy()
+        metric.update(logits, labels)
+        own[name] = metric.compute().item()
+    return [f"one Accuracy for both phases: validation reads {val_shared:.2f}, then after its reset the training "
+            f"epoch reads {train_shared}",
+            f"one Accuracy per phase: training {own['train']:.2f}, validation {own['val']:.2f}"]

@@ -7,6 +7,7 @@ forward also moves the running statistics towards that one image. Measured on a 
 8x8 images whose class is carried by the level of one channel."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -70,3 +71,23 @@ def single_image_lines(seeds=SEEDS) -> list[str]:
             f"  train mode, batches of 1:   accuracy below 0.5 on {sum(r.train_mode_one < 0.5 for r in runs)} of {n}",
             f"  train mode, one batch of 120: accuracy above 0.9 on "
             f"{sum(r.train_mode_full > 0.9 for r in runs)} of {n}"]
+
+
+def ghost_batch_lines(rows: int = 101, virtual: int = 10) -> list[str]:
+    """Ghost batch norm: a batch cut into ceil(rows / virtual) chunks, BatchNorm1d (train mode) on each. `chunk`
+    fills every chunk but the last, which can be left with one row; `tensor_split` spreads the remainder."""
+    x = torch.randn(rows, 4, generator=torch.Generator().manual_seed(0))
+    pieces = math.ceil(rows / virtual)
+    norm = nn.BatchNorm1d(4)
+    lines = []
+    for name, parts in (("x.chunk", x.chunk(pieces)), ("torch.tensor_split", torch.tensor_split(x, pieces))):
+        sizes = [len(p) for p in parts]
+        try:
+            for part in parts:
+                norm(part)
+            outcome = "every chunk normalised"
+        except ValueError as error:
+            outcome = f"ValueError: {error}"
+        lines.append(f"{rows} rows in {pieces} chunks by {name}: sizes {min(sizes)} to {max(sizes)}, last "
+                     f"{sizes[-1]}; {outcome}")
+    return lines

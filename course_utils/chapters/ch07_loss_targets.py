@@ -239,6 +239,23 @@ def ctc_checks() -> dict[str, bool | str]:
             "zero_infinity=True: the possible one unchanged": bool(torch.isclose(zeroed[1], plain[1]))}
 
 
+def ctc_length_lines(batch: int = 4, steps: int = 5) -> list[str]:
+    """CTCLoss on a short last batch (2 of a loader's 4) with input_lengths built once for the full batch, as a
+    CRNN loop that preallocates `preds_size` does, then built from the batch itself (chapter 7)."""
+    g = torch.Generator().manual_seed(3)
+    log_probs = torch.randn(steps, 2, 5, generator=g).log_softmax(2)          # (T, N=2: the last batch, C)
+    targets, target_lengths = torch.tensor([[1, 2], [3, 4]]), torch.tensor([2, 2])
+    lines = []
+    for label, lengths in ((f"input_lengths of the full batch ({batch})", torch.full((batch,), steps)),
+                           ("input_lengths from log_probs.shape", torch.full((log_probs.shape[1],), log_probs.shape[0]))):
+        try:
+            loss = nn.CTCLoss()(log_probs, targets, lengths, target_lengths)
+            lines.append(f"CTCLoss on a last batch of 2, {label}: loss finite: {bool(torch.isfinite(loss))}")
+        except RuntimeError as error:
+            lines.append(f"CTCLoss on a last batch of 2, {label}: RuntimeError: {error}")
+    return lines
+
+
 def broadcast_checks() -> dict[str, bool]:
     """Elementwise losses broadcast a target whose shape differs from the prediction's, with a UserWarning: harmless
     when only a dimension of size 1 differs ([] against [1]); a different loss when one target is broadcast over

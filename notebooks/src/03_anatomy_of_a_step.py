@@ -1100,9 +1100,28 @@ for input_needs_grad in (False, True):
 
 # %% [markdown]
 # The warning is the whole signal; the loss still falls, through the layers outside the block. The fix torch
-# recommends is `use_reentrant=False`, which tracks the block's parameters whatever the inputs (not run here:
-# its first call alone costs more than this chapter's budget for a cell); with the reentrant form, make the
-# input require grad (`enable_input_require_grads()` in Hugging Face models does exactly that).
+# recommends is `use_reentrant=False`, which tracks the block's parameters whatever the inputs (its last line
+# below); with the reentrant form, make the input require grad (`enable_input_require_grads()` in Hugging Face
+# models does exactly that).
+#
+# The rerun is a second forward of everything in the block, layers with state included. A BatchNorm inside
+# updates its running statistics in both forwards, with the same batch's statistics; dropout draws its masks
+# again, from the random state checkpoint saved (`preserve_rng_state=True`, the default) or from wherever the
+# generator has got to. A block of Linear, BatchNorm1d, Dropout, Linear, 5 steps on the same batches with and
+# without checkpointing:
+
+# %% tags=["answers-checkpoint-recompute"]
+from course_utils.chapters.ch03_checkpointing import batchnorm_lines, dropout_lines
+
+print("\n".join(batchnorm_lines() + dropout_lines()))
+
+# %% [markdown]
+# Each step's statistics enter the running average twice, which is one update at momentum 1 − (1 − m)²: 0.19
+# where you asked for 0.1, an average over about half as many batches, no wrong values. Set the momentum to
+# 1 − √(1 − m) inside checkpointed blocks to get what you asked for (or keep BatchNorm outside them); a
+# cumulative average (`momentum=None`) counts every batch twice and comes out the same. Dropout is safe as long as
+# the random state is preserved: the recomputed activations are the ones the forward used. Turning
+# `preserve_rng_state` off to save time gives gradients of a different mask than the loss was computed with.
 
 # %% [markdown]
 # ## What you can add to autograd: a Function, a gradient hook, a forward hook
@@ -1129,6 +1148,24 @@ print("\n".join(custom_function_lines()))
 # domain-adversarial network's feature extractor) get negated gradients, the layer after it (the domain
 # classifier) its ordinary one. `x.view_as(x)` in its forward is a common habit; in torch 2.13 a forward
 # that returns `x` itself is reversed just the same.
+#
+# What backward needs from forward travels on `ctx`. Five questions about it, each run: can
+# `save_for_backward` take a number; what a second call does; what happens when the caller changes a saved output
+# in place, with the tensors saved through `save_for_backward` or kept as plain attributes; and whether backward
+# can tell which gradients `torch.autograd.grad` asked for:
+
+# %% tags=["answers-function-ctx"]
+from course_utils.chapters.ch03_function_ctx import function_ctx_lines
+
+print("\n".join(function_ctx_lines()))
+
+# %% [markdown]
+# So: tensors (inputs, outputs and intermediates alike) go through `save_for_backward`, once; anything else
+# (a flag, a shape, a number) is an attribute, `ctx.how = how`. A tensor kept as an attribute loses the version
+# check: the caller's in-place change went unnoticed and the gradient came out ten times too large, where the
+# saved one raised torch's error. `ctx.needs_input_grad` is fixed when forward runs, from the inputs'
+# `requires_grad`; asking `autograd.grad` for one input does not change it, so backward computes both unless the
+# other input is detached (torch then drops what it did not ask for).
 #
 # A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
 # changed one, before it is added to `.grad`. A pruning tool can use it to keep pruned weights at 0: their
@@ -1174,7 +1211,7 @@ print("\n".join(per_sample_gradient_lines()))
 # removed. The same model three ways (torch's own messages):
 
 # %% tags=["answers-vmap-batchnorm"]
-from course_utils.chapters.ch03_func_transforms import meta_gradient_lines, vmap_batchnorm_lines
+from course_utils.chapters.ch03_func_transforms import maml_steps_lines, meta_gradient_lines, vmap_batchnorm_lines
 
 print("\n".join(vmap_batchnorm_lines()))
 
@@ -1197,6 +1234,22 @@ print("\n".join(meta_gradient_lines()))
 # (1 − 2α) that the inner step contributes: that is first-order MAML, whatever the outer code looks like. With it,
 # autograd records the inner backward and the meta-gradient is the second-order one, at the cost of keeping that
 # graph. Here the two point the same way and differ in size by that factor, 0.8.
+#
+# Libraries adapt in K inner steps (learn2learn's `adapt(..., second_order=True)` passes `create_graph` to every
+# one). K = 1, 2, 3 on the same weight; the memory autograd keeps for K steps of a small MLP; and the inner loop of
+# a published MAML that calls `loss.backward(retain_graph=True)` before its `autograd.grad`:
+
+# %% tags=["answers-maml-steps"]
+print("\n".join(maml_steps_lines()))
+
+# %% [markdown]
+# With `create_graph` on every step the graph spans all K updates: the meta-gradient carries the factor (1 − 2α)
+# once per step, each a second derivative of the inner loss (a Hessian, in general), so it is a product of K
+# second-order terms, not a K-th derivative, and the memory grows by the same amount with every step. The extra
+# `backward()` is not merely duplicated work: it adds the inner loss's gradient into the original weight's
+# `.grad`, where the outer backward then adds the meta-gradient, and the meta-update uses their sum unless `.grad`
+# is zeroed in between. `autograd.grad` returns the inner gradient without touching `.grad`: it is the one call
+# MAML needs, first- or second-order.
 
 # %% [markdown]
 # ## Clipping's flags
@@ -1397,6 +1450,34 @@ for what, moved in unused_rows().items():
 # moving it for many steps after its last use (the same holds for any frozen-by-zero-gradient weight; weight
 # decay moves it too, chapter 5). `nn.Embedding(sparse=True)` gives a gradient that lists only the rows used, and
 # `SparseAdam` updates only those rows and their moments: the way to touch only the rows a batch used.
+#
+# Until the embedding is shared. Tie it to the output layer (one Parameter for both, as weight-sharing language
+# models do) and the output layer's gradient reaches every row:
+
+# %% tags=["answers-tied-sparse"]
+from course_utils.chapters.ch03_clip_optim import tied_sparse_rows
+
+for what, result in tied_sparse_rows().items():
+    print(f"embedding {what}: {result}")
+
+# %% [markdown]
+# Every logit's gradient flows into its row of the output weight, so the shared weight's gradient is dense: torch
+# adds the embedding's sparse part into it and hands the optimizer an ordinary tensor, which `SparseAdam`
+# refuses. Switching to `Adam` costs nothing here: every row already gets a gradient on every step.
+#
+# Sparse tensors can be learned, too. A graph layer whose adjacency values and features are both sparse and both
+# trained, multiplied with `torch.sparse.mm`, checked against the same product done densely:
+
+# %% tags=["answers-sparse-autograd"]
+from course_utils.chapters.ch03_autograd_extras import sparse_sparse_lines
+
+print("\n".join(sparse_sparse_lines()))
+
+# %% [markdown]
+# In torch 2.13 a sparse-by-sparse product has a backward, and each operand's gradient is sparse, with values only
+# where that operand stores entries: a learned sparse matrix keeps its pattern. An operation without a backward
+# shows itself the same way as any other: its output has no `grad_fn` although its inputs require grad, so check
+# `out.grad_fn` right after a library's sparse call.
 
 # %% [markdown]
 # `GradScaler` halves its scale after a step with an inf or NaN gradient (that step is skipped) and doubles it

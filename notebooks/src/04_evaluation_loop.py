@@ -162,6 +162,22 @@ for shape, per_channel, what in one_example_in_train_mode():
     print(f"{layer} on one example of shape {tuple(shape)}: {per_channel:>2} value(s) per channel -> {what}")
 
 # %% [markdown]
+# *Ghost* batch norm (TabNet's, for one) normalises a large batch in virtual batches: it cuts the batch into
+# ceil(N / size) chunks and runs BatchNorm on each, so the remainder decides the last chunk's size. 101 rows in
+# virtual batches of 10, cut two ways:
+
+# %% tags=["answers-ghost-batch"]
+from course_utils.chapters.ch04_bn_single_image import ghost_batch_lines
+
+print("\n".join(ghost_batch_lines()))
+
+# %% [markdown]
+# `chunk` makes every piece full but the last, here a single row, which train-mode BatchNorm refuses.
+# `tensor_split` into the same number of pieces spreads the remainder (9 or 10 rows each) and every piece is
+# normalised; skipping normalisation for a one-row chunk would instead pass that row through a different function
+# from the rest.
+
+# %% [markdown]
 # "Trains" is not "works". Evaluate a trained BatchNorm CNN one image at a time and forget `model.eval()`: each
 # image is normalised with its own statistics, so whatever it says through the overall level of a channel
 # (brightness, a colour cast, how strongly a feature fired) is subtracted before the next layer sees it. A small
@@ -464,6 +480,21 @@ print("\n".join(accuracy_count_lines()))
 # integers prints 0 for any model short of perfect. One-hot labels (mixup, label smoothing written by hand)
 # against class indices do not broadcast, and torch names the two sizes. Check `pred.shape == y.shape` once, and
 # divide as floats: `(pred == y).float().mean()`.
+#
+# A metric object is one pool of counts: everything `update()` was given since its last `reset()`. Shared between
+# training and validation, the pool mixes them, and whichever phase resets first empties it for the other. The
+# course's `Accuracy` (torchmetrics' protocol), 270 of 300 training predictions right and 210 of 300 validation
+# ones, called in the order Lightning calls its hooks when validation runs at the end of each training epoch (the
+# validation hooks before `on_train_epoch_end`; Lightning itself is not run here):
+
+# %% tags=["answers-shared-metric"]
+from course_utils.chapters.ch04_accuracy_counts import shared_metric_lines
+
+print("\n".join(shared_metric_lines()))
+
+# %% [markdown]
+# Shared, validation reports the mixture of both phases' counts and training reports nothing at all (0 / 0). Give
+# each phase its own metric object (`self.train_acc`, `self.val_acc`), each reset by its own phase.
 
 # %% [markdown]
 # ## Shuffling the evaluation data

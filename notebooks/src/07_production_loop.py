@@ -1863,6 +1863,19 @@ for check, value in broadcast_checks().items():
 # one side to silence it. One target broadcast over several predictions, 80 predicted trajectories against the
 # one true trajectory, is another loss: the mean over the 80, which pulls every mode towards the target, where a
 # multi-modal model usually wants the best mode's loss (the minimum over modes), a smaller number.
+#
+# `CTCLoss` reads log-probabilities shaped (T, N, C), time first, and one input length and one target length per
+# example. A loop that builds the input lengths once, for the loader's batch size, meets the short last batch:
+
+# %% tags=["answers-ctc-lengths"]
+from course_utils.chapters.ch07_loss_targets import ctc_length_lines
+
+print("\n".join(ctc_length_lines()))
+
+# %% [markdown]
+# The lengths must be as many as the examples in *this* batch: build them from `log_probs.shape` (or the batch's
+# own size) every iteration, not once from the configured batch size. The error then appears only on the last
+# batch of an epoch, which is why it comes and goes.
 
 # %% [markdown]
 # Two more targets that a loss reads in its own way. Knowledge distillation's `F.kl_div(input, target)` reads

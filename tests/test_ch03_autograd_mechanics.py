@@ -1,0 +1,86 @@
+"""Chapter 3's cells on what autograd keeps and reruns: gradient checkpointing's second forward (BatchNorm's running
+statistics, dropout's masks), a custom Function's ctx, MAML over K inner steps, a sparse embedding tied to the
+output layer. Each line's claim is checked against its own oracle (a plain run, the derivative by hand)."""
+import re
+
+import pytest
+
+from course_utils.chapters.ch03_checkpointing import batchnorm_lines, dropout_lines
+from course_utils.chapters.ch03_clip_optim import tied_sparse_rows
+from course_utils.chapters.ch03_func_transforms import maml_steps_lines
+from course_utils.chapters.ch03_function_ctx import function_ctx_lines
+
+
+def test_a_checkpointed_batchnorm_updates_twice_which_is_a_larger_momentum():
+    lines = batchnorm_lines(momentum=0.1)
+    for line in lines[:2]:                       # reentrant and not
+        assert "num_batches_tracked 10 after 5 steps (plain: 5)" in line
+        assert line.endswith("at momentum 0.1: False, at 0.19: True")
+    assert lines[2].endswith("equal to the plain run's at 0.1: True")
+    assert lines[3].endswith("equal to the plain run's: True")
+
+
+@pytest.mark.parametrize("momentum", [0.3, 0.05])
+def test_the_compensating_momentum_holds_for_other_momentums(momentum):
+    assert batchnorm_lines(momentum)[2].endswith(f"equal to the plain run's at {momentum}: True")
+
+
+def test_dropout_masks_are_replayed_only_with_the_rng_state():
+    assert dropout_lines() == ["dropout 0.5, preserve_rng_state=True: gradients equal to the plain run's: True",
+                               "dropout 0.5, preserve_rng_state=False: gradients equal to the plain run's: False",
+                               "use_reentrant=False, input without requires_grad: block's weight.grad filled: True"]
+
+
+def test_ctx_rules():
+    lines = function_ctx_lines()
+    assert lines[0] == "save_for_backward(a, 3): TypeError: save_for_backward can only save variables, but argument 1 " \
+                       "is of type int"
+    assert lines[1].endswith("backward received a * 3: True")
+    assert "RuntimeError: one of the variables needed for gradient computation has been modified" in lines[2]
+    wrong, true = re.findall(r"\[([^\]]*)\]", lines[3])
+    assert wrong != true and [float(v) for v in true.split(",")] == [20.0, 20.0]
+    assert lines[4].startswith("autograd.grad(out, a) only: needs_input_grad (True, True)")
+    assert lines[4].endswith("b.grad is None: True); with b detached: (True, False)")
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.3])
+def test_maml_meta_gradient_over_k_steps_is_the_derivative_by_hand(alpha):
+    lines = maml_steps_lines(alpha=alpha)
+    for line in lines[:3]:
+        autograd_value, by_hand = re.findall(r"-?\d+\.\d{4}", line)[-2:]
+        assert autograd_value == by_hand, line
+    assert lines[3].endswith("each step adds the same: True")
+    assert lines[4].endswith(": True")
+
+
+def test_a_tied_sparse_embedding_gets_a_dense_gradient():
+    rows = tied_sparse_rows(vocab=12)
+    assert rows["alone"] == "rows with a gradient 3 of 12, sparse: True; SparseAdam: steps"
+    assert rows["tied to the output layer"].startswith("rows with a gradient 12 of 12, sparse: False; "
+                                                       "SparseAdam: RuntimeError: SparseAdam does not support dense")
+
+
+def test_ctc_lengths_of_the_full_batch_fail_on_the_last_one():
+    from course_utils.chapters.ch07_loss_targets import ctc_length_lines
+    full, own = ctc_length_lines(batch=6)
+    assert full.endswith("RuntimeError: input_lengths must be of size batch_size")
+    assert own.endswith("loss finite: True")
+
+
+@pytest.mark.parametrize("n", [6, 15])
+def test_a_sparse_by_sparse_product_has_a_sparse_backward_equal_to_the_dense_one(n):
+    from course_utils.chapters.ch03_autograd_extras import sparse_sparse_lines
+    first, second = sparse_sparse_lines(n)
+    assert first.endswith("grad_fn SparseSparseMatmulBackward0")
+    assert second == ("gradients: both sparse True; equal to the dense product's gradient at the stored entries: "
+                      "True; zero elsewhere: True")
+
+
+@pytest.mark.parametrize("rows,virtual", [(101, 10), (97, 8), (100, 10)])
+def test_ghost_batches_tensor_split_never_leaves_a_lone_row(rows, virtual):
+    import math
+    from course_utils.chapters.ch04_bn_single_image import ghost_batch_lines
+    by_chunk, by_split = ghost_batch_lines(rows, virtual)
+    assert by_split.endswith("every chunk normalised")
+    lone = rows - virtual * (math.ceil(rows / virtual) - 1) == 1
+    assert by_chunk.endswith("every chunk normalised") != lone
