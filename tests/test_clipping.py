@@ -48,12 +48,13 @@ def test_lbfgs_calls_continue_one_run_from_any_start(start):
 
 
 def test_a_line_search_out_of_trials_still_moves_to_its_best_point():
-    """One trial: the kept point fails the curvature condition and the parameters move anyway; with torch's
-    default 25 the kept point meets it."""
+    """One trial (max_iter=1's default max_eval) or two: the parameters move through step() to a point that fails the
+    curvature condition; with 25 closure calls the point meets it."""
     from course_utils.chapters.ch03_lbfgs import lbfgs_failed_search
-    lines = lbfgs_failed_search(seeds=3, limits=(1, 25))
-    one, default = lines["its strong-Wolfe search with max_ls=1, lr=0.01"], lines["its strong-Wolfe search with max_ls=25, lr=0.01"]
-    assert one.startswith("parameters moved on 3 of 3 seeds; the loss fell on 3; the point kept fails the curvature "
-                          "condition on 3")
-    assert "fails the curvature condition on 0" in default
-    assert lines["max_ls among LBFGS's arguments"].startswith("False; ")
+    lines = lbfgs_failed_search(seeds=3, budgets=(1, 2, 25))
+    assert lines["max_ls among LBFGS's arguments"] == "False"
+    assert lines["max_eval by default for max_iter=1"] == "1"
+    for budget in (1, 2):
+        assert lines[f"max_iter=1, max_eval={budget}"].startswith(
+            "parameters moved on 3 of 3 seeds; the loss fell on 3; the new point fails the curvature condition on 3")
+    assert "fails the curvature condition on 0;" in lines["max_iter=1, max_eval=25"]

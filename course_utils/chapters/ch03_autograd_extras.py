@@ -358,7 +358,8 @@ def fractional_power_lines() -> list[str]:
 def sparse_sparse_lines(n: int = 6) -> list[str]:
     """A learnable sparse adjacency times a learnable sparse feature matrix (a GCN layer with both sparse) through
     torch.sparse.mm: its backward, the gradients' layout, and their values against the dense product's gradient at
-    the stored entries (chapter 3). Warnings (sparse support in beta) are kept out of the output."""
+    the stored entries; and an operation torch has no derivative for (torch.hspmm): its node, and backward's error
+    (chapter 3). Warnings (sparse support in beta) are kept out of the output."""
     g = torch.Generator().manual_seed(0)
     dense_a = torch.randn(n, n, generator=g) * (torch.rand(n, n, generator=g) < 0.4)
     dense_b = torch.randn(n, 3, generator=g) * (torch.rand(n, 3, generator=g) < 0.5)
@@ -372,7 +373,15 @@ def sparse_sparse_lines(n: int = 6) -> list[str]:
     mask_a, mask_b = dense_a != 0, dense_b != 0
     same = (torch.allclose(a.grad.to_dense()[mask_a], ref_a.grad[mask_a], atol=1e-5)
             and torch.allclose(b.grad.to_dense()[mask_b], ref_b.grad[mask_b], atol=1e-5))
+    lacking = torch.hspmm(a.detach().requires_grad_(), dense_b.requires_grad_())     # an op with no derivative
+    try:
+        lacking.to_dense().sum().backward()
+        failed = "ran"
+    except RuntimeError as error:
+        failed = f"RuntimeError: {error}"
     return [f"torch.sparse.mm(sparse, sparse): output sparse {out.is_sparse}, grad_fn {type(out.grad_fn).__name__}",
             f"gradients: both sparse {a.grad.is_sparse and b.grad.is_sparse}; equal to the dense product's gradient at "
             f"the stored entries: {same}; zero elsewhere: "
-            f"{bool((a.grad.to_dense()[~mask_a] == 0).all() and (b.grad.to_dense()[~mask_b] == 0).all())}"]
+            f"{bool((a.grad.to_dense()[~mask_a] == 0).all() and (b.grad.to_dense()[~mask_b] == 0).all())}",
+            f"torch.hspmm(sparse, dense), which has no derivative: grad_fn {type(lacking.grad_fn).__name__}, "
+            f"requires_grad {lacking.requires_grad}; backward: {failed}"]

@@ -61,9 +61,10 @@ class _Mul(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        _Mul.seen.append(ctx.needs_input_grad)
         a, b = ctx.saved_tensors
-        return (grad * b if ctx.needs_input_grad[0] else None), (grad * a if ctx.needs_input_grad[1] else None)
+        grads = (grad * b if ctx.needs_input_grad[0] else None), (grad * a if ctx.needs_input_grad[1] else None)
+        _Mul.seen.append((ctx.needs_input_grad, grads[1] is not None))     # and whether b's gradient was computed
+        return grads
 
 
 def function_ctx_lines() -> list[str]:
@@ -94,6 +95,7 @@ def function_ctx_lines() -> list[str]:
     _Mul.seen.clear()
     torch.autograd.grad(_Mul.apply(a, b).sum(), a)
     torch.autograd.grad(_Mul.apply(a, b.detach()).sum(), a)
-    lines.append(f"autograd.grad(out, a) only: needs_input_grad {_Mul.seen[0]} (b's gradient computed, then dropped: "
-                 f"b.grad is None: {b.grad is None}); with b detached: {_Mul.seen[1]}")
+    (asked, computed), (detached, computed_detached) = _Mul.seen
+    lines.append(f"autograd.grad(out, a) only: needs_input_grad {asked}, b's gradient computed: {computed}; with b "
+                 f"detached: {detached}, computed: {computed_detached}")
     return lines

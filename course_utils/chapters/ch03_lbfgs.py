@@ -76,47 +76,44 @@ def lbfgs_calls(start: float = -1.5, dims: int = 6) -> dict[str, str]:
 
 
 
-def lbfgs_failed_search(seeds: int = 5, limits: tuple[int, ...] = (1, 25)) -> dict[str, str]:
-    """torch's LBFGS has no max_ls argument: its strong-Wolfe search may try 25 step lengths. The search itself
-    (torch.optim.lbfgs._strong_wolfe, private) called as LBFGS.step calls it, at lr=0.01, allowed each of `limits`
-    trials: with one, the first trial is too short for the curvature condition, the search extrapolates once, runs
-    out of trials and returns the point of lowest loss it evaluated, unchecked, with no error or flag; step() then
-    moves the parameters there. With its default 25 it finds a point that meets the condition. Counted over
-    least-squares seeds (chapter 3)."""
-    from torch.optim.lbfgs import _strong_wolfe
-
-    default = inspect.signature(_strong_wolfe).parameters["max_ls"].default
-    out = {"max_ls among LBFGS's arguments": (f"{'max_ls' in inspect.signature(torch.optim.LBFGS).parameters}; its "
-                                              f"strong-Wolfe search tries at most {default} step lengths")}
-    for max_ls in limits:
-        moved = fell = unchecked = silent = stretched = 0
+def lbfgs_failed_search(seeds: int = 5, budgets: tuple[int, ...] = (1, 2, 25)) -> dict[str, str]:
+    """LBFGS(line_search_fn="strong_wolfe", lr=0.01, max_iter=1) through its public step(), with `max_eval` closure
+    calls allowed: the line search gets what is left of max_eval after the first call (torch.optim.LBFGS has no
+    max_ls of its own; max_eval defaults to max_iter * 5 // 4, so 1 for max_iter=1). With one trial or two, the first
+    step is too short for the strong Wolfe curvature condition and the search runs out of trials; it returns the
+    lower of the starting point and its last trial, checked or not, and step() moves the parameters there, with no
+    error, warning or flag. With 25 it finds a point that meets the condition. Counted over least-squares seeds."""
+    out = {"max_ls among LBFGS's arguments": str("max_ls" in inspect.signature(torch.optim.LBFGS).parameters),
+           "max_eval by default for max_iter=1": str(torch.optim.LBFGS([torch.zeros(1, requires_grad=True)],
+                                                                       max_iter=1).defaults["max_eval"])}
+    for budget in budgets:
+        moved = fell = unchecked = silent = 0
+        calls = set()
         for seed in range(seeds):
             x, y, lin = least_squares_problem(seed)
-            opt = torch.optim.LBFGS(lin.parameters(), lr=0.01, line_search_fn="strong_wolfe")
+            opt = torch.optim.LBFGS(lin.parameters(), lr=0.01, max_iter=1, max_eval=budget,
+                                    line_search_fn="strong_wolfe")
 
-            @torch.enable_grad()              # step() runs under no_grad and wraps the closure the same way
             def closure():
                 opt.zero_grad()
                 loss = nn.functional.mse_loss(lin(x), y)
                 loss.backward()
                 return loss
-            with torch.no_grad(), warnings.catch_warnings(record=True) as warned:
+            start = closure().item()
+            direction = -torch.cat([p.grad.flatten() for p in lin.parameters()])      # LBFGS's first direction
+            before = [p.detach().clone() for p in lin.parameters()]
+            with warnings.catch_warnings(record=True) as warned:
                 warnings.simplefilter("always")
-                start = closure().item()
-                g = opt._gather_flat_grad()
-                d, t = g.neg(), 0.01 * min(1.0, 1.0 / g.abs().sum().item())   # LBFGS.step's first direction, t
-                before = opt._clone_param()
-                end, g_end, kept, _ = _strong_wolfe(lambda p, step, v: opt._directional_evaluate(closure, p, step, v),
-                                                    before, t, d, start, g, g.dot(d), max_ls=max_ls)
-                opt._add_grad(kept, d)                                     # as step() does with the search's t
-            moved += any(not torch.equal(a, b) for a, b in zip(before, opt._clone_param()))
+                opt.step(closure)
+            end = closure().item()
+            after = torch.cat([p.grad.flatten() for p in lin.parameters()])
+            moved += any(not torch.equal(a, b) for a, b in zip(before, lin.parameters()))
             fell += end < start
-            unchecked += abs(g_end.dot(d)).item() > 0.9 * abs(g.dot(d)).item()   # strong Wolfe's curvature, c2 0.9
-            stretched += 1 < kept / t <= 10
+            unchecked += abs(after @ direction).item() > 0.9 * abs(direction @ direction).item()   # c2 = 0.9
             silent += not warned
-        out[f"its strong-Wolfe search with max_ls={max_ls}, lr=0.01"] = (
-            f"parameters moved on {moved} of {seeds} seeds; the loss fell on {fell}; the point kept fails the "
-            f"curvature condition on {unchecked}; the step kept was longer than the first trial and at most 10 "
-            f"times it (one extrapolation) on {stretched}; no error, and no warning on {silent}; the search returns "
-            "no flag, only (loss, gradient, step, evaluations)")
+            calls.add(opt.state[opt._params[0]]["func_evals"])
+        out[f"max_iter=1, max_eval={budget}"] = (
+            f"parameters moved on {moved} of {seeds} seeds; the loss fell on {fell}; the new point fails the curvature "
+            f"condition on {unchecked}; closure calls {'/'.join(map(str, sorted(calls)))}; no error, and no "
+            f"warning on {silent}")
     return out

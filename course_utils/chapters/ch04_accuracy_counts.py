@@ -4,6 +4,8 @@ against the predictions (N,) into an N x N table of every prediction against eve
 count (0 until every answer is right); one-hot labels compared with class indices (torch refuses the shapes)."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 
@@ -63,6 +65,19 @@ def shared_metric_lines() -> list[str]:
         metric = Accuracy()
         metric.update(logits, labels)
         own[name] = metric.compute().item()
+    from torchmetrics.classification import MulticlassAccuracy
+
+    theirs = MulticlassAccuracy(num_classes=3, average="micro")
+    for logits, labels in (train, val):
+        theirs.update(logits, labels)
+    val_theirs = theirs.compute().item()
+    theirs.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_theirs = theirs.compute().item()
+    said = str(caught[0].message).split(" which ")[0] if caught else "no warning"
     return [f"one Accuracy for both phases: validation reads {val_shared:.2f}, then after its reset the training "
             f"epoch reads {train_shared}",
+            f"torchmetrics' MulticlassAccuracy in the same order: validation {val_theirs:.2f}, then training "
+            f"{train_theirs:.2f}, with a {type(caught[0].message).__name__ if caught else ''}: {said}",
             f"one Accuracy per phase: training {own['train']:.2f}, validation {own['val']:.2f}"]

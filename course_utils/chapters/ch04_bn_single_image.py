@@ -90,4 +90,13 @@ def ghost_batch_lines(rows: int = 101, virtual: int = 10) -> list[str]:
             outcome = f"ValueError: {error}"
         lines.append(f"{rows} rows in {pieces} chunks by {name}: sizes {min(sizes)} to {max(sizes)}, last "
                      f"{sizes[-1]}; {outcome}")
+    for size in (virtual, 128):
+        first = next(n for n in range(2, 40_000) if _lone_last(n, size))
+        lines.append(f"virtual batches of {size}: the smallest batch whose chunks end in a lone row has {first:,} rows")
     return lines
+
+
+def _lone_last(rows: int, virtual: int) -> bool:
+    """Does x.chunk(ceil(rows / virtual)) of `rows` rows end in a chunk of one row? (chunk cuts pieces of
+    ceil(rows / pieces) rows, which can be fewer than `virtual`.)"""
+    return len(torch.arange(rows).chunk(math.ceil(rows / virtual))[-1]) == 1

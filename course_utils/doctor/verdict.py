@@ -285,9 +285,9 @@ def notes(doctor: Doctor) -> list[str]:
         found.append(f"the doctor stopped observing after an error of its own ({doctor.failure}); your loop ran "
                      "on unchanged, but the checks after that point did not run")
     if obs.backward_passes and not obs.forwards:
-        found.append("no forward pass of the model was seen: call model(x), not model.forward(x) (with "
-                     "torch.compile, give the doctor the compiled module you call), or the train/eval and no_grad "
-                     "checks cannot run")
+        found.append("no forward pass of the model was seen: give the doctor the model whose forward runs (with "
+                     "torch.compile, the compiled module you call), or the train/eval and no_grad checks cannot "
+                     "run")
     if obs.backward_passes and not any(t.optimizer is not None for t in doctor.tracks):
         moved = sum(t.updates for t in doctor.tracks)
         found.append(f"no optimizer.step() was seen; the parameters changed by hand {moved} times between backward "

@@ -1108,7 +1108,7 @@ for input_needs_grad in (False, True):
 # updates its running statistics in both forwards, with the same batch's statistics; dropout draws its masks
 # again, from the random state checkpoint saved (`preserve_rng_state=True`, the default) or from wherever the
 # generator has got to. A block of Linear, BatchNorm1d, Dropout, Linear, 5 steps on the same batches with and
-# without checkpointing:
+# without checkpointing (the dropout comparison: one step at p = 0.5):
 
 # %% tags=["answers-checkpoint-recompute"]
 from course_utils.chapters.ch03_checkpointing import batchnorm_lines, dropout_lines
@@ -1117,8 +1117,8 @@ print("\n".join(batchnorm_lines() + dropout_lines()))
 
 # %% [markdown]
 # Each step's statistics enter the running average twice, which is one update at momentum 1 − (1 − m)²: 0.19
-# where you asked for 0.1, an average over about half as many batches, no wrong values. Set the momentum to
-# 1 − √(1 − m) inside checkpointed blocks to get what you asked for (or keep BatchNorm outside them); a
+# where you asked for 0.1: still an average of real batch statistics, over a window about half as long. Set the
+# momentum to 1 − √(1 − m) inside checkpointed blocks to get what you asked for (or keep BatchNorm outside them); a
 # cumulative average (`momentum=None`) counts every batch twice and comes out the same. Dropout is safe as long as
 # the random state is preserved: the recomputed activations are the ones the forward used. Turning
 # `preserve_rng_state` off to save time gives gradients of a different mask than the loss was computed with.
@@ -1164,8 +1164,8 @@ print("\n".join(function_ctx_lines()))
 # (a flag, a shape, a number) is an attribute, `ctx.how = how`. A tensor kept as an attribute loses the version
 # check: the caller's in-place change went unnoticed and the gradient came out ten times too large, where the
 # saved one raised torch's error. `ctx.needs_input_grad` is fixed when forward runs, from the inputs'
-# `requires_grad`; asking `autograd.grad` for one input does not change it, so backward computes both unless the
-# other input is detached (torch then drops what it did not ask for).
+# `requires_grad`; asking `autograd.grad` for one input does not change it, so a backward that checks it still
+# computes both (torch drops the one nobody asked for); detach the other input to skip it.
 #
 # A gradient hook (`tensor.register_hook(fn)`) receives a tensor's gradient during backward and may return a
 # changed one, before it is added to `.grad`. A pruning tool can use it to keep pruned weights at 0: their
@@ -1235,17 +1235,18 @@ print("\n".join(meta_gradient_lines()))
 # autograd records the inner backward and the meta-gradient is the second-order one, at the cost of keeping that
 # graph. Here the two point the same way and differ in size by that factor, 0.8.
 #
-# Libraries adapt in K inner steps (learn2learn's `adapt(..., second_order=True)` passes `create_graph` to every
-# one). K = 1, 2, 3 on the same weight; the memory autograd keeps for K steps of a small MLP; and the inner loop of
-# a published MAML that calls `loss.backward(retain_graph=True)` before its `autograd.grad`:
+# Libraries adapt in K inner steps (learn2learn's `MAML(model, lr, first_order=False)`, whose `adapt()` passes
+# `create_graph=True` on every call). K = 1, 2, 3 on the same weight; what autograd saves for K steps of a small
+# MLP; and the inner loop of a published MAML that calls `loss.backward(retain_graph=True)` before its
+# `autograd.grad`:
 
 # %% tags=["answers-maml-steps"]
 print("\n".join(maml_steps_lines()))
 
 # %% [markdown]
-# With `create_graph` on every step the graph spans all K updates: the meta-gradient carries the factor (1 − 2α)
-# once per step, each a second derivative of the inner loss (a Hessian, in general), so it is a product of K
-# second-order terms, not a K-th derivative, and the memory grows by the same amount with every step. The extra
+# With `create_graph` on every step the graph spans all K updates: the meta-gradient carries one factor
+# 1 − α·L''(w) per step (here 1 − 2α; I − αH with H the inner loss's Hessian, in general), so it is a product of K
+# second-order terms, not a K-th derivative, and what autograd saves grows by the same amount with every step. The extra
 # `backward()` is not merely duplicated work: it adds the inner loss's gradient into the original weight's
 # `.grad`, where the outer backward then adds the meta-gradient, and the meta-update uses their sum unless `.grad`
 # is zeroed in between. `autograd.grad` returns the inner gradient without touching `.grad`: it is the one call
@@ -1352,20 +1353,20 @@ for what, result in lbfgs_calls().items():
 # closure calls. The closure may be called many times per step, at new weights each time: it must run the
 # forward itself (above: a forward made outside it fails).
 #
-# A line search that fails says nothing. torch's LBFGS has no `max_ls` argument (its strong-Wolfe search may try
-# 25 step lengths; some LBFGS libraries let you set it). Here torch's own search is called as `step()` calls it
-# (the private `torch.optim.lbfgs._strong_wolfe`), at lr 0.01, allowed one trial and then its default 25, on five
-# least-squares seeds:
+# A line search that fails says nothing. torch's LBFGS has no `max_ls` argument: its strong-Wolfe search gets
+# whatever is left of `max_eval` (closure calls per `step()`, by default 5/4 of `max_iter`) after the first call,
+# so `max_iter=1`, the common per-batch setting, leaves it a single trial. One iteration at lr 0.01 through the
+# public `step()`, with `max_eval` 1 (that default), 2 and 25, on five least-squares seeds:
 
 # %% tags=["answers-lbfgs-failed-search"]
 for what, result in lbfgs_failed_search().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
-# With one trial, the first step was too short for the curvature condition, so the search stretched it once and
-# ran out of trials. It then returned the lowest-loss point it had evaluated, checked or not, and `step()` moved
-# the parameters there; with 25 it found a point that meets the condition. "Failed" means the Wolfe conditions
-# were not met, not that nothing moved, and nothing in what the search returns says which happened.
+# With one or two trials the first step was too short for the curvature condition and the search ran out of
+# trials. It then returned the lower of the starting point and its last trial, checked or not, and `step()` moved
+# the parameters there; with 25 calls it found a point that meets the condition. "Failed" means the Wolfe
+# conditions were not met, not that nothing moved, and nothing `step()` returns or warns says which happened.
 #
 # Parameter groups are how a fine-tune gives a pretrained backbone a tenth of the head's rate. Many training
 # scripts then set the rate each epoch with their own helper, and the usual helper writes one number into every
@@ -1475,9 +1476,10 @@ print("\n".join(sparse_sparse_lines()))
 
 # %% [markdown]
 # In torch 2.13 a sparse-by-sparse product has a backward, and each operand's gradient is sparse, with values only
-# where that operand stores entries: a learned sparse matrix keeps its pattern. An operation without a backward
-# shows itself the same way as any other: its output has no `grad_fn` although its inputs require grad, so check
-# `out.grad_fn` right after a library's sparse call.
+# where that operand stores entries: a learned sparse matrix keeps its pattern. A torch operation without a
+# derivative still records a node, named `NotImplemented`, and fails only at `backward()`, in torch's words above; a
+# `grad_fn` of `None` on an output whose inputs require grad means the computation left autograd (NumPy, `.data`, a
+# library's own kernel). Run one `backward()` through a new sparse call before training on it.
 
 # %% [markdown]
 # `GradScaler` halves its scale after a step with an inf or NaN gradient (that step is skipped) and doubles it

@@ -163,8 +163,9 @@ for shape, per_channel, what in one_example_in_train_mode():
 
 # %% [markdown]
 # *Ghost* batch norm (TabNet's, for one) normalises a large batch in virtual batches: it cuts the batch into
-# ceil(N / size) chunks and runs BatchNorm on each, so the remainder decides the last chunk's size. 101 rows in
-# virtual batches of 10, cut two ways:
+# ceil(N / size) chunks with `chunk` and runs BatchNorm on each. `chunk` makes pieces of ceil(N / chunks) rows, as
+# many as fit, so the last piece holds what is left. 101 rows in virtual batches of 10 (a size chosen to show the
+# failure), cut two ways, and the smallest batch that fails at two virtual sizes:
 
 # %% tags=["answers-ghost-batch"]
 from course_utils.chapters.ch04_bn_single_image import ghost_batch_lines
@@ -172,10 +173,11 @@ from course_utils.chapters.ch04_bn_single_image import ghost_batch_lines
 print("\n".join(ghost_batch_lines()))
 
 # %% [markdown]
-# `chunk` makes every piece full but the last, here a single row, which train-mode BatchNorm refuses.
-# `tensor_split` into the same number of pieces spreads the remainder (9 or 10 rows each) and every piece is
-# normalised; skipping normalisation for a one-row chunk would instead pass that row through a different function
-# from the rest.
+# Here `chunk` left a single row last, which train-mode BatchNorm refuses. It takes a batch whose size leaves one
+# row over and is large enough: with TabNet's default virtual batch of 128, 16,257 rows or more, so its default
+# batch of 1,024 never meets it. `tensor_split` into the same number of pieces spreads the remainder (9 or 10 rows
+# each) and every piece is normalised; skipping normalisation for a one-row chunk would instead pass that row
+# through a different function from the rest.
 
 # %% [markdown]
 # "Trains" is not "works". Evaluate a trained BatchNorm CNN one image at a time and forget `model.eval()`: each
@@ -483,7 +485,7 @@ print("\n".join(accuracy_count_lines()))
 #
 # A metric object is one pool of counts: everything `update()` was given since its last `reset()`. Shared between
 # training and validation, the pool mixes them, and whichever phase resets first empties it for the other. The
-# course's `Accuracy` (torchmetrics' protocol), 270 of 300 training predictions right and 210 of 300 validation
+# course's `Accuracy` and torchmetrics' own, 270 of 300 training predictions right and 210 of 300 validation
 # ones, called in the order Lightning calls its hooks when validation runs at the end of each training epoch (the
 # validation hooks before `on_train_epoch_end`; Lightning itself is not run here):
 
@@ -493,7 +495,8 @@ from course_utils.chapters.ch04_accuracy_counts import shared_metric_lines
 print("\n".join(shared_metric_lines()))
 
 # %% [markdown]
-# Shared, validation reports the mixture of both phases' counts and training reports nothing at all (0 / 0). Give
+# Shared, validation reports the mixture of both phases' counts, and training reports an empty pool: `nan` from the
+# course's metric, 0.00 from torchmetrics, which looks like a real and terrible accuracy, with only a warning. Give
 # each phase its own metric object (`self.train_acc`, `self.val_acc`), each reset by its own phase.
 
 # %% [markdown]

@@ -896,8 +896,8 @@ from course_utils.doctor.support import support_table
 display(Markdown(support_table(shown_by=False)))
 
 # %% [markdown]
-# What it cannot see: a part of the model called by a method of its own with gradients on (`self.encoder(x)`
-# inside an `encode()`; `model.forward(x)` and `self.forward(x)` are seen); averages taken with
+# What it cannot see: a submodule called from one of the model's own methods other than `forward`, with gradients
+# on (`self.encoder(x)` inside an `encode()`; `model.forward(x)` and `self.forward(x)` are seen); averages taken with
 # `np.array(list).mean()` or `float(tensor)` instead of `.item()` values summed or averaged in one call; leakage
 # hidden behind a dataset with no raw storage whose copies are augmented differently per split; clipping written
 # by hand. Training with the whole model in eval

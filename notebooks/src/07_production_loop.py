@@ -1774,13 +1774,14 @@ from course_utils.chapters.ch07_metric_mining import collapse_lines, mining_line
 print("\n".join(collapse_lines() + mining_lines()))
 
 # %% [markdown]
-# When classes overlap at all, most anchors' farthest positive lies beyond their nearest negative even in a good
-# embedding, so batch-hard mining scores that embedding well above the margin, and a collapsed network, at exactly
-# the margin, lower. Batch-hard's objective prefers the collapse; the mean over all triplets prefers the good
+# Here (8 overlapping classes, batches of 64) a quarter or more of the anchors in a batch have their farthest
+# positive beyond their nearest negative even in a good embedding, and batch-hard mining takes exactly those
+# pairs, so it scores that embedding several times above the margin, and a collapsed network, at exactly the
+# margin, lower. Batch-hard's objective prefers the collapse; the mean over all triplets prefers the good
 # embedding. A preference does not force a fall: these batch-hard runs, from these starts at Adam 0.01, kept their
 # spread. A run that has fallen shows the signature: the hardest positive and negative distances both near 0 and
 # the loss at the margin. The usual remedies keep the hardest triplets from deciding alone (not measured here):
-# semi-hard negatives (farther than the positive), or easier mining for the first epochs.
+# semi-hard negatives (farther than the positive but within the margin), or easier mining for the first epochs.
 #
 # Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
 # (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the
@@ -1874,8 +1875,9 @@ print("\n".join(ctc_length_lines()))
 
 # %% [markdown]
 # The lengths must be as many as the examples in *this* batch: build them from `log_probs.shape` (or the batch's
-# own size) every iteration, not once from the configured batch size. The error then appears only on the last
-# batch of an epoch, which is why it comes and goes.
+# own size) every iteration, not once from the configured batch size. The error appears only on an epoch's last
+# batch, and only when the dataset's size is not a multiple of the batch size (and `drop_last` is off), so changing
+# either makes it appear or vanish.
 
 # %% [markdown]
 # Two more targets that a loss reads in its own way. Knowledge distillation's `F.kl_div(input, target)` reads
