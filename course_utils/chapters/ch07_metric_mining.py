@@ -104,8 +104,10 @@ def mining_lines(seeds: int = 5, margin: float = 0.01, steps: int = 300) -> list
                     parts = torch.randperm(len(held_x), generator=torch.Generator().manual_seed(seed)).split(64)
                     hard = sum(batch_hard_loss(e[i], held_y[i], margin).item() for i in parts) / len(parts)
                     every = sum(all_triplets_loss(e[i], held_y[i], margin).item() for i in parts) / len(parts)
-                    shares = [(lambda pn: (pn[0] > pn[1]).float().mean().item())(hardest(e[i], held_y[i]))
-                              for i in parts]
+                    shares = []
+                    for i in parts:
+                        positive, negative = hardest(e[i], held_y[i])
+                        shares.append((positive > negative).float().mean().item())
                     hard_above += hard > HARD_FACTOR * margin
                     all_below += every < margin
                     mostly += sum(shares) / len(shares) >= SHARE

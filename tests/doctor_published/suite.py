@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
 
+from course_utils.infra.notebook import one_thread
 from tests.doctor_published import KNOWN_MISSES, LOOPS, cases, run_case, scorecard, state_bytes
 
 PARTS = 4
@@ -20,12 +20,10 @@ def part_tests(part: int) -> dict[str, object]:
     by_name = {c.name: c for c in mine}
 
     @pytest.fixture(autouse=True, scope="module")
-    def one_thread():
+    def on_one_thread():
         """One intra-op thread: on a shared 2-core machine, spinning threads only burn CPU (same result either way)."""
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(before)
+        with one_thread():
+            yield
 
     @functools.cache
     def both(name: str):
@@ -57,6 +55,6 @@ def part_tests(part: int) -> dict[str, object]:
         assert fp == 0 and tp / (tp + fn) >= 0.98, rows
         assert not any(reports[c.name].names for c in supported if not c.expected)
 
-    return {f.__name__: f for f in (one_thread, test_doctor_names_exactly_the_bugs_of_each_published_case,
+    return {f.__name__: f for f in (on_one_thread, test_doctor_names_exactly_the_bugs_of_each_published_case,
                                     test_weights_and_optimizer_state_bitwise_equal_with_and_without_the_doctor,
                                     test_precision_and_recall_meet_the_issue)}
