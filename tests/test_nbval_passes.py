@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import background_corpus  # noqa: E402
 import course  # noqa: E402
 import nbval_perturbed  # noqa: E402
 
@@ -142,13 +143,19 @@ def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last
     assert all(option in unit for option in XDIST) and not any(option in browser for option in XDIST)
     first = _collected(*[a for a in unit if a not in XDIST])
     second = _collected(*browser)
+    corpus = _collected(*background_corpus.files())              # what the browser phase runs in the background
     everything = _collected()
-    assert not set(first) & set(second) and sorted(first + second) == sorted(everything)
+    verdict = f"{background_corpus.VERDICT}::test_the_published_loop_corpus_passes"
+    # a plain pytest runs the corpus's tests in its session and leaves their background verdict out
+    assert verdict not in everything and verdict in second and len(corpus) > 400
+    assert not set(first) & set(second) and not (set(first) | set(second)) & set(corpus)
+    assert sorted(first + second + corpus) == sorted(everything + [verdict])
     assert not any("tests/browser/" in line or "outputs_hold" in line for line in first)
-    kinds = ["verdict" if "outputs_hold" in line else "browser" if "tests/browser/" in line else "other"
-             for line in second]
+    kinds = ["verdict" if "outputs_hold" in line or line == verdict else "browser" if "tests/browser/" in line
+             else "other" for line in second]
     assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
-    assert second[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
+    assert second[-len(PASSES) - 1:-1] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]"
+                                           for c in PASSES]
     assert PASSES == [nbval_perturbed.PINNED, "any-host"]
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
@@ -217,6 +224,57 @@ def test_a_niced_pass_runs_its_kernels_at_that_niceness(tmp_path):
     assert nbval_perturbed.nbval([path], niceness=19).passed
     plain = nbval_perturbed.nbval([path])
     assert not plain.passed and plain.failed == ["00_niceness.ipynb::Cell 0"], plain.log[-2000:]
+
+
+def test_the_background_corpus_runs_lowered_in_a_session_of_its_own_and_its_failures_are_its_verdict(tmp_path):
+    """The corpus's background run (tools/background_corpus.py) at a niceness: a session of its own, its
+    scheduling group at that niceness too where Linux has autogroups; a failing test fails the run and its log
+    names it; the tests counted. (Niceness 5 here: at 19, beside the unit phase's busy workers, the probe would
+    wait minutes.)"""
+    import os
+    if not hasattr(os, "nice") or os.nice(0) >= 5:
+        pytest.skip("no nice() here, or this process is already at a lower priority")
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import os\nfrom pathlib import Path\n\n\ndef test_priority():\n"
+                     f"    group = Path('/proc/self/autogroup')\n"
+                     f"    Path({str(tmp_path / 'facts')!r}).write_text(f'{{os.nice(0)}} {{os.getsid(0)}} '\n"
+                     "        + (group.read_text().split()[-1] if group.exists() else '-'))\n\n\n"
+                     "def test_broken():\n    assert 1 == 2, 'the failure the verdict names'\n")
+    run = background_corpus.start((str(probe),), niceness=5)
+    run.close()
+    assert run.code == 1 and run.count == 2 and not run.log.exists()
+    niceness, session, group = (tmp_path / "facts").read_text().split()
+    assert niceness == "5" and int(session) != os.getsid(0) and group in ("5", "-")
+    assert "test_broken" in run.text() and "the failure the verdict names" in run.text()
+
+
+def test_a_background_corpus_run_still_going_is_stopped_with_its_workers(tmp_path):
+    """A session that ends before the corpus (interrupted) stops the whole run: pytest and its xdist workers, which
+    a Ctrl-C in the terminal would not reach (their session is their own)."""
+    import os
+    import time
+    probe = tmp_path / "test_slow.py"
+    probe.write_text("import time\n\n\ndef test_one():\n    time.sleep(120)\n\n\ndef test_two():\n"
+                     "    time.sleep(120)\n")
+    run = background_corpus.start((str(probe),), niceness=5)
+    time.sleep(3)
+    begun = time.perf_counter()
+    run.stop()
+    assert run.code is not None and time.perf_counter() - begun < 30 and not run.log.exists()
+    if Path("/proc/self/stat").exists():      # nothing of the group still runs (an ended worker may wait, a zombie,
+        def stat(path: Path) -> list[str]:    # for whoever reaps it)
+            try:
+                return path.read_text().rsplit(")", 1)[1].split()     # state, parent, group, ...
+            except (OSError, IndexError):                              # ended meanwhile
+                return ["Z", "", ""]
+
+        def alive() -> list[list[str]]:
+            stats = map(stat, Path("/proc").glob("[0-9]*/stat"))
+            return [s for s in stats if s[2] == str(run.process.pid) and s[0] != "Z"]
+        deadline = time.monotonic() + 10
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive()
 
 
 def test_a_differing_cell_is_reported_in_full(tmp_path):

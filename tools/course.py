@@ -23,8 +23,10 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-
          "tests/nbval_sanitize.cfg", "-p", "no:randomly"]
 LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
 VERDICTS = "tests/test_nbval_passes.py::test_committed_outputs_hold"     # the background notebook passes' verdicts
-UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}"]
-BROWSER_PHASE = ["tests/browser", VERDICTS]
+CORPUS = "tests/test_corpus_in_background.py"     # the published-loop corpus's verdict (tools/background_corpus.py)
+UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}",
+              "--ignore-glob=tests/test_doctor_published*.py", f"--ignore={CORPUS}"]
+BROWSER_PHASE = ["tests/browser", VERDICTS, CORPUS]
 
 
 def supported() -> tuple[int, int]:
@@ -129,7 +131,8 @@ def main(argv: list[str]) -> None:
             run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
         # Two phases, so that every core works all the time and what the browser times is not slowed by the
         # unit tests: the unit and widget tests on every core (pytest-xdist, a file per worker); then the
-        # browser tests, with the two notebook passes in the background on the cores they leave idle.
+        # browser tests, with the two notebook passes and the doctor's published-loop corpus in the background on
+        # the cores they leave idle.
         # Every pytest process (two xdist workers, the phases, the tests that collect or run pytest themselves)
         # rewrites the asserts of all 120 test files unless it may cache the result: where the host sets
         # PYTHONDONTWRITEBYTECODE (this one does), a collection of the whole suite took 14.9 s instead of 9.5 s.

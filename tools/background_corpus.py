@@ -1,0 +1,126 @@
+"""The loop doctor's published-loop corpus (tests/test_doctor_published*.py) run in the background of `make test`'s
+browser phase: about 220 s of one core that has no timing in it, on the CPU the browser tests leave idle.
+
+One pytest process (two xdist workers, a file each at a time) in a session of its own, at niceness 19, and where
+Linux schedules by session (autogroup) its group at niceness 19 too: a niceness alone counts only inside a session,
+so without the group's the corpus would take its share from the browser tests' kernels. conftest.py starts it once
+collection is final; tests/test_corpus_in_background.py waits for it and fails with its failures. Standard library
+only (conftest.py imports it before anything else is known to be installed).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = "tests/test_doctor_published"          # the corpus's test files: tests/test_doctor_published*.py
+VERDICT = "tests/test_corpus_in_background.py"
+NICENESS = 19
+TIMEOUT_S = 1800
+
+
+@functools.cache
+def files() -> tuple[str, ...]:
+    """The corpus's test files, relative to the repository."""
+    return tuple(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(f"{FILES}*.py")))
+
+
+def is_corpus_test(nodeid: str) -> bool:
+    return nodeid.split("::")[0] in files()
+
+
+def command(paths: tuple[str, ...] | None = None) -> list[str]:
+    """pytest over the corpus's files (or `paths`), on two workers, a file per worker at a time."""
+    return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-rfEX",
+            "-n", "2", "--dist", "loadfile", *(files() if paths is None else paths)]
+
+
+def _lowered(niceness: int):
+    """What the child runs before pytest starts (its session already its own): its niceness and its group's."""
+    return functools.partial(_lower, niceness)
+
+
+def _lower(niceness: int) -> None:
+    os.nice(niceness)
+    try:
+        Path("/proc/self/autogroup").write_text(str(niceness))
+    except OSError:           # no autogroup (a kernel without it, another OS): the niceness alone then counts
+        pass
+
+
+def _signal_group(process: subprocess.Popen, number: int) -> None:
+    """Send `number` to the run's process group (pytest and its xdist workers); its leader alone where there are
+    no groups."""
+    try:
+        os.killpg(process.pid, number)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        process.send_signal(number)
+
+
+@dataclass
+class Run:
+    """The corpus's background run: its process, its log, and once it has ended its exit code and seconds."""
+
+    process: subprocess.Popen
+    log: Path
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float | None = None
+    code: int | None = None
+    _text: str | None = None
+
+    def wait(self, timeout: float = TIMEOUT_S) -> int:
+        if self.code is None:
+            try:
+                self.code = self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process, signal.SIGKILL)
+                self.code = self.process.wait()
+            self.seconds = time.perf_counter() - self.started
+        return self.code
+
+    def text(self) -> str:
+        """The run's log (pytest's output), also after `close`."""
+        if self._text is not None:
+            return self._text
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def close(self) -> None:
+        """Wait for the end; keep the log's text here and remove its file."""
+        self.wait()
+        self._text = self.text()
+        self.log.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        """End a run still going (its session is its own, so a Ctrl-C in the terminal does not reach it): its
+        whole process group, the xdist workers included."""
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+            self.wait(timeout=30)
+        self.close()
+
+    @property
+    def count(self) -> int:
+        """Tests run (passed, xfailed, failed, ...) by pytest's last summary line; 0 before the end."""
+        ends = re.findall(r"^=*\s*(\d+ \w+.* in [\d.]+s.*?)\s*=*$", self.text(), flags=re.M)
+        return sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed|xfailed|xpassed|error)", ends[-1])) if ends else 0
+
+
+def start(paths: tuple[str, ...] | None = None, niceness: int = NICENESS) -> Run:
+    """Start the corpus's run (or pytest over `paths`, at `niceness`: the tests of this mechanism)."""
+    handle, name = tempfile.mkstemp(prefix="doctor-corpus-", suffix=".log")
+    os.close(handle)
+    log = Path(name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST")}
+    with log.open("w") as out:
+        process = subprocess.Popen(command(paths), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_lowered(niceness) if hasattr(os, "nice") else None)
+    return Run(process, log)
