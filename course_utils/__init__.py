@@ -7,9 +7,18 @@ module paths still import (``_moved.py``).
 from course_utils import _moved
 from course_utils.engine.arithmetic import TrainingArithmetic, training_arithmetic
 from course_utils.infra import nudge as _nudge
-from course_utils.infra.notebook import seed_everything, setup_notebook, sig
 
 _moved.install()
 _nudge.install()   # only under COURSE_NUDGE: nbval's nudged pass (infra/nudge.py)
 
 __all__ = ["setup_notebook", "seed_everything", "sig", "training_arithmetic", "TrainingArithmetic"]
+_NOTEBOOK = ("setup_notebook", "seed_everything", "sig")
+
+
+def __getattr__(name: str):
+    """The notebook helpers, imported when first asked for: they import torch (about a second), which a command
+    that needs none of it (``python -m course_utils.explain``) should not wait for."""
+    if name in _NOTEBOOK:
+        from course_utils.infra import notebook
+        return getattr(notebook, name)
+    raise AttributeError(f"module 'course_utils' has no attribute {name!r}")

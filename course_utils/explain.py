@@ -13,7 +13,7 @@ import os
 import sys
 
 from course_utils.atlas.lookup import Found, lookup
-from course_utils.atlas.runner import fragment
+from course_utils.atlas.entry import fragment
 
 __all__ = ["explain", "explain_text", "main"]
 

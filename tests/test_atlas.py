@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import traceback
@@ -17,7 +18,8 @@ import torch
 
 from course_utils.atlas import ENTRIES, STAGES
 from course_utils.atlas.lookup import MATCH, MESSAGES, lookup, recorded, tokens
-from course_utils.atlas.runner import _namespace, fragment, run_entry
+from course_utils.atlas.entry import fragment
+from course_utils.atlas.runner import _namespace, run_entry
 from course_utils.explain import explain_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,9 +63,10 @@ def test_a_fragment_that_makes_a_process_group_is_kept_until_exit_and_no_other()
 def test_the_optimizer_state_names_come_from_torch_and_find_the_other_class_entry():
     """Keys no recorded run raised (Adam's amsgrad buffer, SGD's momentum buffer, Adamax's exp_inf) still find
     the entry; a key every optimizer has (lr) or none has does not."""
-    from course_utils.atlas.optimizer_keys import optimizer_state_names
+    from course_utils.atlas.optimizer_keys import optimizer_state_names, recorded_state_names
 
     names = optimizer_state_names()
+    assert recorded_state_names() == names          # what the lookup reads is what torch gives
     model = torch.nn.Linear(2, 1)
     for optimizer in (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), torch.optim.Adamax(model.parameters())):
         model(torch.ones(3, 2)).sum().backward()
@@ -282,6 +285,19 @@ def test_an_unrelated_message_gets_no_entry(message):
     found = lookup(message)
     assert found.best is None, [(e.id, round(s, 2)) for e, s in found.matches]
     assert explain_text(message).startswith("no entry of the atlas matches")
+
+
+def test_looking_an_error_up_imports_no_torch():
+    """The command answers in a fraction of a second: neither the package nor the lookup imports torch (about 1 s)
+    or steps an optimizer (torch._dynamo's import, about 1.4 s more), and the answer is the whole one."""
+    message = "RuntimeError: " + recorded()[ENTRIES[0].id]["messages"][0]
+    code = ("import sys\nfrom course_utils.explain import explain_text\n"
+            f"answer = explain_text({message!r})\n"
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules), answer.splitlines()[0])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "COURSE_NUDGE": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("[] 1. ") and f"[{ENTRIES[0].id}:" in done.stdout, done.stdout
 
 
 def test_the_command_reads_stdin_and_says_when_nothing_came():

@@ -1,6 +1,7 @@
 """Keep the atlas's recorded messages true to torch (issue 39).
 
-``python tools/atlas.py sync``   runs every entry (and its variants) and writes course_utils/atlas/messages.json;
+``python tools/atlas.py sync``   runs every entry (and its variants) and writes course_utils/atlas/messages.json,
+                                 and the optimizers' state names torch gives (optimizer_state_names.json);
 ``python tools/atlas.py check``  exits 1 with a line per entry whose run differs from the file (the tests call
                                  ``problems()``).
 """
@@ -15,6 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from course_utils.atlas import ENTRIES  # noqa: E402
 from course_utils.atlas.lookup import MESSAGES  # noqa: E402
+from course_utils.atlas.optimizer_keys import RECORDED, optimizer_state_names  # noqa: E402
 from course_utils.atlas.runner import run_entry  # noqa: E402
 
 
@@ -36,6 +38,9 @@ def problems() -> list[str]:
     found += [f"{key}: the recorded messages differ from the run's (run tools/atlas.py sync)"
               for key, value in now.items() if saved.get(key, {}).get("messages") != value["messages"]]
     found += [f"{key}: recorded but no longer in the atlas" for key in saved if key not in now]
+    names = json.loads(RECORDED.read_text(encoding="utf-8")) if RECORDED.exists() else None
+    if names != sorted(optimizer_state_names()):
+        found.append(f"{RECORDED.name}: the optimizers' state names differ from torch's (run tools/atlas.py sync)")
     return found
 
 
@@ -44,6 +49,7 @@ def main(argv: list[str]) -> int:
         now = current()
         MESSAGES.write_text(json.dumps({k: {"type": v["type"], "messages": v["messages"]} for k, v in now.items()},
                                        indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        RECORDED.write_text(json.dumps(sorted(optimizer_state_names()), indent=1) + "\n", encoding="utf-8")
         bad = [k for k, v in now.items() if not v["ok"]]
         print(f"{len(now)} entries recorded" + (f"; not as expected: {', '.join(bad)}" if bad else ""))
         return 1 if bad else 0

@@ -59,6 +59,11 @@ class Entry:
         return self.expect.endswith("Warning")
 
 
+def fragment(code: str, params: dict) -> str:
+    """An entry's code (or fix) with one of its params sets filled in."""
+    return string.Template(code).substitute(params)
+
+
 def source(*parts: str) -> str:
     """A fragment written indented in an entries file (in one or more parts), as the code it is."""
     return "\n".join(textwrap.dedent(part).strip("\n") + "\n" for part in parts)

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
+from pathlib import Path
 
 SKIPPED = ("LBFGS",)
+# what optimizer_state_names() gave on the pinned torch, written by `python tools/atlas.py sync` (which checks it):
+# the lookup reads this file, so that a command that only looks an error up never imports torch or steps an
+# optimizer (the first step imports torch._dynamo: about 2.5 s of a 3 s answer)
+RECORDED = Path(__file__).with_name("optimizer_state_names.json")
 # the options that give a parameter more state, each switched on where a class has it: SGD's and RMSprop's
 # momentum_buffer, Adam's max_exp_avg_sq, RMSprop's grad_avg
 STATEFUL = {"momentum": 0.9, "amsgrad": True, "centered": True}
@@ -48,3 +54,9 @@ def optimizer_state_names() -> frozenset[str]:
     groups = [group for _, group in steps]
     telling = {key for key in set().union(*groups) if 2 * sum(key in group for group in groups) < len(groups)}
     return frozenset(name for name in state | telling if len(name) >= 3)
+
+
+@functools.cache
+def recorded_state_names() -> frozenset[str]:
+    """optimizer_state_names() as recorded on the pinned torch (RECORDED; `tools/atlas.py check` compares them)."""
+    return frozenset(json.loads(RECORDED.read_text(encoding="utf-8")))

@@ -7,7 +7,6 @@ import os
 import random
 import re
 import signal
-import string
 import sys
 import tempfile
 import threading
@@ -24,7 +23,7 @@ from torch import nn
 from torch.utils.data import (DataLoader, Dataset, IterableDataset, TensorDataset, WeightedRandomSampler,
                               default_collate, random_split)
 
-from course_utils.atlas.entry import Entry
+from course_utils.atlas.entry import Entry, fragment
 from course_utils.infra.gloo_groups import keep_until_exit
 
 # What varies between two runs of the same fragment, replaced in the message the atlas shows (and said so)
@@ -85,10 +84,6 @@ def _namespace(folder: Path) -> dict[str, Any]:
             "IterableDataset": IterableDataset, "random_split": random_split,
             "WeightedRandomSampler": WeightedRandomSampler, "default_collate": default_collate, "tmp": folder,
             "__name__": "__main__"}
-
-
-def fragment(code: str, params: dict) -> str:
-    return string.Template(code).substitute(params)
 
 
 def _run(code: str, entry: Entry, folder: Path) -> tuple[str, str, dict]:

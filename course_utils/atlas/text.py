@@ -12,8 +12,8 @@ import tempfile
 from collections import Counter
 
 from course_utils.atlas import ENTRIES, STAGES
-from course_utils.atlas.entry import Entry
-from course_utils.atlas.runner import Outcome, fragment, run_entry
+from course_utils.atlas.entry import Entry, fragment
+from course_utils.atlas.runner import Outcome, run_entry
 
 NORMALISED = ("addresses, process ids, temporary paths, ports, this machine's CPU count, torch's own source location, "
               "the launcher's time and host (and the width of its rules), a DataLoader worker's traceback frames, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from course_utils.atlas.optimizer_keys import optimizer_state_names
+from course_utils.atlas.optimizer_keys import recorded_state_names
 
 # What a launcher or a C++ logger writes before a line: torchrun's "[rank1]:", glog's "[E1218 20:27:21.4 File.cpp:629]"
 # (and torch's Python logging in glog's form: "E1129 20:15:46.554000 25342 torch/.../api.py:836]")
@@ -62,7 +62,7 @@ def _name(match: re.Match) -> str:
         return " NAME_num_batches_tracked "
     if first in ARRAY_ATTRIBUTES:
         return f" NAME NAME_{first} "
-    if text in optimizer_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
+    if text in recorded_state_names():     # KeyError: 'betas', 'momentum', ...: another optimizer class's state
         return " NAME_optimizer_state "
     if text.split(".")[-1] in ("OrderedDict", "dict"):   # "'collections.OrderedDict' object has no attribute":
         return " NAME_state_dict_object "                  # a state_dict (or a checkpoint dict), not a model

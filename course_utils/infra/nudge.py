@@ -18,8 +18,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 VARIABLE = "COURSE_NUDGE"
 # torch.nn.init's random fillers: every built-in layer initialises through one of these (nn.Linear through
@@ -46,6 +48,7 @@ def size() -> float:
 
 def pattern(count: int) -> torch.Tensor:
     """A fixed float64 pattern in [-1, 1) of `count` values (a multiplicative hash of the index; no RNG drawn)."""
+    import torch
     index = torch.arange(count, dtype=torch.int64)
     return ((index * 2654435761 + 12345) % 65536).double() / 32768.0 - 1.0
 
@@ -62,6 +65,7 @@ def nudge(tensor: torch.Tensor, relative: float | None = None) -> torch.Tensor:
 def _nudged(fill):
     @functools.wraps(fill)
     def wrapper(tensor, *args, **kwargs):
+        import torch
         result = fill(tensor, *args, **kwargs)
         with torch.no_grad():
             tensor.copy_(nudge(tensor.detach()))
@@ -77,6 +81,7 @@ def install() -> bool:
     """
     if not size():
         return False
+    import torch       # only now: without the variable, importing course_utils does not import torch
     for name in INITIALISERS:
         fill = getattr(torch.nn.init, name, None)
         if fill is not None and not hasattr(fill, _ORIGINAL):
@@ -86,6 +91,7 @@ def install() -> bool:
 
 def uninstall() -> None:
     """Put torch.nn.init's own fillers back (tests)."""
+    import torch
     for name in INITIALISERS:
         fill = getattr(torch.nn.init, name, None)
         if fill is not None and hasattr(fill, _ORIGINAL):
