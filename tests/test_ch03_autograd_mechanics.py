@@ -86,3 +86,58 @@ def test_ghost_batches_tensor_split_never_leaves_a_lone_row(rows, virtual):
     assert by_split.endswith("every chunk normalised")
     lone = rows - virtual * (math.ceil(rows / virtual) - 1) == 1
     assert by_chunk.endswith("every chunk normalised") != lone
+
+
+@pytest.mark.parametrize("w0, lr", [(0.5, 0.1), (-1.5, 0.3)])
+def test_the_meta_gradient_reaches_the_weights_only_when_the_fast_weights_start_from_them(w0, lr):
+    """Oracle: a central difference of the outer loss as a function of the starting weight."""
+    from course_utils.chapters.ch03_func_transforms import copied_start_lines
+
+    def outer(w):
+        w1 = w - lr * 2 * (w - 1.0)
+        return (w1 - 1.0) ** 2
+    h = 1e-4
+    derivative = (outer(w0 + h) - outer(w0 - h)) / (2 * h)
+    copy, itself, first_order, _ = copied_start_lines(w0, lr)
+    assert "model.weight.grad None" in copy
+    assert float(copy.rsplit(" ", 1)[1]) == pytest.approx(derivative, abs=1e-3)   # it lands on the copy
+    assert float(itself.rsplit(" ", 1)[1]) == pytest.approx(derivative, abs=1e-3)
+    w1 = w0 - lr * 2 * (w0 - 1.0)
+    assert float(first_order.rsplit(" ", 1)[1]) == pytest.approx(2 * (w1 - 1.0), abs=1e-4)
+
+
+def test_a_recurrent_rollout_against_an_lstm_run_episode_by_episode_and_inputs_perturbed():
+    """Oracles: torch's nn.LSTM with the cell's weights, run on each episode alone from zeros (the uninterrupted
+    stream with its resets), and which outputs move when one input is moved (no autograd)."""
+    import torch
+    from torch import nn
+
+    from course_utils.chapters import ch03_recurrent_rollouts as r
+    assert r.rollout_lines(3)[0].endswith(f"at {r.STEPS} of {r.STEPS} steps")
+    torch.manual_seed(3)
+    cell = nn.LSTMCell(3, 4)
+    xs = torch.randn(r.STEPS, 3)
+    lstm = nn.LSTM(3, 4)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(lstm, f"{name}_l0").copy_(getattr(cell, name))
+        starts = [0, *(e + 1 for e in r.ENDS)]
+        episodes = [lstm(xs[a:b])[0] for a, b in zip(starts, [*starts[1:], r.STEPS])]
+        zeros = (torch.zeros(1, 4), torch.zeros(1, 4))
+        first, stored = r._stream(cell, xs[:r.ROLLOUT], 0, zeros)
+        carried, stored_2 = r._stream(cell, xs[r.ROLLOUT:], r.ROLLOUT, stored[-1])
+        assert torch.allclose(torch.cat([first, carried]), torch.cat(episodes), atol=1e-6)
+
+        def moved(t: int, own: bool) -> bool:
+            """Does step 9's output change when step t's input moves (the update on rollout 2)?"""
+            nudged = xs.clone()
+            nudged[t] += 1.0
+            if own:      # from its own stored state, which acting computed from the unmoved inputs
+                return not torch.equal(cell(nudged[9][None], stored_2[9 - r.ROLLOUT])[0], carried[9 - r.ROLLOUT][None])
+            out, _ = r._stream(cell, nudged[r.ROLLOUT:], r.ROLLOUT, stored[-1])
+            return not torch.equal(out[9 - r.ROLLOUT], carried[9 - r.ROLLOUT])
+    lines = r.rollout_lines(3)
+    replay = [t for t in range(r.ROLLOUT, r.STEPS) if moved(t, own=False)]
+    own = [t for t in range(r.ROLLOUT, r.STEPS) if moved(t, own=True)]
+    assert replay == [6, 7, 8, 9] and own == [9]
+    assert lines[2].endswith(f"inputs of steps {replay}") and lines[3].endswith(f"inputs of steps {own}")

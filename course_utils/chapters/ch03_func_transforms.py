@@ -161,3 +161,31 @@ def maml_steps_lines(a: float = 1.0, b: float = 3.0, alpha: float = 0.1, w0: flo
                  f"meta-gradient {meta:.4f} + the inner loss's gradient {2 * (w0 - a):.4f}: "
                  f"{abs(w.grad.item() - meta - 2 * (w0 - a)) < 1e-5}")
     return lines
+
+
+def copied_start_lines(w0: float = 0.5, lr: float = 0.1) -> list[str]:
+    """One SGD inner step on a 1x1 linear layer (no bias), from w0 to w0 + 0.1, then an outer loss of the fast
+    weight: where the meta-gradient lands. Fast weights started from a copy (what `higher.innerloop_ctx` does by
+    default, copy_initial_weights=True) are a leaf of their own, so model.weight.grad stays None; started from the
+    model's own parameter (functional_call on it, or copy_initial_weights=False) the meta-gradient reaches it,
+    2(w_1 - 1)(1 - 2·lr) with create_graph=True, 2(w_1 - 1) without (first order)."""
+    from torch.func import functional_call
+    x, y = torch.ones(1, 1), torch.ones(1, 1)
+    lines = []
+    for start, second_order in (("a copy", True), ("the parameter itself", True), ("the parameter itself", False)):
+        model = nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            model.weight.fill_(w0)
+        weight = model.weight.detach().clone().requires_grad_() if start == "a copy" else model.weight
+        inner = nn.functional.mse_loss(functional_call(model, {"weight": weight}, (x,)), y)
+        (g,) = torch.autograd.grad(inner, weight, create_graph=second_order)
+        fast = weight - lr * g
+        nn.functional.mse_loss(functional_call(model, {"weight": fast}, (x,)), y).backward()
+        got = "None" if model.weight.grad is None else f"{model.weight.grad.item():.4f}"
+        on_copy = f"; the copy's .grad {weight.grad.item():.4f}" if weight is not model.weight else ""
+        lines.append(f"started from {start} (create_graph={second_order}): fast weight {fast.item():.2f}, "
+                     f"model.weight.grad {got}{on_copy}")
+    w1 = w0 - lr * 2 * (w0 - 1.0)
+    lines.append(f"by hand: 2(w_1 - 1)(1 - 2·{lr}) = {2 * (w1 - 1) * (1 - 2 * lr):.4f}; first order 2(w_1 - 1) = "
+                 f"{2 * (w1 - 1):.4f}")
+    return lines

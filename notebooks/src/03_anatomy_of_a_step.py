@@ -751,6 +751,29 @@ with answer(3, "hidden-state"):
 # tensor that outlives its
 # batch and feeds the next one: a running average computed from outputs, a cached embedding.
 #
+# Reinforcement learning carries the state further: a recurrent policy acts step by step, with no graph, across
+# episodes and across the rollouts it is trained on. Two questions come up: should the state be zeroed when a new
+# rollout starts, and does an update from stored states backpropagate through one step only? One LSTM cell, 12 steps
+# of one environment whose episodes end after steps 3 and 9 (the state is multiplied by 0 there, as cleanrl's
+# `ppo_atari_lstm.py` does with `1 - done`), rollouts of 6 steps, seeds 0 to 4:
+
+# %% tags=["answers-recurrent-rollouts"]
+from course_utils.chapters.ch03_recurrent_rollouts import rollout_lines
+
+lines = rollout_lines(0)
+print("\n".join(lines))
+print("the same lines on seeds 1 to 4:", all(rollout_lines(seed) == lines for seed in range(1, 5)))
+
+# %% [markdown]
+# A rollout boundary is not an episode boundary. Carrying the state over is what the environment saw; zeroing it
+# there hands the policy a state it never acted from, for the rest of that episode. The reset belongs at the
+# episode's end, where the `done` mask puts it. For the update, a recurrent PPO stores each step's state while
+# acting, but replays every sequence from the state stored at the sequence's first step (sb3-contrib's
+# `RecurrentPPO` passes those to `evaluate_actions`; cleanrl replays each environment's whole rollout): the outputs
+# are the ones the rollout produced, and the gradient goes back through the sequence, truncated at its start
+# (where the stored state is a constant) and at every reset inside it. Evaluating each step from its own stored
+# state also reproduces the outputs, but each gradient stops after one step.
+#
 # ### In-place operations in a forward pass
 
 # %%
@@ -1251,6 +1274,21 @@ print("\n".join(maml_steps_lines()))
 # `.grad`, where the outer backward then adds the meta-gradient, and the meta-update uses their sum unless `.grad`
 # is zeroed in between. `autograd.grad` returns the inner gradient without touching `.grad`: it is the one call
 # MAML needs, first- or second-order.
+#
+# The meta-gradient reaches the model's weights only if the fast weights are computed from them. A library that
+# starts the inner loop from a copy cuts that link: `higher.innerloop_ctx(model, opt)` copies the weights by default
+# (`copy_initial_weights=True`), and `model.weight.grad` stays empty after the outer backward. One weight of 0.5, one
+# SGD step of lr 0.1 on (w − 1)², then the same loss at the fast weight:
+
+# %% tags=["answers-copied-initial-weights"]
+from course_utils.chapters.ch03_func_transforms import copied_start_lines
+
+print("\n".join(copied_start_lines()))
+
+# %% [markdown]
+# Started from a copy, the meta-gradient is computed, but it lands on the copy, a leaf of its own, and no optimizer
+# of the model ever reads it. MAML needs the fast weights to start from the parameters themselves
+# (`copy_initial_weights=False` in higher; `functional_call` on the model's own parameters in `torch.func`).
 
 # %% [markdown]
 # ## Clipping's flags

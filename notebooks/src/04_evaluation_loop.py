@@ -579,6 +579,23 @@ print("\n".join(normalisation_lines()))
 # below its published figure, check the preprocessing it was trained with before anything else; to fine-tune it,
 # start from that preprocessing, since its first layer was fitted to it.
 #
+# A categorical column has a preprocessing of its own: the map from category to embedding row, fitted on the training
+# set. New rows bring categories it never saw (a new user, a new product ID). Forty categories, 30 of them in
+# training, 10 only at prediction; one embedding value per row plus a linear term, seeds 0 to 4:
+
+# %% tags=["answers-unseen-categories"]
+from course_utils.chapters.ch04_unseen_categories import unseen_lines
+
+print("\n".join(unseen_lines()))
+
+# %% [markdown]
+# An index past the table is torch's `IndexError`, so the map needs a row for "unknown" (encoders that accept unseen
+# categories map them to a reserved index). That row is trained only by training rows that use it: reserved and never used, it keeps its random
+# initialisation, and every unseen category is predicted from noise. Mapping the training set's rare categories to
+# it (a minimum frequency, as tokenizers do with rare words) trains it on categories that are seen little, the
+# closest stand-in for those never seen. Whatever a library does with unknowns, the question is the same: which
+# training rows moved that vector?
+#
 # ## Evaluating on several ranks
 #
 # With W processes (chapter 2's `DistributedSampler`, with `shuffle=False` for evaluation: it shuffles by
