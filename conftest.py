@@ -16,13 +16,6 @@ timing limits allow for the load (a control over the limit is measured twice). T
 `--nbval`, the notebooks are checked in this session instead, cell by cell, and the pinned background pass is
 left out; `--collect-only` starts nothing. The end of a run prints where the time went, per part: unit,
 widget, nbval, perturbed nbval, browser.
-
-The published-loop corpus of the loop doctor (tests/test_doctor_published*.py, about 220 s of one core, no timing
-in it) runs in the browser phase too, on the CPU that phase leaves idle (the browser tests wait on the page much of
-the time): a pytest process of its own (two xdist workers) in a session of its own at niceness 19, its own
-scheduling group's too, so that it gets only what the browser tests and the notebook passes leave
-(tools/background_corpus.py); tests/test_corpus_in_background.py reads its verdict. When the corpus's own tests
-are in the session (a plain `pytest`), they run here and that verdict is left out.
 """
 import os
 import re
@@ -40,7 +33,6 @@ os.environ["COURSE_PROGRESS"] = os.path.join(_PROGRESS_DIR, "progress.json")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
-import background_corpus as corpus  # noqa: E402  (standard library only)
 import nbval_perturbed  # noqa: E402  (standard library only: the passes' runner)
 from nbval_perturbed import PINNED  # noqa: E402  (nbval as `make nbval` runs it)
 
@@ -48,7 +40,6 @@ PARTS = ("unit", "widget", "nbval", "perturbed nbval", "browser")
 PASSES = "tests/test_nbval_passes.py"
 NICENESS = 19   # the passes' priority: the lowest, so every test comes first
 BACKGROUND = pytest.StashKey[Future]()
-CORPUS_RUN = pytest.StashKey[corpus.Run]()
 _WIDGET_FILE = re.compile(r"tests/test_(widget\w*|\w*_view|view_fuzz)\.py")
 _seconds: dict[str, float] = defaultdict(float)
 _counts: dict[str, int] = defaultdict(int)
@@ -72,47 +63,26 @@ def is_verdict(item) -> bool:
     return item.nodeid.startswith(PASSES) and "outputs_hold" in item.nodeid
 
 
-def is_corpus_verdict(item) -> bool:
-    """The test that reads the background run of the published-loop corpus."""
-    return item.nodeid.startswith(corpus.VERDICT)
-
-
 def pytest_collection_modifyitems(session, config, items):
     """Browser tests after the rest, the background passes' verdicts last."""
     if any(".ipynb::" in item.nodeid for item in items):                  # --nbval: the cells are in the session
         kept = [item for item in items if not (is_verdict(item) and f"[{PINNED}]" in item.nodeid)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
-    if any(corpus.is_corpus_test(item.nodeid) for item in items):        # the corpus runs in this session
-        left = [item for item in items if is_corpus_verdict(item)]
-        config.hook.pytest_deselected(items=left)
-        items[:] = [item for item in items if item not in left]
     order = {"browser": 2}
-    items.sort(key=lambda item: 3 if is_verdict(item) or is_corpus_verdict(item)
-               else order.get(part_of(item.nodeid), 0))   # stable sort
+    items.sort(key=lambda item: 3 if is_verdict(item) else order.get(part_of(item.nodeid), 0))   # stable sort
 
 
 def pytest_collection_finish(session):
     """Start the notebook passes whose verdicts survived collection (-k, --deselect, --nbval) in a background
     thread; each pass is a pytest process of its own. `--collect-only` runs nothing, so starts nothing."""
-    if session.config.option.collectonly:
-        return
-    if any(is_corpus_verdict(item) for item in session.items):
-        session.config.stash[CORPUS_RUN] = corpus.start()
     configs = [item.callspec.params["config"] for item in session.items if is_verdict(item)]
-    if not configs:
+    if not configs or session.config.option.collectonly:
         return
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval-passes")
     session.config.stash[BACKGROUND] = pool.submit(nbval_perturbed.run_all, configs, nbval_perturbed.notebooks([]),
                                                    jobs=2, niceness=NICENESS)
     pool.shutdown(wait=False)
-
-
-def pytest_sessionfinish(session):
-    """A corpus run still going when the session ends (interrupted, or its verdict deselected by -x) is stopped."""
-    run = session.config.stash.get(CORPUS_RUN, None)
-    if run is not None:
-        run.stop()
 
 
 def pytest_runtest_logreport(report):
@@ -139,8 +109,4 @@ def pytest_terminal_summary(terminalreporter, config):
             if mine:
                 note = f"   ran in the background ({', '.join(mine)}), at the lowest priority"
         write(f"{part:<16} {_seconds[part]:7.1f} s   {_counts[part]:4d} tests{note}")
-    run = config.stash.get(CORPUS_RUN, None)
-    if run is not None and run.seconds is not None:
-        write(f"{'doctor corpus':<16} {'':>9}   {run.count:4d} tests   ran in the background ({run.seconds:.0f} s), "
-              f"at the lowest priority")
     write(f"{'total':<16} {time.perf_counter() - _started:7.1f} s   (wall clock, collection included)")

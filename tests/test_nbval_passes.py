@@ -117,21 +117,43 @@ def _collected(*args: str) -> list[str]:
 XDIST = ("-n", "auto", "--dist", "loadfile")
 
 
-def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last(monkeypatch):
-    """`make test` (no --nbval): the unit and widget tests on every core, then the browser tests with both passes'
-    verdicts last; together the two phases collect exactly what a plain `pytest` collects, each test once. With
-    --nbval the cells are items of the session and the pinned pass is not run a second time."""
-    ran = []
+class _FakeCorpus:
+    """What tools/course.py starts beside the phases, not started: it records how, and passes or fails."""
+
+    def __init__(self, code: int = 0, started: list | None = None, **how):
+        self.code, self.count, self.events = code, 3, started if started is not None else []
+        self.events.append(("start", how))
+
+    def close(self):
+        self.events.append(("close", None))
+
+    def stop(self):
+        self.events.append(("stop", None))
+
+    def verdict(self):
+        return "doctor corpus    (not run)"
+
+
+def test_make_test_runs_every_test_once_in_two_phases_beside_the_corpus_and_the_verdicts_come_last(monkeypatch):
+    """`make test` (no --nbval): the doctor's published-loop corpus starts beside both phases (in this .venv, in
+    their environment) and is waited for after them; the unit and widget tests on every core, then the browser tests
+    with both passes' verdicts last; together the phases and the corpus collect exactly what a plain `pytest`
+    collects, each test once. With --nbval the cells are items of the session and the pinned pass is not run a
+    second time."""
+    ran, started = [], []
     monkeypatch.setattr(course, "installed", lambda: None)
     monkeypatch.setattr(course, "run", lambda *args: None)                     # Chromium's install
     monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append([str(a) for a in args]) or envs.append(env)
-                        or 0)
+                        or started.append(("phase", None)) or 0)
+    monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(0, started, **how))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("MPLCONFIGDIR", raising=False)
     envs: list = []
     with pytest.raises(SystemExit) as stopped:
         course.main(["test"])
     assert stopped.value.code == 0 and len(ran) == 2
+    assert [event for event, _ in started] == ["start", "phase", "phase", "close"]
+    assert started[0][1] == {"python": str(course.venv_bin("python")), "env": envs[0]}
     # matplotlib's font list is the clone's own, no other checkout's
     assert all(env["MPLCONFIGDIR"] == str(course.VENV / "matplotlib") for env in envs)
     # the phases may cache rewritten test files (a host that forbids bytecode makes every collection rewrite them)
@@ -144,34 +166,44 @@ def test_make_test_runs_every_test_once_in_two_phases_and_the_verdicts_come_last
     first = _collected(*[a for a in unit if a not in XDIST])
     second = _collected(*browser)
     everything = _collected()
-    corpus = [line for line in everything if line.split("::")[0] in background_corpus.files()]   # run beside phase 2
-    verdict = f"{background_corpus.VERDICT}::test_the_published_loop_corpus_passes"
-    # a plain pytest runs the corpus's tests in its session and leaves their background verdict out
-    assert verdict not in everything and verdict in second and len(corpus) > 400
+    corpus = [line for line in everything if line.split("::")[0] in background_corpus.files()]   # beside both
+    assert len(corpus) > 400 and background_corpus.command()[-len(background_corpus.files()):] == list(
+        background_corpus.files())
     assert not set(first) & set(second) and not (set(first) | set(second)) & set(corpus)
-    assert sorted(first + second + corpus) == sorted(everything + [verdict])
+    assert sorted(first + second + corpus) == sorted(everything)
     assert not any("tests/browser/" in line or "outputs_hold" in line for line in first)
-    kinds = ["verdict" if "outputs_hold" in line or line == verdict else "browser" if "tests/browser/" in line
-             else "other" for line in second]
+    kinds = ["verdict" if "outputs_hold" in line else "browser" if "tests/browser/" in line else "other"
+             for line in second]
     assert "browser" in kinds and kinds == sorted(kinds, key=["other", "browser", "verdict"].index)
-    assert second[-len(PASSES) - 1:-1] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]"
-                                           for c in PASSES]
+    assert second[-len(PASSES):] == [f"tests/test_nbval_passes.py::test_committed_outputs_hold[{c}]" for c in PASSES]
     assert PASSES == [nbval_perturbed.PINNED, "any-host"]
     cells = _collected("--nbval", "--nbval-current-env", "tests/test_nbval_passes.py", "notebooks/09_cheat_sheet.ipynb")
     assert any(line.startswith("notebooks/09_cheat_sheet.ipynb::Cell") for line in cells)
     assert not any("[pinned]" in line for line in cells) and any("[any-host]" in line for line in cells)
 
 
-def test_make_test_fails_when_either_phase_fails_and_runs_both(monkeypatch):
-    """A failing unit test must not hide the browser tests' and the notebooks' verdicts, nor pass the run."""
-    for codes in ([1, 0], [0, 1], [2, 1]):
-        ran, answers = [], iter(codes)
+def test_make_test_fails_when_either_phase_or_the_corpus_fails_and_runs_all(monkeypatch):
+    """A failing unit test must not hide the browser tests', the notebooks' and the corpus's verdicts, nor pass the
+    run; an interrupted run stops the corpus (its session is its own: a Ctrl-C does not reach it)."""
+    for codes, corpus in (([1, 0], 0), ([0, 1], 0), ([2, 1], 0), ([0, 0], 1)):
+        ran, answers, events = [], iter(codes), []
         monkeypatch.setattr(course, "installed", lambda: None)
         monkeypatch.setattr(course, "run", lambda *args: None)
         monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append(args) or next(answers))
+        monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(corpus, events, **how))
         with pytest.raises(SystemExit) as stopped:
             course.main(["test"])
-        assert len(ran) == 2 and stopped.value.code == max(codes)
+        assert len(ran) == 2 and stopped.value.code == max(*codes, corpus)
+        assert [event for event, _ in events] == ["start", "close"]
+
+    def interrupted(*args, env=None):
+        raise KeyboardInterrupt
+    events = []
+    monkeypatch.setattr(course, "call", interrupted)
+    monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(0, events, **how))
+    with pytest.raises(KeyboardInterrupt):
+        course.main(["test"])
+    assert [event for event, _ in events] == ["start", "stop"]
 
 
 def _item(nodeid: str, config: str | None = None):
@@ -246,6 +278,8 @@ def test_the_background_corpus_runs_lowered_in_a_session_of_its_own_and_its_fail
     niceness, session, group = (tmp_path / "facts").read_text().split()
     assert niceness == "5" and int(session) != os.getsid(0) and group in ("5", "-")
     assert "test_broken" in run.text() and "the failure the verdict names" in run.text()
+    verdict = run.verdict().splitlines()
+    assert verdict[0].startswith("doctor corpus    1 failed, 1 passed") and verdict[1].startswith("FAILED")
 
 
 def test_a_background_corpus_run_still_going_is_stopped_with_its_workers(tmp_path):

@@ -1,11 +1,12 @@
-"""The loop doctor's published-loop corpus (tests/test_doctor_published*.py) run in the background of `make test`'s
-browser phase: about 220 s of one core that has no timing in it, on the CPU the browser tests leave idle.
+"""The loop doctor's published-loop corpus (tests/test_doctor_published*.py) run beside `make test`'s two phases:
+about 220 s of one core that has no timing in it, on the CPU the phases leave idle (the unit phase's last files on
+one worker while the other has finished, the browser tests waiting on the page).
 
 One pytest process (two xdist workers, a file each at a time) in a session of its own, at niceness 19, and where
 Linux schedules by session (autogroup) its group at niceness 19 too: a niceness alone counts only inside a session,
-so without the group's the corpus would take its share from the browser tests' kernels. conftest.py starts it once
-collection is final; tests/test_corpus_in_background.py waits for it and fails with its failures. Standard library
-only (conftest.py imports it before anything else is known to be installed).
+so without the group's the corpus would take its share from the tests' and the browser's kernels. tools/course.py
+starts it before the unit phase and reads its verdict after the browser phase; `make test` fails if it fails.
+Standard library only (tools/course.py runs before anything is installed).
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = "tests/test_doctor_published"          # the corpus's test files: tests/test_doctor_published*.py
-VERDICT = "tests/test_corpus_in_background.py"
 NICENESS = 19
 TIMEOUT_S = 1800
 
@@ -33,13 +33,9 @@ def files() -> tuple[str, ...]:
     return tuple(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(f"{FILES}*.py")))
 
 
-def is_corpus_test(nodeid: str) -> bool:
-    return nodeid.split("::")[0] in files()
-
-
-def command(paths: tuple[str, ...] | None = None) -> list[str]:
+def command(paths: tuple[str, ...] | None = None, python: str | None = None) -> list[str]:
     """pytest over the corpus's files (or `paths`), on two workers, a file per worker at a time."""
-    return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-rfEX",
+    return [python or sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-rfEX",
             "-n", "2", "--dist", "loadfile", *(files() if paths is None else paths)]
 
 
@@ -106,6 +102,17 @@ class Run:
             self.wait(timeout=30)
         self.close()
 
+    def verdict(self) -> str:
+        """What `make test` prints at its end: pytest's summary line, and where it failed its short summary."""
+        lines = self.text().strip().splitlines()
+        ends = [line for line in lines if re.search(r"\d+ (passed|failed|error).* in [\d.]+s", line)]
+        head = f"doctor corpus    {ends[-1].strip('= ') if ends else 'no summary (exit code ' + str(self.code) + ')'}"
+        head += f"   ran beside both phases ({self.seconds:.0f} s), at the lowest priority"
+        if self.code == 0:
+            return head
+        failures = [line for line in lines if line.startswith(("FAILED", "ERROR", "XPASS"))]
+        return "\n".join([head, *(failures or lines[-40:])])
+
     @property
     def count(self) -> int:
         """Tests run (passed, xfailed, failed, ...) by pytest's last summary line; 0 before the end."""
@@ -113,14 +120,17 @@ class Run:
         return sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed|xfailed|xpassed|error)", ends[-1])) if ends else 0
 
 
-def start(paths: tuple[str, ...] | None = None, niceness: int = NICENESS) -> Run:
-    """Start the corpus's run (or pytest over `paths`, at `niceness`: the tests of this mechanism)."""
+def start(paths: tuple[str, ...] | None = None, niceness: int = NICENESS, python: str | None = None,
+          env: dict[str, str] | None = None) -> Run:
+    """Start the corpus's run with `python` (this one by default) in `env` (this environment); or pytest over
+    `paths` at `niceness` (the tests of this mechanism)."""
     handle, name = tempfile.mkstemp(prefix="doctor-corpus-", suffix=".log")
     os.close(handle)
     log = Path(name)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST")}
+    env = {k: v for k, v in (os.environ if env is None else env).items()
+           if k not in ("PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST")}
     with log.open("w") as out:
-        process = subprocess.Popen(command(paths), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command(paths, python), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
                                    preexec_fn=_lowered(niceness) if hasattr(os, "nice") else None)
     return Run(process, log)

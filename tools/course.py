@@ -14,6 +14,9 @@ import sys
 import tomllib
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import background_corpus  # noqa: E402  (standard library only)
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
 LOCK = "requirements.lock"
@@ -23,10 +26,10 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-
          "tests/nbval_sanitize.cfg", "-p", "no:randomly"]
 LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
 VERDICTS = "tests/test_nbval_passes.py::test_committed_outputs_hold"     # the background notebook passes' verdicts
-CORPUS = "tests/test_corpus_in_background.py"     # the published-loop corpus's verdict (tools/background_corpus.py)
+CORPUS = "tests/test_doctor_published*.py"       # run beside both phases (tools/background_corpus.py)
 UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}",
-              "--ignore-glob=tests/test_doctor_published*.py", f"--ignore={CORPUS}"]
-BROWSER_PHASE = ["tests/browser", VERDICTS, CORPUS]
+              f"--ignore-glob={CORPUS}"]
+BROWSER_PHASE = ["tests/browser", VERDICTS]
 
 
 def supported() -> tuple[int, int]:
@@ -131,8 +134,7 @@ def main(argv: list[str]) -> None:
             run("bash", "tools/ensure_chromium.sh")   # the browser test's Chromium (Debian's package)
         # Two phases, so that every core works all the time and what the browser times is not slowed by the
         # unit tests: the unit and widget tests on every core (pytest-xdist, a file per worker); then the
-        # browser tests, with the two notebook passes and the doctor's published-loop corpus in the background on
-        # the cores they leave idle.
+        # browser tests, with the two notebook passes in the background on the cores they leave idle.
         # Every pytest process (two xdist workers, the phases, the tests that collect or run pytest themselves)
         # rewrites the asserts of all 120 test files unless it may cache the result: where the host sets
         # PYTHONDONTWRITEBYTECODE (this one does), a collection of the whole suite took 14.9 s instead of 9.5 s.
@@ -142,8 +144,17 @@ def main(argv: list[str]) -> None:
         # the user's: one written from a checkout since deleted made every chapter's first figure warn on stderr,
         # "findfont: Font family ['cmb10'] not found", and nbval compare that warning as an output)
         cached.setdefault("MPLCONFIGDIR", str(VENV / "matplotlib"))
-        codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
-        sys.exit(max(codes))
+        # The doctor's published-loop corpus (about 220 s of one core, no timing in it) runs beside both phases at
+        # the lowest priority, on the CPU they leave idle (tools/background_corpus.py); its verdict comes last.
+        corpus = background_corpus.start(python=str(venv_bin("python")), env=cached)
+        try:
+            codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
+        except BaseException:                        # Ctrl-C: its session is its own, so stop it here
+            corpus.stop()
+            raise
+        corpus.close()                               # waits for its end
+        print(corpus.verdict(), flush=True)
+        sys.exit(max(*codes, 0 if corpus.code == 0 and corpus.count > 0 else 1))
     else:
         run(venv_bin("python"), "-m", "pytest", *NBVAL, "notebooks/")
 
