@@ -60,6 +60,28 @@ def test_a_fragment_that_makes_a_process_group_is_kept_until_exit_and_no_other()
     assert len(gloo_groups._KEPT) == before + 2
 
 
+def test_an_entry_that_launches_like_torchrun_leaves_the_signal_handlers_as_they_were():
+    """torchrun's launcher sets SIGINT and SIGTERM to a handler raising its SignalException and never restores
+    them; after the entry, in a kernel, an interrupt must still be a KeyboardInterrupt."""
+    import signal
+    entry = next(e for e in RUN if e.id == "torchrun-child-failed")
+    before = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
+    seen = []
+    import torch.distributed.elastic.multiprocessing.api as elastic
+    original = elastic.PContext.start
+
+    def start(self):                     # the launcher really sets its handler (else this test could not fail)
+        original(self)
+        seen.append(signal.getsignal(signal.SIGINT))
+    try:
+        elastic.PContext.start = start
+        outcome = run_entry(entry)
+    finally:
+        elastic.PContext.start = original
+    assert outcome.raised == "ChildFailedError" and seen and seen[0] is not before[signal.SIGINT]
+    assert {n: signal.getsignal(n) for n in before} == before
+
+
 def test_the_optimizer_state_names_come_from_torch_and_find_the_other_class_entry():
     """Keys no recorded run raised (Adam's amsgrad buffer, SGD's momentum buffer, Adamax's exp_inf) still find
     the entry; a key every optimizer has (lr) or none has does not."""

@@ -145,7 +145,7 @@ def test_make_test_runs_every_test_once_in_two_phases_beside_the_corpus_and_the_
     monkeypatch.setattr(course, "run", lambda *args: None)                     # Chromium's install
     monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append([str(a) for a in args]) or envs.append(env)
                         or started.append(("phase", None)) or 0)
-    monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(0, started, **how))
+    monkeypatch.setattr(background_corpus, "start", lambda **how: _FakeCorpus(0, started, **how))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("MPLCONFIGDIR", raising=False)
     envs: list = []
@@ -190,7 +190,7 @@ def test_make_test_fails_when_either_phase_or_the_corpus_fails_and_runs_all(monk
         monkeypatch.setattr(course, "installed", lambda: None)
         monkeypatch.setattr(course, "run", lambda *args: None)
         monkeypatch.setattr(course, "call", lambda *args, env=None: ran.append(args) or next(answers))
-        monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(corpus, events, **how))
+        monkeypatch.setattr(background_corpus, "start", lambda **how: _FakeCorpus(corpus, events, **how))
         with pytest.raises(SystemExit) as stopped:
             course.main(["test"])
         assert len(ran) == 2 and stopped.value.code == max(*codes, corpus)
@@ -200,7 +200,7 @@ def test_make_test_fails_when_either_phase_or_the_corpus_fails_and_runs_all(monk
         raise KeyboardInterrupt
     events = []
     monkeypatch.setattr(course, "call", interrupted)
-    monkeypatch.setattr(course.background_corpus, "start", lambda **how: _FakeCorpus(0, events, **how))
+    monkeypatch.setattr(background_corpus, "start", lambda **how: _FakeCorpus(0, events, **how))
     with pytest.raises(KeyboardInterrupt):
         course.main(["test"])
     assert [event for event, _ in events] == ["start", "stop"]

@@ -14,9 +14,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import background_corpus  # noqa: E402  (standard library only)
-
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
 LOCK = "requirements.lock"
@@ -146,6 +143,7 @@ def main(argv: list[str]) -> None:
         cached.setdefault("MPLCONFIGDIR", str(VENV / "matplotlib"))
         # The doctor's published-loop corpus (about 220 s of one core, no timing in it) runs beside both phases at
         # the lowest priority, on the CPU they leave idle (tools/background_corpus.py); its verdict comes last.
+        import background_corpus     # tools/ (standard library only; install and lab need only this file)
         corpus = background_corpus.start(python=str(venv_bin("python")), env=cached)
         try:
             codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]

@@ -106,12 +106,25 @@ def _run(code: str, entry: Entry, folder: Path) -> tuple[str, str, dict]:
     return "", "", namespace
 
 
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
 @contextlib.contextmanager
 def _restored(hooks):
+    """The exception hooks, and the signal handlers, as they were: torchrun's launcher (elastic_launch, the
+    torchrun-child-failed entry) sets SIGINT, SIGTERM, SIGHUP and SIGQUIT to a handler that raises its own
+    SignalException and never puts them back, so a kernel that ran that entry would answer JupyterLab's "Interrupt"
+    with SignalException (an Exception, which `except Exception` swallows) instead of KeyboardInterrupt."""
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():     # only the main thread may set them
+        handlers = {number: signal.getsignal(number) for number in _SIGNALS}
     try:
         yield
     finally:
         sys.excepthook, threading.excepthook = hooks
+        for number, handler in handlers.items():
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
 
 
 @contextlib.contextmanager
