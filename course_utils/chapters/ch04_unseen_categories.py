@@ -2,8 +2,9 @@
 
 An embedding has one row per index it was built with. The category-to-index map is fitted on the training set
 (like normalisation's constants); a category outside it needs an index the map reserves for "unknown", or
-nn.Embedding raises IndexError in torch's own words. The reserved row is a vector like any other: it moves only
-when a training row uses it. Left unused, it keeps its random start, which is what every unseen category then gets;
+nn.Embedding raises IndexError in torch's own words (on the CPU). The reserved row is a vector like any other: with
+Adam and no weight decay, as here, it moves only when a training row uses it. Left unused, it keeps its random start,
+which is what every unseen category then gets;
 mapping the training set's rare categories to it (seen fewer than RARE times) trains it on them.
 Data: 40 categories, each with its own effect on y (drawn with mean 0, standard deviation 1), plus 2x and noise;
 categories 0-29 in training (category c in 1 + c % 8 rows, so some are rare), 30-39 only at prediction. A model of
@@ -76,7 +77,7 @@ def unseen_lines(seeds=range(5)) -> list[str]:
     return [f"a vocabulary of the {SEEN} training categories, category {SEEN} at prediction: {refused}",
             f"index 0 reserved for unknown, no training row uses it: the row moved in training on "
             f"{sum(r['moved'] for r in plain)} of {n} seeds (every new category gets its random start)",
-            f"training categories seen fewer than {RARE} times mapped to it ({trained[0]['rare rows']} rows on seed 0):"
-            f" moved on {sum(r['moved'] for r in trained)} of {n}",
+            f"training categories seen fewer than {RARE} times mapped to it ({trained[0]['rare rows']} training rows): "
+            f"moved on {sum(r['moved'] for r in trained)} of {n}",
             f"error on the new categories' rows lower with the trained unknown row on "
             f"{sum(t['error'] < p['error'] for t, p in zip(trained, plain))} of {n} seeds"]

@@ -765,14 +765,16 @@ print("\n".join(lines))
 print("the same lines on seeds 1 to 4:", all(rollout_lines(seed) == lines for seed in range(1, 5)))
 
 # %% [markdown]
-# A rollout boundary is not an episode boundary. Carrying the state over is what the environment saw; zeroing it
-# there hands the policy a state it never acted from, for the rest of that episode. The reset belongs at the
-# episode's end, where the `done` mask puts it. For the update, a recurrent PPO stores each step's state while
-# acting, but replays every sequence from the state stored at the sequence's first step (sb3-contrib's
-# `RecurrentPPO` passes those to `evaluate_actions`; cleanrl replays each environment's whole rollout): the outputs
-# are the ones the rollout produced, and the gradient goes back through the sequence, truncated at its start
-# (where the stored state is a constant) and at every reset inside it. Evaluating each step from its own stored
-# state also reproduces the outputs, but each gradient stops after one step.
+# A rollout boundary is not an episode boundary. Carrying the state over reproduces the uninterrupted episode;
+# zeroing it at the rollout's start makes the policy act, for the rest of that episode, from a state that has
+# forgotten the episode's earlier steps (steps 6 to 9 differ). The reset belongs at the episode's end, where the
+# `done` mask puts it. For the update, both libraries replay sequences from a stored state: sb3-contrib's
+# `RecurrentPPO` stores every step's state and passes `evaluate_actions` the one stored at each sequence's first
+# step (its sequences are cut at episode starts and at minibatch boundaries); cleanrl keeps only the state at the
+# rollout's start and replays each environment's whole rollout from it, resets included. Either way the outputs are
+# the ones the rollout produced, and the gradient goes back through the sequence, truncated at its start (where the
+# stored state is a constant) and at every reset inside it. Evaluating each step from its own stored state also
+# reproduces the outputs, but each gradient stops after one step.
 #
 # ### In-place operations in a forward pass
 
