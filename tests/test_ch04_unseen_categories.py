@@ -27,10 +27,14 @@ def test_the_reserved_row_moves_only_when_training_rows_use_it(seed, monkeypatch
     assert u.fit(seed, False, steps=20)["moved"] is False and not any(touched)
     touched.clear()
     assert u.fit(seed, True, steps=20)["moved"] is True and all(touched)
+    touched.clear()                  # weight decay moves it with a zero gradient at every step: toward 0
+    decayed = u.fit(seed, False, steps=20, decay=0.01)
+    assert decayed["moved"] is True and decayed["nearer 0"] is True and touched and not any(touched)
 
 
 def test_the_lines_count_over_the_seeds_they_name():
     lines = u.unseen_lines()
-    assert "moved in training on 0 of 5 seeds" in lines[1] and lines[2].endswith("moved on 5 of 5")
+    assert "moved in training on 0 of 5 seeds" in lines[1] and lines[3].endswith("moved on 5 of 5")
     lower = sum(u.fit(s, True)["error"] < u.fit(s, False)["error"] for s in range(5))
-    assert lines[3].endswith(f"on {lower} of 5 seeds") and lower >= 3
+    assert lines[4].endswith(f"on {lower} of 5 seeds") and lower >= 3
+    assert "moved on 5 of 5, nearer 0 on 5 of 5" in lines[2]

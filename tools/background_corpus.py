@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = "tests/test_doctor_published"          # the corpus's test files: tests/test_doctor_published*.py
+PATTERN = "tests/test_doctor_published*.py"     # the corpus's test files (make test's unit phase leaves them out)
 NICENESS = 19
 TIMEOUT_S = 1800
 
@@ -30,7 +30,7 @@ TIMEOUT_S = 1800
 @functools.cache
 def files() -> tuple[str, ...]:
     """The corpus's test files, relative to the repository."""
-    return tuple(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(f"{FILES}*.py")))
+    return tuple(sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(PATTERN)))
 
 
 def command(paths: tuple[str, ...] | None = None, python: str | None = None) -> list[str]:
@@ -39,12 +39,8 @@ def command(paths: tuple[str, ...] | None = None, python: str | None = None) -> 
             "-n", "2", "--dist", "loadfile", *(files() if paths is None else paths)]
 
 
-def _lowered(niceness: int):
-    """What the child runs before pytest starts (its session already its own): its niceness and its group's."""
-    return functools.partial(_lower, niceness)
-
-
 def _lower(niceness: int) -> None:
+    """What the child runs before pytest starts (its session already its own): its niceness and its group's."""
     os.nice(niceness)
     try:
         Path("/proc/self/autogroup").write_text(str(niceness))
@@ -132,5 +128,5 @@ def start(paths: tuple[str, ...] | None = None, niceness: int = NICENESS, python
     with log.open("w") as out:
         process = subprocess.Popen(command(paths, python), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                   preexec_fn=_lowered(niceness) if hasattr(os, "nice") else None)
+                                   preexec_fn=functools.partial(_lower, niceness) if hasattr(os, "nice") else None)
     return Run(process, log)

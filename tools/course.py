@@ -23,9 +23,7 @@ NBVAL = ["--nbval", "--nbval-current-env", "--nbval-cell-timeout=300", "--nbval-
          "tests/nbval_sanitize.cfg", "-p", "no:randomly"]
 LAB = ["--notebook-dir=notebooks", "--LabApp.default_url=/lab/tree/00_vocabulary.ipynb"]
 VERDICTS = "tests/test_nbval_passes.py::test_committed_outputs_hold"     # the background notebook passes' verdicts
-CORPUS = "tests/test_doctor_published*.py"       # run beside both phases (tools/background_corpus.py)
-UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}",
-              f"--ignore-glob={CORPUS}"]
+UNIT_PHASE = ["-n", "auto", "--dist", "loadfile", "--ignore=tests/browser", f"--deselect={VERDICTS}"]
 BROWSER_PHASE = ["tests/browser", VERDICTS]
 
 
@@ -146,7 +144,8 @@ def main(argv: list[str]) -> None:
         import background_corpus     # tools/ (standard library only; install and lab need only this file)
         corpus = background_corpus.start(python=str(venv_bin("python")), env=cached)
         try:
-            codes = [call(*PYTEST, *UNIT_PHASE, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
+            unit = [*UNIT_PHASE, f"--ignore-glob={background_corpus.PATTERN}"]     # the corpus runs beside it
+            codes = [call(*PYTEST, *unit, env=cached), call(*PYTEST, *BROWSER_PHASE, env=cached)]
         except BaseException:                        # Ctrl-C: its session is its own, so stop it here
             corpus.stop()
             raise
