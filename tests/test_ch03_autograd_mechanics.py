@@ -106,6 +106,43 @@ def test_the_meta_gradient_reaches_the_weights_only_when_the_fast_weights_start_
     assert float(first_order.rsplit(" ", 1)[1]) == pytest.approx(2 * (w1 - 1.0), abs=1e-4)
 
 
+
+def test_the_meta_gradients_are_first_order_maml_computed_with_plain_backward():
+    """Oracle: each task on a copy of the model, the inner step taken by hand under no_grad, the outer loss's backward."""
+    import copy
+
+    import torch
+
+    from course_utils.chapters import ch03_func_transforms as ft
+    torch.manual_seed(0)
+    model = ft._MetaNet()
+    meta = ft._meta_gradients(model)
+    g = torch.Generator().manual_seed(1)
+    expected = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+    for _ in range(2):
+        x, y = torch.randn(8, 3, generator=g), torch.randn(8, 1, generator=g)
+        net = copy.deepcopy(model)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        for n, p in net.named_parameters():
+            expected[n] += p.grad
+    for n in expected:
+        torch.testing.assert_close(meta[n], expected[n])
+
+
+@pytest.mark.parametrize("optimizer", ["Adam", "SGD"])
+def test_hooked_meta_gradients_replace_the_dummy_gradient_and_miss_what_it_does_not_reach(optimizer):
+    from course_utils.chapters.ch03_func_transforms import hook_injection_lines
+    lines = hook_injection_lines(optimizer)
+    assert len(lines) == 5
+    assert not any("False" in line for line in lines)
+    assert "its hooks ran 0 times, .grad None" in lines[3]
+
+
 def test_a_recurrent_rollout_against_an_lstm_run_episode_by_episode_and_inputs_perturbed():
     """Oracles: torch's nn.LSTM with the cell's weights, run on each episode alone from zeros (the uninterrupted
     stream with its resets), and which outputs move when one input is moved (no autograd)."""

@@ -1,4 +1,6 @@
 """Chapter 3's training-state, autograd-mode, clipping and optimizer demonstrations: each result checked."""
+import pytest
+
 from course_utils.chapters.ch03_clip_optim import (MARGIN, clipping_rules, optimizer_gallery, optimizer_knobs,
                                                    scaler_knobs)
 from course_utils.chapters.ch03_module_state import autograd_modes, checkpoint_rules, freezing_rules, naming_rules
@@ -32,7 +34,7 @@ def test_freezing_and_naming():
 
 def test_autograd_modes():
     r = autograd_modes()
-    assert r["inference_mode result multiplied by w, then backward (mul saves it)"] == "RuntimeError"
+    assert r["inference_mode result multiplied by w (mul must save it for backward): at the multiply"] == "RuntimeError"
     assert r["inference_mode result added to w, then backward (add saves nothing)"] == "nothing"
     assert r["no_grad result used in a graph later"] == "nothing"
     assert r["detect_anomaly(check_nan=True)"] == "RuntimeError, names SqrtBackward0: True"
@@ -81,8 +83,11 @@ def test_optimizer_knobs_and_scaler():
 
 def test_a_helper_writing_one_lr_erases_the_group_ratio_and_scaling_keeps_it():
     from course_utils.chapters.ch03_clip_optim import group_lr_helpers
-    writes, scales, scheduler = group_lr_helpers().values()
+    writes, scales, scheduler, one_cycle, one_cycle_per_group, cyclic = group_lr_helpers().values()
     assert writes == [0.01, 0.01] and scales == scheduler == [0.001, 0.01]
+    assert one_cycle[0] == one_cycle[1] and cyclic[0] == cyclic[1]          # one rate for every group
+    assert one_cycle_per_group[1] == one_cycle[1] and one_cycle_per_group[0] == pytest.approx(one_cycle[1] / 10,
+                                                                                               abs=1e-6)
 
 
 def test_only_sgd_and_sparse_adam_leave_an_unused_embedding_row_alone():

@@ -58,7 +58,15 @@ def test_two_ranks_record_what_the_chapter_says(tmp_path):
     assert "pair.cc" not in result[0] and "unbound_buffer" not in result[0]          # the source position cut
     assert uneven["the same loop under Join([ddp]): steps per rank"] == [3, 2]
     assert uneven["under Join: weights equal on both ranks at the end"] is True
-    assert traps["SyncBatchNorm"]["convert_sync_batchnorm: layers"] == ["Linear", "SyncBatchNorm", "ReLU"]
+    bn = traps["SyncBatchNorm"]
+    assert bn["convert_sync_batchnorm: layers"] == ["Linear", "SyncBatchNorm", "ReLU"]
+    assert bn["BatchNorm in DDP, 2 of the 4 rows on each rank: outputs equal one process's on all 4"] is False
+    assert bn["  its running_mean: this rank's own rows' on every rank"] is True
+    assert bn["  rank 0's running_mean (what rank 0's checkpoint keeps): rank 0's rows'"] is True
+    assert bn["the same rows, the sums all-reduced first (SyncBatchNorm's arithmetic, by hand): outputs equal one "
+              "process's"] is True
+    assert bn["  its running_mean and running_var: the whole batch's, on every rank"] is True
+    assert bn["one row per rank, BatchNorm1d in train mode"].startswith("ValueError: Expected more than 1 value")
     p = traps["predictions from every rank"]          # 11 examples on 2 ranks: one padded duplicate, or one dropped
     assert p["drop_last=False: examples per rank"] == [6, 6] and p["drop_last=True: examples per rank"] == [5, 5]
     assert p["drop_last=False: rank 0's own predictions cover"] == "6 of 11"

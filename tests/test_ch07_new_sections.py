@@ -105,6 +105,9 @@ def test_a_resume_that_rebuilds_its_scheduler_warms_up_again_and_one_that_loads_
     assert rates[0] == run["uninterrupted"][0][0]        # the first update: the lr the optimizer's state restored
     assert rates[1:] == pytest.approx([0.05 * factor(k) for k in range(1, 20)])   # then the schedule from its start
     assert run["stepped past the end"][2] > run["stepped past the end"][1] > run["stepped past the end"][0] == 0
+    from course_utils.chapters.ch07_checkpoint_travel import _first_resumed_rate   # the order of the two lines
+    assert _first_resumed_rate(False, 40, 60, 5, 0.05) == run["uninterrupted"][0][0]
+    assert _first_resumed_rate(True, 40, 60, 5, 0.05) == pytest.approx(0.05 * factor(0))
 
 
 def test_a_model_without_its_inputs_learns_the_label_frequencies_and_nothing_else():

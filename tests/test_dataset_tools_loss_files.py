@@ -45,6 +45,8 @@ def test_losses():
     assert all(r["weight, ignore_index, label_smoothing, reduction sum/none: = CrossEntropyLoss on its logits"])
     assert r["options=LinearCrossEntropyOptions() (chunked): = the reference"]
     assert "called twice" in r["chunked, a second backward with retain_graph=True"]
+    assert r["chunked, allow_retain_graph=True: a second backward"] == "no error"
+    assert r["chunked, reduction='none': a second backward"] == "no error"
     t = triplet_rules()
     assert t["p=1.0: d(a, positive), d(a, negative), loss"] == (7.0, 6.0, 2.0)
     assert t["p=2.0: d(a, positive), d(a, negative), loss"][2] == 0.0

@@ -44,6 +44,8 @@ def test_only_an_in_place_change_of_a_saved_tensor_fails_and_only_at_backward(ca
         r = inplace_run(case, seed)
         assert r.forward_ran and (r.error == "RuntimeError") == fails and r.says_inplace == fails
         assert r.version_saved == 0 and r.version_at_backward == (0 if case == "exp then +" else 1)
+        assert r.names == ({"exp": "output 0 of Exp", "sigmoid": "output 0 of Sigmoid"}[case.split()[0]] if fails
+                           else "")        # named by the operation that saved it, not by the in-place line
 
 
 def test_inplace_oracle_the_fixed_form_gives_autograds_gradient():
@@ -104,3 +106,5 @@ def test_reused_advantages_fail_at_the_second_mini_epoch_and_retain_graph_hurts_
     assert reused_advantage_run("none", 0, mini_epochs=1)["outcome"] == "all 1 mini-epochs ran"   # one pass is fine
     rules = reused_advantage_rules(seeds=range(2))
     assert rules["advantages.detach()"].endswith("on 2 of 2 seeds")
+    assert rules["backward(retain_graph=True), a critic with a hidden layer of 16"] == \
+        "RuntimeError at mini-epoch 2 (modified in place)"              # a saved weight the step changed

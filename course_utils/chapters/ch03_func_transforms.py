@@ -189,3 +189,91 @@ def copied_start_lines(w0: float = 0.5, lr: float = 0.1) -> list[str]:
     lines.append(f"by hand: 2(w_1 - 1)(1 - 2·{lr}) = {2 * (w1 - 1) * (1 - 2 * lr):.4f}; first order 2(w_1 - 1) = "
                  f"{2 * (w1 - 1):.4f}")
     return lines
+
+
+
+class _MetaNet(nn.Module):
+    """head(body(x)): a dummy loss on the body's output reaches the body's parameters and not the head's."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(3, 2), nn.Linear(2, 1)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def _meta_gradients(model: nn.Module, tasks: int = 2, lr: float = 0.1) -> dict[str, torch.Tensor]:
+    """Meta-gradients of `tasks` random regression tasks (one SGD inner step each, first order), summed per
+    parameter; autograd.grad only, so nothing lands in .grad."""
+    from torch.func import functional_call
+    g = torch.Generator().manual_seed(1)
+    params = dict(model.named_parameters())
+    total = {name: torch.zeros_like(p) for name, p in params.items()}
+    for _ in range(tasks):
+        x, y = torch.randn(8, 3, generator=g), torch.randn(8, 1, generator=g)
+        inner = nn.functional.mse_loss(functional_call(model, params, (x,)), y)
+        fast = {n: p - lr * d for (n, p), d in zip(params.items(), torch.autograd.grad(inner, list(params.values())))}
+        outer = nn.functional.mse_loss(functional_call(model, fast, (x,)), y)
+        for name, d in zip(params, torch.autograd.grad(outer, list(params.values()))):
+            total[name] += d
+    return total
+
+
+def hook_injection_lines(optimizer: str = "Adam") -> list[str]:
+    """A published MAML's meta-update (pytorch-maml's): meta-gradients collected per task, then a tensor hook on
+    every parameter returning its meta-gradient, zero_grad, a dummy loss's backward and a step; against setting
+    .grad directly. The dummy loss here reads the body's output only, as a dummy pass that misses a branch would."""
+    import copy
+    torch.manual_seed(0)
+    model = _MetaNet()
+    meta = _meta_gradients(model)
+    untouched = all(p.grad is None for p in model.parameters())
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(2))
+    stale, direct = copy.deepcopy(model), copy.deepcopy(model)
+
+    def dummy_pass(net: nn.Module, zero: bool) -> dict[str, int]:
+        calls = dict.fromkeys(meta, 0)
+
+        def returning(name):
+            def hook(grad):
+                calls[name] += 1
+                return meta[name]
+            return hook
+        handles = [p.register_hook(returning(n)) for n, p in net.named_parameters()]
+        if zero:
+            net.zero_grad()
+        net.body(x).sum().backward()                 # the dummy loss: its value and gradient are never used
+        for handle in handles:
+            handle.remove()
+        return calls
+
+    own = torch.autograd.grad(model.body(x).sum(), list(model.body.parameters()))
+    calls = dummy_pass(model, zero=True)
+    body = list(model.body.named_parameters())
+    exact = all(torch.equal(p.grad, meta[f"body.{n}"]) for n, p in body)
+    replaced = not any(torch.equal(d, meta[f"body.{n}"]) for d, (n, _) in zip(own, body))
+    earlier = torch.autograd.grad(stale.body(x).pow(2).mean(), list(stale.body.parameters()))
+    stale.body(x).pow(2).mean().backward()            # an earlier backward, never zeroed
+    dummy_pass(stale, zero=False)
+    added = all(torch.equal(p.grad, e + meta[f"body.{n}"]) for e, (n, p) in zip(earlier, stale.body.named_parameters()))
+
+    for name, p in direct.named_parameters():
+        p.grad = meta[name].clone()
+    start = copy.deepcopy(model)
+    for net in (model, direct):
+        getattr(torch.optim, optimizer)(net.parameters(), lr=0.01).step()
+    same_body = all(torch.equal(a, b) for a, b in zip(model.body.parameters(), direct.body.parameters()))
+    head_still = all(torch.equal(a, b) for a, b in zip(model.head.parameters(), start.head.parameters()))
+    head_moved = not any(torch.equal(a, b) for a, b in zip(direct.head.parameters(), start.head.parameters()))
+    head_meta = all(bool(meta[f"head.{n}"].abs().sum() > 0) for n, _ in model.head.named_parameters())
+    return [f"meta-gradients of 2 tasks from autograd.grad: every .grad still None: {untouched}",
+            f"a hook returning each, zero_grad, then a dummy loss's backward: the body's .grad equals its meta-gradient "
+            f"exactly: {exact} (the dummy loss's own gradient differs: {replaced}: the hook's return value replaces "
+            f"it before it is added to .grad)",
+            f"the same without zero_grad, after an earlier backward: .grad = that gradient + the meta-gradient: {added}",
+            f"the head, which the dummy loss does not reach: its hooks ran {calls['head.weight'] + calls['head.bias']} "
+            f"times, .grad {model.head.weight.grad}, its meta-gradient non-zero: {head_meta}; {optimizer} left it "
+            f"unchanged: {head_still}",
+            f"setting p.grad = meta-gradient instead, no hooks, no dummy pass: the body's step identical: {same_body}; "
+            f"the head moved: {head_moved}"]

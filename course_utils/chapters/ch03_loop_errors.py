@@ -13,7 +13,7 @@ Every function returns facts (exception type names, booleans, counts), never an 
 from __future__ import annotations
 
 import copy
-
+import re
 from dataclasses import dataclass
 
 import torch
@@ -115,6 +115,7 @@ class InplaceResult:
     says_inplace: bool
     version_saved: int         # the tensor's version when autograd saved it
     version_at_backward: int
+    names: str = ""            # how torch's message names the changed tensor ("output 0 of Exp")
 
 
 def inplace_run(case: str, seed: int = 0) -> InplaceResult:
@@ -143,7 +144,9 @@ def inplace_run(case: str, seed: int = 0) -> InplaceResult:
     try:
         h.sum().backward()
     except RuntimeError as exc:
-        return InplaceResult(True, type(exc).__name__, "modified by an inplace operation" in str(exc), saved, after)
+        named = re.search(r"which is (output \d+ of \w+)", str(exc))
+        return InplaceResult(True, type(exc).__name__, "modified by an inplace operation" in str(exc), saved, after,
+                             named.group(1) if named else "")
     return InplaceResult(True, "", False, saved, after)
 
 
@@ -308,14 +311,17 @@ def separate_backward_rules(seed: int = 0) -> dict[str, object]:
     return out
 
 
-def reused_advantage_run(fix: str, seed: int, mini_epochs: int = 40) -> dict[str, object]:
+def reused_advantage_run(fix: str, seed: int, mini_epochs: int = 40, hidden: bool = False) -> dict[str, object]:
     """An actor-critic update with several mini-epochs over one batch (PPO, MAPPO): the advantages, returns minus
     the critic's values, are computed once before the mini-epoch loop; inside it, the actor's loss weighs its
     log-probabilities by them and the critic's loss comes from a fresh forward. fix: 'none' (advantages used as
     computed), 'retain_graph' (every backward keeps the graph), 'detach' (advantages detached). The outcome and,
-    where it ran, the critic's loss after the loop as a fraction of its loss before."""
+    where it ran, the critic's loss after the loop as a fraction of its loss before. The critic is one Linear on the
+    raw states (whose forward saves no weight: its input needs no gradient), or with `hidden` a layer of 16 before
+    it (the second layer saves its weight, which the optimizer's step then changes in place)."""
     torch.manual_seed(seed)
-    actor, critic = nn.Linear(4, 2), nn.Linear(4, 1)
+    actor = nn.Linear(4, 2)
+    critic = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1)) if hidden else nn.Linear(4, 1)
     optimizer = torch.optim.Adam([*actor.parameters(), *critic.parameters()], lr=0.05)
     states = torch.randn(64, 4)
     returns = states @ torch.tensor([1.0, -2.0, 0.5, 0.0]) + 1.0
@@ -356,4 +362,6 @@ def reused_advantage_rules(seeds=range(5)) -> dict[str, str]:
                 worse = sum(q > 2 * r["critic's loss after / before"] for q, r in zip(ratios, runs["detach"]))
                 line += f", ended over twice the detached run's loss on {worse}"
         out[label] = line
+    deeper = sorted({reused_advantage_run("retain_graph", s, hidden=True)["outcome"] for s in seeds})
+    out["backward(retain_graph=True), a critic with a hidden layer of 16"] = " | ".join(deeper)
     return out

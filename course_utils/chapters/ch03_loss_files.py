@@ -56,6 +56,13 @@ def linear_cross_entropy_rules() -> dict[str, object]:
     loss = chunked(x.requires_grad_(), y)
     loss.backward(retain_graph=True)
     out["chunked, a second backward with retain_graph=True"] = raised(loss.backward)
+    for label, kwargs, options in (("allow_retain_graph=True", {}, {"allow_retain_graph": True}),
+                                   ("reduction='none'", {"reduction": "none"}, {})):
+        again = nn.LinearCrossEntropyLoss(5, 10, options=nn.LinearCrossEntropyOptions(**options), **kwargs)
+        again.linear.weight = head.linear.weight
+        value = again(x, y).sum()
+        value.backward(retain_graph=True)
+        out[f"chunked, {label}: a second backward"] = raised(value.backward)
     torch.set_rng_state(state)
     return out
 

@@ -181,7 +181,8 @@ def autograd_modes() -> dict[str, object]:
     out["no_grad: requires_grad / is_inference"] = (plain.requires_grad, plain.is_inference())
     out["inference_mode: requires_grad / is_inference"] = (inference.requires_grad, inference.is_inference())
     out["no_grad result used in a graph later"] = _error_type(lambda: (w * plain).sum().backward())
-    out["inference_mode result multiplied by w, then backward (mul saves it)"] = _error_type(lambda: (w * inference).sum().backward())
+    out["inference_mode result multiplied by w (mul must save it for backward): at the multiply"] = _error_type(
+        lambda: w * inference)
     out["inference_mode result added to w, then backward (add saves nothing)"] = _error_type(
         lambda: (w + inference).sum().backward())
     torch.set_grad_enabled(False)

@@ -273,6 +273,27 @@ def _schedule_resumes(seed: int, before: int = 250, total: int = 300, warmup: in
     return out
 
 
+def _first_resumed_rate(built_after_load: bool, before: int = 250, total: int = 300, warmup: int = 10,
+                        lr: float = 0.05) -> float:
+    """The rate of the first update after a resume whose LambdaLR is built anew (its state not loaded), built before
+    or after optimizer.load_state_dict: the load restores each group's lr, the constructor sets its own."""
+    weight = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.Adam([weight], lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_cosine(warmup, total))
+    for _ in range(before):
+        optimizer.step()
+        scheduler.step()
+    state = optimizer.state_dict()
+    fresh = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=lr)
+    if built_after_load:
+        fresh.load_state_dict(state)
+        torch.optim.lr_scheduler.LambdaLR(fresh, _warmup_cosine(warmup, total))
+    else:
+        torch.optim.lr_scheduler.LambdaLR(fresh, _warmup_cosine(warmup, total))
+        fresh.load_state_dict(state)
+    return fresh.param_groups[0]["lr"]
+
+
 def schedule_resume_lines(seeds=range(5), before: int = 250, total: int = 300) -> list[str]:
     """A resume that loses the scheduler's position, against one that keeps it, over seeds (chapter 7)."""
     from course_utils.infra.parallel import map_runs
@@ -295,5 +316,8 @@ def schedule_resume_lines(seeds=range(5), before: int = 250, total: int = 300) -
             f"built anew on {spiked('scheduler built anew')} of {n} seeds, uninterrupted on {spiked('uninterrupted')}",
             f"scheduler built anew: final training loss below the uninterrupted run's on {below} of {n} (the extra "
             f"updates at a high rate go on fitting the training set: another run, not the one planned)",
+            f"update {before + 1}'s rate with the scheduler built anew before optimizer.load_state_dict (above): "
+            f"{_first_resumed_rate(False, before, total):.2g}, the saved one; built after it: "
+            f"{_first_resumed_rate(True, before, total):.2g}, the restarted warmup's first",
             f"the same LambdaLR stepped past its {total} updates: lr {', '.join(f'{v:.2g}' for v in past)} at updates "
             f"{total}, {total + 20}, {total + 50} (the cosine climbs back up)"]

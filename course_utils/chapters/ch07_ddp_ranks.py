@@ -195,6 +195,20 @@ def _ddp_flags(rank: int) -> dict[str, object]:
     return out
 
 
+def _synced_batchnorm(x: torch.Tensor, norm: nn.BatchNorm1d) -> torch.Tensor:
+    """SyncBatchNorm's arithmetic in train mode, written out: every rank's sums all-reduced (differentiably), then
+    the whole batch's mean and biased variance normalise, and its unbiased variance updates the running one."""
+    from torch.distributed.nn.functional import all_reduce
+    count = x.shape[0] * dist.get_world_size()
+    mean = all_reduce(x.sum(dim=0)) / count
+    var = all_reduce((x * x).sum(dim=0)) / count - mean * mean
+    with torch.no_grad():
+        m = norm.momentum
+        norm.running_mean.mul_(1 - m).add_(m * mean)
+        norm.running_var.mul_(1 - m).add_(m * var * count / (count - 1))
+    return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
 def _sync_batchnorm(rank: int) -> dict[str, object]:
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.ReLU())
     converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -203,6 +217,30 @@ def _sync_batchnorm(rank: int) -> dict[str, object]:
     out["SyncBatchNorm on CPU, training forward"] = first_line(lambda: layer(torch.ones(2, 3)))
     layer.eval()
     out["SyncBatchNorm on CPU, eval forward: output shape"] = list(layer(torch.ones(2, 3)).shape)
+    world = dist.get_world_size()
+    batch = torch.randn(2 * world, 3, generator=torch.Generator().manual_seed(0)) * 2 + 1
+    mine = batch[2 * rank:2 * rank + 2]
+    whole = nn.BatchNorm1d(3)                                # one process, the whole batch
+    expected = whole(batch)[2 * rank:2 * rank + 2]
+    alone = nn.BatchNorm1d(3)                                # this rank's rows only
+    own = nn.BatchNorm1d(3)
+    own(mine)
+    plain = DDP(nn.Sequential(alone))                        # buffers broadcast from rank 0 at each forward
+    got = plain(mine)
+    synced = nn.BatchNorm1d(3)
+    shared = _synced_batchnorm(mine, synced)
+    out[f"BatchNorm in DDP, {len(mine)} of the {len(batch)} rows on each rank: outputs equal one process's on all "
+        f"{len(batch)}"] = all(both_ranks(torch.allclose(got, expected, atol=1e-6)))
+    out["  its running_mean: this rank's own rows' on every rank"] = all(both_ranks(
+        torch.allclose(alone.running_mean, own.running_mean, atol=1e-6)))
+    out["  rank 0's running_mean (what rank 0's checkpoint keeps): rank 0's rows'"] = both_ranks(
+        torch.allclose(alone.running_mean, own.running_mean, atol=1e-6))[0]
+    out["the same rows, the sums all-reduced first (SyncBatchNorm's arithmetic, by hand): outputs equal one "
+        "process's"] = all(both_ranks(torch.allclose(shared, expected, atol=1e-6)))
+    out["  its running_mean and running_var: the whole batch's, on every rank"] = all(both_ranks(
+        torch.allclose(synced.running_mean, whole.running_mean, atol=1e-6)
+        and torch.allclose(synced.running_var, whole.running_var, atol=1e-6)))
+    out["one row per rank, BatchNorm1d in train mode"] = first_line(lambda: nn.BatchNorm1d(3)(mine[:1]))
     return out
 
 

@@ -198,6 +198,18 @@ def knob_checks() -> dict[str, bool | int]:
     out["MarginRankingLoss: right by 3, margin 5 -> > 0"] = float(nn.MarginRankingLoss(margin=5.0)(*far)) > 1.0
     out["HingeEmbeddingLoss(margin=2): y=-1, distance 1 costs 1"] = float(
         nn.HingeEmbeddingLoss(margin=2.0)(torch.tensor([1.0]), torch.tensor([-1.0]))) == 1.0
+    # a 0 label where -1/+1 is expected: no preference for two losses, both branches for the third
+    x = torch.tensor([0.2, 0.5, 1.5, 3.0], requires_grad=True)
+    zero = torch.zeros(4)
+    for name, loss in (("MarginRankingLoss", lambda: nn.MarginRankingLoss(reduction="none")(x, torch.zeros(4), zero)),
+                       ("SoftMarginLoss", lambda: nn.SoftMarginLoss(reduction="none")(x, zero))):
+        value = loss()
+        (grad,) = torch.autograd.grad(value.sum(), x)
+        out[f"{name}: label 0 gives every score the same loss and a zero gradient"] = bool(
+            (value == value[0]).all() and (grad == 0).all())
+    hinge = nn.HingeEmbeddingLoss(margin=1.0, reduction="none")(x, zero)
+    out["HingeEmbeddingLoss(margin=1): label 0 costs max(x, margin), both branches"] = bool(
+        torch.equal(hinge.detach(), torch.maximum(x.detach(), torch.tensor(1.0))))
     out["CosineEmbeddingLoss(margin=0.5): orthogonal pair, y=-1, costs 0"] = float(nn.CosineEmbeddingLoss(margin=0.5)(
         torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]), torch.tensor([-1.0]))) == 0.0
     a, p, n = b["emb"], b["emb2"], b["emb3"]

@@ -41,7 +41,7 @@ def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = 
     warned: list[str] = []
     dynamo_log = logging.getLogger("torch._dynamo")
     handlers, dynamo_log.handlers = dynamo_log.handlers, [Keep()]   # its warnings counted, not on stderr
-    uncompiled = 0
+    uncompiled = []
     try:
         for n in batch_sizes:
             x = torch.randn(n, 8)
@@ -51,12 +51,13 @@ def compilations(batch_sizes, dynamic: bool | None = None, mark_dynamic: bool = 
             optimizer.zero_grad()
             step(x).pow(2).mean().backward()
             optimizer.step()
-            uncompiled += len(ran) == before
+            if len(ran) == before:
+                uncompiled.append(n)
     finally:
         dynamo_log.handlers = handlers
         torch._dynamo.reset()
-    return {"compilations": len(compiled), "batches run uncompiled": uncompiled,
-            "recompile-limit warnings": sum("recompile_limit" in m for m in warned)}
+    return {"compilations": len(compiled), "batches run uncompiled": len(uncompiled),
+            "recompile-limit warnings": sum("recompile_limit" in m for m in warned), "sizes run uncompiled": uncompiled}
 
 
 def recompile_lines() -> list[str]:
@@ -72,4 +73,11 @@ def recompile_lines() -> list[str]:
                      f"{r['batches run uncompiled']}; limit warnings: {r['recompile-limit warnings']}")
     last = compilations([32] * 5 + [7])
     lines.append(f"five batches of 32, then a last batch of 7 (default): compilations: {last['compilations']}")
+    again = (32, 17, 77)
+    after = compilations(LENGTHS + again, dynamic=False)["sizes run uncompiled"][-len(again):]
+    lines.append(f"dynamic=False, past the limit, then sizes {list(again)}: run uncompiled: "
+                 f"{[n for n in again if n in after]} (sizes compiled before the limit keep their code)")
+    ones = [32, 17, 45, 1]
+    lines.append(f"default, batches of {ones}: compilations: {compilations(ones)['compilations']} (sizes 0 and 1 are "
+                 "specialised: a last batch of 1 compiles once more)")
     return lines

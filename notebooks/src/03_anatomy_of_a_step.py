@@ -138,8 +138,9 @@ print("\n".join(unreached_parameter_lines()))
 
 # %% [markdown]
 # The loss trains the bias and never the weight, without an error. Under `DistributedDataParallel` the same
-# weight is what its "parameters that were not used in producing loss" error names, although the forward used it:
-# to autograd, a parameter it cannot follow was not used.
+# weight is what its "parameters that were not used in producing loss" error names (with the default
+# `find_unused_parameters=False`, at the next iteration's forward; chapter 7 runs it), although the forward used
+# it: to autograd, a parameter it cannot follow was not used.
 
 # %% [markdown]
 # ## Backward fills `.grad`, and a second backward *adds*
@@ -400,8 +401,9 @@ for case, gaps in decay_in_the_loss_gaps(decay=0.1, seeds=range(3)).items():
 # as strong; a penalty on some weights only (an embedding's norm, the rows of this batch) is another
 # regulariser; and AdamW's decoupled decay is a third. A swap that "made results worse" is one of these three.
 #
-# "Decoupled" means apart from the gradient, not apart from the learning rate: AdamW multiplies each weight by
-# 1 − lr·λ at every step. A weight whose gradient is always 0, so that only the decay moves it, with λ = 0.1:
+# In torch, "decoupled" means apart from the gradient, not apart from the learning rate: torch's AdamW multiplies
+# each weight by 1 − lr·λ at every step. (Loshchilov and Hutter's paper scales the decay by the schedule's
+# multiplier alone, not by the base rate; torch ties it to `lr`, so changing `lr` changes the decay too.) A weight whose gradient is always 0, so that only the decay moves it, with λ = 0.1:
 
 # %% tags=["answers-adamw-decay-lr"]
 from course_utils.chapters.ch03_adam_scale import adamw_decay_per_step
@@ -449,10 +451,12 @@ def fit_regression(standardise, seed, steps=30):
 for standardise in (False, True):
     runs = [fit_regression(standardise, seed) for seed in range(3)]
     print(f"{'standardised' if standardise else 'raw':<12} targets: predictions' spread below 5% of the targets' "
-          f"on {sum(s < 0.05 for s, _ in runs)} of 3 seeds; R² above 0.9 on {sum(r > 0.9 for _, r in runs)} of 3")
+          f"on {sum(s < 0.05 for s, _ in runs)} of 3 seeds; R² above 0.9 on {sum(r > 0.9 for _, r in runs)} of 3, "
+          f"below 0 on {sum(r < 0 for _, r in runs)} of 3")
 
 # %% [markdown]
-# On raw targets the predictions are nearly constant and worse than predicting the mean (R² below 0);
+# On raw targets the predictions are nearly constant and worse than predicting the mean (R² below 0 on every
+# seed);
 # standardised, the same network fits. Standardise regression targets with the *training* set's mean and
 # standard deviation, and map predictions back; a loss in the millions is the sign to look for.
 #
@@ -791,7 +795,8 @@ with answer(3, "inplace"):
                  "linear then ReLU(inplace=True)"):
         runs = [inplace_run(case, seed) for seed in range(5)]
         r = runs[0]
-        ended = f"{r.error} at backward (a saved tensor was modified in place: {r.says_inplace})" if r.error else "backward works"
+        ended = (f"{r.error} at backward (a saved tensor was modified in place: {r.says_inplace}; "
+                 f"the message calls it '{r.names}')" if r.error else "backward works")
         same = all(x == r for x in runs)
         print(f"{case:<32} forward ran: {r.forward_ran}; version {r.version_saved} -> {r.version_at_backward}; "
               f"{ended}; same on seeds 0-4: {same}")
@@ -804,11 +809,14 @@ with answer(3, "inplace"):
 # derivatives are computed from it), so changing that output in place breaks backward; a Linear
 # layer's output is saved by nobody, so `+=` or an in-place ReLU on it is fine, as long as it comes before any
 # operation that saves it. The error is raised at `backward()`, not at the line that did it. Fixes: write it out
-# of place (`h = h + 1`, `ReLU(inplace=False)`), or clone before changing. The message already names the
-# operation whose saved tensor changed (`ExpBackward0`); `torch.autograd.set_detect_anomaly(True)` adds the forward
-# line of that operation, not the in-place line that changed it, at a cost in speed: for debugging only. The same error
-# comes from `optimizer.step()` run between a forward and a backward that uses its graph, as with
-# `retain_graph=True` above, or a GAN that steps one network before the other's backward. Two networks, as a GAN
+# of place (`h = h + 1`, `ReLU(inplace=False)`), or clone before changing. The message says which tensor changed
+# by where it came from ("output 0 of Exp": the output exp saved), not which line changed it;
+# `torch.autograd.set_detect_anomaly(True)` adds the forward line of the operation whose backward failed, not the
+# in-place line that changed it, at a cost in speed: for debugging only. The same error comes from
+# `optimizer.step()` run between a forward and a backward that uses its graph, when that graph saved a weight the
+# step changed (a layer saves its weight when its input needs a gradient, so a first layer on raw data does not):
+# PPO's reused advantages with `retain_graph=True` below, or a GAN that steps one network before the other's
+# backward. Two networks, as a GAN
 # or an adversarial VAE trains them: a generator G and a discriminator D, with D's loss computed on G's output:
 
 # %% tags=["answers-gan-detach"]
@@ -874,9 +882,11 @@ for what, result in reused_advantage_rules().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
-# `retain_graph=True` silences the error and does harm: every mini-epoch, the actor's loss sends the critic a
-# gradient computed from the critic's values *before* the first step, which has nothing to do with the critic's
-# own loss, and the critic ends up further from the returns. Detaching the advantages does not stop the critic
+# With this one-layer critic `retain_graph=True` silences the error and does harm: every mini-epoch, the actor's
+# loss sends the critic a gradient computed from the critic's values *before* the first step, which has nothing to
+# do with the critic's own loss, and the critic ends up further from the returns. A critic with a hidden layer
+# does not get that far (the last line): its second layer saved its weight, the first step changed it in place,
+# and the second mini-epoch raises the in-place error instead. Detaching the advantages does not stop the critic
 # from learning: it learns from its own loss, computed from a fresh forward inside the loop. The advantages are a
 # weight for the actor's log-probabilities, a constant as far as the actor's update is concerned.
 #
@@ -946,7 +956,7 @@ print("\n".join(rebuilt_lines()))
 # %% tags=["answers-federated-optimizers"]
 from course_utils.chapters.ch03_optimizer_rebuilt import federated_lines
 
-print("\n".join(federated_lines()))
+print("\n".join(federated_lines(seeds=range(10))))
 
 # %% [markdown]
 # `client.load_state_dict(averaged)` copies the numbers into the client's own Parameter objects, so its
@@ -954,7 +964,8 @@ print("\n".join(federated_lines()))
 # each optimizer stepping a model nobody uses: after round 1 the average never moves again, and nothing
 # complains. The momentum a kept optimizer carries into the next round is its client's own direction before the
 # averaging; here starting each round with a fresh optimizer, as many federated codebases do, ended over 10%
-# lower on 4 of 5 seeds and over 10% higher on none. A fresh optimizer per round cannot carry a scheduler's position: compute each
+# lower on 8 of 10 seeds and over 10% higher on 1: a tendency on this problem, not a rule. A fresh optimizer per
+# round cannot carry a scheduler's position: compute each
 # round's learning rate from the round number and pass it to the new optimizer.
 
 # %% [markdown]
@@ -1291,6 +1302,46 @@ print("\n".join(copied_start_lines()))
 # Started from a copy, the meta-gradient is computed, but it lands on the copy, a leaf of its own, and no optimizer
 # of the model ever reads it. MAML needs the fast weights to start from the parameters themselves
 # (`copy_initial_weights=False` in higher; `functional_call` on the model's own parameters in `torch.func`).
+#
+# Older MAML code (pytorch-maml's meta-update, for one) computes the meta-gradients with `autograd.grad`, then
+# hands them to the optimizer by a detour: a hook on every parameter (`p.register_hook(lambda g: meta[name])`),
+# `zero_grad()`, a forward and backward of some dummy loss, `step()`. Does the dummy backward overwrite, add to or
+# lose the meta-gradients? A body and a head, meta-gradients summed over 2 tasks, the dummy loss read from the body
+# alone:
+
+# %% tags=["answers-hooked-meta-gradients"]
+from course_utils.chapters.ch03_func_transforms import hook_injection_lines
+
+print("\n".join(hook_injection_lines()))
+
+# %% [markdown]
+# A tensor hook runs when backward reaches that tensor, and what it returns replaces the gradient before it is
+# added to `.grad`. So the order works: `zero_grad()` empties `.grad`, the dummy backward reaches each parameter,
+# its hook swaps the dummy gradient for the meta-gradient, and that is what lands. The dummy loss exists only to make
+# backward visit every parameter; its value never matters. Two ways it goes wrong: without `zero_grad()` the
+# meta-gradient is added to whatever `.grad` held, and a parameter the dummy loss does not reach never calls its
+# hook, so its meta-gradient is dropped without a word (the head above). Setting `p.grad = meta_gradient` for every
+# parameter before `step()` gives the same update with neither risk (the last line), as does the outer loss's own
+# backward through the inner steps, earlier in this section.
+#
+# Meta-learning code also makes a copy of the model per task and differentiates through it with
+# `create_graph=True`. Through `backward()` or through `autograd.grad`, once per copy, five copies of a
+# `Linear(50, 50)` each dropped after its task:
+
+# %% tags=["answers-create-graph-cycle"]
+from course_utils.chapters.ch03_graph_cycles import graph_cycle_lines
+
+print("\n".join(graph_cycle_lines()))
+
+# %% [markdown]
+# With `create_graph=True`, `backward()` writes into `.grad` a gradient that carries its graph, and that graph
+# refers back to the parameter: a cycle that runs through autograd's C++ graph, which Python's collector cannot
+# see, so the dropped copies' parameters are never freed, not even by `gc.collect()`. On a GPU that is memory
+# climbing task after task. `autograd.grad` returns the gradients instead of storing them, and makes no cycle;
+# setting each `.grad` to None before dropping the copy breaks it (torch warns about the cycle with this advice,
+# once per process: the first such backward in a kernel shows it). An ordinary loop
+# keeps its parameters and `zero_grad()` replaces `.grad` with None every step, so there the cycle never outlives
+# a step.
 
 # %% [markdown]
 # ## Clipping's flags
@@ -1420,27 +1471,31 @@ for what, lrs in group_lr_helpers().items():
 
 # %% [markdown]
 # The first helper erases the ratio at its first call: from then on the backbone trains at the head's rate. A
-# helper must scale each group's own rate, as every torch scheduler does (each group keeps its `initial_lr`).
+# helper must scale each group's own rate, as `LambdaLR` does (each group keeps its `initial_lr`). The schedulers
+# that are given the rates themselves, `OneCycleLR` (`max_lr`) and `CyclicLR` (`base_lr`, `max_lr`), write the same
+# number into every group, like the first helper, unless given a list with one rate per group.
 #
 # Why a smaller rate for the backbone at all? A backbone pretrained on task A (8 classes, 2,000 examples), then a
 # new head trained on task B (4 other classes read from the same features, only 100 examples) with the backbone
 # frozen, at a tenth of the head's rate, and at the head's rate; task A's accuracy, read through the old head,
-# measures what the pretraining still knows. Five seeds:
+# measures what the pretraining still knows. Ten seeds:
 
 # %% tags=["answers-backbone-rate"]
 from course_utils.chapters.ch03_param_groups import backbone_rate_lines
 
-print("\n".join(backbone_rate_lines()))
+print("\n".join(backbone_rate_lines(seeds=range(10))))
 
 # %% [markdown]
-# Adapting the backbone gained task B a point or more over freezing it, at a tenth of the head's rate as much as
-# at the full rate. The full rate paid for it with the pretraining: the backbone's features were rewritten for the
-# 100 new examples, and task A's accuracy fell from at least 0.75 to below 0.66, where a tenth kept it above 0.68.
-# The smaller rate buys the same adaptation here while protecting what the backbone already knows.
+# Adapting the backbone gained task B a point or more over freezing it on 8 of the 10 seeds, and a tenth of the
+# head's rate gained as much as the full rate (within a point) on 8 of 10: how much adapting helps the new task
+# depends on the seed. What the full rate costs does not: the backbone's features were rewritten for the 100 new
+# examples, and task A's accuracy fell from at least 0.75 to below 0.66 on every seed, where a tenth kept it above
+# 0.68. The smaller rate keeps most of the adaptation while protecting what the backbone already knows.
 #
 # Groups carry other settings too, and the most common split is by weight decay: decay the weight matrices, not
-# the biases and normalisation gains (nanoGPT and timm split by dimension, `p.ndim >= 2`; the Hugging Face Trainer
-# by module type and name). A gain's
+# the biases and normalisation gains (nanoGPT splits by dimension, `p.ndim >= 2`; timm by dimension, by a name
+# ending in `.bias`, and by the names a model's `no_weight_decay()` lists, such as a ViT's position embedding; the
+# Hugging Face Trainer by module type and name). A gain's
 # neutral value is 1; decay pulls it towards 0. The split on a small MLP with two LayerNorms, then what goes
 # wrong when building groups by hand:
 
@@ -1539,11 +1594,13 @@ for what, result in scaler_knobs().items():
 # %% [markdown]
 # ## Losses and files from other people's code
 #
-# `nn.LinearCrossEntropyLoss` folds the output layer into the loss (it never builds the full logits when
-# given `options`, which matters for a vocabulary of 100k classes). Its weight is a parameter of the loss, so
-# an optimizer built from `model.parameters()` alone never trains it: pass the loss's parameters too. With
-# `options` it computes its gradients during the forward and uses them up in the first backward, so even
-# `retain_graph=True` allows one backward only.
+# `nn.LinearCrossEntropyLoss` folds the output layer into the loss (given `options`, it computes the loss in chunks
+# without building the full logits, which matters for a vocabulary of 100k classes; its docstring says setups the
+# chunked path does not support fall back to the full logits with a warning). Its weight is a parameter of the
+# loss, so an optimizer built from `model.parameters()` alone never trains it: pass the loss's parameters too. With
+# default `options` it computes its gradients during the forward and uses them up in the first backward, so even
+# `retain_graph=True` allows one backward only, unless `allow_retain_graph=True` or `reduction="none"` (which
+# recomputes).
 # `TripletMarginLoss`'s `p` picks the distance, and the same triplet can be satisfied under one and violated
 # under another; `eps` is added to the difference before the norm, so a positive identical to its anchor
 # still pulls it along the diagonal.
@@ -1559,18 +1616,20 @@ for rules in (linear_cross_entropy_rules, triplet_rules):
 # %% [markdown]
 # Code written before torch 0.4.1 passes `size_average=False` or `reduce=False` to a loss. Both still work,
 # with a warning, and they decide over `reduction`, even one you pass beside them: `size_average=False`
-# sums, so the loss and its gradients grow with the batch size B, and a learning rate tuned for that sum is
-# B times too small for the mean. `NLLLoss2d` and `clip_grad_norm` are old names for `NLLLoss` and
-# `clip_grad_norm_`, same results.
+# sums, so the loss and its gradients grow with the number of elements summed (B for one value per example,
+# B·H·W per pixel), and for SGD a learning rate tuned for that sum is that many times too small for the mean
+# (Adam divides a constant factor out, as this chapter's Adam section shows). `NLLLoss2d` and `clip_grad_norm` are
+# old names for `NLLLoss` and `clip_grad_norm_`, same results.
 
 # %%
 for what, result in legacy_loss_flags().items():
     print(f"{what}: {result}")
 
 # %% [markdown]
-# `torch.load` reads with `weights_only=True` by default, and that reader understands pickle protocols
-# up to 3: a checkpoint saved with `pickle_protocol=4` (opcode 149 is that protocol's FRAME) needs
-# `weights_only=False`, which runs whatever code the file holds. Passing `pickle_module=pickle`, as older
+# `torch.load` reads with `weights_only=True` by default, and that reader understands a subset of pickle's
+# opcodes, enough for protocol 2, `torch.save`'s default: a checkpoint saved with `pickle_protocol=4` (opcode 149
+# is that protocol's FRAME) needs re-saving with protocol 2 from a trusted copy, or `weights_only=False`, which
+# runs whatever code the file holds. Passing `pickle_module=pickle`, as older
 # code does, switches that safe reader off without a word. `mmap=True` maps a checkpoint from disk
 # instead of reading it into memory, so it needs a path. `torch.seed()` does not take a seed: it draws a
 # fresh one, different on every run. And `torch.cuda.manual_seed_all` seeds the GPUs only, never the CPU

@@ -314,9 +314,10 @@ print("\n".join(schedule_resume_lines(seeds=range(5))))
 # %% [markdown]
 # A scheduler built anew starts its warmup again and climbs back to the peak, so a run that was annealing gets
 # the full learning rate on a model near its minimum: on the seeds counted above the loss shot up by 10x or more
-# (what learners report as "the loss got worse right after resuming"). The first resumed update still used the saved
-# rate, because `optimizer.load_state_dict` restores each group's `lr`; the rebuilt scheduler's first `step()`
-# overwrote it. A lower final training loss on some seeds is no comfort: the extra updates at a high rate fit
+# (what learners report as "the loss got worse right after resuming"). Here the scheduler is built before
+# `optimizer.load_state_dict`, so the first resumed update still used the saved rate (the load restores each
+# group's `lr`) and the rebuilt scheduler's first `step()` overwrote it; built after the load, the scheduler's
+# constructor sets the restarted warmup's rate at once (the fifth line). A lower final training loss on some seeds is no comfort: the extra updates at a high rate fit
 # the training set further, and it is no longer the run that was planned. Passing `last_epoch=249` instead of
 # loading the state needs `initial_lr` in each group and raises a KeyError on a fresh optimizer (the
 # `scheduler-last-epoch-without-initial-lr` entry in this chapter's errors). Stepped past its end, the same
@@ -580,7 +581,7 @@ print(f"fresh accuracy, delivered against last: higher by more than 1 point on "
 
 # %% [markdown]
 # On fresh points the delivered weights keep the lower loss on every seed, but the accuracy, which validation
-# did not choose by, goes either way, more often down than up. The first line is a warning of its own: seed 0
+# did not choose by, goes either way. The first line is a warning of its own: seed 0
 # trained for 22 epochs, the other four stopped within 6, their best check at epoch 3 or earlier. With 40
 # examples an epoch is 2 updates; the validation loss wobbles by more than it improves while the training loss
 # keeps falling, so a patience of 3 checks stopped those runs before they had learned much. Patience is counted
@@ -881,7 +882,8 @@ print(figures_text(spikes))  # the raw figures behind those claims (a thrown run
 #   and AdamW's second moment still grows.
 #
 # So: log the pre-clip norm for a while, then put `max_norm` a few times above its typical value. A threshold
-# below the typical norm clips almost every update and acts like a smaller learning rate.
+# below the typical norm clips almost every update: it no longer guards against spikes but rescales every step,
+# and what that does depends on the optimizer (the quiz's question 10).
 #
 # %% [markdown]
 # ## 10. The NaN/Inf guard
@@ -1277,8 +1279,9 @@ print("\n".join(gpu_figures.compile_lines()))
 # %% [markdown]
 # That up-front cost is paid again at every *recompilation*. Dynamo compiles for the shapes it sees and guards on
 # them; a batch of another shape fails the guard and compiles again. By default the second shape makes it compile
-# a version with the batch dimension symbolic, which then serves every size; `dynamic=False` compiles once per
-# shape until `recompile_limit`, then runs that function uncompiled for good. Counted exactly with a backend that
+# a version with the batch dimension symbolic, which then serves every size but 0 and 1 (Dynamo specialises
+# those); `dynamic=False` compiles once per new shape until `recompile_limit`; past it, a shape not compiled yet
+# runs uncompiled, while the shapes compiled before keep their code. Counted exactly with a backend that
 # records each compilation and generates no code (twelve batches of varying size, as sequences of varying length
 # or a smaller last batch give):
 
@@ -1289,8 +1292,8 @@ print("\n".join(recompile_lines()))
 
 # %% [markdown]
 # With inductor each compilation generates code again (the first took tens of seconds above; recompilations were
-# not timed here), so a first epoch over many shapes can crawl; past the limit the function runs uncompiled from
-# then on, and Dynamo's log says so once (the warning counted above). Pad or bucket the lengths to
+# not timed here), so a first epoch over many shapes can crawl; past the limit every new shape runs uncompiled,
+# and Dynamo's log says so once (the warning counted above). Pad or bucket the lengths to
 # a few sizes, `drop_last=True`, or declare the dimension dynamic (`dynamic=True`, or `mark_dynamic`);
 # `TORCH_LOGS=recompiles` prints each recompilation and the guard that failed.
 
@@ -1391,7 +1394,28 @@ print("one process alone, same B and K:", training_arithmetic(200, 32, 2, 1).upd
 # per-rank updates ends W times too early (Accelerate's `step_scheduler_with_optimizer=False` turns the
 # multiple stepping off).
 #
-# Three more choices the trainer makes, and why:
+# The same counting decides what to do with a milestone schedule when the batch changes. Detectron2's 3x
+# detection schedule was tuned at 16 images per update; run at 4 per update (one small GPU), it needs four times
+# the updates, but where do its two LR drops go? torch's `MultiStepLR` stepped through each variant
+# (`course_utils/chapters/ch07_milestone_scaling.py`; counted in thousands of updates, the same proportions):
+
+# %% tags=["answers-milestone-scaling"]
+from course_utils.chapters.ch07_milestone_scaling import milestone_lines
+
+print("\n".join(milestone_lines()))
+
+# %% [markdown]
+# A milestone marks how much data the model has seen, so it moves with `MAX_ITER`: scale the updates, the
+# milestones and the warmup by 16/4 and the LR by 4/16 (the linear rule), and the LR per image is the same at
+# every point of the run. Scaling `MAX_ITER` alone leaves the drops where 4x fewer images have passed: the run
+# then spends 76.9% of its images at the smallest LR instead of 7.4%. The 3x schedule is not the 1x one stretched
+# (its drops come later in the run); that is its own design, and scaling keeps whichever schedule you picked.
+# Detectron2 does this arithmetic itself when the config names the number of GPUs it was tuned for
+# (`SOLVER.REFERENCE_WORLD_SIZE`, 0 by default, which turns it off): its `auto_scale_workers` moves
+# `IMS_PER_BATCH`, `BASE_LR`, `MAX_ITER`, `STEPS`, `WARMUP_ITERS` and the evaluation period together, by the
+# number of GPUs you launch against that reference.
+#
+# Three more choices the course's trainer makes, and why:
 #
 # - **The same seed on every rank.** Every rank starts from the same weights (DDP would also broadcast rank
 #   0's) and draws the same random numbers, so dropout masks repeat across ranks. Is that harmless? In a plain
@@ -1441,7 +1465,7 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # | effective batch | B·K·W, LR as given | K divided by W: B·K·W fixed | B·K·W | B·K·W |
 # | seed per rank | the same; batch draws keyed by the batch's indices | seed + rank | the same (`seed_everything`); workers get the rank mixed in with `workers=True` | the same (`set_seed`; `device_specific=True` adds the rank) |
 # | checkpoint | rank 0 (after a gather of every rank's random streams) | rank 0 | rank 0 writes, every rank waits (`Trainer.save_checkpoint`) | `save_state` (weights written by the main process); `wait_for_everyone()` is its barrier |
-# | validation | whole set on every rank | rank 0 only | sharded, metrics synced | sharded, `gather_for_metrics` |
+# | validation | whole set on every rank | rank 0 only | sharded; `self.log` per rank unless `sync_dist=True` | sharded, `gather_for_metrics` |
 
 # %% [markdown]
 # **Lightning and Accelerate, run.** Both are pinned in the course's lock (Lightning 2.6.6, Accelerate
@@ -1466,7 +1490,7 @@ print("\n".join(lightning_lines(lightning_run)))
 # batches to the training batches. Since 2.0 (pull request #16695) the training bar counts training batches
 # only and validation gets a bar of its own. Neither bar counts updates: 233 batches made 59 of them.
 # `global_step` does count updates, so every batch of an accumulation window reads the same value: a periodic
-# task keyed on it inside `training_step` ran K = 4 times at each multiple (the last line), and once at step 0.
+# task keyed on it inside `training_step` ran K = 4 times at each multiple, step 0 included (the last line).
 # Key it in a hook that runs once per update, `on_before_optimizer_step`, and skip step 0 if it is not wanted.
 #
 # When Lightning validates is counted in batches too. Four small fits (20 batches of 16 per epoch), each
@@ -1601,7 +1625,8 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # workers, so `num_workers` counts per process: W ranks with `num_workers=N` run W·N workers beside the W ranks;
 # size N by the cores per rank, not by the machine's. A collective works in place and returns `None` (a `Work` to `wait()` on with
 # `async_op=True`), so `x = dist.all_reduce(t)` leaves `x` None; `reduce` defines the result on `dst` only. A
-# barrier one rank never reaches raises on the others after its timeout (30 minutes by default): a rank 0
+# barrier one rank never reaches raises on the others after its timeout (by default 30 minutes with gloo, 10
+# with nccl, as below): a rank 0
 # evaluating alone for longer than that takes the run down. `init_sync=False` skips the broadcast of rank 0's
 # weights, so ranks seeded apart train apart. `broadcast_buffers=False` (deprecated) also keeps each rank's
 # buffers at construction; its replacement `forward_sync_buffers=False` does not, as torch's warning says. A
@@ -1617,10 +1642,11 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # 0.5 s timeout makes it raise; with the default (30 minutes for gloo; nccl's, 10 minutes in torch's source, is
 # not in a CPU build) the job hangs that long.
 # `Join([ddp])` lets a finished rank answer the others' all-reduces with zeros, and the ranks end with the same
-# weights. `SyncBatchNorm` refuses to train on the CPU. The record is checked against the module's source before
-# it is printed:
+# weights. `SyncBatchNorm` refuses to train on the CPU, so its arithmetic is written out by hand beside a plain
+# `BatchNorm1d` in DDP: one batch of 4 rows, 2 on each rank. The record is checked against the module's source
+# before it is printed:
 
-# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches", "answers-workers-per-rank"]
+# %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches", "answers-workers-per-rank", "answers-ddp-batchnorm"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
 
 print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
@@ -1632,6 +1658,18 @@ print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
 # length with a repeated example, so 12 pairs hold 11 examples. With `drop_last=True` the shards are cut
 # instead, and one example is never predicted at all. Counts that add up (chapter 4's metrics) need only an
 # `all_reduce`; per-example outputs need the gather.
+#
+# BatchNorm is the one layer DDP does not make equal to one process on the whole batch. Its gradients are
+# averaged, but each rank normalises its rows with its own rows' statistics: with 2 rows per rank the outputs
+# are not one process's on all 4, and with 1 row per rank `BatchNorm1d` refuses to train (a `BatchNorm2d` on one
+# image per rank trains, normalising over that image's pixels alone). Its running statistics are each rank's own
+# rows' until the next forward, when DDP copies rank 0's to every rank: the checkpoint rank 0 saves holds
+# statistics estimated from rank 0's batches only. Reducing the sums over the ranks first (what `SyncBatchNorm`
+# does on GPUs: it gathers every rank's mean, variance and count at each BatchNorm layer's forward and reduces
+# two sums in its backward) gives exactly the whole batch's normalisation and running statistics. Convert with
+# `nn.SyncBatchNorm.convert_sync_batchnorm(model)` before wrapping in DDP. Whether that changes the result
+# depends on the per-rank batch: small per-GPU batches (detection's 1 or 2 images) normalise with noisy
+# statistics, which is where it is used; its cost, a collective per BatchNorm layer each way, is not timed here.
 
 # %% [markdown]
 # ## 15. What each component costs
@@ -1785,7 +1823,8 @@ print("\n".join(collapse_lines() + mining_lines()))
 #
 # Two more losses whose value is not an error to drive to 0. A multi-task loss with learned uncertainty weights
 # (Kendall et al.) adds, per task, `exp(-s) * L + s` with `s` a learned log variance; for a given task loss L the
-# best `s` is log L, so a task that fits well (L < 1) makes its term negative. A policy-gradient loss,
+# best `s` is log L, where the term is 1 + log L: `s` is negative for any L < 1, the whole term once L < 1/e
+# (about 0.37). A policy-gradient loss,
 # `-log_prob * advantage` (REINFORCE with the return, actor-critic with an advantage), is a surrogate whose gradient
 # is the one wanted; the entropy bonus is subtracted because the optimizer minimises. Two tasks with noise 0.1 and
 # 1.0, 5 seeds; a 4-way policy; a skewed policy under the entropy term alone:
@@ -1855,7 +1894,9 @@ for check, value in broadcast_checks().items():
 #
 # Three of the silent ones change the numbers without a word. A (N, 1) output against a (N,) target broadcasts
 # to (N, N) in `MSELoss`, `L1Loss` and `SmoothL1Loss`: 16 pairs instead of 4, with only a `UserWarning`.
-# 0/1 labels where a margin loss wants -1/+1 treat every 0 as "no preference". And with `weight` or
+# 0/1 labels where a margin loss wants -1/+1: `MarginRankingLoss` and `SoftMarginLoss` read a 0 as "no
+# preference" (the same loss for every score, no gradient), while `HingeEmbeddingLoss` applies both of its branches
+# to it and charges max(x, margin), pushing every distance down to the margin. And with `weight` or
 # `ignore_index`, `"mean"` divides by the summed weights of the counted targets (3 real tokens, not 6), so it is
 # not the average of `"none"`: average padded tokens yourself and the loss is wrong by the padding share.
 #
