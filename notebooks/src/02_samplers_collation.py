@@ -240,7 +240,7 @@ print("expected per batch of 32, weighted:", [sig(v) for v in expected_batch_cou
 # `WeightedRandomSampler` wants **one weight per example**, not one per class. You build it by
 # indexing the class weights with the labels, and hand the sampler to the `DataLoader`:
 
-# %% tags=["answers-weighted-epoch"]
+# %% tags=["answers-weighted-epoch", "answers-imbalanced-sampler"]
 from torch.utils.data import WeightedRandomSampler
 
 from course_utils.chapters.ch02_sampling import sample_weights
@@ -258,6 +258,9 @@ replay = list(WeightedRandomSampler(example_w, num_samples=len(labels), replacem
 ys, seen = labels.tolist(), set(replay)
 print(f"distinct examples in that epoch: {len(seen)} of {len(ys)} (dogs {sum(ys[i] == 0 for i in seen)} of "
       f"{counts[0]}, cats {sum(ys[i] == 1 for i in seen)} of {counts[1]}); cats drawn {sum(ys[i] for i in replay)} times")
+drawn = torch.multinomial(example_w, len(labels), replacement=True, generator=torch.Generator().manual_seed(0))
+print("torch.multinomial(weights, len(labels), replacement=True) from the same generator: the same indices:",
+      drawn.tolist() == replay)
 
 # %% [markdown]
 # `num_samples` is *your* choice of epoch length: the sampler draws that many indices and the
@@ -266,6 +269,12 @@ print(f"distinct examples in that epoch: {len(seen)} of {len(ys)} (dogs {sum(ys[
 # replacement, such an "epoch" is not one pass over the data: half its draws are the 100 cats, so each comes back
 # about five times, while most dogs are not drawn at all (the last line). The model sees every dog only over
 # several epochs; the weights trade passes over the majority for balanced batches.
+#
+# The sampler is one call to `torch.multinomial` (the last line: the same indices). Third-party "imbalanced
+# dataset" samplers (torchsampler's `ImbalancedDatasetSampler`, and the copies of it in many repositories) make
+# that same call after computing the weights themselves: 1 / the count of each example's class, `len(dataset)`
+# draws, with replacement. They are this sampler with the weights computed for you; their `callback_get_label`
+# and `indices` arguments only say where the labels come from and which examples may be drawn.
 #
 # Two mistakes people make first, run here. Passing both a sampler and `shuffle=True`:
 
@@ -665,6 +674,29 @@ with answer(2, "collate-boxes"):
 # empty image keeps its [0, 4] tensor, and the loss is then computed image by image (torchvision's
 # detection models take such a list). Padding the boxes to a fixed count works too, but then every
 # loss must skip the padded boxes, as a token loss skips padded tokens.
+#
+# ### Graphs: a batch of seed nodes carries their neighbours
+#
+# A graph network predicts a node from its neighbourhood: after two rounds of message passing, from every node
+# within two hops. So a mini-batch of seed nodes must also hold those neighbours, and a neighbour of seeds in
+# several batches is in each of them. A 200-node random graph, seeds in batches of 32 in index order
+# (`shuffle=False`), every neighbour up to 2 hops taken, as PyG's `NeighborLoader` does with
+# `num_neighbors=[-1, -1]` (`course_utils/chapters/ch02_neighbour_batches.py`, checked against powers of the
+# adjacency matrix):
+
+# %% tags=["answers-neighbour-batches"]
+from course_utils.chapters.ch02_neighbour_batches import neighbour_batch_lines
+
+print("\n".join(neighbour_batch_lines()))
+
+# %% [markdown]
+# An epoch of neighbour batches returns several times more rows than the graph has nodes, and almost every node
+# comes back in more than one batch: collecting `batch.x` over an epoch gives more rows than nodes by design. Only
+# the seeds are the batch's own predictions; the other rows are context. PyG's `NeighborLoader` lists the seeds
+# first (its documentation: the first `batch.batch_size` nodes of each sampled subgraph are the input nodes; their
+# ids are `batch.n_id[:batch.batch_size]`), so compute the loss and metrics on `out[:batch.batch_size]`. A loss on
+# every row counts a well-connected node in nearly every batch and an isolated one once: it weighs nodes by how
+# connected they are, not the data as it is.
 
 # %% [markdown]
 # ## Errors you will meet here
