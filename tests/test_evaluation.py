@@ -37,11 +37,14 @@ def test_one_example_is_refused_only_with_one_value_per_channel():
                for shape, (n, what) in found.items() if n == 1)
 
 
-def test_inference_tensors_have_the_two_restrictions():
+def test_inference_tensors_have_the_three_restrictions_and_only_a_clone_made_outside_is_normal():
     r = inference_mode_errors()
     assert r["no_grad/save_for_backward"] == "ok" and r["no_grad/inplace_outside"] == "ok"
+    assert r["no_grad/requires_grad_ (nn.Parameter)"] == "ok"
     assert "cannot be saved for backward" in r["inference_mode/save_for_backward"]
     assert "Inplace update to inference tensor outside InferenceMode" in r["inference_mode/inplace_outside"]
+    assert "Setting requires_grad=True on inference tensor" in r["inference_mode/requires_grad_ (nn.Parameter)"]
+    assert (r["clone() inside the block: inference"], r["clone() after it: inference"]) == ("True", "False")
 
 
 def test_eval_graph_memory_is_zero_under_no_grad():

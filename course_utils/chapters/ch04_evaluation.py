@@ -107,7 +107,8 @@ def inference_mode_errors() -> dict[str, str]:
     """What a tensor made under no_grad can do and one made under inference_mode cannot: the real errors.
 
     Keys: "save_for_backward" (use it where autograd must save it), "inplace_outside" (modify it in
-    place after leaving inference mode). Values: "ok" or "<ErrorType>: <message>".
+    place after leaving inference mode), "requires_grad_ (nn.Parameter)" (make it a parameter); values "ok" or
+    "<ErrorType>: <message>"; and whether a clone made inside or after the block is an inference tensor.
     """
     w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     results = {}
@@ -115,12 +116,19 @@ def inference_mode_errors() -> dict[str, str]:
         with context():
             made = torch.ones(3) * 2
         for case, action in (("save_for_backward", lambda t: (w * t).sum().backward()),
-                             ("inplace_outside", lambda t: t.add_(1))):
+                             ("inplace_outside", lambda t: t.add_(1)),
+                             ("requires_grad_ (nn.Parameter)", lambda t: nn.Parameter(t))):
             try:
                 action(made)
                 results[f"{name}/{case}"] = "ok"
             except RuntimeError as exc:
                 results[f"{name}/{case}"] = f"RuntimeError: {str(exc).splitlines()[0]}"
+    with torch.inference_mode():
+        made = torch.ones(3) * 2
+        inside = made.clone()
+    outside = made.clone()
+    results["clone() inside the block: inference"] = str(inside.is_inference())
+    results["clone() after it: inference"] = str(outside.is_inference())
     return results
 
 
@@ -328,3 +336,26 @@ def batchnorm_running_update(batch=(2.0, 4.0, 6.0, 8.0)) -> RunningStats:
         bn(x)
         after_eval = read()
     return RunningStats(float(x.mean()), float(x.var(unbiased=True)), start, after_train, after_eval, bn.momentum)
+
+
+def transformer_fast_path() -> dict[str, bool]:
+    """The one family where no_grad changes a layer's output: TransformerEncoder (nested tensors on, a padding mask,
+    dropout 0) takes its fast path only in eval mode with gradients off, and that path returns exact zeros at the
+    padded positions. Whether the padded outputs are all zero, for each mode with and without gradients."""
+    import warnings
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")               # its note that nested tensors need eval mode and no_grad
+        encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True)
+    x = torch.randn(2, 5, 8)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])       # the second sequence: 3 tokens, 2 pads
+    out = {}
+    for mode in ("train", "eval"):
+        encoder.train(mode == "train")
+        for grad in (True, False):
+            with torch.set_grad_enabled(grad), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                y = encoder(x, src_key_padding_mask=padding)
+            out[f"{mode} mode, gradients {'on' if grad else 'off (no_grad)'}"] = bool((y[1, 3:] == 0).all())
+    return out

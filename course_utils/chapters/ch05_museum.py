@@ -317,7 +317,8 @@ def exhibit(bug: str) -> Comparison:
 ONE_LINE = {
     "missing_zero_grad": "gradient norm climbs in trend, with dips, to several times healthy; SGD loss swings high",
     "zero_grad_after_backward": "gradient norm reads 0, weights never move, loss stays near ln C",
-    "eval_in_train_mode": "validation noisy and lower; training unchanged",
+    "eval_in_train_mode": "validation noisy and lower; BN statistics move; later random draws shift (not in "
+                          "the course's loop)",
     "missing_no_grad": "evaluation graph memory above 0; metrics unchanged",
     "graph_attached_logging": "graph nodes kept by the log grow by the same amount every step",
     "missing_train_switch": "from epoch 2 training loss below healthy; validation loss higher",
@@ -331,11 +332,10 @@ ONE_LINE = {
     "data_leakage": "validation accuracy well above a clean test set's",
     # exhibit 5's demonstrations (not loop variations): what each one shows
     "freeze_after_optimizer":
-        "frozen weights still move with momentum, Adam or AdamW under zero_grad(set_to_none=False)",
+        "after steps, frozen weights move with momentum, Adam(W) or weight decay if zero_grad(set_to_none=False)",
     "head_after_optimizer": "the new head never moves; the model trains around a random head",
     "half_after_optimizer":
-        "once Adam has stepped, its next step raises a dtype or device RuntimeError (SGD, or Adam before its first "
-        "step, runs on)",
+        "after an Adam step, .half() makes the next step raise (.cuda() too: not run); no state yet: runs on",
 }
 
 

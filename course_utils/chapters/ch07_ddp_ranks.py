@@ -196,10 +196,13 @@ def _ddp_flags(rank: int) -> dict[str, object]:
 
 
 def _synced_batchnorm(x: torch.Tensor, norm: nn.BatchNorm1d) -> torch.Tensor:
-    """SyncBatchNorm's arithmetic in train mode, written out: every rank's sums all-reduced (differentiably), then
-    the whole batch's mean and biased variance normalise, and its unbiased variance updates the running one."""
+    """SyncBatchNorm's arithmetic in train mode, written out: every rank's row count and sums all-reduced (the sums
+    differentiably), then the whole batch's mean and biased variance normalise, and its unbiased variance updates
+    the running one. (torch's module gathers each rank's mean, inverse std and count instead: the same statistics.)"""
     from torch.distributed.nn.functional import all_reduce
-    count = x.shape[0] * dist.get_world_size()
+    rows = torch.tensor([float(x.shape[0])])
+    dist.all_reduce(rows)
+    count = int(rows.item())
     mean = all_reduce(x.sum(dim=0)) / count
     var = all_reduce((x * x).sum(dim=0)) / count - mean * mean
     with torch.no_grad():

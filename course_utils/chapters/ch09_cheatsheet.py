@@ -135,7 +135,7 @@ def formulas(n: int = EXAMPLE[0], b: int = EXAMPLE[1], e: int = EXAMPLE[2], k: i
          "about lr"),
         ("AdamW (decay λ)", "Adam's step, plus w ← w − lr · λ · w (decoupled, not added to g)",
          "torch's λ: 0.01 for AdamW; Adam's weight_decay adds λ·w to g instead"),
-        ("training memory", "weights + grads + optimizer state + activations",
+        ("training memory", "at most weights + grads + optimizer state + activations",
          f"spiral MLP, Adam, B={b}: {mem['weights']:,} + {mem['grads']:,} + {mem['optimizer_state']:,} + "
          f"{mem['activations']:,} (measured) = {mem['total']:,} B"),
     ]
@@ -258,11 +258,12 @@ def scheduler_section() -> Section:
     """Each scheduler's cadence and call, from chapter 7's gallery."""
     from course_utils.chapters.ch07_scheduler_gallery import GALLERY
 
-    when = {"epoch": "per epoch", "update": "per update", "metric": "per validation"}
+    when = {"epoch": "per epoch", "update": "per update",
+            "metric": "per validation"}
     rows = [(f"{html.escape(e.name)} ({when[e.cadence]})", f"<code>{html.escape(e.call.split('  #')[0])}</code>")
             for e in GALLERY]
     table_html, table_text = _table(rows, ("scheduler (cadence)", "call"), (58, 42))
-    return Section("Scheduler cadences", table_html, table_text)
+    return Section("Scheduler cadences (sized in that unit)", table_html, table_text)
 
 
 DATALOADER_ARGS = {  # argument: (what it does, when to change it)
@@ -306,7 +307,7 @@ CHECKLIST = (
     "Seed torch, NumPy and random; a seeded generator on every DataLoader (worker_init_fn for other libraries "
     "and for a generator your dataset holds).",
     "Checkpoint all the next update needs (model, optimizer, scheduler, scaler, counters, best metric, RNG states, "
-    "data position); write atomically; load with weights_only=True.",
+    "data position; NumPy's as lists); write atomically; load with weights_only=True.",
     "Keep the last k checkpoints and the best; delete old ones only once the new one is safe.",
     "Accumulation: weight each micro-batch by its share of the window's examples (of its real tokens, for a "
     "token loss over padded sequences); flush at the epoch's end.",

@@ -50,7 +50,7 @@ def train_one_epoch(model, loader, loss_fn, optimizer,
                     device, accum_steps=1, max_norm=None,
                     scheduler=None):
     """One update per window; (mean loss, top grad norm)."""
-    model.train()             # dropout on, BN training
+    model.train()  # all layers; re-freeze frozen BN after
     losses, sizes, norms = [], [], []  # kept on device:
     for window in windows(loader, accum_steps):  # no wait
         n = sum(len(y) for _, y in window)  # examples
@@ -111,7 +111,7 @@ state = {"model": model.state_dict(),
          "optimizer": optimizer.state_dict(),
          "scheduler": scheduler.state_dict(),
          "epoch": epoch, "order": order.get_state(),
-         "rng": torch.get_rng_state()}  # + CUDA, NumPy...
+         "rng": torch.get_rng_state()}  # + NumPy as lists
 with open(path + ".tmp", "wb") as f:  # tensors, plain
     torch.save(state, f); f.flush(); os.fsync(f.fileno())
 os.replace(path + ".tmp", path)   # never half a file

@@ -239,8 +239,8 @@ _ENTRIES = [
         "Split first, remove duplicates across splits, fit preprocessing on the training split only."),
     Bug("freeze_after_optimizer", "Freezing after building the optimizer", "optimizer", None,
         "Harmless with the default zero_grad(set_to_none=True): frozen parameters keep .grad = None and "
-        "every optimizer skips them. With zero_grad(set_to_none=False) their .grad is a zero tensor and "
-        "optimizers with state keep moving them: SGD with momentum (its buffer), Adam and AdamW (their "
+        "every optimizer skips them. With zero_grad(set_to_none=False), once they have had a gradient (frozen "
+        "mid-training, after steps), their .grad is a zero tensor and optimizers with state keep moving them: SGD with momentum (its buffer), Adam and AdamW (their "
         "moments), and any optimizer with weight decay, plain SGD included (the decay term lambda*w is not "
         "zero). Plain SGD without weight decay leaves them still.",
         "Freeze first, then build the optimizer over the trainable parameters only.",

@@ -65,7 +65,8 @@ def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
 
 
 def clip(parameters: list[torch.Tensor], max_norm: float | None) -> float:
-    """Measure the global gradient norm, rescale to max_norm if set; returns the pre-clip norm (chapters 3, 7)."""
+    """Measure the global gradient norm; if max_norm is set and the norm exceeds it, rescale down to max_norm;
+    returns the pre-clip norm (chapters 3, 7)."""
     grads = [p.grad for p in parameters if p.grad is not None]
     norm = global_norm(grads)
     if max_norm is not None:

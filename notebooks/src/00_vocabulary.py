@@ -289,9 +289,9 @@ with answer(0, "accum-batchnorm"):
 # batch* (chapter 4), so two micro-batches of 16 are normalised with other statistics than one batch of 32:
 # the window differs on every seed. **Dropout** draws a new random mask on every forward pass, so two runs of
 # the same batch already differ. Accumulating K micro-batches of B with BatchNorm is *not* training with batch
-# B·K: BatchNorm still sees batches of B. A larger micro-batch narrows the gap (it closes only when one
-# micro-batch is the whole window, which is no accumulation); GroupNorm or LayerNorm in place of BatchNorm
-# avoids it. Accumulation also changes what eval mode will use: BatchNorm's running statistics take one
+# B·K: BatchNorm still sees batches of B. The gap closes only when one micro-batch is the whole window, which is
+# no accumulation (larger micro-batches tend to narrow it, on average, not run by run; not shown here); GroupNorm
+# or LayerNorm in place of BatchNorm avoids it. Accumulation also changes what eval mode will use: BatchNorm's running statistics take one
 # momentum step per train-mode forward, so K steps per update. With dropout the two differ on every draw, and agree only on average, as two noisy
 # estimates of one gradient do: averaging over more masks shrinks the gap.
 #
@@ -314,7 +314,8 @@ print("calculator, updates per epoch:", config.arithmetic().updates_per_epoch,
 #
 # In data-parallel training each of W ranks (processes) runs the same loop on its own share of
 # the data. `DistributedSampler` gives each rank ⌈N / W⌉ indices and, when N does not divide
-# evenly, pads by repeating the first indices so every rank runs the same number of steps.
+# evenly, pads by repeating the first indices of the epoch's order (its default, `drop_last=False`; with
+# `drop_last=True` each rank gets ⌊N / W⌋ and the tail is dropped) so every rank runs the same number of steps.
 
 # %% tags=["answers-world-size"]
 toy = TensorDataset(torch.arange(10))
@@ -417,4 +418,5 @@ course_progress()
 #   each micro-batch is normalised with its own statistics (measured: off by more than 10% on 5 of 5
 #   seeds); with dropout the two agree only on average.
 # - "step" means an update in most trainers and a micro-batch in many hand-written loops: check which.
-# - `DistributedSampler` pads every rank to ⌈N / W⌉, so a few examples are seen twice per epoch.
+# - `DistributedSampler` pads every rank to ⌈N / W⌉ (unless `drop_last=True`), so a few examples are seen twice per
+#   epoch (more often when W is larger than N).

@@ -96,7 +96,8 @@ print("first batch with batch_size=1: ", next(iter(plain)))
 # `(x, y)`: `default_collate` keeps the structure of one example but returns tuples as lists.
 #
 # `next(iter(loader))` is the way to look at one batch, and a trap in a training loop: each `iter()` starts a new
-# pass (with workers, it starts them again) and `next()` takes its first batch. A loop whose every "epoch" is
+# pass (with workers, it starts them again, unless `persistent_workers=True` keeps them) and `next()` takes its
+# first batch. A loop whose every "epoch" is
 # `x, y = next(iter(loader))`, on 640 examples in batches of 64:
 
 # %% tags=["answers-next-iter-epoch"]
@@ -235,7 +236,9 @@ print("first batch shapes:", tuple(first[0].shape), tuple(first[1].shape))
 # Starting them costs time, and every batch must travel back to the main process.
 #
 # We time one epoch of the on-disk dataset with 0 and 2 workers, twice: reading the files as they
-# are, and with an extra 2 ms per example that stands in for costly decoding (JPEG, audio, tokenising).
+# are, and with an extra 2 ms per example that stands in for costly decoding (JPEG, audio, tokenising). The stand-in
+# is a sleep, which uses no CPU: it shows the overlap workers buy, not the limit real decoding meets when the
+# workers outnumber the free cores.
 # Your timings will differ from run to run and machine to machine.
 
 # %% tags=["nbval-ignore-output"]
@@ -447,12 +450,14 @@ with answer(1, "worker-hang"):
 # - A killed worker also gives a `RuntimeError`, saying the worker exited unexpectedly; look for the
 #   reason in the system's log (for example the out-of-memory killer) and lower `num_workers` or the
 #   memory each one holds.
-# - A bug in `__getitem__` comes back with **its own type** (here `KeyError`), re-raised in the main
+# - A bug in `__getitem__` comes back with **its own type** (here `KeyError`; an exception that cannot be rebuilt
+#   from its message alone, such as `UnicodeDecodeError`, arrives as a `RuntimeError` that names it), re-raised in the main
 #   process, and its message names the worker and shows the worker's traceback. To debug it, set
 #   `num_workers=0`: the same error then happens in your process, where a debugger can stop at it.
 # - To find where a stuck worker is: `py-spy dump --pid <the worker's pid>` prints a live process's stack,
-#   and `faulthandler.dump_traceback_later(60)` called in a `worker_init_fn` makes a worker print its own
-#   stack once it has been stuck for 60 s. Two common causes of stuck or dying workers: a full `/dev/shm` in a
+#   and `faulthandler.dump_traceback_later(60)` called at the start of `__getitem__` (each call re-arms the timer)
+#   makes a worker print its own stack once one item has taken 60 s. (Called once in a `worker_init_fn`, it fires
+#   60 s after the worker starts, stuck or not, and never again.) Two common causes of stuck or dying workers: a full `/dev/shm` in a
 #   container (workers pass batches through shared memory; torch's error then says the bus error "might be
 #   caused by insufficient shared memory (shm)": raise the container's `--shm-size`),
 #   and threads started before the workers are forked. A worker killed by a signal: read the cause chained
@@ -531,7 +536,10 @@ with answer(1, "dataset-rng"):
 # `info.dataset` is whatever the loader holds. A `Subset` (what `random_split` returns) wraps the dataset,
 # and the line above would set an attribute on the wrapper, leaving the inner generator alone: reseed the
 # object that owns it (`info.dataset.dataset.rng` for a `Subset`), or draw in `__getitem__` from a generator
-# seeded with `(get_worker_info().seed, index)`, which works through any wrapper.
+# seeded with `(get_worker_info().seed, index)`, which works through any wrapper, with two conditions: with
+# `persistent_workers=True` a worker's seed stays the same from epoch to epoch, so every example would get the
+# same augmentation every epoch (mix the epoch number in, as the course's trainer does), and with
+# `num_workers=0` there is no worker info (`get_worker_info()` returns None).
 #
 # A seed fixes a sequence of draws, not each draw. After one `torch.manual_seed`, three calls give three different
 # values; seeding again gives the same three; one extra draw first shifts every draw after it:
@@ -832,11 +840,14 @@ print("output (4, 1), target (4,): .view_as(out) on the target and .squeeze(1) o
 # The integer multi-hot is refused (older torch said "multi-target not supported": `nll_loss`'s words, still
 # there); the float one is *accepted* as class probabilities summing to 2, and its loss can never fall below
 # 2·log 2. For a binary or multi-label output, make the target the logits' shape: a (N, 1) output with a (N,)
-# target is a `ValueError` in both BCE losses (the regression losses broadcast it silently, chapter 7). Two
+# target is a `ValueError` in both BCE losses (the regression losses broadcast it, with only a `UserWarning`,
+# chapter 7). Two
 # outputs per example with one class index is a two-class `CrossEntropyLoss`, not BCE.
 #
 # Both losses take weights, and they mean different things. `CrossEntropyLoss(weight=w)` has one weight per
-# class, applied to the true class's term, and `"mean"` divides by the summed weights. `BCEWithLogitsLoss`'s
+# class, applied to the true class's term, and `"mean"` divides by the summed weights (for class-index targets;
+# with probability targets it divides by N, so one-hot probabilities and their labels no longer give the same
+# loss once `weight` is set). `BCEWithLogitsLoss`'s
 # `weight` rescales each element and broadcasts to the input: shape (C,) weighs classes, (N, C) any element;
 # its `pos_weight` (C,) multiplies only the positive term of each class. On one batch:
 
@@ -849,6 +860,10 @@ weighted = torch.nn.functional.cross_entropy(scores, classes, weight=w)
 print("CrossEntropyLoss(weight=w) = sum(w[y]·loss) / sum(w[y]):",
       torch.allclose(weighted, (w[classes] * per_example).sum() / w[classes].sum()))
 hot = torch.nn.functional.one_hot(classes, 3).float()
+as_probabilities = torch.nn.functional.cross_entropy(scores, hot, weight=w)
+print("the same targets one-hot, as probabilities: divided by N instead:",
+      torch.allclose(as_probabilities, (w[classes] * per_example).sum() / len(classes)),
+      "| equal to the index targets' loss:", torch.allclose(as_probabilities, weighted))
 plain = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, reduction="none")
 by_class = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=w, reduction="none")
 by_element = torch.nn.functional.binary_cross_entropy_with_logits(scores, hot, weight=hot + 1, reduction="none")

@@ -67,7 +67,8 @@ plt.show()
 # Why is the sorted run's accuracy then well above 1/3? Accuracy only asks which class scores
 # highest. The weights keep a rough split of the plane from block to block, so the top guess is often
 # right even when the probabilities are close to uniform (hence the loss near ln 3). But the
-# guesses are lopsided: one class is rarely predicted, and its accuracy is poor.
+# guesses are lopsided: the most and least predicted classes are far apart, and some class's accuracy is poor
+# (the table's two rows).
 #
 # One seed could be luck, so we count each of these claims on five seeds:
 
@@ -147,8 +148,8 @@ print(f"over 3 batches inside epoch 1 it moves by less than 0.2 on {inside} of 3
 print(f"held-out loss never below 1.3 (log 4 = 1.39: chance): {held_flat} of 3 seeds")
 
 # %% [markdown]
-# The stairs are memorisation: the loss falls when the model meets examples it has seen, and the held-out loss,
-# on examples it never sees, shows no such step. Real data mixes both: the part of the curve that generalises
+# The stairs are memorisation: the loss falls when the model meets examples it has seen, while the held-out loss,
+# on examples it never sees, stays at chance at every epoch's end (measured there only). Real data mixes both: the part of the curve that generalises
 # falls smoothly, the part that memorises falls at the boundaries. Stairs with a flat or rising validation loss
 # are a warning of overfitting, not a bug in the loader.
 
@@ -272,9 +273,11 @@ print("torch.multinomial(weights, len(labels), replacement=True) from the same g
 #
 # The sampler is one call to `torch.multinomial` (the last line: the same indices). Third-party "imbalanced
 # dataset" samplers (torchsampler's `ImbalancedDatasetSampler`, and the copies of it in many repositories) make
-# that same call after computing the weights themselves: 1 / the count of each example's class, `len(dataset)`
-# draws, with replacement. They are this sampler with the weights computed for you; their `callback_get_label`
-# and `indices` arguments only say where the labels come from and which examples may be drawn.
+# that same call after computing the weights themselves: 1 / the count of each example's class, counted over the
+# examples they may draw (`indices`, all by default), as many draws as those examples unless `num_samples` says
+# otherwise, with replacement. They are this sampler with the weights computed for you; `labels` or
+# `callback_get_label` say where the labels come from. One difference: they pass no generator, so their draws
+# follow torch's global random state, where `WeightedRandomSampler` takes a `generator`.
 #
 # Two mistakes people make first, run here. Passing both a sampler and `shuffle=True`:
 
@@ -459,7 +462,8 @@ with answer(2, "weighted-ranks"):
 # batches, and the epoch holds about 185 different examples instead of about 485. (A generator seeded
 # once per rank with `seed + rank` also makes the draws independent: with replacement, W independent draws of
 # N/W are distributed like one draw of N.) The sharded sampler makes one draw for all ranks and deals it
-# out, so it reproduces one process's draws whatever the number of ranks, with no seed to keep per rank;
+# out, so its first N draws are one process's draws whatever the number of ranks (the ranks draw W·⌈N/W⌉ in
+# all, a few more when W does not divide N), with no seed to keep per rank;
 # together the ranks follow the weights (half cats) exactly as one process would, and each rank computes
 # its own share. Exercise 2.4 asks you to write it.
 #
@@ -477,8 +481,10 @@ for what, value in accelerate_epoch_orders().items():
     print(f"{what}: {value}")
 
 # %% [markdown]
-# The prepared loader reshuffles by itself: its sampler's generator moves on with each epoch (one process here;
-# across processes Accelerate copies it, as above, not run here), so no call is needed. `set_epoch` stays your job only for a `DistributedSampler` you
+# With one process, `prepare` leaves the sampling alone: the new order each epoch comes from torch's global
+# generator, as with a plain `DataLoader(shuffle=True)`, so this run shows torch's behaviour, not Accelerate's.
+# Across processes Accelerate gives the sampler a generator of its own, synchronises it at each epoch's start and
+# calls `set_epoch` itself (read from its source, not run here), so no call is needed there either. `set_epoch` stays your job only for a `DistributedSampler` you
 # build yourself and keep out of `prepare`.
 
 # %% [markdown]
@@ -695,8 +701,9 @@ print("\n".join(neighbour_batch_lines()))
 # the seeds are the batch's own predictions; the other rows are context. PyG's `NeighborLoader` lists the seeds
 # first (its documentation: the first `batch.batch_size` nodes of each sampled subgraph are the input nodes; their
 # ids are `batch.n_id[:batch.batch_size]`), so compute the loss and metrics on `out[:batch.batch_size]`. A loss on
-# every row counts a well-connected node in nearly every batch and an isolated one once: it weighs nodes by how
-# connected they are, not the data as it is.
+# every row counts a node of degree 4 or more in about 6 of the 7 batches and an isolated one once: it weighs nodes
+# by how connected they are. Worse, when the seeds are the training nodes (`input_nodes=train_mask`), the context
+# rows include validation and test nodes (the last line), and a loss on every row trains on their labels.
 
 # %% [markdown]
 # ## Errors you will meet here
@@ -801,7 +808,8 @@ quiz(2)
 #   `shuffle`; class weights in their place silently draw only examples 0 and 1. Weighted sampling
 #   needs `replacement=True` to rebalance a whole epoch, and `num_samples` sets the epoch length.
 # - `DistributedSampler` gives each rank a disjoint shard, up to a few padding copies (the first indices,
-#   the whole list again if N < W); call `set_epoch(epoch)` every epoch.
+#   repeated as a whole only when more copies are needed than there are examples); call `set_epoch(epoch)`
+#   every epoch.
 # - With weights on W ranks, draw one weighted sample from `seed + epoch` on every rank and deal it out;
 #   the same `WeightedRandomSampler` on every rank draws the same indices everywhere.
 # - Targets of different sizes (boxes per image) cannot be stacked: a `collate_fn` keeps them a list.

@@ -1320,7 +1320,9 @@ print("\n".join(hook_injection_lines()))
 # its hook swaps the dummy gradient for the meta-gradient, and that is what lands. The dummy loss exists only to make
 # backward visit every parameter; its value never matters. Two ways it goes wrong: without `zero_grad()` the
 # meta-gradient is added to whatever `.grad` held, and a parameter the dummy loss does not reach never calls its
-# hook, so its meta-gradient is dropped without a word (the head above). Setting `p.grad = meta_gradient` for every
+# hook, so its meta-gradient is dropped without a word (the head above; it also stays put only because
+# `zero_grad()` left its `.grad` None: with zeroed tensors instead, as `zero_grad` made before torch 2.0, weight
+# decay or momentum would still move it, without its meta-gradient). Setting `p.grad = meta_gradient` for every
 # parameter before `step()` gives the same update with neither risk (the last line), as does the outer loss's own
 # backward through the inner steps, earlier in this section.
 #
@@ -1336,7 +1338,8 @@ print("\n".join(graph_cycle_lines()))
 # %% [markdown]
 # With `create_graph=True`, `backward()` writes into `.grad` a gradient that carries its graph, and that graph
 # refers back to the parameter: a cycle that runs through autograd's C++ graph, which Python's collector cannot
-# see, so the dropped copies' parameters are never freed, not even by `gc.collect()`. On a GPU that is memory
+# see, so the dropped copies' parameters are never freed, not even by `gc.collect()` (nor their `.grad` tensors and
+# graphs, which the bytes above do not count). On a GPU that is memory
 # climbing task after task. `autograd.grad` returns the gradients instead of storing them, and makes no cycle;
 # setting each `.grad` to None before dropping the copy breaks it (torch warns about the cycle with this advice,
 # once per process: the first such backward in a kernel shows it). An ordinary loop

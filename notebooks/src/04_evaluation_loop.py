@@ -40,7 +40,7 @@ print(len(readers), "modules:", ", ".join(readers))
 # MultiheadAttention); **BatchNorm** and SyncBatchNorm (batch statistics vs running statistics);
 # **InstanceNorm**, but only when built with `track_running_stats=True` (off by default: then it normalises
 # each example with its own statistics in both modes); **RReLU**, whose negative slope is random in training and fixed in eval; and
-# TransformerEncoderLayer, which takes a faster code path only in eval mode. Layers such as Linear,
+# TransformerEncoderLayer, which takes a faster code path only in eval mode with gradients off. Layers such as Linear,
 # ReLU or LayerNorm ignore the flag. RReLU, for instance:
 
 # %%
@@ -198,7 +198,7 @@ print("\n".join(single_image_lines()))
 # statistics towards one image; call `model.eval()` before evaluating, never after.
 
 # %% [markdown]
-# ## Switch 2: `torch.no_grad()` stops the graph — and only that
+# ## Switch 2: `torch.no_grad()` stops the graph — and, but for one layer family, only that
 #
 # The two switches are independent. `eval()` does not stop gradients:
 
@@ -214,7 +214,11 @@ loss.backward()
 print("backward still works: head.weight.grad is set:", model.head.weight.grad is not None)
 
 # %% [markdown]
-# And `no_grad` does not change layer behaviour: in train mode, dropout still drops under `no_grad`.
+# And `no_grad` does not change what dropout or BatchNorm do: in train mode, dropout still drops under `no_grad`,
+# and BatchNorm still updates its running statistics. The one family it does change is the Transformer's:
+# `MultiheadAttention`, `TransformerEncoderLayer` and `TransformerEncoder` take a fused fast path only in eval mode
+# *and* with gradients off (the last lines: a `TransformerEncoder` with a padding mask returns exact zeros at the
+# padded positions on that path only; elsewhere its outputs move in the last bits).
 
 # %%
 model.train()
@@ -230,6 +234,10 @@ with torch.no_grad():
     norm(torch.tensor([[0.0], [10.0]]))
 print("BatchNorm in train mode + no_grad: running_mean 0 ->", sig(norm.running_mean.item()),
       "| num_batches_tracked:", int(norm.num_batches_tracked))
+from course_utils.chapters.ch04_evaluation import transformer_fast_path
+
+for case, zeros in transformer_fast_path().items():
+    print(f"TransformerEncoder with a padding mask, {case}: padded positions' outputs all exactly 0: {zeros}")
 
 # %% [markdown]
 # BatchNorm in train mode also keeps updating its running statistics under `no_grad`: an evaluation without
@@ -310,16 +318,17 @@ print("loss, size-weighted over the batches = loss of the one call (to 1e-6):", 
 # ## `no_grad` vs `inference_mode`
 #
 # `torch.inference_mode()` is a stricter `no_grad`: it also skips autograd's bookkeeping on the tensors it makes.
-# The price: those *inference tensors* have two real restrictions outside the block. Here are the actual errors.
+# The price: those *inference tensors* have three real restrictions outside the block. Here are the actual errors.
 
 # %% tags=["answers-inference-mode"]
 for case, outcome in inference_mode_errors().items():
-    print(f"{case:34s} {outcome}")
+    print(f"{case:45s} {outcome}")
 
 # %% [markdown]
-# A tensor made under `no_grad` is a normal tensor: both uses work.
-# An inference tensor cannot be saved for backward, and cannot be modified in place outside inference mode.
-# `.clone()` turns it into a normal tensor.
+# A tensor made under `no_grad` is a normal tensor: every use works. An inference tensor cannot be saved for
+# backward, modified in place outside inference mode, or given `requires_grad` (so it cannot become an
+# `nn.Parameter`). `.clone()` turns it into a normal tensor, but only outside the block: a clone made inside is
+# an inference tensor too (the last two lines).
 #
 # Is it faster? Measure instead of trusting a quoted number (your times will differ; the cell is not compared).
 
@@ -371,7 +380,9 @@ for name, b in cases.items():
 # backward. Backward frees them layer by layer as it writes the gradients, so with `zero_grad()`'s default
 # (the gradients are `None` during the forward) copies and gradients never take their full size together,
 # and the peak stays at 16 bytes per parameter: chapter 7's GPU record (width 4,096) shows a step's peak unchanged by
-# autocast. They add 2 bytes per parameter when the gradients already exist during the forward: every
+# autocast. (These counts leave out the optimizer step's own temporaries: Adam's default implementation on a GPU,
+# `foreach`, briefly holds one more FP32 tensor the size of the parameters, about 4 bytes per parameter more, which
+# `fused=True` avoids; read from torch's source, not measured here.) They add 2 bytes per parameter when the gradients already exist during the forward: every
 # micro-batch after the first of an accumulation window, or `zero_grad(set_to_none=False)` (printed below).
 # Evaluating in FP16 under `no_grad` needs 14 GB plus a batch's activations. Mixed precision saves activation memory and
 # time, not optimizer state.
@@ -461,9 +472,11 @@ print(f"a validation loss over 100 examples varies by about {sig(sigma / 10, 2)}
 
 # %% [markdown]
 # Spikes in a per-batch curve are this noise; judge a run by epoch means and the validation curve, or smooth
-# the batch curve over many steps. A validation loss that moves between epochs by less than its own σ/√n says
-# nothing about the model: a small validation set is a noisy measurement, so keep the best checkpoint by the
-# metric, and trust differences only well above that spread.
+# the batch curve over many steps. σ/√n is the spread of one validation loss: a small validation set is a noisy
+# measurement of the model, so keep the best checkpoint by the metric and trust differences only well above the
+# noise. Two checkpoints scored on the *same* examples are a paired comparison, though: the noise of their
+# difference is the spread of the per-example differences over √n, usually several times smaller than σ/√n,
+# since an example that is hard for one checkpoint is hard for the other.
 #
 # Accuracy has arithmetic of its own, and when it goes wrong the loss does not show it: the loss function checks
 # the shapes it is given, a comparison broadcasts whatever it gets. 300 predictions of 3 classes, 270 of them
@@ -480,7 +493,8 @@ print("\n".join(accuracy_count_lines()))
 # label picked at random agree (1/3 here, with balanced classes), whatever the model predicts, so the accuracy sits
 # at chance while the loss falls; its sum over the batch size is not even a fraction. Floor division of two
 # integers prints 0 for any model short of perfect. One-hot labels (mixup, label smoothing written by hand)
-# against class indices do not broadcast, and torch names the two sizes. Check `pred.shape == y.shape` once, and
+# against class indices do not broadcast, and torch names the two sizes, except when the batch size equals the
+# number of classes or is 1 (a last batch of one): then (N,) against (N, C) broadcasts to a table without a word. Check `pred.shape == y.shape` once, and
 # divide as floats: `(pred == y).float().mean()`.
 #
 # A metric object is one pool of counts: everything `update()` was given since its last `reset()`. Shared between
@@ -658,7 +672,8 @@ with answer(4, "mean-of-means"):
         print(f"{name:<13}: loss differs from one process on {loss_off} of 5 models, accuracy on {acc_off}")
 
 # %% [markdown]
-# The sampler pads every rank to ⌈N / W⌉ examples by repeating the first indices, so some examples count
+# The sampler (with its default `drop_last=False`) pads every rank to ⌈N / W⌉ examples by repeating the first
+# indices of the epoch's order (its permutation, with `shuffle=True`), so some examples count
 # twice, and an average of per-rank averages weights the ranks, not the examples. Counting the duplicates
 # biases both numbers on every model; so does averaging the 8 ranks' means, although
 # it counts each example once, because the ranks hold 13 or 12 real examples. All-reducing the sums and the
@@ -701,7 +716,8 @@ print("\n".join(f1_batches_conclusion(runs, gaps={16: 0.05, 32: 0.005})))
 # The mean of per-batch F1 is biased low, and more so the smaller the batch: more averaging does not remove it.
 # Counts add up exactly, so `update()` and `compute()` give the whole set's F1 at every batch size. Precision,
 # recall and macro F1 work the same way: keep the counts, divide at the end. AUROC ranks every score against
-# every other, so its state is the scores themselves, concatenated.
+# every other, so its state is the scores themselves, concatenated (torchmetrics' default, `thresholds=None`; given
+# a number of thresholds it keeps a fixed-size confusion matrix per threshold instead, an approximation).
 #
 # This is torchmetrics' protocol, and the course's trainer (chapter 7) takes it as `Task(metric=...)`:
 #
@@ -767,7 +783,8 @@ print(f"correct predictions summed over the epoch: {right.sum().item()}; divided
 # than one example per batch is right, and it grows with the batch size.
 #
 # A metric that needs every prediction at once (AUROC, or a `compute_metrics(predictions, labels)` called once
-# after the last batch, as Hugging Face's `Trainer` calls it) makes the loop keep every batch's outputs until then.
+# after the last batch, as Hugging Face's `Trainer` calls it by default; `batch_eval_metrics=True` makes it call the
+# function per batch, which must then keep its own counts) makes the loop keep every batch's outputs until then.
 # For a token model those outputs are logits: examples × positions × vocabulary numbers. A token head on 128
 # sequences of 64 positions over a vocabulary of 2,000, evaluated three ways:
 
@@ -851,9 +868,11 @@ print("\n".join(bn_collapse_fixes(range(5))))
 # which examples share the batch (here all 300 validation points formed one batch), so it is not a
 # measurement of the model alone. Chapter 5's exhibits show the related bug of a forgotten `model.eval()`.
 #
-# With batches of one (3D segmentation, detection), BatchNorm cannot train at all: one value per channel has
-# no variance. Freezing it means putting only the BatchNorm layers in eval mode, so they use their running
-# statistics and stop updating them. Three SGD steps by hand (w ← w − 0.1·grad) on batches of one, BatchNorm
+# With batches of one, a `BatchNorm1d` (one value per channel) cannot train: one value has no variance. A
+# convolutional BatchNorm does train on one image, normalising each channel over its pixels (the ghost-batch lines
+# above counted the values per channel), but with statistics from a single image, noisy and unlike the next one's:
+# that is why 3D segmentation and detection with one or two images per GPU freeze it. Freezing it means putting
+# only the BatchNorm layers in eval mode, so they use their running statistics and stop updating them. Three SGD steps by hand (w ← w − 0.1·grad) on batches of one, BatchNorm
 # layers in eval mode:
 
 # %% tags=["answers-bn-freeze"]
@@ -1094,7 +1113,8 @@ quiz(4)
 # - `model.eval()` flips `training`; the torch.nn modules that read it are the dropout variants, BatchNorm,
 #   InstanceNorm with `track_running_stats=True`, RNN/attention dropout, RReLU and the Transformer fast path.
 #   It does not stop gradients.
-# - `torch.no_grad()`: no graph — 0 bytes saved for backward; it does not change any layer.
+# - `torch.no_grad()`: no graph — 0 bytes saved for backward; it changes no layer but the Transformer family's fast
+#   path (eval mode and no gradients together).
 # - `inference_mode` is stricter: its tensors cannot be saved for backward or modified in place outside it.
 # - 100M parameters in FP32 with Adam: 400 MB weights + 400 MB grads + 800 MB state. 7B: 28 GB (FP32) or 14 GB (FP16) of weights; 112 GB to train with Adam.
 # - Average per example, weighted by batch size. Call `model.train()` before training again.

@@ -120,8 +120,10 @@ print(compare(bugs, **config).verdict_text(claims))
 #
 # Without `model.eval()` dropout stays on during validation. The validation numbers get noisier and
 # worse; two passes over the same validation set disagree; with BatchNorm each pass moves the running
-# statistics. Training itself is untouched: evaluation draws its dropout masks from its own random
-# stream, so the training losses are identical, step for step.
+# statistics. In the course's loop training itself is untouched: its evaluation draws dropout masks from a
+# random stream of its own (`course_utils/engine/loop.py`), so the training losses are identical, step for step.
+# In an ordinary loop, train-mode validation draws from the global generator, and every later training dropout
+# mask, and the shuffle of a `DataLoader` given no `generator`, shift with it.
 
 # %% tags=["answers-eval-train-mode"]
 c = show("eval_in_train_mode")
@@ -206,7 +208,9 @@ for label, no_grad, keep in [("no_grad, log loss.item()", True, False),
 # %% [markdown]
 # ## Exhibit 5: optimizer and parameters out of step (what torch 2.13 really does)
 #
-# Three claims you will read online, measured. First, freezing after building the optimizer:
+# Three claims you will read online, measured. First, freezing part of the model after the optimizer was built
+# and has stepped (5 steps, then the freeze, then 5 more; frozen before the first backward, the weights have no
+# `.grad` yet, and nothing moves them either way):
 
 # %% tags=["answers-freeze-after-optimizer"]
 for opt in ["sgd", "momentum", "adam", "adamw"]:
@@ -255,7 +259,8 @@ print("the head gets gradients but never moves:", d.head_grad_norm > 0 and d.hea
 # place, so the optimizer still holds the same Parameter objects: fine while it has no state. But after
 # one Adam step its two moments exist, in float32, and the next step after `.half()` fails. The same
 # goes for the device: after one Adam step on the CPU, `model.cuda()` and a step raise a RuntimeError
-# (tensors on two devices), because the moments stay on the CPU. That case needs a GPU, so it is not run
+# (tensors on two devices; the exact message depends on Adam's implementation), because the moments stay on the
+# CPU. That case needs a GPU, so it is not run
 # here (this notebook must print the same on a CPU): `benchmarks/bench_cuda.py` runs it, and exhibit 7
 # below prints its record.
 
@@ -346,9 +351,10 @@ print("\n".join(graph_leak_lines()))
 # its test AUC from 0.65 to 0.91 on average, on every seed: the score measures the input, not the
 # model. Each split's input graph should hold only what is known before it: validation edges predicted
 # from the training edges, test edges from training + validation (how PyG's `RandomLinkSplit` builds its
-# three splits). With time-stamped edges the same rule is a time cutoff: a sampler given each seed
-# node's time (PyG's `time_attr` with `input_time`) keeps only edges up to that time, which leaves out
-# the predicted edges when they come later; count them, as above, rather than assume it.
+# three splits). With time-stamped edges the same rule is a time cutoff: a temporal sampler (PyG's `time_attr`,
+# with `edge_label_time` for `LinkNeighborLoader`) keeps only edges up to each prediction's time, *inclusive*, so
+# a predicted edge stamped with that very time stays in the input unless the cutoff is set strictly before it;
+# count the predicted edges in the input, as above, rather than assume they are gone.
 #
 # Training has the same shortcut: every supervised edge sat in the encoder's input, so "connected in my
 # input" paid off. Supervising, at each step, 30% of the training edges kept out of the input
@@ -418,7 +424,7 @@ print("bugged lr, first 8 batches:", [sig(x) for x in c.bugged.lr[:8]])
 # This one passes for an improvement. The training loss drops below the healthy run's, and on this small
 # 2-D problem the accuracy does not reliably suffer either: dropout was not buying accuracy here, and over
 # seeds 0 to 4 the bugged run's test accuracy comes out higher at least as often as lower (a course test
-# checks it). What the bug breaks every time is the run itself: it is not the model you configured, and
+# checks it). What the bug breaks on every one of those seeds is the run itself: it is not the model you configured, and
 # without dropout it ends overconfident on examples it has not seen, so its validation *loss* is clearly
 # higher (the last line: how sure each model is of the validation predictions it gets wrong). Don't
 # judge this bug by the score; check the mode (the first line reads it from the loop).
@@ -435,9 +441,10 @@ print(f"mean probability given to its wrong validation predictions: bugged about
 
 # %% [markdown]
 # **Accumulating K = 4 micro-batches without dividing the loss**: the first update's gradient is exactly
-# 4 times the healthy one, an SGD learning rate × 4 (0.3 → 1.2), and training breaks down. With Adam
-# the factor would cancel (it divides by the gradient's RMS), and at a tiny lr the bigger step could
-# even look like a gain, as with exhibit 1.
+# 4 times the healthy one, an SGD learning rate × 4 (0.3 → 1.2): on seeds 0-4 training breaks down (on other
+# seeds it is hurt less; the bug always costs accuracy, not always this much). With Adam the factor nearly
+# cancels (it divides by the gradient's RMS; nearly, because a short last window is scaled by its own count),
+# and at a tiny lr the bigger step could even look like a gain, as with exhibit 1.
 
 # %% tags=["answers-unscaled-accumulation"]
 c = show("unscaled_accumulation")

@@ -210,7 +210,8 @@ with answer(6, "fair-race"):
 
 # %% [markdown]
 # Each at its own range-test rate, Adam needs fewer updates on every seed. With the rates of one sweep
-# (seed 0's, as you would run it once on your problem), SGD needs 5 to 7 times as many updates here.
+# (seed 0's, as you would run it once on your problem), SGD needs 5 to 7 times as many updates here; the ratio
+# belongs to the rates that sweep picked, and another sweep's rates give another ratio.
 # With a fresh sweep on each seed the ratio scatters more, because the suggestion itself moves (one
 # seed's steepest point for Adam, 0.012, is far below the others'), but Adam still wins on every seed.
 # So the article's "3 to 5 times" is roughly right for this problem, but only at tuned rates; at one
@@ -343,8 +344,8 @@ quiz(6)
 # - The LR range test suggests an order of magnitude, not a number; it lands on a wide plateau of good
 #   rates, and rates 30 times off either way fail.
 # - At one shared rate, SGD against Adam measures the rate: at 0.01 Adam wins, at 0.3 SGD is the
-#   reliable one. Each at its own range-test rate, Adam needs fewer updates on every seed: 5 to 7 times
-#   fewer at the rates of one sweep, less where each seed's own sweep picks the rate.
+#   reliable one. Each at its own range-test rate, Adam needs fewer updates on every seed; how many times fewer
+#   depends on the rates the range test picked (5 to 7 at one sweep's rates).
 # - Missing `zero_grad`: the summed gradient grows about a hundredfold in 60 steps, then slowly; Adam
 #   stays finite but ends far below its ghost.
 # - Missing `no_grad`: same numbers, and two batches' graphs of memory during evaluation, not a leak.

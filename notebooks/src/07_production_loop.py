@@ -1410,10 +1410,12 @@ print("\n".join(milestone_lines()))
 # every point of the run. Scaling `MAX_ITER` alone leaves the drops where 4x fewer images have passed: the run
 # then spends 76.9% of its images at the smallest LR instead of 7.4%. The 3x schedule is not the 1x one stretched
 # (its drops come later in the run); that is its own design, and scaling keeps whichever schedule you picked.
-# Detectron2 does this arithmetic itself when the config names the number of GPUs it was tuned for
-# (`SOLVER.REFERENCE_WORLD_SIZE`, 0 by default, which turns it off): its `auto_scale_workers` moves
-# `IMS_PER_BATCH`, `BASE_LR`, `MAX_ITER`, `STEPS`, `WARMUP_ITERS` and the evaluation period together, by the
-# number of GPUs you launch against that reference.
+# Detectron2's `DefaultTrainer` (`tools/train_net.py`) does this arithmetic itself when the config names the
+# number of GPUs it was tuned for (`SOLVER.REFERENCE_WORLD_SIZE`, 0 by default, which turns it off): its
+# `auto_scale_workers` keeps the images per GPU and moves `IMS_PER_BATCH`, `BASE_LR`, `MAX_ITER`, `STEPS`,
+# `WARMUP_ITERS`, the evaluation and checkpoint periods together, by the number of GPUs you launch against that
+# reference. For 4 images on one GPU, declare the 16 as 4 per GPU on 4 GPUs (`REFERENCE_WORLD_SIZE: 4`). (The LR
+# per image above leaves the warmup out.)
 #
 # Three more choices the course's trainer makes, and why:
 #
@@ -1642,9 +1644,10 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # 0.5 s timeout makes it raise; with the default (30 minutes for gloo; nccl's, 10 minutes in torch's source, is
 # not in a CPU build) the job hangs that long.
 # `Join([ddp])` lets a finished rank answer the others' all-reduces with zeros, and the ranks end with the same
-# weights. `SyncBatchNorm` refuses to train on the CPU, so its arithmetic is written out by hand beside a plain
-# `BatchNorm1d` in DDP: one batch of 4 rows, 2 on each rank. The record is checked against the module's source
-# before it is printed:
+# weights. In a process group `SyncBatchNorm` refuses to train on the CPU (outside one, its source shows, it falls
+# back to a plain BatchNorm), so its arithmetic is written out by hand beside a plain `BatchNorm1d` in DDP: one
+# batch of 4 rows, 2 on each rank. The record carries a hash of the course modules that wrote it, checked before it
+# is printed, so the lines are what this code did on two real ranks:
 
 # %% tags=["answers-rank-predictions", "answers-every-rank-runs-every-line", "answers-ddp-batch-split", "answers-ddp-uneven-batches", "answers-workers-per-rank", "answers-ddp-batchnorm"]
 from course_utils.chapters.ch07_ddp_ranks import rank_trap_lines, record_rank_traps
@@ -1659,14 +1662,18 @@ print("\n".join(rank_trap_lines(RUNS / "ddp", recorded_by=record_rank_traps)))
 # instead, and one example is never predicted at all. Counts that add up (chapter 4's metrics) need only an
 # `all_reduce`; per-example outputs need the gather.
 #
-# BatchNorm is the one layer DDP does not make equal to one process on the whole batch. Its gradients are
-# averaged, but each rank normalises its rows with its own rows' statistics: with 2 rows per rank the outputs
+# BatchNorm is the one built-in layer that normalises with statistics across the batch, so DDP does not make it
+# equal to one process on the whole batch (nothing else coupling a batch's examples is either: in-batch negatives,
+# one seed's dropout masks on every rank). Its gradients are averaged, but each rank normalises its rows with its
+# own rows' statistics: with 2 rows per rank the outputs
 # are not one process's on all 4, and with 1 row per rank `BatchNorm1d` refuses to train (a `BatchNorm2d` on one
 # image per rank trains, normalising over that image's pixels alone). Its running statistics are each rank's own
-# rows' until the next forward, when DDP copies rank 0's to every rank: the checkpoint rank 0 saves holds
-# statistics estimated from rank 0's batches only. Reducing the sums over the ranks first (what `SyncBatchNorm`
-# does on GPUs: it gathers every rank's mean, variance and count at each BatchNorm layer's forward and reduces
-# two sums in its backward) gives exactly the whole batch's normalisation and running statistics. Convert with
+# rows' until the next forward, when DDP copies rank 0's to every rank (its default buffer sync): the checkpoint rank 0 saves holds
+# statistics estimated from rank 0's batches only. Reducing the row counts and sums over the ranks first gives
+# the whole batch's normalisation and running statistics (equal to one process's to 1e-6). That is the arithmetic
+# `SyncBatchNorm` does on GPUs, where it gathers every rank's mean, inverse standard deviation and count at each
+# BatchNorm layer's forward and reduces two sums in its backward; its own kernels have no CPU version, so it was
+# not run here. Convert with
 # `nn.SyncBatchNorm.convert_sync_batchnorm(model)` before wrapping in DDP. Whether that changes the result
 # depends on the per-rank batch: small per-GPU batches (detection's 1 or 2 images) normalise with noisy
 # statistics, which is where it is used; its cost, a collective per BatchNorm layer each way, is not timed here.

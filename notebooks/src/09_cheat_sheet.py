@@ -205,10 +205,11 @@ symptom_section()
 # %% [markdown]
 # ## The error atlas: paste your error
 #
-# Every error below was raised just now on the pinned torch by a few lines of a training loop, and its fix
-# was run beside it; torch's words are kept as printed, except what changes from run to run or machine to
-# machine (the table's first line names all seven: addresses, process ids, temporary paths, ports, the CPU
-# count, torch's own source location, a DataLoader worker's traceback frames). Each entry is also at the end of
+# Every error below that is not marked "not run" was raised just now on the pinned torch by a few lines of a
+# training loop, and its fix was run beside it; the entries marked "not run" need a GPU or NCCL, and quote the
+# message from the sources they list. torch's words are kept as printed, except what changes from run to run or
+# machine to machine (the table's first line names each placeholder: addresses, process ids, temporary paths,
+# ports, the CPU count, torch's own source location, a DataLoader worker's traceback frames, and the rest). Each entry is also at the end of
 # the chapter whose mechanism it belongs to.
 
 # %%
