@@ -488,6 +488,28 @@ print(f"the same numbers in one NumPy array: it grew by under 2 MiB: {grown['arr
 # or dicts of Python objects; strings go into one byte array plus offsets. Under spawn each worker
 # unpickles its own copy from the start, so the memory is per worker either way.
 #
+# ### A file opened in `__init__`: forked workers share it
+#
+# Under spawn, a Dataset holding an open file cannot even reach its workers (chapter 9's atlas shows the pickling
+# error). Under fork it gets there, and that is the trap: the workers inherit the same open file, and its position
+# lives in the kernel, shared by every process that inherited it. A Dataset of 64 int32 records, record i holding
+# i, read with `seek` then `read` (a 5 ms pause between them standing in for decoding), two forked workers:
+
+# %% tags=["answers-shared-file-handle"]
+from course_utils.chapters.ch01_shared_handle import shared_handle_lines
+
+print("\n".join(shared_handle_lines()))
+
+# %% [markdown]
+# Alone, the reads are right; with two workers, one worker's `seek` moves the position the other is about to
+# `read` from, and records come back as other records, with no error at all. Open the file on the first read
+# instead (`self.file = None` in `__init__`, opened in `__getitem__` when it is None): each worker then has its
+# own. A library handle inherited the same way shares more than a position: an LMDB environment's lock table and
+# memory map, an HDF5 file's library state, a database connection's socket. Their documentation says to use them
+# only in the process that opened them, and a forked worker that does not can crash now and then (a worker
+# "killed by signal: Segmentation fault", as learners report; not run here: no LMDB in the course's environment).
+# The same fix applies: open in each worker, on the first read.
+#
 # ### Random numbers in workers: a generator the dataset holds
 #
 # Random augmentation often draws from a generator the dataset keeps, the modern NumPy idiom
