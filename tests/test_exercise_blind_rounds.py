@@ -83,3 +83,17 @@ def test_round_5_attempts_keep_their_verdicts(name):
     verdict = exercise.check(*(attempt() if len(exercise.names) > 1 else (attempt,)), record=False)
     assert verdict.passed == ("__right__" in name), verdict.message
     assert verdict.counted and "Traceback" not in verdict.message
+
+
+def _round6():
+    from tests import exercise_blind_round6 as round6
+    return {n: getattr(round6, n) for n in dir(round6) if "__wrong__" in n}
+
+
+@pytest.mark.parametrize("name", sorted(_round6()))
+def test_round_6_holes_stay_closed(name):
+    """Round 6's wrong attempts that passed before the checks were tightened: each now fails, counted and named
+    without a traceback."""
+    exercise = EXERCISES[name.split("__")[0]]
+    verdict = exercise.check(_round6()[name], record=False)
+    assert not verdict.passed and verdict.counted and "Traceback" not in verdict.message, verdict.message

@@ -267,32 +267,41 @@ def check_sliding_windows(attempt: Attempt) -> str:
 
 # --- chapter 1: FolderDataset -------------------------------------------------------------------------------
 
-def _write_examples(folder: Path, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+_OTHER_FILES = {"usual": "a README.txt, a stats.pt and a 0.txt", "mean": "a stats.pt and a mean.pt"}
+
+
+def _write_examples(folder: Path, n: int, seed: int, others: str = "usual") -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     xs, ys = torch.randn(n, 2, generator=g), torch.randint(0, 3, (n,), generator=g)
     for i in range(n):
         torch.save({"x": xs[i].clone(), "y": ys[i].clone()}, folder / f"{i}.pt")
-    (folder / "README.txt").write_text("one example per file: {i}.pt holds {'x': features, 'y': label}\n")
-    torch.save({"mean": xs.mean(0), "std": xs.std(0) if n > 1 else torch.ones(2)}, folder / "stats.pt")
-    (folder / "0.txt").write_text("notes on example 0\n")
+    stats = {"mean": xs.mean(0), "std": xs.std(0) if n > 1 else torch.ones(2)}
+    if others == "usual":
+        (folder / "README.txt").write_text("one example per file: {i}.pt holds {'x': features, 'y': label}\n")
+        torch.save(stats, folder / "stats.pt")
+        (folder / "0.txt").write_text("notes on example 0\n")
+    else:                                     # two .pt files that are not examples
+        torch.save(stats, folder / "stats.pt")
+        torch.save(stats["mean"], folder / "mean.pt")
     return xs, ys
 
 
 def check_folder_dataset(attempt: Attempt) -> str:
     """The oracle: a TensorDataset of what was written; files change after the dataset is built (read lazily?)."""
     with tempfile.TemporaryDirectory(prefix="exercise-") as tmp:
-        for n in (12, 1):
+        for n, others in ((12, "usual"), (1, "usual"), (5, "mean")):
             folder = Path(tmp) / f"examples{n}"
             folder.mkdir()
-            xs, ys = _write_examples(folder, n, seed=n)
-            what = (f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt), a README.txt, a stats.pt "
-                    "and a 0.txt")
+            xs, ys = _write_examples(folder, n, seed=n, others=others)
+            what = f"a folder with {n} example file{'s' * (n > 1)} (0.pt ... {n - 1}.pt), {_OTHER_FILES[others]}"
             dataset = attempt.call(what, str(folder))
             size = need_int(attempt.run(lambda: len(dataset)), "len(dataset) is")
             if size != n:
-                extra = {n + 1: " (the README.txt, the stats.pt or the 0.txt is not an example)",
-                         n + 2: " (two of the README.txt, the stats.pt and the 0.txt were counted)",
-                         n + 3: " (the README.txt, the stats.pt and the 0.txt are not examples)"}.get(size, "")
+                extra = ({n + 1: " (the README.txt, the stats.pt or the 0.txt is not an example)",
+                          n + 2: " (two of the README.txt, the stats.pt and the 0.txt were counted)",
+                          n + 3: " (the README.txt, the stats.pt and the 0.txt are not examples)"} if others == "usual"
+                         else {n + 1: " (the stats.pt or the mean.pt is not an example)",
+                               n + 2: " (the stats.pt and the mean.pt are not examples)"}).get(size, "")
                 raise Fail(f"len(dataset) is {size}; the folder holds {n} example files{extra}.",
                            "Count only the files that are examples.")
             for i in range(n):
@@ -332,7 +341,8 @@ def check_folder_dataset(attempt: Attempt) -> str:
                        "as an epoch goes by.", "Read the file each time its example is asked for; keep nothing but "
                        "the file names (the OS caches recently read files anyway).")
     return ("lengths, every item, DataLoader batches (a partial last batch included) and a file rewritten after "
-            "the dataset was built agree with what was written, for folders of 12 files and of 1.")
+            "the dataset was built agree with what was written, for folders of 12 files and of 1 (with a README.txt, a "
+            "stats.pt and a 0.txt) and of 5 (with a stats.pt and a mean.pt).")
 
 
 def exercises() -> list[Exercise]:

@@ -30,7 +30,16 @@ def _pad_case(attempt: Attempt, lengths: list[int], seed: int, tensor_labels: bo
         raise Fail(f"your function returned a dict with keys {show(list(got))}; this exercise asks for the tuple "
                    "(input_ids, mask, labels).", "Unlike the chapter's my_pad_collate, return a tuple: "
                    "`return input_ids, mask, labels`.")
+    if isinstance(got, list) and len(got) == 3:
+        raise Fail("your function returned a list; the task asks for the tuple (input_ids, mask, labels), as a "
+                   "collate function returns it.", "`return input_ids, mask, labels` makes the tuple.")
     ids, mask, labels = need_tuple(got, 3, "your function", "input_ids, mask, labels")
+    changed = next((i for i, ((mine, _), (yours, _)) in enumerate(zip(batch, given))
+                    if mine.shape != yours.shape or not torch.equal(mine, yours)), None)
+    if changed is not None:
+        raise Fail(f"after your function, example {changed}'s tokens are {given[changed][0].tolist()}; they were "
+                   f"{batch[changed][0].tolist()}: your function changed the examples it was given, which are the "
+                   "dataset's own tensors.", "Build the padded batch in a new tensor; leave the examples as they are.")
     ids = need_tensor(ids, "input_ids", shape=(B, T), meaning=f" (batch, longest sequence)")
     if ids.dtype != torch.long:
         need_tensor(ids, "input_ids", dtype=torch.long)

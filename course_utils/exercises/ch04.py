@@ -41,6 +41,7 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         for layer in model.modules():
             if isinstance(layer, nn.BatchNorm1d):
                 layer.eval()
+                layer.requires_grad_(False)          # and its weight and bias, as fine-tuning freezes them
     chosen = list(range(part_of, n + part_of))       # a sampler over part of the dataset (a validation split)
     loader = DataLoader(TensorDataset(*everything), batch_size=batch_size, sampler=chosen if part_of else None,
                         drop_last=drop_last)
@@ -56,6 +57,7 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
             + f", a model with Dropout and BatchNorm that comes in {mode} mode")
     buffers = {k: v.clone() for k, v in model.state_dict().items()}
     flags = modes(model)
+    trainable = {name: p.requires_grad for name, p in model.named_parameters()}
     meter = GraphMemoryMeter()
     with torch.enable_grad():
         with meter:
@@ -85,6 +87,12 @@ def _eval_case(attempt: Attempt, n: int, batch_size: int, start_training: bool, 
         raise Fail(f"the model came in {mode} mode; after your function the model says {mode} but its layers "
                    f"{', '.join(changed_modes[:4])} are in {'eval' if start_training else 'train'} mode.",
                    "Setting model.training flips only the top module's flag: model.train(flag) sets every layer's.")
+    flipped = [name for name, p in model.named_parameters() if p.requires_grad != trainable[name]]
+    if flipped:
+        raise Fail(f"after your function, requires_grad of {', '.join(flipped[:4])} is "
+                   f"{dict(model.named_parameters())[flipped[0]].requires_grad}; it came "
+                   f"{trainable[flipped[0]]}: your evaluation changed which parameters train.",
+                   "Switch the graph off with torch.no_grad() around the loop instead of touching requires_grad.")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, buffers[k])]
     if any("running" in k or "num_batches" in k for k in changed):
         raise Fail("BatchNorm's running statistics changed during your evaluation: the model ran in train mode, "

@@ -137,21 +137,22 @@ def _rising_validation_case(attempt: Attempt) -> None:
 
 # --- chapter 5: accumulate_epoch ----------------------------------------------------------------------------
 
-def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: int, comes_in_eval: bool = False) -> None:
+def _accumulation_case(attempt: Attempt, n: int, batch_size: int, K: int, seed: int, comes_in_eval: bool = False,
+                       drop_last: bool = False) -> None:
     g = torch.Generator().manual_seed(seed)
     data = TensorDataset(torch.randn(n, 3, generator=g, dtype=torch.double), torch.randint(0, 2, (n,), generator=g))
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).double().train(not comes_in_eval)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    optimizer = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters()}], lr=0.5)
     start = _weights(model)
-    sizes = batch_sizes(n, batch_size)
-    loader = DataLoader(data, batch_size=batch_size)
+    sizes = batch_sizes(n, batch_size, drop_last)
+    loader = DataLoader(data, batch_size=batch_size, drop_last=drop_last)
     recorded: list[list[torch.Tensor]] = []
     optimizer.register_step_post_hook(lambda *_: recorded.append(_weights(model)))
     modes_seen: list[bool] = []
     model.register_forward_pre_hook(lambda module, _: modes_seen.append(module.training))
-    what = f"N={n}, B={batch_size} (batch sizes {sizes}), K={K}" + (", the model left in eval mode" if comes_in_eval
-                                                                     else "")
+    what = (f"N={n}, B={batch_size}" + (", drop_last=True" if drop_last else "") + f" (batch sizes {sizes}), K={K}, "
+            "an optimizer with two parameter groups" + (", the model left in eval mode" if comes_in_eval else ""))
     got = attempt.call(what, model, loader, nn.CrossEntropyLoss(), optimizer, K)
     if not all(modes_seen):
         raise Fail(f"{modes_seen.count(False)} of your {len(modes_seen)} training forwards ran in eval mode: the model "
@@ -252,10 +253,12 @@ def check_accumulate_epoch(attempt: Attempt) -> str:
     for n, b, k, seed in ((10, 4, 2, 0), (22, 4, 4, 1), (12, 4, 3, 2), (8, 4, 5, 3), (9, 2, 1, 4), (37, 5, 3, 5)):
         _accumulation_case(attempt, n, b, k, seed)
     _accumulation_case(attempt, 10, 4, 2, 6, comes_in_eval=True)
-    return ("7 epochs (a partial last batch inside a short last window, K that divides and does not, K larger than "
-            "the epoch, K = 1, a model left in eval mode): every update equals one step on a big batch of its "
-            "window's examples, every forward in train mode, the short last window is flushed, and the count "
-            "returned is the count made.")
+    _accumulation_case(attempt, 10, 4, 2, 7, drop_last=True)
+    _accumulation_case(attempt, 18, 4, 3, 8, drop_last=True)
+    return ("9 epochs (a partial last batch inside a short last window, K that divides and does not, K larger than "
+            "the epoch, K = 1, a model left in eval mode, a loader that drops its last batch, two parameter groups): "
+            "every update equals one step on a big batch of its window's examples, every forward in train mode, the "
+            "short last window is flushed, and the count returned is the count made.")
 
 
 def exercises() -> list[Exercise]:
