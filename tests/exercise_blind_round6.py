@@ -2,12 +2,11 @@
 who saw neither the checkers, the solutions nor earlier rounds; 25 wrong ones passed, 0 right ones were refused. The
 checks were then tightened where the statement is clear (two parameter groups and a loader that drops its last batch
 in 5.2, a folder with two .pt files that are not examples in 1.2, a target met before training in 8.1, frozen
-parameters left frozen in 4.1, the tuple asked for and the examples left as they came in 2.1). The 9 that passed and
-now fail are kept verbatim here (renamed <exercise>__wrong__<mistake>), so that a later change to a check that lets
-one through fails (tests/test_exercise_blind_rounds.py). Not closed, and why: 8 attempts that call the tool a
-statement says to do without (pad_sequence, DistributedSampler, WeightedRandomSampler, torch.optim.Adam,
-clip_grad_norm_), which the course's own corpus of right solutions accepts (tests/exercise_rights.py), a contradiction
-left for a decision; a second pass over the loader to read the batch sizes (the course's own solution to 5.2 does
+parameters left frozen in 4.1, the tuple asked for and the examples left as they came in 2.1, and the tool a statement
+says to do without refused by name in 3.2 and 7.4). The 12 that passed and now fail are kept verbatim here (renamed <exercise>__wrong__<mistake>), so that a later change to a check that lets
+one through fails (tests/test_exercise_blind_rounds.py). Not closed, and why: 5 attempts that call chapter 2's tools
+(pad_sequence, DistributedSampler, WeightedRandomSampler), which chapter 2's checks compare with and its statements do
+not rule out one by one (the chapter says calling one passes but teaches nothing); a second pass over the loader to read the batch sizes (the course's own solution to 5.2 does
 it); a dropout returning x * 0 at p = 1 (torch's own gives NaN for an infinite value too); numpy integers returned for
 ints; float16 gradients' overflow in a norm; an empty sizes list; two accumulations that hold every micro-batch's
 graph (right in value; the check does not measure memory)."""
@@ -18,6 +17,7 @@ import os
 import re
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
@@ -160,3 +160,24 @@ def pad_collate__wrong__resizes_inputs_inplace(batch):   # pads by torch.cat int
     return ids, ids != 0, torch.tensor([int(l) for _, l in batch])
 
 
+def adam_step__wrong__uses_torch_optim_Adam(param, grad, m, v, t, lr, betas, eps):
+    p = param.clone().requires_grad_(False)
+    p = nn.Parameter(p)
+    opt = torch.optim.Adam([p], lr=lr, betas=betas, eps=eps)
+    p.grad = grad.clone()
+    opt.state[p] = {"step": torch.tensor(float(t - 1)), "exp_avg": m.clone(), "exp_avg_sq": v.clone()}
+    opt.step()
+    st = opt.state[p]
+    return p.detach(), st["exp_avg"], st["exp_avg_sq"]
+
+
+def clip_gradients__wrong__uses_get_total_norm(parameters, max_norm):   # torch.nn.utils.get_total_norm + clip_grads_with_norm_
+    ps = [p for p in parameters if p.grad is not None]
+    grads = [p.grad for p in ps]
+    total = torch.nn.utils.get_total_norm(grads)
+    torch.nn.utils.clip_grads_with_norm_(ps, max_norm, total)
+    return float(total)
+
+
+def clip_gradients__wrong__uses_clip_grad_norm_(parameters, max_norm):
+    return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))

@@ -14,7 +14,7 @@ import torch
 from course_utils.exercises import EXERCISES, chapter_exercises, exercise_progress
 from course_utils.exercises.solutions import SOLUTIONS
 from course_utils.infra.quiz import ProgressStore
-from tests.exercise_rights import RIGHT
+from tests.exercise_rights import RIGHT, TOOLS_RULED_OUT
 from tests.exercise_wrongs import WRONG
 
 
@@ -47,6 +47,23 @@ def test_the_course_solution_passes(name):
 def test_a_right_solution_written_differently_passes(name, index):
     verdict = judge(name, *RIGHT[name][index])
     assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS_RULED_OUT))
+def test_a_solution_calling_the_tool_its_statement_rules_out_is_refused_by_name(name):
+    """Exercises 3.2 and 7.4 say "without torch.optim" and "without clip_grad_norm_": right in value, refused,
+    counted, the tool named; the course's own solution (which does without) still passes (test above)."""
+    verdict = judge(name, TOOLS_RULED_OUT[name])
+    assert not verdict.passed and verdict.counted and "which the task asks you to do without" in verdict.message
+
+
+def test_a_name_inside_a_nested_function_is_found_too():
+    def clip(parameters, max_norm):
+        def inner():
+            return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+        return float(inner())
+    verdict = judge("clip_gradients", clip)
+    assert not verdict.passed and "`clip_grad_norm_`" in verdict.message
 
 
 @pytest.mark.parametrize("name,label", [(n, w[0]) for n, wrongs in WRONG.items() for w in wrongs])

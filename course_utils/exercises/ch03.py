@@ -306,7 +306,7 @@ def exercises() -> list[Exercise]:
                  time_limit=20.0, oracle="the same step on a copy of the model and optimizer, same dropout masks"),
         Exercise("adam_step", "03", "one Adam step by hand",
                  "adam_step(param, grad, m, v, t, lr, betas, eps) -> (param, m, v)", check_adam_step, arity=(8,),
-                 oracle="torch.optim.Adam with the same state"),
+                 oracle="torch.optim.Adam with the same state", forbids=("optim", "Adam", "AdamW")),
         Exercise("sgd_step_by_hand", "03", "one SGD step of a linear layer, gradient by hand",
                  "sgd_step_by_hand(W, b, x, t, lr) -> (W_new, b_new)", check_sgd_step_by_hand, arity=(5,),
                  oracle="autograd and torch.optim.SGD"),

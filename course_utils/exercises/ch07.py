@@ -334,5 +334,6 @@ def exercises() -> list[Exercise]:
                  oracle="torch's LinearLR and CosineAnnealingLR chained by SequentialLR"),
         Exercise("clip_gradients", "07", "gradient clipping by the global norm",
                  "clip_gradients(parameters, max_norm) -> float", check_clip_gradients, arity=(2,),
-                 oracle="torch.nn.utils.clip_grad_norm_"),
+                 oracle="torch.nn.utils.clip_grad_norm_",
+                 forbids=("clip_grad_norm_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_")),
     ]

@@ -103,6 +103,7 @@ class Exercise:
     arity: tuple[int, ...] = ()                # positional arguments the course passes to each
     time_limit: float = 10.0                   # seconds for the whole check
     oracle: str = ""                           # what the answers are compared with (for the instructor's table)
+    forbids: tuple[str, ...] = ()              # names the statement rules out ("clip_grad_norm_"): refused if used
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -133,6 +134,13 @@ class Exercise:
         attempt = Attempt(self, functions)
         if all(_untouched_stub(fn) for fn in functions):   # said at once: warming torch would be wasted on it
             return self._failed(_stub_fail(self.names[0]), attempt)
+        names = {name for fn in functions for code in _all_code_objects(fn) for name in code.co_names}
+        used = sorted(set(self.forbids) & names)
+        if used:
+            tools = " and ".join(f"`{name}`" for name in used)
+            return self._failed(Fail(f"your code calls {tools}, which the task asks you to do without: the exercise "
+                                     "is to write what it does.", "Compute it with tensor operations; the check "
+                                     "compares your result with that tool's."), attempt)
         _warm_torch()
         summary = ""
         try:
@@ -307,6 +315,16 @@ def _untouched_stub(fn: object) -> bool:
     return bool(codes) and all(
         code.co_names == ("NotImplementedError",)
         and {i.opname for i in dis.get_instructions(code)} <= _STUB_OPS for code in codes)
+
+
+def _all_code_objects(fn: object) -> list:
+    """The code objects of `fn` (or its methods) and of every function or comprehension defined inside them."""
+    found, todo = [], list(_code_objects(fn))
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo += [c for c in code.co_consts if inspect.iscode(c)]
+    return found
 
 
 def _code_objects(fn: object) -> list:

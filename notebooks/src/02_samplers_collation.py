@@ -721,7 +721,8 @@ errors_here(2)
 # ## Exercises: write it yourself
 #
 # Each exercise is a stub for you to edit and a check against torch's own tools (`pad_sequence`,
-# `WeightedRandomSampler`, `DistributedSampler`) on cases you do not see. Write them without those tools.
+# `WeightedRandomSampler`, `DistributedSampler`) on cases you do not see. Write them without those tools: the
+# check compares with them, so calling one passes it, but then the exercise has taught you nothing.
 #
 # ### Exercise 2.1: a padding collate function with its mask
 #
