@@ -82,7 +82,7 @@ def test_optimizer_knobs_and_scaler():
 
 
 def test_a_helper_writing_one_lr_erases_the_group_ratio_and_scaling_keeps_it():
-    from course_utils.chapters.ch03_clip_optim import group_lr_helpers
+    from course_utils.chapters.ch03_param_groups import group_lr_helpers
     writes, scales, scheduler, one_cycle, one_cycle_per_group, cyclic = group_lr_helpers().values()
     assert writes == [0.01, 0.01] and scales == scheduler == [0.001, 0.01]
     assert one_cycle[0] == one_cycle[1] and cyclic[0] == cyclic[1]          # one rate for every group

@@ -12,6 +12,7 @@ Records: 64 little-endian int32 values, record i holding i; batches of 4, two wo
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import tempfile
 import time
@@ -58,7 +59,7 @@ def wrong_records(open_in_init: bool, num_workers: int = 2) -> int:
 
 
 def shared_handle_lines() -> list[str]:
-    if "fork" not in __import__("multiprocessing").get_all_start_methods():
+    if "fork" not in multiprocessing.get_all_start_methods():
         return ["this system cannot fork (Windows): its workers start by spawn, which cannot even send an open "
                 "file to a worker (chapter 9's atlas shows the error)"]
     with warnings.catch_warnings():

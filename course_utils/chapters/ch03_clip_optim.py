@@ -1,4 +1,4 @@
-"""Clipping's flags, the other optimizers on one problem over seeds, parameter groups, hooks and GradScaler's
+"""Clipping's flags, the other optimizers on one problem over seeds, hooks, embedding rows and GradScaler's
 knobs (chapter 3).
 
 ``clipping_rules`` clips known gradients ([3, -4] and [12]: L2 norm 13, L1 19, max 12). ``optimizer_gallery``
@@ -190,39 +190,6 @@ def optimizer_knobs() -> dict[str, object]:
         except RuntimeError as e:
             out[f"SparseAdam on a {label} Embedding's grad"] = type(e).__name__
     out.update(lbfgs_closures())
-    return out
-
-
-def group_lr_helpers() -> dict[str, list[float]]:
-    """A backbone at lr/10 and a head at lr: a helper that writes one lr into every group erases the ratio; scaling
-    each group's own lr (as LambdaLR does from each group's initial_lr) keeps it. OneCycleLR given one max_lr
-    writes the same rate into every group too; given one per group it keeps the ratio."""
-    out = {}
-    for how in ("a helper writes lr * 0.5 into every group", "a helper multiplies every group's lr by 0.5",
-                "LambdaLR(0.5 ** epoch), one step", "OneCycleLR(max_lr=0.02, total_steps=4), two steps",
-                "OneCycleLR(max_lr=[0.002, 0.02], total_steps=4), two steps",
-                "CyclicLR(base_lr=0.001, max_lr=0.02, step_size_up=4), two steps"):
-        backbone, head = nn.Linear(2, 2), nn.Linear(2, 1)
-        optimizer = torch.optim.SGD([{"params": backbone.parameters(), "lr": 0.002},
-                                     {"params": head.parameters()}], lr=0.02)
-        if how.startswith("LambdaLR"):
-            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5 ** epoch)
-            optimizer.step()
-            scheduler.step()
-        if how.startswith(("OneCycleLR", "CyclicLR")):
-            peak = [0.002, 0.02] if "[" in how else 0.02
-            scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak, total_steps=4)
-                         if how.startswith("OneCycleLR") else
-                         torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.001, max_lr=peak, step_size_up=4))
-            for _ in range(2):
-                optimizer.step()
-                scheduler.step()
-        for group in optimizer.param_groups:
-            if "writes" in how:
-                group["lr"] = 0.02 * 0.5          # adjust_learning_rate(optimizer, lr * decay)
-            elif "multiplies" in how:
-                group["lr"] *= 0.5
-        out[f"groups at lr [0.002, 0.02], then {how}"] = [round(g["lr"], 6) for g in optimizer.param_groups]
     return out
 
 

@@ -2,7 +2,8 @@
 
 Weight decay on the weight matrices only (the split nanoGPT and most fine-tuning scripts make), a parameter given
 to two groups, a parameter given to none, a frozen part unfrozen later (``add_param_group``) and the checkpoint of
-the optimizer from before that. Every error is torch's own, raised here.
+the optimizer from before that; and a learning-rate helper or scheduler that writes one rate into every group
+(``group_lr_helpers``). Every error is torch's own, raised here.
 """
 from __future__ import annotations
 
@@ -190,3 +191,36 @@ def backbone_rate_lines(seeds=range(5)) -> list[str]:
             f"task B accuracy (1,000 held-out examples): at lr/10 and at the head's lr both above the frozen "
             f"backbone's by at least 0.01 on {sum(min(r[0.1][0], r[1.0][0]) - r[0.0][0] >= 0.01 for r in runs)} of {n}; "
             f"the two within 0.01 of each other on {sum(abs(r[0.1][0] - r[1.0][0]) < 0.01 for r in runs)} of {n}"]
+
+
+def group_lr_helpers() -> dict[str, list[float]]:
+    """A backbone at lr/10 and a head at lr: a helper that writes one lr into every group erases the ratio; scaling
+    each group's own lr (as LambdaLR does from each group's initial_lr) keeps it. OneCycleLR given one max_lr
+    writes the same rate into every group too; given one per group it keeps the ratio."""
+    out = {}
+    for how in ("a helper writes lr * 0.5 into every group", "a helper multiplies every group's lr by 0.5",
+                "LambdaLR(0.5 ** epoch), one step", "OneCycleLR(max_lr=0.02, total_steps=4), two steps",
+                "OneCycleLR(max_lr=[0.002, 0.02], total_steps=4), two steps",
+                "CyclicLR(base_lr=0.001, max_lr=0.02, step_size_up=4), two steps"):
+        backbone, head = nn.Linear(2, 2), nn.Linear(2, 1)
+        optimizer = torch.optim.SGD([{"params": backbone.parameters(), "lr": 0.002},
+                                     {"params": head.parameters()}], lr=0.02)
+        if how.startswith("LambdaLR"):
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.5 ** epoch)
+            optimizer.step()
+            scheduler.step()
+        if how.startswith(("OneCycleLR", "CyclicLR")):
+            peak = [0.002, 0.02] if "[" in how else 0.02
+            scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak, total_steps=4)
+                         if how.startswith("OneCycleLR") else
+                         torch.optim.lr_scheduler.CyclicLR(optimizer, base_lr=0.001, max_lr=peak, step_size_up=4))
+            for _ in range(2):
+                optimizer.step()
+                scheduler.step()
+        for group in optimizer.param_groups:
+            if "writes" in how:
+                group["lr"] = 0.02 * 0.5          # adjust_learning_rate(optimizer, lr * decay)
+            elif "multiplies" in how:
+                group["lr"] *= 0.5
+        out[f"groups at lr [0.002, 0.02], then {how}"] = [round(g["lr"], 6) for g in optimizer.param_groups]
+    return out

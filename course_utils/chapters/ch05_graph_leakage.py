@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from course_utils.infra.parallel import map_runs
+from course_utils.production.classification_metrics import auroc_by_ranks
 
 NODES, COMMUNITIES, WIDTH = 200, 4, 32
 DISJOINT = 0.3
@@ -84,9 +85,9 @@ def pair_scores(z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
 
 
 def auc(positive: torch.Tensor, negative: torch.Tensor) -> float:
-    """The share of (edge, non-edge) pairs the edge wins, a tie counting half."""
-    wins = (positive[:, None] > negative[None, :]).double() + 0.5 * (positive[:, None] == negative[None, :]).double()
-    return wins.mean().item()
+    """The share of (edge, non-edge) pairs the edge wins, a tie counting half (the course's AUROC, by ranks)."""
+    is_edge = torch.cat([torch.ones(len(positive), dtype=torch.bool), torch.zeros(len(negative), dtype=torch.bool)])
+    return auroc_by_ranks(torch.cat([positive, negative]), is_edge).item()
 
 
 def lookup_auc(split: EdgeSplit, graph_edges: torch.Tensor) -> float:

@@ -701,8 +701,8 @@ print("\n".join(neighbour_batch_lines()))
 # the seeds are the batch's own predictions; the other rows are context. PyG's `NeighborLoader` lists the seeds
 # first (its documentation: the first `batch.batch_size` nodes of each sampled subgraph are the input nodes; their
 # ids are `batch.n_id[:batch.batch_size]`), so compute the loss and metrics on `out[:batch.batch_size]`. A loss on
-# every row counts a node of degree 4 or more in about 6 of the 7 batches and an isolated one once: it weighs nodes
-# by how connected they are. Worse, when the seeds are the training nodes (`input_nodes=train_mask`), the context
+# every row counts a well-connected node in most of the batches and an isolated one once (the third line): it
+# weighs nodes by how connected they are. Worse, when the seeds are the training nodes (`input_nodes=train_mask`), the context
 # rows include validation and test nodes (the last line), and a loss on every row trains on their labels.
 
 # %% [markdown]

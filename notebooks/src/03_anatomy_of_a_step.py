@@ -1467,7 +1467,8 @@ for what, result in lbfgs_failed_search().items():
 # group:
 
 # %% tags=["answers-group-lr-helper"]
-from course_utils.chapters.ch03_clip_optim import group_lr_helpers, unused_rows
+from course_utils.chapters.ch03_clip_optim import unused_rows
+from course_utils.chapters.ch03_param_groups import group_lr_helpers
 
 for what, lrs in group_lr_helpers().items():
     print(f"{what}: {lrs}")

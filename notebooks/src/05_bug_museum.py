@@ -348,8 +348,8 @@ print("\n".join(graph_leak_lines()))
 # %% [markdown]
 # The look-up predictor scores chance (0.50) on the right graph and is perfect on the leaky one: every test
 # edge is in its input. The trained encoder was never taught to look pairs up, yet the leaky graph lifts
-# its test AUC from 0.65 to 0.91 on average, on every seed: the score measures the input, not the
-# model. Each split's input graph should hold only what is known before it: validation edges predicted
+# its test AUC far above the honest figure on every seed (the fourth line): the score measures the input, not
+# the model. Each split's input graph should hold only what is known before it: validation edges predicted
 # from the training edges, test edges from training + validation (how PyG's `RandomLinkSplit` builds its
 # three splits). With time-stamped edges the same rule is a time cutoff: a temporal sampler (PyG's `time_attr`,
 # with `edge_label_time` for `LinkNeighborLoader`) keeps only edges up to each prediction's time, *inclusive*, so
@@ -359,7 +359,7 @@ print("\n".join(graph_leak_lines()))
 # Training has the same shortcut: every supervised edge sat in the encoder's input, so "connected in my
 # input" paid off. Supervising, at each step, 30% of the training edges kept out of the input
 # (`RandomLinkSplit(disjoint_train_ratio=0.3)` does it once, not every step) raised the honest test AUC on
-# 9 of 10 seeds (0.65 to 0.70 on average) and shrank, without removing, what the leaky graph adds.
+# most seeds (the last line counts them) and shrank, without removing, what the leaky graph adds.
 
 # %% [markdown]
 # ## Exhibit 7: the wrong device

@@ -1408,7 +1408,8 @@ print("\n".join(milestone_lines()))
 # A milestone marks how much data the model has seen, so it moves with `MAX_ITER`: scale the updates, the
 # milestones and the warmup by 16/4 and the LR by 4/16 (the linear rule), and the LR per image is the same at
 # every point of the run. Scaling `MAX_ITER` alone leaves the drops where 4x fewer images have passed: the run
-# then spends 76.9% of its images at the smallest LR instead of 7.4%. The 3x schedule is not the 1x one stretched
+# then spends most of its images at the smallest LR instead of the last few percent (the fourth line). The 3x
+# schedule is not the 1x one stretched
 # (its drops come later in the run); that is its own design, and scaling keeps whichever schedule you picked.
 # Detectron2's `DefaultTrainer` (`tools/train_net.py`) does this arithmetic itself when the config names the
 # number of GPUs it was tuned for (`SOLVER.REFERENCE_WORLD_SIZE`, 0 by default, which turns it off): its
