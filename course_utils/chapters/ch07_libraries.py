@@ -34,7 +34,7 @@ def _loader(n: int, batch_size: int, seed: int, shuffle: bool = True) -> DataLoa
 
 
 @contextlib.contextmanager
-def _quiet():
+def quiet_libraries():
     """No log line, warning or stray output from a library while it runs (nbval compares every line), and no lasting
     change to the caller: the warning filters both libraries add at import (Accelerate's hides every UserWarning of
     torch.optim.lr_scheduler) are dropped on exit, and the random streams are put back."""
@@ -78,7 +78,7 @@ def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 6
                   epochs: int = 1, seed: int = 0) -> LightningRun:
     """Fit a Linear(2, 1) with Lightning (accumulate_grad_batches, a per-step schedule sized by
     estimated_stepping_batches), count what happened, save a checkpoint and read its keys (chapter 7)."""
-    with _quiet():
+    with quiet_libraries():
         import lightning
         import lightning.pytorch as pl
         from lightning.pytorch.callbacks import TQDMProgressBar
@@ -131,7 +131,7 @@ def run_lightning(n_train: int = 14_905, n_val: int = 3_726, batch_size: int = 6
             schedule = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=self.estimated)
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
-    with _quiet(), tempfile.TemporaryDirectory() as folder:
+    with quiet_libraries(), tempfile.TemporaryDirectory() as folder:
         torch.manual_seed(seed)
         model, bar = Tiny(), Bar()
         trainer = pl.Trainer(max_epochs=epochs, accumulate_grad_batches=accumulate, accelerator="cpu", devices=1,
@@ -194,7 +194,7 @@ def lightning_validation_runs() -> dict[str, list[tuple[int, int, int]]]:
     val_check_interval as a fraction, as a count within an epoch and as a count across epochs, and for
     check_val_every_n_epoch with EarlyStopping on a loss that never improves (lr=0): patience counts validation
     runs, not epochs (chapter 7). 20 batches of 16 per epoch."""
-    with _quiet():
+    with quiet_libraries():
         import lightning.pytorch as pl
         from lightning.pytorch.callbacks import EarlyStopping
 
@@ -218,7 +218,7 @@ def lightning_validation_runs() -> dict[str, list[tuple[int, int, int]]]:
             return torch.optim.SGD(self.parameters(), lr=self.lr)
 
     def checks(lr: float = 0.01, callbacks=(), **options) -> list[tuple[int, int, int]]:
-        with _quiet(), tempfile.TemporaryDirectory() as folder:
+        with quiet_libraries(), tempfile.TemporaryDirectory() as folder:
             torch.manual_seed(0)
             probe = Probe(lr)
             trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
@@ -256,7 +256,7 @@ def run_accelerate(n_train: int = 14_905, batch_size: int = 64, accumulate: int 
     batch), counted; then save_state into a temporary folder and list what it wrote (chapter 7)."""
     updates = training_arithmetic(n_train, batch_size, 1, accumulate).total_weight_updates
     calls, steps = 0, [0]
-    with _quiet(), tempfile.TemporaryDirectory() as folder:
+    with quiet_libraries(), tempfile.TemporaryDirectory() as folder:
         import accelerate
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState, GradientState
@@ -293,7 +293,7 @@ def run_accelerate(n_train: int = 14_905, batch_size: int = 64, accumulate: int 
 def scheduler_source_line() -> tuple[int, str]:
     """The line of the installed AcceleratedScheduler.step that steps the wrapped scheduler once per process, with
     its line number in accelerate/scheduler.py (chapter 7)."""
-    with _quiet():
+    with quiet_libraries():
         from accelerate.scheduler import AcceleratedScheduler
 
     lines, first = inspect.getsourcelines(AcceleratedScheduler.step)
@@ -356,7 +356,7 @@ def lightning_epoch_mean(n_val: int = 100, batch_size: int = 32, seed: int = 0) 
     """What `self.log(name, loss, on_epoch=True)` reports for an epoch whose last batch is short: one validation
     run of Lightning over n_val points in batches of batch_size, against the plain mean of the step values and their
     mean weighted by batch size; then the same logged with batch_size=1 (chapter 7)."""
-    with _quiet():
+    with quiet_libraries():
         import lightning.pytorch as pl
 
     class Logged(pl.LightningModule):
@@ -374,7 +374,7 @@ def lightning_epoch_mean(n_val: int = 100, batch_size: int = 32, seed: int = 0) 
 
     out: dict[str, object] = {}
     for given in (None, 1):
-        with _quiet():
+        with quiet_libraries():
             torch.manual_seed(seed)
             model = Logged(given)
             trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,

@@ -1600,6 +1600,54 @@ print("\n".join(checkpoint_lines(ddp_state, lightning_run.checkpoint_keys, accel
 # Lightning's checkpoint has no random stream: a resumed run does not continue the dropout masks and
 # shuffles of the run it resumes. Accelerate's has no counter: its loop must keep its own.
 #
+# **Defaults that change a run.** A library decides some of the loop for you, and learners' questions about
+# Lightning and Accelerate are mostly about those decisions. Each line below is one small fit (a
+# `Linear(2, 1)` after a `BatchNorm1d`, 80 fixed points in batches of 8) that changes one thing and counts what
+# the library did; the errors are the libraries' own messages (`course_utils/chapters/ch07_library_defaults.py`):
+
+# %% tags=["answers-lightning-defaults", "answers-lightning-resume"]
+from course_utils.chapters.ch07_library_defaults import lightning_default_lines, lightning_defaults
+
+print("\n".join(lightning_default_lines(lightning_defaults(epochs=2))))
+
+# %% [markdown]
+# Read them as rules. A scheduler returned in a list steps once per *epoch*: a schedule sized in updates (a
+# warmup, `T_max`, `total_steps`) barely moves unless it sits in a dict with `"interval": "step"`.
+# `ReduceLROnPlateau` needs a `"monitor"` naming a metric that has been logged by the time it steps; the second
+# error lists the metrics that exist, which is where a metric that went missing (never logged, or logged under
+# another name) shows. Two optimizers need manual optimization (`self.automatic_optimization = False`, then
+# `manual_backward` and each optimizer's `step()` yourself). Returning `None` from `training_step` skips that
+# batch's update, but the skipped batch still advances `global_step` and a per-step schedule, so both run ahead
+# of the optimizer's own count. A module you put in eval mode stays in eval mode through training and
+# validation (this version restores each module's mode; a plain loop's `model.train()` does not), and the sanity
+# check runs `validation_step` on two batches before the first training batch: code there with side effects
+# (a counter, a metric object, a list) sees them.
+#
+# Resuming is where a curve jumps. `fit(ckpt_path=...)` restores the weights, the optimizer's moments, the
+# schedule, the epoch and `global_step`, and the resumed fit ended bitwise on the uninterrupted one. Loading only
+# `state_dict` into a new fit starts Adam's moments and the schedule from zero and counts epochs from 0 again:
+# the rate jumps back to its start, and the weights end elsewhere. And `ModelCheckpoint` only *saves* the best:
+# the model `fit()` leaves in memory is the last epoch's, so evaluate or ship
+# `Model.load_from_checkpoint(checkpoint.best_model_path)` (or `trainer.test(ckpt_path="best")`). Nor is its
+# `last.ckpt` the last epoch once a metric is monitored: this version writes it only in a step that also wrote a
+# top-k file, so here it held the best epoch. For the final weights, call `trainer.save_checkpoint(path)` after
+# `fit()`.
+#
+# Accelerate's `save_state`/`load_state` restore the prepared objects, not the loop around them. Stopped after 2
+# of 10 epochs and resumed by a script that loops `for epoch in range(10)` again:
+
+# %% tags=["answers-accelerate-resume"]
+from course_utils.chapters.ch07_library_defaults import accelerate_resume, accelerate_resume_lines
+
+print("\n".join(accelerate_resume_lines(accelerate_resume(epochs_done=2, epochs=10))))
+
+# %% [markdown]
+# The schedule and the optimizer came back at update 20, but the epoch count did not, so the run trained 12
+# epochs, and a schedule sized for 10 ran out: torch's `OneCycleLR` would refuse the extra steps (last line);
+# Accelerate's wrapper ignores them, and the extra epochs train at the schedule's last rate. Save the epoch (and the
+# batch within it) yourself: `accelerator.register_for_checkpointing` for a counter, then start the loop at the
+# saved epoch and `accelerator.skip_first_batches` inside it.
+#
 # The Hugging Face Trainer is not pinned: its package alone (transformers 5.23.0, 13.3 MB) weighs more to
 # download than Lightning and Accelerate with all their dependencies (12.2 MB). What follows is read from
 # the source of transformers 5.23.0 (`trainer.py`), not run:
