@@ -48,3 +48,16 @@ def test_the_lines_print_what_the_runs_measured():
     text = "\n".join(m.logged_lr_lines())
     assert "0.0498" in text and "0.0199" in text
     assert "the chain reports the optimizer's lr at every epoch: True" in text
+
+
+def test_get_lr_outside_step_decays_again_only_at_the_decay_points():
+    from course_utils.chapters.ch07_logged_lr import get_lr_lines, get_lr_outside_step
+
+    for step_size, gamma in ((5, 0.5), (3, 0.1)):
+        rows, message = get_lr_outside_step(step_size=step_size, gamma=gamma, lr=0.1, reads=12)
+        for i, (rule, last, used) in enumerate(rows):
+            assert used == pytest.approx(0.1 * gamma ** (i // step_size)) and last == used      # the closed form
+            at_decay = i > 0 and i % step_size == 0
+            assert rule == pytest.approx(used * gamma if at_decay else used)
+        assert "get_last_lr()" in message
+    assert "differs at i = [5, 10]: 0.025 against 0.05, 0.0125 against 0.025" in get_lr_lines()[2]

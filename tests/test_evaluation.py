@@ -120,3 +120,16 @@ def test_train_eval_view_numbers_passes_and_shows_a_mode_change_at_once():
     assert "pass 2." not in view.history_html.value
     view.mode.value = "eval"
     assert "mode is now <b>eval</b>" in view.mask_html.value
+
+
+def test_converged_running_statistics_still_scale_eval_outputs_by_the_bessel_factor():
+    import math
+
+    from course_utils.chapters.ch04_evaluation import converged_gap
+
+    for batch in ((0.0, 1.0), (2.0, 4.0, 6.0, 8.0), tuple(float(v) for v in range(8))):
+        gap = converged_gap(batch=batch, passes=200)
+        n = len(batch)
+        assert gap["running"][1] == pytest.approx(gap["unbiased"], rel=1e-4)        # converged, to n - 1
+        for train, evaluated in zip(gap["train"], gap["eval"]):
+            assert evaluated == pytest.approx(train * math.sqrt((n - 1) / n), abs=2e-4)

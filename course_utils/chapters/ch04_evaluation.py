@@ -338,6 +338,23 @@ def batchnorm_running_update(batch=(2.0, 4.0, 6.0, 8.0)) -> RunningStats:
     return RunningStats(float(x.mean()), float(x.var(unbiased=True)), start, after_train, after_eval, bn.momentum)
 
 
+def converged_gap(batch=(0.0, 1.0), passes: int = 200) -> dict[str, object]:
+    """The same batch through BatchNorm1d(1) in train mode `passes` times, until the running statistics have
+    converged to the batch's; then its train-mode and eval-mode outputs, and the two variances (chapter 4)."""
+    bn = nn.BatchNorm1d(1, affine=False)
+    x = torch.tensor(batch).reshape(-1, 1)
+    with torch.no_grad():
+        bn.train()
+        for _ in range(passes):
+            train_out = bn(x)
+        bn.eval()
+        eval_out = bn(x)
+    return {"running": (round(bn.running_mean.item(), 6), round(bn.running_var.item(), 6)),
+            "biased": float(x.var(unbiased=False)), "unbiased": float(x.var(unbiased=True)),
+            "train": [round(v, 4) for v in train_out.flatten().tolist()],
+            "eval": [round(v, 4) for v in eval_out.flatten().tolist()], "n": len(batch)}
+
+
 def transformer_fast_path() -> dict[str, bool]:
     """The one family where no_grad changes a layer's output: TransformerEncoder (nested tensors on, a padding mask,
     dropout 0) takes its fast path only in eval mode with gradients off, and that path returns exact zeros at the

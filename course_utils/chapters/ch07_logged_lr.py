@@ -95,6 +95,34 @@ def epoch_argument_warning() -> tuple[str, float, float]:
     return message.split(". ")[0] + ".", optimizer.param_groups[0]["lr"], closed
 
 
+def get_lr_outside_step(step_size: int = 5, gamma: float = 0.5, lr: float = 0.1, reads: int = 12):
+    """StepLR read before each of `reads` scheduler.step() calls three ways: get_lr() (the rule step() applies to
+    the current rate, here called outside it), get_last_lr() and param_groups[0]["lr"]; and get_lr()'s warning."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    schedule = ls.StepLR(optimizer, step_size=step_size, gamma=gamma)
+    rows, message = [], ""
+    for _ in range(reads):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rule = schedule.get_lr()[0]
+        message = message or str(caught[0].message)
+        rows.append((rule, schedule.get_last_lr()[0], optimizer.param_groups[0]["lr"]))
+        optimizer.step()
+        schedule.step()
+    return rows, message
+
+
+def get_lr_lines(step_size: int = 5, gamma: float = 0.5, lr: float = 0.1, reads: int = 12) -> list[str]:
+    """Where get_lr() parts from the rate used, as chapter 7 prints it."""
+    rows, message = get_lr_outside_step(step_size, gamma, lr, reads)
+    apart = [i for i, (rule, last, used) in enumerate(rows) if rule != used]
+    return [f"StepLR(step_size={step_size}, gamma={gamma}), lr {lr}, read before each scheduler.step():",
+            f"  get_last_lr() equals param_groups[0]['lr'] at all {reads} reads: "
+            f"{all(last == used for _, last, used in rows)}",
+            f"  get_lr() differs at i = {apart}: " + ", ".join(f"{rows[i][0]:g} against {rows[i][2]:g}" for i in apart),
+            f"  get_lr() warns: {message}"]
+
+
 def logged_lr_lines() -> list[str]:
     """The three runs as the chapter prints them."""
     def r(v: float) -> str:

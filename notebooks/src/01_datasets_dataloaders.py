@@ -580,7 +580,27 @@ print("one extra draw first, none of the three repeats:", not any(torch.equal(a,
 
 # %% [markdown]
 # So a run repeats when it makes the same draws in the same order, and anything that adds or moves one (a
-# layer, a worker, a shuffle) changes everything after it.
+# layer, a worker, a shuffle) changes everything after it. Which calls draw, and from which generator? First a
+# seeded generator `G` given to the sampler, to the loader, or to both (three orders learners find puzzling),
+# each matched with the draws that produce it; then one call at a time after `torch.manual_seed(0)`, and
+# whether torch's global stream moved (`course_utils/chapters/ch01_random_draws.py`):
+
+# %% tags=["answers-random-draws"]
+from course_utils.chapters.ch01_random_draws import random_draw_lines
+
+print("\n".join(random_draw_lines(n=5, seed=1)))
+
+# %% [markdown]
+# A sampler given its own generator draws its permutation from it, and a loader's `generator` then only seeds
+# workers. A `RandomSampler` without one seeds itself from the global stream when iterated, so the loader's `G`
+# does not decide the order at all. Given both, `G` is drawn twice: every `iter()` of a loader first draws a
+# base seed for its workers from the loader's generator (even with no worker), then the sampler draws its
+# permutation from what is left. The audit says the same from the other side: building a loader or a sampler
+# draws nothing, but every `iter()` draws (once, or twice with a shuffle and no generator of its own), and so do
+# `random_split` without a generator, every layer's initialisation and dropout in training mode. So a loader that
+# is built and never iterated changes nothing; one iterated once, or a `random_split` or a layer added before the
+# training loop, shifts every draw after it. For a run that survives such edits, give each random consumer its
+# own seeded generator (the loader, `random_split`), and seed right before building the model.
 #
 # Workers also change the main process's random stream. `AugmentedRange` draws one `torch.rand` per example
 # (an augmentation); `shuffle=True` without a loader `generator` draws each epoch's permutation from the global

@@ -1496,6 +1496,27 @@ print("\n".join(backbone_rate_lines(seeds=range(10))))
 # examples, and task A's accuracy fell from at least 0.75 to below 0.66 on every seed, where a tenth kept it above
 # 0.68. The smaller rate keeps most of the adaptation while protecting what the backbone already knows.
 #
+# Forgetting is worst when new tasks bring new *classes* into one shared head. Ten classes arrive as five tasks
+# of two, each task trained alone (10 epochs of Adam), then every class is tested: plain fine-tuning; EWC, which
+# adds lam/2 · Σ F·(w − w_old)² with F the diagonal Fisher (each example's squared gradient of its log-likelihood,
+# averaged) and lam = 5000 as learners set it; and replay, 10 stored examples per old class mixed into every batch
+# (`course_utils/chapters/ch03_class_incremental.py`):
+
+# %% tags=["answers-class-incremental"]
+from course_utils.chapters.ch03_class_incremental import class_incremental, class_incremental_lines
+
+print("\n".join(class_incremental_lines(class_incremental(seeds=range(5), lam=5000.0))))
+
+# %% [markdown]
+# The old tasks are not forgotten slowly; their examples are *claimed* by the newest classes. The loss of a
+# batch holding only classes 8 and 9 pushes every other class's logit down (softmax's gradient on an absent
+# class is its probability, always positive) and nothing ever pushes them back up, so the last task's two
+# classes outscore the rest on most old examples. EWC holds weights that mattered to earlier tasks near their
+# old values, but it cannot stop the new classes' outputs from growing past them: in this class-incremental
+# setting it stayed below 0.5 on every seed, as fine-tuning did. A few stored examples of every old class put
+# those classes back into the loss, and replay kept them all. EWC's reported wins are in task-incremental
+# settings, where the test is told which task an example comes from and compares only that task's classes.
+#
 # Groups carry other settings too, and the most common split is by weight decay: decay the weight matrices, not
 # the biases and normalisation gains (nanoGPT splits by dimension, `p.ndim >= 2`; timm by dimension, by a name
 # ending in `.bias`, and by the names a model's `no_weight_decay()` lists, such as a ViT's position embedding; the

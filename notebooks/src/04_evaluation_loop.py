@@ -119,6 +119,24 @@ print("after one train pass:               ", rs.after_train,
 print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 
 # %% [markdown]
+# Does eval mode give train mode's output once the running statistics have converged? The same two-value batch
+# [0, 1] through `BatchNorm1d(1)` 200 times in train mode, then once in eval mode:
+
+# %% tags=["answers-bn-converged-gap"]
+from course_utils.chapters.ch04_evaluation import converged_gap
+
+gap = converged_gap(batch=(0.0, 1.0), passes=200)
+print("running (mean, var) after 200 train passes:", gap["running"],
+      "| the batch's variance: biased", gap["biased"], "unbiased", gap["unbiased"])
+print("train-mode output", gap["train"], "| eval-mode output", gap["eval"])
+
+# %% [markdown]
+# Not the same, and not because anything is unconverged. Train mode divides by the batch's *biased* variance
+# (over n), while the running variance tracks the *unbiased* one (over n − 1), so even perfectly converged
+# statistics give eval outputs sqrt((n − 1)/n) times the train outputs: 0.7071 at n = 2, a gap that shrinks
+# as batches grow. Tiny batches feel it: a model trained on them evaluates on other activations than it
+# trained on.
+#
 # Same input, two different outputs. In eval mode one example's output no longer depends on the *values* of the
 # others in its batch. It can still move in its last bits with the batch's *size*: another size may take other
 # kernel paths and sum in another order, and float32 rounds each order differently. Both causes, measured on

@@ -1056,10 +1056,10 @@ for trap, value in traps().items():
 # `course_utils/chapters/ch07_logged_lr.py`: the optimizer gets the schedule's rate times a factor rising to 1),
 # torch's own `ChainedScheduler` doing the same warmup, and a `step(epoch)` with a fractional epoch:
 
-# %% tags=["answers-logged-lr"]
-from course_utils.chapters.ch07_logged_lr import logged_lr_lines
+# %% tags=["answers-logged-lr", "answers-get-lr"]
+from course_utils.chapters.ch07_logged_lr import get_lr_lines, logged_lr_lines
 
-print("\n".join(logged_lr_lines()))
+print("\n".join(logged_lr_lines() + get_lr_lines(step_size=5, gamma=0.5, lr=0.1, reads=12)))
 
 # %% [markdown]
 # `get_last_lr()` is what that scheduler wrote at its last step. The wrapper multiplies the rate after the cosine
@@ -1071,6 +1071,11 @@ print("\n".join(logged_lr_lines()))
 # current rate) it sets the rate from that form at the epoch, computed from the initial rate: whatever
 # wrote the rate before it is overwritten (0.001 became 0.0495, the cosine's own value at 1.5). To warm up per update, step the wrapper and the
 # schedule once per update and size both in updates.
+#
+# And `get_lr()` is not a reading at all (the last four lines). It is the rule `step()` applies to the current
+# rate, and for `StepLR` that rule is "times gamma at a multiple of `step_size`": called outside `step()` just
+# after a decay, it decays the already-decayed rate again, so it disagrees with the rate used exactly at the
+# decay points, and torch warns. Read `get_last_lr()` or the param group.
 
 # %% [markdown]
 # ### Warmup: why, and for how long
