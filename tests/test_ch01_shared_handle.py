@@ -23,3 +23,20 @@ def test_the_dataset_reads_record_i_as_i(tmp_path):
 def test_the_lines_say_what_the_counts_are():
     lines = sh.shared_handle_lines()
     assert len(lines) == 4 and all(line.endswith(("True", "0 wrong", f"0 of {sh.RECORDS} wrong")) for line in lines)
+
+
+def test_a_mapped_file_counts_in_every_workers_rss_but_once_in_their_pss():
+    import sys
+
+    import pytest
+
+    from course_utils.chapters.ch01_shared_handle import mapped_file_lines, mapped_file_memory
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("smaps_rollup is Linux's")
+    for workers in (1, 2):
+        grown = mapped_file_memory(mib=16, workers=workers)
+        assert len(grown) == workers
+        for g in grown:
+            assert abs(g["Rss"] - 16) <= 2 and abs(g["Pss"] - 16 / workers) <= 2 and g["Private_Dirty"] < 2
+    assert all(line.count("True") >= 1 and "False" not in line for line in mapped_file_lines(mib=16)[1:])

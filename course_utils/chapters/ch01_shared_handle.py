@@ -85,3 +85,70 @@ def _shared_offset_after_fork() -> bool:
             os._exit(0)
         os.waitpid(pid, 0)
         return f.tell() == 42
+
+
+def _mapped_mib() -> dict[str, float] | None:
+    """This process's Rss, Pss and Private_Dirty in MiB, from /proc/self/smaps_rollup (None off Linux)."""
+    import re
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as rollup:
+            text = rollup.read()
+    except OSError:
+        return None
+    return {key: int(re.search(rf"^{key}:\s+(\d+) kB", text, re.M).group(1)) / 1024
+            for key in ("Rss", "Pss", "Private_Dirty")}
+
+
+class MappedArray(Dataset):
+    """One item per worker: open a .npy file with np.load(mmap_mode="r") on the first read, read every value (a
+    sum), wait until every worker has read it, and return how much this process's Rss, Pss and Private_Dirty
+    grew meanwhile."""
+
+    def __init__(self, path: str, workers: int):
+        self.path, self.array = path, None
+        self.barrier = multiprocessing.get_context("fork").Barrier(workers)
+
+    def __len__(self) -> int:
+        return self.barrier.parties
+
+    def __getitem__(self, index: int):
+        import numpy as np
+        before = _mapped_mib()
+        if self.array is None:
+            self.array = np.load(self.path, mmap_mode="r")
+        float(self.array.sum())
+        self.barrier.wait(timeout=60)        # every worker has mapped the pages before anyone measures
+        after = _mapped_mib()
+        return None if before is None else {key: after[key] - before[key] for key in before}
+
+
+def mapped_file_memory(mib: int = 64, workers: int = 2) -> list[dict[str, float]] | None:
+    """Each of `workers` forked workers reads the whole of a `mib` MiB memory-mapped .npy file: what its Rss, Pss
+    and Private_Dirty grew by (None off Linux, where /proc/self/smaps_rollup does not exist)."""
+    import numpy as np
+    if _mapped_mib() is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "features.npy")
+        np.save(path, np.ones((mib, 2**17), dtype=np.float64))       # 2**17 float64 values = 1 MiB a row
+        with open(path, "rb+") as written:      # written back to disk first: a dirty page mapped by one process
+            os.fsync(written.fileno())          # alone counts as its Private_Dirty, as if the worker had written it
+        loader = DataLoader(MappedArray(path, workers), batch_size=None, num_workers=workers,
+                            multiprocessing_context="fork")
+        return list(loader)
+
+
+def mapped_file_lines(mib: int = 64, workers: int = 2) -> list[str]:
+    grown = mapped_file_memory(mib, workers)
+    if grown is None:
+        return ["not measured here: this system has no /proc/self/smaps_rollup (Linux only)"]
+    lines = [f"a {mib} MiB array opened with np.load(mmap_mode='r'), read whole by each of {workers} forked workers "
+             f"(within 2 MiB):"]
+    for worker, g in enumerate(grown):
+        lines.append(f"  worker {worker}: Rss grew by the whole file: {abs(g['Rss'] - mib) <= 2} | Pss by 1/{workers} "
+                     f"of it: {abs(g['Pss'] - mib / workers) <= 2} | Private_Dirty under 2 MiB: "
+                     f"{g['Private_Dirty'] < 2}")
+    lines.append(f"  Rss summed over the workers: about {workers * mib} MiB: "
+                 f"{abs(sum(g['Rss'] for g in grown) - workers * mib) <= 2 * workers}; Pss summed: about {mib} MiB "
+                 f"(the file, in memory once): {abs(sum(g['Pss'] for g in grown) - mib) <= 2 * workers}")
+    return lines

@@ -18,13 +18,16 @@ CLASSES, DIM, TASKS = 10, 20, 5
 STRATEGIES = ("fine-tuning", "EWC", "replay")
 
 
-def _data(seed: int, per_class: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def gaussian_classes(seed: int, per_class: int, spread: float = 1.0, noise: float = 0.7,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Training and test sets (`per_class` and 100 examples of each class): ten Gaussian classes in 20 dimensions,
+    centres drawn with scale `spread`, each example its centre plus Gaussian noise of scale `noise`."""
     generator = torch.Generator().manual_seed(seed)
-    centres = torch.randn(CLASSES, DIM, generator=generator)
+    centres = spread * torch.randn(CLASSES, DIM, generator=generator)
 
     def draw(count: int):
         y = torch.arange(CLASSES).repeat_interleave(count)
-        return centres[y] + 0.7 * torch.randn(len(y), DIM, generator=generator), y
+        return centres[y] + noise * torch.randn(len(y), DIM, generator=generator), y
 
     return (*draw(per_class), *draw(100))
 
@@ -49,7 +52,7 @@ class Outcome:
 
 def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_class: int = 200,
           stored: int = 10) -> Outcome:
-    x_train, y_train, x_test, y_test = _data(seed, per_class)
+    x_train, y_train, x_test, y_test = gaussian_classes(seed, per_class)
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(DIM, 64), nn.ReLU(), nn.Linear(64, CLASSES))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)

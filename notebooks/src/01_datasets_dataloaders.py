@@ -510,6 +510,24 @@ print("\n".join(shared_handle_lines()))
 # "killed by signal: Segmentation fault", as learners report; not run here: no LMDB in the course's environment).
 # The same fix applies: open in each worker, on the first read.
 #
+# A memory-mapped array is the opposite case: shared on purpose, yet it can look copied into every worker. A
+# process's **Rss** (what `top`, `htop` and most monitors show) counts every page it maps, shared or not; its
+# **Pss** divides each shared page among the processes that map it; **Private_Dirty** is what the process alone
+# has written. Two forked workers, each reading all of a 64 MiB `.npy` file opened with
+# `np.load(path, mmap_mode="r")` on the first read, measured from `/proc/self/smaps_rollup`:
+
+# %% tags=["answers-mapped-file-memory"]
+from course_utils.chapters.ch01_shared_handle import mapped_file_lines
+
+print("\n".join(mapped_file_lines(mib=64, workers=2)))
+
+# %% [markdown]
+# Each worker "uses" the whole file by Rss, so the monitor's total says two copies; Pss adds up to one, and
+# nothing is private. The pages belong to the kernel's page cache, one copy for every process, which the kernel
+# can drop and read again when memory runs short (not run here). So "every worker uses as much RAM as my
+# memory-mapped dataset" is usually Rss counting shared pages; read Pss (`smem`, or `/proc/<pid>/smaps_rollup`)
+# before concluding anything. Copy-on-read, two sections up, is the case where the memory really is per worker.
+#
 # ### Random numbers in workers: a generator the dataset holds
 #
 # Random augmentation often draws from a generator the dataset keeps, the modern NumPy idiom

@@ -967,6 +967,26 @@ print("\n".join(federated_lines(seeds=range(10))))
 # lower on 8 of 10 seeds and over 10% higher on 1: a tendency on this problem, not a rule. A fresh optimizer per
 # round cannot carry a scheduler's position: compute each
 # round's learning rate from the round number and pass it to the new optimizer.
+#
+# Those two clients held data of one task. Federated benchmarks often deal each client only a few classes (two
+# "shards" of one class each: the "pathological non-IID" split), and draw a fraction of the clients per round.
+# Ten overlapping classes, 10 clients, 2 drawn per round, the same SGD with momentum, the data dealt in shards
+# against the same data dealt at random (`course_utils/chapters/ch03_client_drift.py`):
+
+# %% tags=["answers-client-drift"]
+from course_utils.chapters.ch03_client_drift import drift_lines
+
+print("\n".join(drift_lines(seeds=range(5), step_counts=(5, 50))))
+
+# %% [markdown]
+# A client that holds two classes trains a model for those two: every local step pushes the other classes'
+# logits down (softmax's gradient on an absent class is its probability, always positive), and more local steps
+# push further. The average of two such clients knows the up-to-four classes they held and little else, so
+# the accuracy swings with which clients the round drew, and ends below the random deal; the same data, dealt at
+# random, trains steadily. A curve that jumps or collapses from round to round on a label-skewed split is this
+# drift, not a bug. What reduces it (named, not run here): more clients per round, fewer local steps or a smaller
+# learning rate, and methods built for it, such as FedProx's pull towards the global weights or SCAFFOLD's
+# control variates.
 
 # %% [markdown]
 # ## What a module carries, and what a checkpoint keeps

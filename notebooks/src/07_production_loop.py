@@ -2055,6 +2055,47 @@ print("\n".join(collapse_lines(seeds=range(5))))
 # has learned the frequencies and nothing else: look for what keeps the inputs from it (features and labels read
 # apart, a constant input, dead units after too high a learning rate) before tuning anything.
 
+# Every loss has such values. A loss that stops and stays put is often sitting exactly on what a model that
+# learned nothing would score: equal logits, the label frequencies, the targets' mean, every embedding the same
+# point. Each of torch's losses, on fixed targets, computed by torch beside the closed form computed without it
+# (`course_utils/chapters/ch07_stuck_values.py`), so a number in a log can be looked up:
+
+# %% tags=["answers-stuck-values"]
+from course_utils.chapters.ch07_stuck_values import stuck_lines
+
+print("\n".join(stuck_lines()))
+
+# %% [markdown]
+# Read your plateau against its row. Cross-entropy at log C (2.3026 for ten classes, 0.6931 for a binary or
+# multi-label output) means the outputs carry no information; at the entropy of your label frequencies, that the
+# model learned only how common each class is. A regression loss at the targets' variance (1.0 on standardised
+# targets: R² and explained variance 0) means it predicts the mean, which is how a reconstruction or value loss
+# that "stays at about 1" reads. A metric-learning loss at exactly its margin means every input is mapped to one
+# point (collapse; the mining cell above shows batch-hard mining settling there). Two floors are not 0: a
+# cross-entropy against soft targets (label smoothing, mixup, distillation) bottoms out at the targets' entropy,
+# and only KL divergence reaches 0 there. Then look for the cause as above: the inputs not reaching the model,
+# a learning rate that killed the units, or a collapse the loss cannot leave.
+
+# A VAE's KL term that falls to 0 while the reconstruction stays high is the same story, and one of its common
+# causes is a reduction. `F.mse_loss(recon, x)` averages over every value of an example; the KL is usually summed
+# over the latent dimensions. The average divides the reconstruction by the number of values, which weighs the KL
+# that many times more. The same VAE on 32-value data made from 4 factors, once with each reduction
+# (`course_utils/chapters/ch07_vae_collapse.py`):
+
+# %% tags=["answers-vae-kl-collapse"]
+from course_utils.chapters.ch07_vae_collapse import vae_lines
+
+print("\n".join(vae_lines(seeds=range(5))))
+
+# %% [markdown]
+# With the mean, every latent dimension switched off (posterior collapse): the encoder says nothing, the decoder
+# outputs the data's mean for every input, and the reconstruction sits on the MSE row of the table above, the
+# data's variance. Summed over the values, the same model uses all four dimensions and reconstructs well. An
+# averaged reconstruction is a beta-VAE with beta equal to the number of values, chosen by accident; sum it (or
+# choose beta on purpose). A second cause is not run here: a decoder strong enough to model the data without z
+# (an autoregressive one, as in text and SMILES VAEs) also drives the KL to 0, whatever the reduction; the usual
+# remedies are a KL weight annealed from 0, a floor of "free bits" per dimension, or a weaker decoder.
+
 # %% [markdown]
 # ## 18. Your own model: a `Task`
 #
