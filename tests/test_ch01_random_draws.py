@@ -24,6 +24,7 @@ def test_the_audit_counts_draws_against_a_hand_count():
     assert rd.global_draws(lambda: [torch.empty((), dtype=torch.int64).random_() for _ in range(3)]) == 3
     assert rd.global_draws(lambda: torch.rand(1000)) == "moved"          # a float fill: not whole 64-bit draws
     assert rd.global_draws(lambda: iter(DataLoader(range(5)))) == 1
+    assert rd.global_draws(lambda: iter(DataLoader(range(5), shuffle=True))) == 1       # the sampler is lazy
     assert rd.global_draws(lambda: next(iter(DataLoader(range(5), shuffle=True)))) == 2
     assert rd.global_draws(lambda: DataLoader(range(5), shuffle=True)) == 0
 
@@ -38,3 +39,6 @@ def test_the_audit_leaves_the_callers_stream_alone():
     assert said["DataLoader(data, shuffle=True), built"] == "no"
     assert said["iter(DataLoader(data)): no shuffle, no worker"] == "yes, 1 draw of 64 bits"
     assert said["Dropout, eval mode"] == "no" and said["Dropout, training mode"] == "yes"
+    assert said["a second iter() of a persistent_workers loader"] == "no"
+    assert said["nn.BatchNorm1d(4) and nn.ReLU(), built"] == "no"
+    assert said["nn.Conv2d(1, 2, 3) and nn.Embedding(10, 4), built"] == "yes"

@@ -1,4 +1,6 @@
 """Chapter 7's library defaults: each Lightning and Accelerate probe against a count made without the library."""
+import math
+
 import pytest
 import torch
 
@@ -38,6 +40,8 @@ def test_a_skipped_batch_moves_the_counters_but_not_adam(lightning):
 
 def test_a_frozen_norm_stays_frozen_and_the_sanity_check_runs_first(lightning):
     assert lightning["frozen_norm_modes"] == [False]
+    assert "eval mode" in lightning["eval_mode_warning"]
+    assert lightning["validation_batches"] == 3                # more than the sanity check's 2: they are told apart
     assert lightning["validation_calls"] == 2 + lightning["epochs"] * lightning["validation_batches"]
 
 
@@ -45,6 +49,7 @@ def test_a_checkpoint_resume_is_exact_and_a_weights_only_one_is_not(lightning):
     assert lightning["resumed_same"] is True and lightning["resumed_at"] == (4, 40)
     assert lightning["reloaded_same"] is False and lightning["reloaded_gap"] > 1e-3
     assert lightning["reloaded_at"] == (2, 20)
+    assert lightning["shuffled_same"] is False                # no random stream in the checkpoint
     whole, resumed, reloaded = lightning["first_rates"]
     assert whole == resumed == pytest.approx(0.01 * 0.5 ** 20) and reloaded == 0.01     # StepLR halves per update
 
@@ -55,6 +60,7 @@ def test_last_ckpt_holds_the_best_epoch_and_memory_the_last(lightning):
     assert lightning["best_file"].startswith(f"epoch={best_epoch}-")
     assert lightning["last_epoch"] == best_epoch != len(metric) - 1
     assert lightning["in_memory_epoch"] == len(metric) - 1 and lightning["in_memory_is_best"] is False
+    assert lightning["latest_epoch"] == len(metric) - 1
     lines = lib.lightning_default_lines(lightning)
     assert any("last.ckpt holds epoch 1" in line for line in lines)
 
@@ -71,6 +77,15 @@ def test_accelerate_restores_the_schedule_but_not_the_epoch(accelerate):
         for _ in range(total):                                       # the most steps torch allows
             oracle.step()
     assert accelerate["final_lr"] == pytest.approx(oracle.get_last_lr()[0])
+    designed = torch.optim.lr_scheduler.OneCycleLR(torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01),
+                                                   max_lr=0.01, total_steps=total)
+    with pytest.warns(UserWarning):
+        for _ in range(total - 1):
+            designed.step()
+    assert accelerate["designed_final_lr"] == pytest.approx(designed.get_last_lr()[0]) == pytest.approx(0.01 / 25 / 1e4)
+    extra = total // 5                                         # the cosine's closed form, past T_max
+    assert accelerate["cosine"][0] == pytest.approx(0.0, abs=1e-12)
+    assert accelerate["cosine"][1] == pytest.approx(0.01 * (1 + math.cos(math.pi * (total + extra) / total)) / 2)
     assert accelerate["torch_alone"] == f"ValueError: Tried to step {total + 1} times. The specified number of " \
                                         f"total steps is {total}"
     lines = lib.accelerate_resume_lines(accelerate)

@@ -70,6 +70,14 @@ def global_draws(call: Callable[[], object]) -> int | None | str:
     return "moved"
 
 
+def _second_iter_persistent(data: list[int]):
+    """A loader with one persistent (forked) worker, iterated once already: the call makes its second iter()."""
+    loader = DataLoader(data, num_workers=1, persistent_workers=True, multiprocessing_context="fork")
+    with torch.random.fork_rng():              # the first iter()'s draw leaves the caller's stream alone
+        list(loader)
+    return lambda: iter(loader)
+
+
 def audit_calls(n: int = 5) -> dict[str, tuple[Callable[[], object], bool]]:
     """The calls the audit runs, each as it would appear in a script, and whether its count of draws is part of
     the lesson (the loader's) or a kernel's detail that is left unprinted (a permutation's, a fill's)."""
@@ -79,12 +87,17 @@ def audit_calls(n: int = 5) -> dict[str, tuple[Callable[[], object], bool]]:
         "DataLoader(data, shuffle=True), built": (lambda: DataLoader(data, shuffle=True), True),
         "RandomSampler(data), built": (lambda: RandomSampler(data), True),
         "iter(DataLoader(data)): no shuffle, no worker": (lambda: iter(DataLoader(data)), True),
-        "iter(DataLoader(data, shuffle=True))": (lambda: next(iter(DataLoader(data, shuffle=True))), True),
-        "iter(DataLoader(data, shuffle=True, generator=G))":
+        "iter(DataLoader(data, shuffle=True))": (lambda: iter(DataLoader(data, shuffle=True)), True),
+        "next(iter(DataLoader(data, shuffle=True)))": (lambda: next(iter(DataLoader(data, shuffle=True))), True),
+        "next(iter(DataLoader(data, shuffle=True, generator=G)))":
             (lambda: next(iter(DataLoader(data, shuffle=True, generator=_seeded(1)))), True),
+        "a second iter() of a persistent_workers loader": (_second_iter_persistent(data), True),
         "random_split(data, [3, 2])": (lambda: random_split(data, [3, 2]), False),
         "random_split(data, [3, 2], generator=G)": (lambda: random_split(data, [3, 2], generator=_seeded(1)), False),
         "nn.Linear(4, 4), built": (lambda: torch.nn.Linear(4, 4), False),
+        "nn.Conv2d(1, 2, 3) and nn.Embedding(10, 4), built":
+            (lambda: (torch.nn.Conv2d(1, 2, 3), torch.nn.Embedding(10, 4)), False),
+        "nn.BatchNorm1d(4) and nn.ReLU(), built": (lambda: (torch.nn.BatchNorm1d(4), torch.nn.ReLU()), False),
         "Dropout, training mode": (lambda: dropout.train()(torch.ones(4)), False),
         "Dropout, eval mode": (lambda: dropout.eval()(torch.ones(4)), False),
     }
@@ -100,5 +113,5 @@ def random_draw_lines(n: int = 5, seed: int = 1) -> list[str]:
         moved = global_draws(call)
         said = "no" if moved == 0 else "yes" if moved == "moved" or not counted else \
             f"yes, {moved} draw{'s' if moved > 1 else ''} of 64 bits"
-        lines.append(f"  {name:52} {said}")
+        lines.append(f"  {name:58} {said}")
     return lines

@@ -3,8 +3,9 @@
 Ten Gaussian classes in 20 dimensions arrive as five tasks of two (0-1, 2-3, ..., 8-9); a 20-64-10 MLP with one
 softmax over all ten trains 10 epochs of Adam on each task in turn, then is tested on every class. Three ways:
 plain fine-tuning; EWC (a penalty lam/2 * sum F (w - w_old)^2, F the diagonal Fisher: per-example squared
-gradients of the log-likelihood, averaged, summed over the tasks so far); and replay (10 stored examples per old
-class mixed into every batch). What each keeps of the old tasks, and where the old tasks' predictions go.
+gradients of the log-likelihood at the true labels, on 100 random examples of each task, summed over the tasks so
+far and anchored at the latest weights, as online EWC does); and replay (10 stored examples per old class, 32 drawn
+from them added to every batch of 32). What each keeps of the old tasks, and where the old tasks' predictions go.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def _fisher(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Te
 class Outcome:
     task_accuracy: tuple[float, ...]      # test accuracy on each task's two classes, after the last task
     old_to_last: float                    # of the old tasks' test examples, the share predicted as task 5's classes
+    told_task: tuple[float, ...] = ()     # the same, choosing only between the example's own task's two classes
 
 
 def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_class: int = 200,
@@ -77,17 +79,21 @@ def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_c
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-        if strategy == "EWC":
-            fisher = [f + g for f, g in zip(fisher, _fisher(model, x[:100], y[:100]))]
+        if strategy == "EWC":                 # 100 of the task's examples, both classes, drawn at random
+            pick = torch.randperm(len(x), generator=generator)[:100]
+            fisher = [f + g for f, g in zip(fisher, _fisher(model, x[pick], y[pick]))]
             anchor = [p.detach().clone() for p in model.parameters()]
         if strategy == "replay":
             keep = torch.cat([(y == c).nonzero().flatten()[:stored] for c in y.unique()])
             memory_x, memory_y = torch.cat([memory_x, x[keep]]), torch.cat([memory_y, y[keep]])
     with torch.no_grad():
-        predicted = model(x_test).argmax(1)
+        logits = model(x_test)
+    predicted = logits.argmax(1)
     accuracy = tuple((predicted == y_test)[(y_test // 2) == t].float().mean().item() for t in range(TASKS))
+    within = 2 * (y_test // 2) + logits.view(-1, TASKS, 2)[torch.arange(len(y_test)), y_test // 2].argmax(1)
+    told = tuple((within == y_test)[(y_test // 2) == t].float().mean().item() for t in range(TASKS))
     old = (y_test // 2) < TASKS - 1
-    return Outcome(accuracy, ((predicted[old] // 2) == TASKS - 1).float().mean().item())
+    return Outcome(accuracy, ((predicted[old] // 2) == TASKS - 1).float().mean().item(), told)
 
 
 def class_incremental(seeds=range(5), lam: float = 5000.0) -> dict[str, list[Outcome]]:
@@ -95,21 +101,28 @@ def class_incremental(seeds=range(5), lam: float = 5000.0) -> dict[str, list[Out
 
 
 def class_incremental_lines(outcomes: dict[str, list[Outcome]], lam: float = 5000.0) -> list[str]:
-    """Per strategy: the old tasks' mean accuracy (worst and best seed), the last task's, and where the old tasks'
-    predictions went; then the seed counts the chapter's claims rest on."""
-    def old_mean(o: Outcome) -> float:
-        return sum(o.task_accuracy[:-1]) / (TASKS - 1)
+    """Per strategy: the old tasks' mean accuracy (worst and best seed), the last task's, where the old tasks'
+    predictions went, and the old tasks' accuracy when the test is told each example's task; then the seed counts
+    the chapter's claims rest on."""
+    def old_mean(values) -> float:
+        return sum(values[:-1]) / (TASKS - 1)
 
     seeds = len(next(iter(outcomes.values())))
-    lines = [f"{seeds} seeds, tasks 1-4 then 5 ({CLASSES} classes, 2 per task), one head; EWC lam={lam:g}, replay "
-             f"10 examples per old class:"]
+    lines = [f"{seeds} seeds, tasks 1-4 then 5 ({CLASSES} classes, 2 per task), one head; EWC lam={lam:g}; replay: "
+             f"10 stored examples per old class, 32 of them added to every batch of 32:"]
     for strategy, runs in outcomes.items():
-        olds = [old_mean(o) for o in runs]
+        olds = [old_mean(o.task_accuracy) for o in runs]
+        told = [old_mean(o.told_task) for o in runs]
         lines.append(f"  {strategy:12} tasks 1-4: mean accuracy {sum(olds) / seeds:.2f} (seeds {min(olds):.2f} to "
                      f"{max(olds):.2f}) | task 5: {sum(o.task_accuracy[-1] for o in runs) / seeds:.2f} | old "
-                     f"examples predicted as task 5's classes: {sum(o.old_to_last for o in runs) / seeds:.0%}")
-    tune, ewc, replay = ([old_mean(o) for o in outcomes[s]] for s in STRATEGIES)
+                     f"examples predicted as task 5's classes: {sum(o.old_to_last for o in runs) / seeds:.0%} | "
+                     f"told the task: tasks 1-4 {sum(told) / seeds:.2f}")
+    tune, ewc, replay = ([old_mean(o.task_accuracy) for o in outcomes[s]] for s in STRATEGIES)
+    tune_told, ewc_told = ([old_mean(o.told_task) for o in outcomes[s]] for s in STRATEGIES[:2])
     lines.append(f"  tasks 1-4 below 0.5 on every seed: fine-tuning {all(v < 0.5 for v in tune)}, EWC "
                  f"{all(v < 0.5 for v in ewc)}; replay above both on {sum(r > max(a, b) for r, a, b in zip(replay, tune, ewc))}"
                  f" of {seeds}")
+    lines.append(f"  told the task: above 0.6 on every seed: fine-tuning {all(v > 0.6 for v in tune_told)}, EWC "
+                 f"{all(v > 0.6 for v in ewc_told)}; EWC above fine-tuning on "
+                 f"{sum(e > t for e, t in zip(ewc_told, tune_told))} of {seeds}")
     return lines

@@ -355,6 +355,29 @@ def converged_gap(batch=(0.0, 1.0), passes: int = 200) -> dict[str, object]:
             "eval": [round(v, 4) for v in eval_out.flatten().tolist()], "n": len(batch)}
 
 
+def varying_batches_gap(sizes=(2, 8, 32), warm: int = 2000, fresh: int = 1000, seed: int = 0) -> list[dict]:
+    """Real batches vary: BatchNorm1d(1) trained on `warm` batches of N(0, 1) values of each size, then `fresh` new
+    batches through it in train and in eval mode. Per size: the mean |train - eval| per value, and the part of it
+    the same-batch factor alone would give, (1 - sqrt((n-1)/n)) times the mean |train output| (chapter 4)."""
+    import math
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for n in sizes:
+        bn = nn.BatchNorm1d(1, affine=False)
+        with torch.no_grad():
+            bn.train()
+            for _ in range(warm):
+                bn(torch.randn(n, 1, generator=generator))
+            batches = [torch.randn(n, 1, generator=generator) for _ in range(fresh)]
+            train_out = torch.cat([bn(b) for b in batches])          # momentum moves the buffers a little more;
+            bn.eval()                                                # they are converged: it changes nothing here
+            eval_out = torch.cat([bn(b) for b in batches])
+        factor = math.sqrt((n - 1) / n)
+        rows.append({"n": n, "gap": (train_out - eval_out).abs().mean().item(),
+                     "from_factor": (1 - factor) * train_out.abs().mean().item()})
+    return rows
+
+
 def transformer_fast_path() -> dict[str, bool]:
     """The one family where no_grad changes a layer's output: TransformerEncoder (nested tensors on, a padding mask,
     dropout 0) takes its fast path only in eval mode with gradients off, and that path returns exact zeros at the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -19,10 +20,11 @@ from course_utils.chapters.ch07_libraries import quiet_libraries
 N_POINTS, BATCH = 80, 8
 
 
-def _data(n: int = N_POINTS) -> DataLoader:
-    """`n` fixed points and their sums, in a fixed order (a resumed fit then sees the batches the full one saw)."""
+def _data(n: int = N_POINTS, shuffle: bool = False) -> DataLoader:
+    """`n` fixed points and their sums, in a fixed order unless `shuffle` (then drawn from torch's global stream,
+    which Lightning's checkpoint does not hold)."""
     x = torch.randn(n, 2, generator=torch.Generator().manual_seed(0))
-    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=BATCH)
+    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=BATCH, shuffle=shuffle)
 
 
 def _first_sentences(error: BaseException, count: int = 1) -> str:
@@ -85,17 +87,18 @@ def _module_class():
     return Probe
 
 
-def _trainer(epochs: int, folder: str | None = None, callbacks=()):
+def _trainer(epochs: int, folder: str | None = None, callbacks=(), summary: bool = False):
     import lightning.pytorch as pl
 
     return pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
                       enable_checkpointing=bool(callbacks), callbacks=list(callbacks), enable_progress_bar=False,
-                      enable_model_summary=False, default_root_dir=folder)
+                      enable_model_summary=summary, default_root_dir=folder)
 
 
-def _fit(module, epochs: int, validate: bool = True, folder: str | None = None, callbacks=(), ckpt_path=None):
-    trainer = _trainer(epochs, folder, callbacks)
-    trainer.fit(module, _data(), _data(16) if validate else None, ckpt_path=ckpt_path)
+def _fit(module, epochs: int, validate: bool = True, folder: str | None = None, callbacks=(), ckpt_path=None,
+         shuffle: bool = False, summary: bool = False):
+    trainer = _trainer(epochs, folder, callbacks, summary)
+    trainer.fit(module, _data(shuffle=shuffle), _data(3 * BATCH) if validate else None, ckpt_path=ckpt_path)
     return trainer
 
 
@@ -135,10 +138,14 @@ def lightning_defaults(epochs: int = 2) -> dict[str, object]:
                          "adam_steps": sorted({int(s["step"]) for s in trainer.optimizers[0].state.values()})}
         torch.manual_seed(0)
         frozen = Probe(frozen_norm=True)
-        _fit(frozen, epochs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _fit(frozen, epochs, summary=True)          # the model summary (on by default) is what warns
+        found["eval_mode_warning"] = next((str(w.message).split(". ")[0] + "." for w in caught
+                                           if "eval mode" in str(w.message)), "no warning")
         found["frozen_norm_modes"] = sorted(set(frozen.norm_modes))
         found["validation_calls"] = frozen.validation_calls
-        found["validation_batches"] = len(_data(16))
+        found["validation_batches"] = len(_data(3 * BATCH))
         found.update(_resume(Probe, epochs, folder))
         found.update(_best_against_last(Probe, folder))
     return found
@@ -161,7 +168,17 @@ def _resume(Probe, epochs: int, folder: str) -> dict[str, object]:
     reloaded = Probe(optimizer="adam", schedule="step")
     reloaded.load_state_dict(torch.load(path, weights_only=False)["state_dict"])
     again = _fit(reloaded, epochs)
-    return {"resumed_same": _same(whole, resumed), "resumed_at": (trainer.current_epoch, trainer.global_step),
+    torch.manual_seed(0)
+    shuffled_whole = Probe(optimizer="adam", schedule="step")
+    _fit(shuffled_whole, 2 * epochs, shuffle=True)
+    torch.manual_seed(0)
+    shuffled_first = _fit(Probe(optimizer="adam", schedule="step"), epochs, shuffle=True)
+    shuffled_path = os.path.join(folder, "shuffled.ckpt")
+    shuffled_first.save_checkpoint(shuffled_path)
+    torch.manual_seed(1)
+    shuffled_resumed = Probe(optimizer="adam", schedule="step")
+    _fit(shuffled_resumed, 2 * epochs, ckpt_path=shuffled_path, shuffle=True)
+    return {"shuffled_same": _same(shuffled_whole, shuffled_resumed),"resumed_same": _same(whole, resumed), "resumed_at": (trainer.current_epoch, trainer.global_step),
             "reloaded_same": _same(whole, reloaded), "reloaded_gap": _gap(whole, reloaded),
             "reloaded_at": (again.current_epoch, again.global_step),
             "first_rates": (whole.rates[epochs * N_POINTS // BATCH], resumed.rates[0], reloaded.rates[0])}
@@ -174,13 +191,15 @@ def _best_against_last(Probe, folder: str) -> dict[str, object]:
 
     metric = (3.0, 1.0, 2.0, 4.0)
     keeper = ModelCheckpoint(dirpath=os.path.join(folder, "best"), monitor="val_metric", mode="min", save_last=True)
+    latest = ModelCheckpoint(dirpath=os.path.join(folder, "latest"))            # no monitor: the latest epoch
     torch.manual_seed(0)
     model = Probe(metric=metric)
-    _fit(model, len(metric), callbacks=[keeper])
+    _fit(model, len(metric), callbacks=[keeper, latest])
     best = Probe.load_from_checkpoint(keeper.best_model_path)
     last = torch.load(keeper.last_model_path, weights_only=False)
     return {"metric": metric, "best_file": os.path.basename(keeper.best_model_path), "last_epoch": last["epoch"],
-            "in_memory_is_best": _same(model, best), "in_memory_epoch": model.current_epoch - 1}
+            "in_memory_is_best": _same(model, best), "in_memory_epoch": model.current_epoch - 1,
+            "latest_epoch": torch.load(latest.best_model_path, weights_only=False)["epoch"]}
 
 
 def lightning_default_lines(found: dict[str, object]) -> list[str]:
@@ -199,6 +218,7 @@ def lightning_default_lines(found: dict[str, object]) -> list[str]:
         f"a BatchNorm put in eval mode in __init__, {epochs} epochs with validation: its .training in every "
         f"training_step: "
         f"{' and '.join(map(str, found['frozen_norm_modes']))} (Lightning keeps each module's mode)",
+        f"  and the model summary warns: {found['eval_mode_warning']}",
         f"validation_step calls in {epochs} epochs of {found['validation_batches']} validation batches: "
         f"{found['validation_calls']} (the sanity check runs "
         f"{found['validation_calls'] - epochs * found['validation_batches']} first)",
@@ -209,10 +229,13 @@ def lightning_default_lines(found: dict[str, object]) -> list[str]:
         f"global_step {found['reloaded_at'][1]}: Adam's moments and the schedule start again)",
         f"rate at the first update after epoch {epochs}: uninterrupted {rates[0]:.1e}, resumed {rates[1]:.1e}, "
         f"reloaded {rates[2]:.1e}",
+        f"the same resume, the training loader shuffled: equal to the uninterrupted fit's: {found['shuffled_same']} "
+        f"(the checkpoint holds no random stream)",
         f"ModelCheckpoint(mode='min', save_last=True) on a metric {list(found['metric'])} by epoch: keeps "
         f"{found['best_file']}; last.ckpt holds epoch {found['last_epoch']} (written only when a top-k file is)",
         f"the model in memory after fit() (epoch {found['in_memory_epoch']}'s end) is the best checkpoint: "
-        f"{found['in_memory_is_best']}",
+        f"{found['in_memory_is_best']}; a second ModelCheckpoint() without a monitor holds epoch "
+        f"{found['latest_epoch']}",
     ]
 
 
@@ -268,17 +291,45 @@ def accelerate_resume(epochs_done: int = 2, epochs: int = 10) -> dict[str, objec
         finally:
             release(parts)
         found["version"] = accelerate.__version__
+        found["cosine"] = _prepared_cosine_past_end(total, extra=total // 5)
     optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01)
     alone = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.01, total_steps=total)
     try:
-        for _ in range(total + 1):
+        for step in range(total + 1):
             optimizer.step()
             alone.step()
+            if step == total - 2:                # last_epoch total - 1: the schedule's last designed step
+                found["designed_final_lr"] = optimizer.param_groups[0]["lr"]
         found["torch_alone"] = "no error"
     except ValueError as error:
         found["torch_alone"] = _first_sentences(error, 2)
     found["total"] = total
     return found
+
+
+def _prepared_cosine_past_end(total: int, extra: int) -> tuple[float, float]:
+    """A CosineAnnealingLR(T_max=total) prepared by Accelerate and stepped `extra` times past its end: the rate at
+    T_max and at T_max + extra (Accelerate skips calls past the end only for schedulers with total_steps)."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    accelerator = Accelerator(cpu=True)
+    try:
+        optimizer, schedule = accelerator.prepare(optimizer,
+                                                  torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total))
+        rates = []
+        for step in range(1, total + extra + 1):
+            optimizer.step()
+            schedule.step()
+            if step in (total, total + extra):
+                rates.append(optimizer.param_groups[0]["lr"])
+    finally:
+        accelerator.free_memory()
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+    return rates[0], rates[1]
 
 
 def accelerate_resume_lines(found: dict[str, object]) -> list[str]:
@@ -291,7 +342,10 @@ def accelerate_resume_lines(found: dict[str, object]) -> list[str]:
         f"{found['restored_adam_steps']}; the epoch counter is the loop's own, so range({epochs}) ran "
         f"{found['updates_after']} more updates ({done * found['batches'] + found['updates_after']} in all)",
         f"the schedule stopped at step {found['final_schedule_steps']} (the prepared scheduler skips calls past "
-        f"total_steps); the last {done * found['batches'] + found['updates_after'] - total} updates ran at its last "
-        f"rate {found['final_lr']:.2e}",
+        f"total_steps); the last {done * found['batches'] + found['updates_after'] - total} updates ran at "
+        f"{found['final_lr']:.2e}, the rate one step past its end (its designed last rate: "
+        f"{found['designed_final_lr']:.2e})",
         f"torch's OneCycleLR alone, stepped {total + 1} times: {found['torch_alone']}",
+        f"a prepared CosineAnnealingLR(T_max={total}) is not stopped: rate {found['cosine'][0]:.2e} at step {total}, "
+        f"{found['cosine'][1]:.2e} at step {total + total // 5} (climbing back)",
     ]

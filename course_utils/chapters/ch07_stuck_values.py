@@ -3,8 +3,9 @@
 A loss that stops at one value and stays there is often sitting exactly on the value of a trivial solution: equal
 logits, the label frequencies, the targets' mean, every embedding the same. Each row computes one such value with
 torch's own loss module on fixed reference targets, and beside it the closed form computed without torch, so
-the table is a lookup from a number in a log to what the model is doing. Every loss class ``torch.nn`` exports
-has a row (the tests hold the table to that list). Values are sums of a few exact terms, the same on every machine.
+the table is a lookup from a number in a log to what the model is doing. Every ``_Loss`` subclass ``torch.nn``
+exports has a row (the tests hold the table to that list; ``AdaptiveLogSoftmaxWithLoss``, a Module with an output of
+its own, is not one). Values are sums of a few exact terms, the same on every machine.
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def _classification() -> list[StuckRow]:
     rate = 0.1
     return [
         StuckRow("CrossEntropyLoss", f"equal logits, {c} classes", nn.CrossEntropyLoss()(equal, targets).item(),
-                 math.log(c), f"log {c}", "no information: a fresh model, or every input made the same"),
+                 math.log(c), f"log {c}", "outputs pinned equal (a fresh or dead last layer); with balanced labels "
+                 "also a model that learned only the frequencies"),
         StuckRow("CrossEntropyLoss", "log of the label frequencies " + "/".join(f"{f:g}" for f in FREQUENCIES),
                  nn.CrossEntropyLoss()(prior, labels).item(), _entropy(FREQUENCIES),
                  "entropy of the labels", "learned the label frequencies, nothing from the inputs"),
@@ -105,13 +107,14 @@ def _regression() -> list[StuckRow]:
     return [
         StuckRow("MSELoss", "the targets' mean (targets standardised)", nn.MSELoss()(mean, y).item(), 1.0,
                  "the targets' variance (R² = 0)", "predicts the mean: a constant, or inputs lost"),
-        StuckRow("L1Loss", "the targets' median", nn.L1Loss()(median, y).item(),
+        StuckRow("L1Loss", "the targets' median (targets spread uniformly)", nn.L1Loss()(median, y).item(),
                  (y.double() - y.double().median()).abs().mean().item(), "mean absolute deviation",
                  "predicts the median"),
-        StuckRow("HuberLoss (delta=1)", "the targets' mean", nn.HuberLoss()(mean, y).item(),
+        StuckRow("HuberLoss (delta=1)", "the targets' mean (targets spread uniformly)", nn.HuberLoss()(mean, y).item(),
                  sum(0.5 * v * v if abs(v) < 1 else abs(v) - 0.5 for v in y.tolist()) / N,
                  "mean of 0.5·y² (|y| < 1) or |y| − 0.5", "a constant"),
-        StuckRow("SmoothL1Loss (beta=1)", "the targets' mean", nn.SmoothL1Loss()(mean, y).item(),
+        StuckRow("SmoothL1Loss (beta=1)", "the targets' mean (targets spread uniformly)",
+                 nn.SmoothL1Loss()(mean, y).item(),
                  sum(0.5 * v * v if abs(v) < 1 else abs(v) - 0.5 for v in y.tolist()) / N,
                  "Huber's value at delta = beta = 1", "a constant"),
         StuckRow("GaussianNLLLoss", "the targets' mean and variance", nn.GaussianNLLLoss()(mean, y,
@@ -138,12 +141,13 @@ def _embedding_and_distribution() -> list[StuckRow]:
         StuckRow("TripletMarginWithDistanceLoss", "every embedding the same",
                  nn.TripletMarginWithDistanceLoss(margin=1.0)(same, same, same).item(), 1.0, "the margin", "collapsed"),
         StuckRow("MarginRankingLoss (margin=1)", "equal scores", nn.MarginRankingLoss(margin=1.0)(torch.zeros(N),
-                 torch.zeros(N), sign).item(), 1.0, "the margin", "no order learned"),
+                 torch.zeros(N), sign).item(), 1.0, "the margin", "no order learned (not a collapse)"),
         StuckRow("HingeEmbeddingLoss", "distance 0 for every pair (a quarter similar)",
                  nn.HingeEmbeddingLoss()(torch.zeros(N), sign).item(), 0.75, "margin x share of dissimilar pairs",
                  "collapsed"),
-        StuckRow("CosineEmbeddingLoss", "every embedding the same (a quarter similar)",
-                 nn.CosineEmbeddingLoss()(same, same, sign).item(), 0.75, "share of dissimilar pairs", "collapsed"),
+        StuckRow("CosineEmbeddingLoss (margin=0)", "every embedding the same (a quarter similar)",
+                 nn.CosineEmbeddingLoss()(same, same, sign).item(), 0.75, "(1 − margin) x share of dissimilar pairs",
+                 "collapsed"),
         StuckRow("CTCLoss", "uniform over 6 outputs, 10 frames, 3-symbol targets",
                  nn.CTCLoss()(torch.full((10, N, 6), -math.log(6)), torch.tensor([1, 2, 3]).repeat(N, 1),
                               torch.full((N,), 10), torch.full((N,), 3)).item(),

@@ -526,7 +526,8 @@ print("\n".join(mapped_file_lines(mib=64, workers=2)))
 # nothing is private. The pages belong to the kernel's page cache, one copy for every process, which the kernel
 # can drop and read again when memory runs short (not run here). So "every worker uses as much RAM as my
 # memory-mapped dataset" is usually Rss counting shared pages; read Pss (`smem`, or `/proc/<pid>/smaps_rollup`)
-# before concluding anything. Copy-on-read, two sections up, is the case where the memory really is per worker.
+# before concluding anything. Copy-on-read, in the previous section, is the case where the memory really is per
+# worker.
 #
 # ### Random numbers in workers: a generator the dataset holds
 #
@@ -614,11 +615,14 @@ print("\n".join(random_draw_lines(n=5, seed=1)))
 # does not decide the order at all. Given both, `G` is drawn twice: every `iter()` of a loader first draws a
 # base seed for its workers from the loader's generator (even with no worker), then the sampler draws its
 # permutation from what is left. The audit says the same from the other side: building a loader or a sampler
-# draws nothing, but every `iter()` draws (once, or twice with a shuffle and no generator of its own), and so do
-# `random_split` without a generator, every layer's initialisation and dropout in training mode. So a loader that
-# is built and never iterated changes nothing; one iterated once, or a `random_split` or a layer added before the
-# training loop, shifts every draw after it. For a run that survives such edits, give each random consumer its
-# own seeded generator (the loader, `random_split`), and seed right before building the model.
+# draws nothing; every `iter()` draws the workers' base seed, shuffled or not, even with no worker; a shuffling
+# sampler without a generator of its own draws once more, at the first batch; a loader with `persistent_workers`
+# draws its base seed at its first `iter()` only. `random_split` without a generator draws too, and so do layers
+# built with random weights (Linear, Conv, Embedding; not normalisation layers or activations) and dropout in
+# training mode. So a loader that is built and never iterated changes nothing; one iterated once, or a
+# `random_split` or a layer added before the training loop, shifts every draw after it. For a run that survives
+# such edits, give each random consumer its own seeded generator (the loader, `random_split`), and seed right
+# before building the model.
 #
 # Workers also change the main process's random stream. `AugmentedRange` draws one `torch.rand` per example
 # (an augmentation); `shuffle=True` without a loader `generator` draws each epoch's permutation from the global

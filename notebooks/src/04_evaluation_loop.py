@@ -123,19 +123,24 @@ print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 # [0, 1] through `BatchNorm1d(1)` 200 times in train mode, then once in eval mode:
 
 # %% tags=["answers-bn-converged-gap"]
-from course_utils.chapters.ch04_evaluation import converged_gap
+from course_utils.chapters.ch04_evaluation import converged_gap, varying_batches_gap
 
 gap = converged_gap(batch=(0.0, 1.0), passes=200)
 print("running (mean, var) after 200 train passes:", gap["running"],
       "| the batch's variance: biased", gap["biased"], "unbiased", gap["unbiased"])
 print("train-mode output", gap["train"], "| eval-mode output", gap["eval"])
+for row in varying_batches_gap(sizes=(2, 8, 32)):
+    print(f"fresh N(0, 1) batches of {row['n']:2}: mean |train - eval| per value {row['gap']:.2f}, of which the "
+          f"n - 1 factor alone gives {row['from_factor']:.2f}")
 
 # %% [markdown]
 # Not the same, and not because anything is unconverged. Train mode divides by the batch's *biased* variance
-# (over n), while the running variance tracks the *unbiased* one (over n − 1), so even perfectly converged
-# statistics give eval outputs sqrt((n − 1)/n) times the train outputs: 0.7071 at n = 2, a gap that shrinks
-# as batches grow. Tiny batches feel it: a model trained on them evaluates on other activations than it
-# trained on.
+# (over n), while the running variance tracks the *unbiased* one (over n − 1), so for the very batch whose
+# statistics the buffers hold, eval outputs are sqrt((n − 1)/n) times the train outputs: 0.7071 at n = 2, a
+# factor that approaches 1 as batches grow. Real batches also differ from each other, and each is normalised by
+# its own mean and variance in train mode: on fresh batches (the last three lines) that batch-to-batch noise
+# is most of the gap between the modes, and the n − 1 factor the smaller, systematic part. Both shrink with the
+# batch: a model trained on tiny batches evaluates on other activations than it trained on.
 #
 # Same input, two different outputs. In eval mode one example's output no longer depends on the *values* of the
 # others in its batch. It can still move in its last bits with the batch's *size*: another size may take other
@@ -784,6 +789,29 @@ print("macro (the course's MulticlassF1 and its neighbours):", ", ".join(f"{k} {
 # %% [markdown]
 # Precision, recall and F1 that come out identical to each other and to accuracy are micro averages of a
 # single-label task, not a bug in the metric; to see the rare class, ask for the macro average (or per class).
+#
+# Segmentation is the same story one pixel at a time, with the background as the common class. Twelve masks,
+# objects on a few percent of the pixels, scored two ways: a model that predicts background everywhere, and one
+# that finds every object but draws it one pixel too wide. Pixel accuracy, then IoU (intersection over union)
+# and Dice for each class, from one confusion matrix (`course_utils/chapters/ch04_segmentation_metrics.py`):
+
+# %% tags=["answers-segmentation-metrics"]
+from course_utils.chapters.ch04_segmentation_metrics import segmentation_lines
+
+print("\n".join(segmentation_lines()))
+
+# %% [markdown]
+# Pixel accuracy is a micro average, so the background carries it: the model that found nothing scores above
+# 0.9, and a training log's pixel accuracy ("acc_seg") can look excellent while every object class sits at IoU 0.
+# Read IoU or Dice per class, and say whether the background is in the mean (here it lifts "mean IoU" from
+# 0.000 to 0.315 for a model that found nothing). Dice and IoU rank models alike (Dice = 2 IoU / (1 + IoU), always
+# higher), so a Dice and an IoU figure are not comparable numbers. And *how* they are averaged changes them the
+# way F1 changed above: over all pixels at once (counts summed, one ratio), or per image and then averaged,
+# where a one-pixel border costs a small object more than a large one (the per-image mean falls below the
+# pooled value), and an image without the class
+# contributes 0/0: left out, counted as a perfect 1, or as 0, three conventions and three numbers (last line).
+# A validation "Dice" computed per batch or per patch during training and the final one over whole volumes are
+# different averages of the same predictions; compare like with like.
 #
 # The smaller the batch, the coarser each per-batch value. Ten predictions, 7 of them right, in batches of 2:
 

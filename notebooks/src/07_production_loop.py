@@ -1624,19 +1624,23 @@ print("\n".join(lightning_default_lines(lightning_defaults(epochs=2))))
 # `manual_backward` and each optimizer's `step()` yourself). Returning `None` from `training_step` skips that
 # batch's update, but the skipped batch still advances `global_step` and a per-step schedule, so both run ahead
 # of the optimizer's own count. A module you put in eval mode stays in eval mode through training and
-# validation (this version restores each module's mode; a plain loop's `model.train()` does not), and the sanity
-# check runs `validation_step` on two batches before the first training batch: code there with side effects
-# (a counter, a metric object, a list) sees them.
+# validation (this version restores each module's mode, and its model summary warns about it at the start; a
+# plain loop's `model.train()` would switch it back), and the sanity check runs `validation_step` on two batches
+# before the first training batch: code there with side effects (a counter, a metric object, a list) sees them.
 #
 # Resuming is where a curve jumps. `fit(ckpt_path=...)` restores the weights, the optimizer's moments, the
-# schedule, the epoch and `global_step`, and the resumed fit ended bitwise on the uninterrupted one. Loading only
+# schedule, the epoch and `global_step`, and the resumed fit ended bitwise on the uninterrupted one, here where the
+# loader does not shuffle and nothing else draws random numbers; with `shuffle=True` the resumed epochs drew other
+# orders and the weights ended elsewhere, since the checkpoint holds no random stream. Loading only
 # `state_dict` into a new fit starts Adam's moments and the schedule from zero and counts epochs from 0 again:
 # the rate jumps back to its start, and the weights end elsewhere. And `ModelCheckpoint` only *saves* the best:
 # the model `fit()` leaves in memory is the last epoch's, so evaluate or ship
-# `Model.load_from_checkpoint(checkpoint.best_model_path)` (or `trainer.test(ckpt_path="best")`). Nor is its
-# `last.ckpt` the last epoch once a metric is monitored: this version writes it only in a step that also wrote a
-# top-k file, so here it held the best epoch. For the final weights, call `trainer.save_checkpoint(path)` after
-# `fit()`.
+# `Model.load_from_checkpoint(checkpoint.best_model_path)` (or `trainer.test(ckpt_path="best")`; for a module
+# whose `__init__` takes arguments, Lightning's documentation asks for `self.save_hyperparameters()` so that
+# loading can rebuild it). Nor is its `last.ckpt` the last epoch once a metric is monitored: 2.6.6's
+# `ModelCheckpoint` writes it only in a step that also wrote a top-k file, so here it held the best epoch. For
+# the final weights, add a second `ModelCheckpoint()` without a monitor (it held epoch 3), or call
+# `trainer.save_checkpoint(path)` after `fit()`.
 #
 # Accelerate's `save_state`/`load_state` restore the prepared objects, not the loop around them. Stopped after 2
 # of 10 epochs and resumed by a script that loops `for epoch in range(10)` again:
@@ -1648,10 +1652,13 @@ print("\n".join(accelerate_resume_lines(accelerate_resume(epochs_done=2, epochs=
 
 # %% [markdown]
 # The schedule and the optimizer came back at update 20, but the epoch count did not, so the run trained 12
-# epochs, and a schedule sized for 10 ran out: torch's `OneCycleLR` would refuse the extra steps (last line);
-# Accelerate's wrapper ignores them, and the extra epochs train at the schedule's last rate. Save the epoch (and the
-# batch within it) yourself: `accelerator.register_for_checkpointing` for a counter, then start the loop at the
-# saved epoch and `accelerator.skip_first_batches` inside it.
+# epochs, and a schedule sized for 10 ran out. torch's `OneCycleLR` alone refuses the extra steps; Accelerate's
+# wrapper skips the calls past `total_steps`, but only for schedulers that have that attribute (`OneCycleLR`),
+# so the extra epochs trained at the rate one step past its end, well above its designed last rate; a cosine or
+# linear schedule is not stopped at all, and a cosine climbs back up (last line). Save the epoch (and the batch
+# within it) yourself: `accelerator.register_for_checkpointing(obj)` takes any object with `state_dict()` and
+# `load_state_dict()` (a three-line class holding the epoch will do), then start the loop at the saved epoch and
+# call `accelerator.skip_first_batches` inside it.
 #
 # The Hugging Face Trainer is not pinned: its package alone (transformers 5.23.0, 13.3 MB) weighs more to
 # download than Lightning and Accelerate with all their dependencies (12.2 MB). What follows is read from
@@ -2057,8 +2064,8 @@ print("\n".join(collapse_lines(seeds=range(5))))
 
 # Every loss has such values. A loss that stops and stays put is often sitting exactly on what a model that
 # learned nothing would score: equal logits, the label frequencies, the targets' mean, every embedding the same
-# point. Each of torch's losses, on fixed targets, computed by torch beside the closed form computed without it
-# (`course_utils/chapters/ch07_stuck_values.py`), so a number in a log can be looked up:
+# point. Each of torch's losses (every `_Loss` it exports), on fixed targets, computed by torch beside the closed
+# form computed without it (`course_utils/chapters/ch07_stuck_values.py`), so a number in a log can be looked up:
 
 # %% tags=["answers-stuck-values"]
 from course_utils.chapters.ch07_stuck_values import stuck_lines
@@ -2068,13 +2075,16 @@ print("\n".join(stuck_lines()))
 # %% [markdown]
 # Read your plateau against its row. Cross-entropy at log C (2.3026 for ten classes, 0.6931 for a binary or
 # multi-label output) means the outputs carry no information; at the entropy of your label frequencies, that the
-# model learned only how common each class is. A regression loss at the targets' variance (1.0 on standardised
-# targets: R² and explained variance 0) means it predicts the mean, which is how a reconstruction or value loss
-# that "stays at about 1" reads. A metric-learning loss at exactly its margin means every input is mapped to one
-# point (collapse; the mining cell above shows batch-hard mining settling there). Two floors are not 0: a
-# cross-entropy against soft targets (label smoothing, mixup, distillation) bottoms out at the targets' entropy,
-# and only KL divergence reaches 0 there. Then look for the cause as above: the inputs not reaching the model,
-# a learning rate that killed the units, or a collapse the loss cannot leave.
+# model learned only how common each class is (with balanced labels the two are the same number). An MSE at the
+# targets' variance (1.0 on standardised targets: R² and explained variance 0) means it predicts the mean, which is
+# how a reconstruction or value loss that "stays at about 1" reads. The L1 and Huber rows depend on how the
+# targets are spread (uniformly here): compute mean |y − median(y)| on your own targets before reading them. A
+# triplet loss at exactly its margin means every input is mapped to one point (collapse; the mining cell above
+# shows batch-hard mining scoring a collapsed network at exactly the margin, lower than a good embedding); a
+# ranking loss at its margin means equal scores, no order learned. Two floors are not 0: a model that learned the
+# label frequencies bottoms out at their entropy, and a cross-entropy against soft targets (label smoothing,
+# mixup, distillation) at the targets' entropy, where only KL divergence reaches 0. Then look for the cause as
+# above: the inputs not reaching the model, a learning rate that killed the units, or a collapse.
 
 # A VAE's KL term that falls to 0 while the reconstruction stays high is the same story, and one of its common
 # causes is a reduction. `F.mse_loss(recon, x)` averages over every value of an example; the KL is usually summed
