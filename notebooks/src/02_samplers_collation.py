@@ -576,6 +576,25 @@ print("\n".join(label_padding_lines()))
 # collate pads: the two together leave only the response tokens in the loss. `attention_mask` is a separate
 # matter, for the model's attention; it does not touch the loss.
 #
+# Which positions count as padding matters most when the pad token *is* the end-of-sequence token, the usual
+# move when a tokenizer has none (`tokenizer.pad_token = tokenizer.eos_token`). Then the common idiom
+# `labels[labels == pad_id] = -100` masks every real end token along with the padding. Four short sequences,
+# each ending with the end token and padded with it, a tiny GRU language model trained on each masking rule, then
+# greedy generation from each sequence's first letter (at most 12 tokens; `course_utils/chapters/ch02_pad_eos.py`):
+
+# %% tags=["answers-pad-eos-labels"]
+from course_utils.chapters.ch02_pad_eos import pad_eos_lines
+
+print("\n".join(pad_eos_lines(seeds=range(5))))
+
+# %% [markdown]
+# Masked by id, the end token never appeared as a target, so the model never learned to emit it (every other
+# class's logit is pushed down at each target, the end token's included), and generation runs until its length
+# limit, looping. Masked by the attention mask, the first end token of each sequence stays in the loss and every
+# generation stopped where its training sequence did. Mask the labels with the attention mask (or a mask of the
+# positions after each sequence's first end token), not by the token's id, whenever the pad and end tokens share
+# an id.
+#
 # Graphs are collated without padding: PyTorch Geometric stacks every graph's node features into one tensor and
 # keeps a batch vector, each node's graph index (DGL keeps each graph's node count instead). Whatever reduces per graph (pooling, a loss per
 # graph) needs the number of graphs, and a reduction that reads it from the largest index loses the graphs at the
