@@ -39,6 +39,6 @@ def test_the_audit_leaves_the_callers_stream_alone():
     assert said["DataLoader(data, shuffle=True), built"] == "no"
     assert said["iter(DataLoader(data)): no shuffle, no worker"] == "yes, 1 draw of 64 bits"
     assert said["Dropout, eval mode"] == "no" and said["Dropout, training mode"] == "yes"
-    assert said["a second iter() of a persistent_workers loader"] == "no"
+    assert said["a second iter(), unshuffled persistent_workers loader"] == "no"
     assert said["nn.BatchNorm1d(4) and nn.ReLU(), built"] == "no"
     assert said["nn.Conv2d(1, 2, 3) and nn.Embedding(10, 4), built"] == "yes"

@@ -34,3 +34,22 @@ def test_the_report_against_hand_formulas():
     left_out = sm._mean(per_image, None)
     assert left_out < wide["dice"][2]                                              # small objects pull it down
     assert abs(sm._mean(per_image, 0.0) - left_out / 2) < 1e-12 and abs(sm._mean(per_image, 1.0) - (left_out + 1) / 2) < 1e-12
+
+
+def test_torchmetrics_agrees_with_the_hand_counts_per_image_and_pooled():
+    found = sm.segmentation_report()["one pixel too wide"]
+    tm = sm.torchmetrics_dice()
+    assert abs(tm["per image"] - sm._mean(found["class2_per_image"], None)) < 1e-6
+    assert abs(tm["pooled"] - found["dice"][2]) < 1e-6
+    assert abs(tm["default format on index masks"] - tm["per image"]) > 0.05       # misread, silently
+
+
+def test_false_positives_on_empty_images_score_zero_unless_those_images_are_dropped():
+    counted, dropped = sm._false_positive_dice(sm.masks(), sm.too_wide(sm.masks()))
+    per_image = sm.segmentation_report()["one pixel too wide"]["class2_per_image"]
+    assert abs(counted - sm._mean(per_image, 0.0)) < 1e-12 and abs(dropped - sm._mean(per_image, None)) < 1e-12
+
+
+def test_the_two_means_rank_the_two_models_in_opposite_orders():
+    rank = sm.ranking_example()
+    assert (rank["A"][0] > rank["B"][0]) and (rank["A"][1] < rank["B"][1])

@@ -50,6 +50,7 @@ def test_a_checkpoint_resume_is_exact_and_a_weights_only_one_is_not(lightning):
     assert lightning["reloaded_same"] is False and lightning["reloaded_gap"] > 1e-3
     assert lightning["reloaded_at"] == (2, 20)
     assert lightning["shuffled_same"] is False                # no random stream in the checkpoint
+    assert lightning["shuffled_restored_same"] is True        # the stream put back: exact again
     whole, resumed, reloaded = lightning["first_rates"]
     assert whole == resumed == pytest.approx(0.01 * 0.5 ** 20) and reloaded == 0.01     # StepLR halves per update
 

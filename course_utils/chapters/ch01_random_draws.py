@@ -91,7 +91,7 @@ def audit_calls(n: int = 5) -> dict[str, tuple[Callable[[], object], bool]]:
         "next(iter(DataLoader(data, shuffle=True)))": (lambda: next(iter(DataLoader(data, shuffle=True))), True),
         "next(iter(DataLoader(data, shuffle=True, generator=G)))":
             (lambda: next(iter(DataLoader(data, shuffle=True, generator=_seeded(1)))), True),
-        "a second iter() of a persistent_workers loader": (_second_iter_persistent(data), True),
+        "a second iter(), unshuffled persistent_workers loader": (_second_iter_persistent(data), True),
         "random_split(data, [3, 2])": (lambda: random_split(data, [3, 2]), False),
         "random_split(data, [3, 2], generator=G)": (lambda: random_split(data, [3, 2], generator=_seeded(1)), False),
         "nn.Linear(4, 4), built": (lambda: torch.nn.Linear(4, 4), False),

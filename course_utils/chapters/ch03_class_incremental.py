@@ -123,6 +123,6 @@ def class_incremental_lines(outcomes: dict[str, list[Outcome]], lam: float = 500
                  f"{all(v < 0.5 for v in ewc)}; replay above both on {sum(r > max(a, b) for r, a, b in zip(replay, tune, ewc))}"
                  f" of {seeds}")
     lines.append(f"  told the task: above 0.6 on every seed: fine-tuning {all(v > 0.6 for v in tune_told)}, EWC "
-                 f"{all(v > 0.6 for v in ewc_told)}; EWC above fine-tuning on "
-                 f"{sum(e > t for e, t in zip(ewc_told, tune_told))} of {seeds}")
+                 f"{all(v > 0.6 for v in ewc_told)}; EWC above fine-tuning by over 0.02 on "
+                 f"{sum(e > t + 0.02 for e, t in zip(ewc_told, tune_told))} of {seeds}")
     return lines

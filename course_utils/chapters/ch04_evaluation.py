@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_utils.engine.memory import GraphMemoryMeter
@@ -356,25 +357,28 @@ def converged_gap(batch=(0.0, 1.0), passes: int = 200) -> dict[str, object]:
 
 
 def varying_batches_gap(sizes=(2, 8, 32), warm: int = 2000, fresh: int = 1000, seed: int = 0) -> list[dict]:
-    """Real batches vary: BatchNorm1d(1) trained on `warm` batches of N(0, 1) values of each size, then `fresh` new
-    batches through it in train and in eval mode. Per size: the mean |train - eval| per value, and the part of it
-    the same-batch factor alone would give, (1 - sqrt((n-1)/n)) times the mean |train output| (chapter 4)."""
-    import math
+    """Real batches vary: BatchNorm1d(1, momentum=None) run on `warm` batches of N(0, 1) values of each size (its
+    buffers the cumulative averages, converged), then frozen; `fresh` new batches normalised by their own statistics (train mode's rule, computed without touching
+    the buffers) and by the buffers (eval mode). Per size: the RMS of each mode's outputs, the mean |train - eval|
+    per value, and the same gap had the buffers held the biased variance, (n-1)/n of theirs (chapter 4)."""
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for n in sizes:
-        bn = nn.BatchNorm1d(1, affine=False)
+        bn = nn.BatchNorm1d(1, affine=False, momentum=None)     # a cumulative average: converged, not an EMA's noise
         with torch.no_grad():
             bn.train()
             for _ in range(warm):
                 bn(torch.randn(n, 1, generator=generator))
-            batches = [torch.randn(n, 1, generator=generator) for _ in range(fresh)]
-            train_out = torch.cat([bn(b) for b in batches])          # momentum moves the buffers a little more;
-            bn.eval()                                                # they are converged: it changes nothing here
-            eval_out = torch.cat([bn(b) for b in batches])
-        factor = math.sqrt((n - 1) / n)
-        rows.append({"n": n, "gap": (train_out - eval_out).abs().mean().item(),
-                     "from_factor": (1 - factor) * train_out.abs().mean().item()})
+            x = torch.cat([torch.randn(n, 1, generator=generator) for _ in range(fresh)]).view(fresh, n, 1)
+            train_out = torch.cat([F.batch_norm(b, None, None, training=True, eps=bn.eps) for b in x])
+            bn.eval()
+            eval_out = bn(x.reshape(-1, 1))
+            biased = F.batch_norm(x.reshape(-1, 1), bn.running_mean, bn.running_var * (n - 1) / n, training=False,
+                                  eps=bn.eps)
+        rows.append({"n": n, "rms_train": train_out.pow(2).mean().sqrt().item(),
+                     "rms_eval": eval_out.pow(2).mean().sqrt().item(),
+                     "gap": (train_out - eval_out).abs().mean().item(),
+                     "gap_biased": (train_out - biased).abs().mean().item()})
     return rows
 
 

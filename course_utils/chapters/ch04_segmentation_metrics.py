@@ -1,7 +1,7 @@
 """Segmentation metrics by hand: pixel accuracy, IoU and Dice per class, and how averaging them changes them (ch. 4).
 
-Twelve 32x32 masks, background (class 0) and two object classes: a square of class 1 in every image, a square
-of class 2 in half of them (sides 2 to 9), so objects cover a few percent of the pixels, as in most segmentation sets.
+Twelve 32x32 masks, background (class 0) and two object classes: a square of class 1 in every image (side 4
+to 9), a square of class 2 in half of them (side 2 to 7), so objects cover a few percent of the pixels, as in most segmentation sets.
 Two predictions: all background (a model that learned the majority class), and a model that finds every object
 but draws it one pixel too wide on two sides (boundary errors). Every metric comes from one confusion matrix
 (``torch.bincount``), or from one per image; Dice is also computed from its own definition, 2|A and B| / (|A| +
@@ -82,6 +82,49 @@ def _mean(values, empty: float | None) -> float:
     return sum(kept) / len(kept)
 
 
+def _false_positive_dice(target: torch.Tensor, predicted: torch.Tensor) -> tuple[float, float]:
+    """Class 2's per-image Dice when one pixel of class 2 is painted on every image without it: averaged over all
+    images (the 0/0 case is gone: those images score 0), and with every image whose mask lacks the class dropped
+    (a rule some libraries apply by default), which hides the false positives."""
+    painted = predicted.clone()
+    empty = [(t == 2).sum().item() == 0 for t in target]
+    for image, is_empty in enumerate(empty):
+        if is_empty:
+            painted[image, 0, 0] = 2
+    scores = [dice(t, p, 2) for t, p in zip(target, painted)]
+    kept = [score for score, is_empty in zip(scores, empty) if not is_empty]
+    return sum(scores) / len(scores), sum(kept) / len(kept)
+
+
+def ranking_example() -> dict[str, tuple[float, float]]:
+    """Two models scored from counts on two classes of 100 pixels: (mean IoU, mean Dice) of each. A: one class
+    perfect, the other poor (20 hit, 80 missed, 50 false); B: both middling (70 hit, 30 missed, 30 false)."""
+    def scores(counts):
+        iou = [tp / (tp + fn + fp) for tp, fn, fp in counts]
+        dice_ = [2 * tp / (2 * tp + fn + fp) for tp, fn, fp in counts]
+        return sum(iou) / len(iou), sum(dice_) / len(dice_)
+    return {"A": scores([(100, 0, 0), (20, 80, 50)]), "B": scores([(70, 30, 30), (70, 30, 30)])}
+
+
+def torchmetrics_dice() -> dict[str, float]:
+    """torchmetrics' DiceScore for class 2 on the one-pixel-too-wide masks: its default per-image aggregation, its
+    pooled one, and its default input format applied to index masks (which it reads as one-hot without a word)."""
+    from torchmetrics.segmentation import DiceScore
+
+    target = masks()
+    predicted = too_wide(target)
+    found = {}
+    for name, args in (("per image", dict(average="none", input_format="index")),
+                       ("pooled", dict(average="none", input_format="index", aggregation_level="global"))):
+        metric = DiceScore(num_classes=CLASSES, **args)
+        metric.update(predicted, target)
+        found[name] = metric.compute()[2].item()
+    metric = DiceScore(num_classes=CLASSES)
+    metric.update(predicted, target)
+    found["default format on index masks"] = metric.compute().item()
+    return found
+
+
 def segmentation_lines() -> list[str]:
     found = segmentation_report()
     lines = [f"{IMAGES} masks of {SIZE}x{SIZE}, objects on {found['foreground']:.1%} of the pixels:"]
@@ -92,8 +135,18 @@ def segmentation_lines() -> list[str]:
                      f"{r['mean_iou_objects']:.3f} | Dice per class " + ", ".join(f"{v:.3f}" for v in r["dice"]))
     wide = found["one pixel too wide"]
     per_image = wide["class2_per_image"]
+    counted, dropped = _false_positive_dice(masks(), too_wide(masks()))
+    rank = ranking_example()
+    tm = torchmetrics_dice()
     lines += [f"  Dice = 2 IoU / (1 + IoU) for every class: {wide['dice_from_iou']}",
               f"  class 2, one pixel too wide: Dice over all pixels {wide['dice'][2]:.3f}; averaged per image, images "
               f"without it left out {_mean(per_image, None):.3f}, counted as 1 (empty and empty agree) "
-              f"{_mean(per_image, 1.0):.3f}, as 0 {_mean(per_image, 0.0):.3f}"]
+              f"{_mean(per_image, 1.0):.3f}, as 0 {_mean(per_image, 0.0):.3f}",
+              f"  the same with one false pixel of class 2 on each image without it: per image {counted:.3f} (those "
+              f"images score 0 under every convention); images with an empty mask dropped {dropped:.3f} (unseen)",
+              f"  two models from counts: mean IoU A {rank['A'][0]:.3f}, B {rank['B'][0]:.3f}; mean Dice A "
+              f"{rank['A'][1]:.3f}, B {rank['B'][1]:.3f}: the two means rank them in opposite orders",
+              f"  torchmetrics DiceScore, class 2, input_format='index': per image (its default) {tm['per image']:.3f}, "
+              f"aggregation_level='global' {tm['pooled']:.3f}; its default input_format on these index masks "
+              f"{tm['default format on index masks']:.3f}, without an error"]
     return lines

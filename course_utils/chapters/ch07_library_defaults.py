@@ -173,12 +173,18 @@ def _resume(Probe, epochs: int, folder: str) -> dict[str, object]:
     _fit(shuffled_whole, 2 * epochs, shuffle=True)
     torch.manual_seed(0)
     shuffled_first = _fit(Probe(optimizer="adam", schedule="step"), epochs, shuffle=True)
+    stream = torch.get_rng_state()                    # where the interrupted run's random stream stood
     shuffled_path = os.path.join(folder, "shuffled.ckpt")
     shuffled_first.save_checkpoint(shuffled_path)
-    torch.manual_seed(1)
-    shuffled_resumed = Probe(optimizer="adam", schedule="step")
-    _fit(shuffled_resumed, 2 * epochs, ckpt_path=shuffled_path, shuffle=True)
-    return {"shuffled_same": _same(shuffled_whole, shuffled_resumed),"resumed_same": _same(whole, resumed), "resumed_at": (trainer.current_epoch, trainer.global_step),
+    shuffled_same = {}
+    for restored in (False, True):
+        torch.manual_seed(0)                          # the same seed as the run it resumes
+        shuffled_resumed = Probe(optimizer="adam", schedule="step")
+        if restored:
+            torch.set_rng_state(stream)
+        _fit(shuffled_resumed, 2 * epochs, ckpt_path=shuffled_path, shuffle=True)
+        shuffled_same[restored] = _same(shuffled_whole, shuffled_resumed)
+    return {"shuffled_same": shuffled_same[False], "shuffled_restored_same": shuffled_same[True],"resumed_same": _same(whole, resumed), "resumed_at": (trainer.current_epoch, trainer.global_step),
             "reloaded_same": _same(whole, reloaded), "reloaded_gap": _gap(whole, reloaded),
             "reloaded_at": (again.current_epoch, again.global_step),
             "first_rates": (whole.rates[epochs * N_POINTS // BATCH], resumed.rates[0], reloaded.rates[0])}
@@ -230,7 +236,8 @@ def lightning_default_lines(found: dict[str, object]) -> list[str]:
         f"rate at the first update after epoch {epochs}: uninterrupted {rates[0]:.1e}, resumed {rates[1]:.1e}, "
         f"reloaded {rates[2]:.1e}",
         f"the same resume, the training loader shuffled: equal to the uninterrupted fit's: {found['shuffled_same']} "
-        f"(the checkpoint holds no random stream)",
+        f"(the checkpoint holds no random stream); with torch's random state saved at the stop and restored: "
+        f"{found['shuffled_restored_same']}",
         f"ModelCheckpoint(mode='min', save_last=True) on a metric {list(found['metric'])} by epoch: keeps "
         f"{found['best_file']}; last.ckpt holds epoch {found['last_epoch']} (written only when a top-k file is)",
         f"the model in memory after fit() (epoch {found['in_memory_epoch']}'s end) is the best checkpoint: "

@@ -616,8 +616,9 @@ print("\n".join(random_draw_lines(n=5, seed=1)))
 # base seed for its workers from the loader's generator (even with no worker), then the sampler draws its
 # permutation from what is left. The audit says the same from the other side: building a loader or a sampler
 # draws nothing; every `iter()` draws the workers' base seed, shuffled or not, even with no worker; a shuffling
-# sampler without a generator of its own draws once more, at the first batch; a loader with `persistent_workers`
-# draws its base seed at its first `iter()` only. `random_split` without a generator draws too, and so do layers
+# sampler without a generator of its own draws once more, at the first batch (at `iter()` itself when workers
+# prefetch); a loader with `persistent_workers` draws its base seed at its first `iter()` only (a shuffled one
+# still draws each epoch's permutation). `random_split` without a generator draws too, and so do layers
 # built with random weights (Linear, Conv, Embedding; not normalisation layers or activations) and dropout in
 # training mode. So a loader that is built and never iterated changes nothing; one iterated once, or a
 # `random_split` or a layer added before the training loop, shifts every draw after it. For a run that survives

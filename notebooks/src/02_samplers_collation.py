@@ -591,9 +591,12 @@ print("\n".join(pad_eos_lines(seeds=range(5))))
 # Masked by id, the end token never appeared as a target, so the model never learned to emit it (every other
 # class's logit is pushed down at each target, the end token's included), and generation runs until its length
 # limit, looping. Masked by the attention mask, the first end token of each sequence stays in the loss and every
-# generation stopped where its training sequence did. Mask the labels with the attention mask (or a mask of the
-# positions after each sequence's first end token), not by the token's id, whenever the pad and end tokens share
-# an id.
+# generation stopped where its training sequence did. Mask the labels with the attention mask (or, with right
+# padding, a mask of the positions after each sequence's first end token), not by the token's id, whenever the pad
+# and end tokens share an id; or give the tokenizer a pad token of its own. The id idiom is also what transformers'
+# `DataCollatorForLanguageModeling(mlm=False)` does (read from its source, not run: transformers is not installed
+# here), so that collator with `pad_token = eos_token` trains this bug. And check that your sequences end with the
+# end token at all: a tokenizer that does not append it gives either mask nothing to keep.
 #
 # Graphs are collated without padding: PyTorch Geometric stacks every graph's node features into one tensor and
 # keeps a batch vector, each node's graph index (DGL keeps each graph's node count instead). Whatever reduces per graph (pooling, a loss per

@@ -982,8 +982,8 @@ print("\n".join(drift_lines(seeds=range(5), step_counts=(5, 50))))
 # %% [markdown]
 # A client that holds two classes trains a model for those two: every local step pushes the other classes'
 # logits down (softmax's gradient on an absent class is its probability, always positive), and more local steps
-# push further. After the last round, the average of two such clients scored far better on the classes they held
-# than on the rest, and at 50 local steps it had all but lost the rest (the "after the last round" lines). So
+# push further. After the last round, the average of two such clients scored over 0.3 better on the classes they
+# held than on the rest, and at 50 local steps it had all but lost the rest (the "after the last round" lines). So
 # the accuracy swings with which clients the round drew and ends below the random deal, which trains steadily
 # on the same data. A curve that jumps or collapses from round to round on a label-skewed split can be this drift
 # alone; it needs no bug. Fewer local steps drifted less (last line); what else reduces it (named, not run here):

@@ -130,17 +130,19 @@ print("running (mean, var) after 200 train passes:", gap["running"],
       "| the batch's variance: biased", gap["biased"], "unbiased", gap["unbiased"])
 print("train-mode output", gap["train"], "| eval-mode output", gap["eval"])
 for row in varying_batches_gap(sizes=(2, 8, 32)):
-    print(f"fresh N(0, 1) batches of {row['n']:2}: mean |train - eval| per value {row['gap']:.2f}, of which the "
-          f"n - 1 factor alone gives {row['from_factor']:.2f}")
+    print(f"fresh N(0, 1) batches of {row['n']:2}: train and eval outputs of the same overall size (RMS within 0.05): "
+          f"{abs(row['rms_train'] - row['rms_eval']) < 0.05} | mean |train - eval| per value {row['gap']:.2f}; "
+          f"had the buffers held the biased variance {row['gap_biased']:.2f}")
 
 # %% [markdown]
 # Not the same, and not because anything is unconverged. Train mode divides by the batch's *biased* variance
 # (over n), while the running variance tracks the *unbiased* one (over n − 1), so for the very batch whose
 # statistics the buffers hold, eval outputs are sqrt((n − 1)/n) times the train outputs: 0.7071 at n = 2, a
-# factor that approaches 1 as batches grow. Real batches also differ from each other, and each is normalised by
-# its own mean and variance in train mode: on fresh batches (the last three lines) that batch-to-batch noise
-# is most of the gap between the modes, and the n − 1 factor the smaller, systematic part. Both shrink with the
-# batch: a model trained on tiny batches evaluates on other activations than it trained on.
+# factor that approaches 1 as batches grow. On fresh batches, as in real training, that factor is no part of the
+# gap: the unbiased running variance is what gives eval outputs the train outputs' overall size (the last three
+# lines, with buffers converged as cumulative averages), and buffers holding the biased variance would widen the
+# gap. The gap itself is each batch being normalised by its own mean and variance in train mode; it shrinks with
+# the batch, and at tiny batches a model evaluates on quite other activations than it trained on.
 #
 # Same input, two different outputs. In eval mode one example's output no longer depends on the *values* of the
 # others in its batch. It can still move in its last bits with the batch's *size*: another size may take other
@@ -803,15 +805,24 @@ print("\n".join(segmentation_lines()))
 # %% [markdown]
 # Pixel accuracy is a micro average, so the background carries it: the model that found nothing scores above
 # 0.9, and a training log's pixel accuracy ("acc_seg") can look excellent while every object class sits at IoU 0.
-# Read IoU or Dice per class, and say whether the background is in the mean (here it lifts "mean IoU" from
-# 0.000 to 0.315 for a model that found nothing). Dice and IoU rank models alike (Dice = 2 IoU / (1 + IoU), always
-# higher), so a Dice and an IoU figure are not comparable numbers. And *how* they are averaged changes them the
-# way F1 changed above: over all pixels at once (counts summed, one ratio), or per image and then averaged,
-# where a one-pixel border costs a small object more than a large one (the per-image mean falls below the
-# pooled value), and an image without the class
-# contributes 0/0: left out, counted as a perfect 1, or as 0, three conventions and three numbers (last line).
-# A validation "Dice" computed per batch or per patch during training and the final one over whole volumes are
-# different averages of the same predictions; compare like with like.
+# (Micro-averaged Dice over all classes is pixel accuracy again, as micro F1 was accuracy above.) Read IoU or Dice
+# per class, and say whether the background is in the mean (here it lifts "mean IoU" from 0.000 to 0.315 for a
+# model that found nothing). For one class Dice and IoU rank models alike (Dice = 2 IoU / (1 + IoU): never lower,
+# equal at 0 and 1), but their *means* over classes or images can rank two models in opposite orders (the
+# two-model line), and a Dice figure and an IoU figure are not comparable numbers.
+#
+# *How* they are averaged changes them the way F1 changed above: over all pixels at once (counts summed, one
+# ratio), or per image and then averaged, where here a one-pixel border cost the small objects more than the large
+# ones and the per-image mean fell below the pooled value. An image where neither mask nor prediction has the
+# class contributes 0/0: left out, counted as a perfect 1, or as 0, three conventions and three numbers. An image
+# where only the prediction has it scores 0 under all three, which is how over-prediction shows, unless the
+# metric drops every image whose mask lacks the class (MONAI's `DiceMetric` does by default, `ignore_empty=True`:
+# read from its source, not run), which hides those false positives. torchmetrics averages per image by
+# default and pools with `aggregation_level="global"`; its default `input_format="one-hot"` applied to index
+# masks returns a number without an error (last line): pass `input_format="index"` for class-index masks. Labels
+# that mean "ignore" (255 in VOC and Cityscapes) must be dropped before any of these counts. A validation "Dice"
+# computed per batch or per patch during training and the final one over whole volumes are different averages of
+# the same predictions; compare like with like.
 #
 # The smaller the batch, the coarser each per-batch value. Ten predictions, 7 of them right, in batches of 2:
 

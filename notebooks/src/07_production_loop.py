@@ -1631,7 +1631,10 @@ print("\n".join(lightning_default_lines(lightning_defaults(epochs=2))))
 # Resuming is where a curve jumps. `fit(ckpt_path=...)` restores the weights, the optimizer's moments, the
 # schedule, the epoch and `global_step`, and the resumed fit ended bitwise on the uninterrupted one, here where the
 # loader does not shuffle and nothing else draws random numbers; with `shuffle=True` the resumed epochs drew other
-# orders and the weights ended elsewhere, since the checkpoint holds no random stream. Loading only
+# orders and the weights ended elsewhere, since the checkpoint holds no random stream. Saving torch's random state
+# at the stop and restoring it before the resumed fit made even the shuffled resume exact (in Lightning, a
+# module's `on_save_checkpoint` and `on_load_checkpoint` hooks are the place to carry `torch.get_rng_state()` and a
+# loader generator's state; not run here). Loading only
 # `state_dict` into a new fit starts Adam's moments and the schedule from zero and counts epochs from 0 again:
 # the rate jumps back to its start, and the weights end elsewhere. And `ModelCheckpoint` only *saves* the best:
 # the model `fit()` leaves in memory is the last epoch's, so evaluate or ship
@@ -2078,13 +2081,15 @@ print("\n".join(stuck_lines()))
 # model learned only how common each class is (with balanced labels the two are the same number). An MSE at the
 # targets' variance (1.0 on standardised targets: R² and explained variance 0) means it predicts the mean, which is
 # how a reconstruction or value loss that "stays at about 1" reads. The L1 and Huber rows depend on how the
-# targets are spread (uniformly here): compute mean |y − median(y)| on your own targets before reading them. A
+# targets are spread (uniformly here): compute mean |y − median(y)| (L1) or the loss of the best constant (Huber)
+# on your own targets before reading them. A
 # triplet loss at exactly its margin means every input is mapped to one point (collapse; the mining cell above
 # shows batch-hard mining scoring a collapsed network at exactly the margin, lower than a good embedding); a
-# ranking loss at its margin means equal scores, no order learned. Two floors are not 0: a model that learned the
-# label frequencies bottoms out at their entropy, and a cross-entropy against soft targets (label smoothing,
-# mixup, distillation) at the targets' entropy, where only KL divergence reaches 0. Then look for the cause as
-# above: the inputs not reaching the model, a learning rate that killed the units, or a collapse.
+# ranking loss at its margin means equal scores, no order learned. The label-frequency entropy is a plateau, not a
+# floor: hard-label cross-entropy can go below it, to 0. One floor is not 0: a cross-entropy against soft targets
+# (label smoothing, mixup, distillation) bottoms out at the targets' entropy, where only KL divergence reaches 0.
+# Then look for the cause as above: the inputs not reaching the model, a learning rate that killed the units, or
+# a collapse.
 
 # A VAE's KL term that falls to 0 while the reconstruction stays high is the same story, and one of its common
 # causes is a reduction. `F.mse_loss(recon, x)` averages over every value of an example; the KL is usually summed
