@@ -92,6 +92,13 @@ def _classification() -> list[StuckRow]:
                  multi).item(), math.log(2), "log 2", "no information about any label"),
         StuckRow("SoftMarginLoss", "output 0", nn.SoftMarginLoss()(torch.zeros(N), sign).item(), math.log(2),
                  "log 2", "no information"),
+        StuckRow("BCEWithLogitsLoss (sigmoid x2)", f"perfect probabilities fed as logits (positives {rate:g})",
+                 nn.BCEWithLogitsLoss()(torch.sigmoid(torch.where(sign > 0, 50.0, -50.0)), (sign > 0).float()).item(),
+                 rate * math.log(1 + math.exp(-1)) + (1 - rate) * math.log(2),
+                 "p·log(1 + 1/e) + (1 − p)·log 2", "every prediction right, yet no lower: drop the sigmoid"),
+        StuckRow("CrossEntropyLoss (softmax x2)", f"perfect probabilities fed as logits, {c} classes",
+                 nn.CrossEntropyLoss()(F.one_hot(targets, c).float(), targets).item(), math.log(1 + (c - 1) / math.e),
+                 "log(1 + (C − 1)/e)", "every prediction right, yet no lower: drop the softmax"),
         StuckRow("MultiMarginLoss", f"equal scores, {c} classes", nn.MultiMarginLoss()(equal, targets).item(),
                  (c - 1) / c, f"margin x (C-1)/C = {c - 1}/{c}", "no class preferred"),
         StuckRow("MultiLabelMarginLoss", "equal scores, 3 positive labels of 10",
@@ -165,10 +172,23 @@ def stuck_rows() -> list[StuckRow]:
         return _classification() + _regression() + _embedding_and_distribution()
 
 
+def sequential_head_check() -> tuple[bool, bool]:
+    """A head written nn.Sequential(nn.Linear(8, 1), nn.Sigmoid()): is head[0] the Linear alone, and do its outputs
+    leave (0, 1), as logits may (so head[0](x) can feed BCEWithLogitsLoss)?"""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        head = nn.Sequential(nn.Linear(8, 1), nn.Sigmoid())
+        out = head[0](10 * torch.randn(100, 8))
+    return isinstance(head[0], nn.Linear), bool(((out < 0) | (out > 1)).any())
+
+
 def stuck_lines() -> list[str]:
     rows = stuck_rows()
     lines = [f"{'loss':31}{'output of a model that learned nothing':53}{'value':>7}  = closed form (agree?)  -> reads as"]
     for row in rows:
         lines.append(f"{row.loss:31}{row.output:53}{row.value:7.4f}  = {row.form} "
                      f"({abs(row.value - row.closed) < 1e-4})  -> {row.reads}")
+    alone, beyond = sequential_head_check()
+    lines.append(f"nn.Sequential(nn.Linear(8, 1), nn.Sigmoid())[0] is the Linear alone: {alone}; its outputs leave "
+                 f"(0, 1), as logits do: {beyond}")
     return lines

@@ -839,6 +839,23 @@ for what, result in two_network_rules().items():
 # gradient is neither G's gradient through D before the step nor after it: it mixes the activations saved before
 # the step with the weights after it. The error in newer torch is a silent wrong gradient caught.
 #
+# `.data` is still there, and so is `.detach()`; both return a tensor that shares the leaf's storage. What differs
+# is the version counter, and whether the leaf itself may be changed. A parameter-like leaf `c`, squared (the
+# multiplication saves it), then changed in place one way or another before the backward
+# (`course_utils/chapters/ch03_leaf_inplace.py`):
+
+# %% tags=["answers-leaf-inplace"]
+from course_utils.chapters.ch03_leaf_inplace import leaf_inplace_lines
+
+print("\n".join(leaf_inplace_lines()))
+
+# %% [markdown]
+# The leaf and its views refuse in-place changes while gradients are recorded. `detach()` shares the storage
+# *and* the version counter: the change goes through, and the backward that saved `c` refuses to use the changed
+# values. `.data` shares the storage only: the backward runs and returns 2c from values the forward never saw, a
+# wrong gradient without a word. To change a parameter by hand, do it under `torch.no_grad()` (last line), the
+# way optimizers do, and never between a forward and the backward that uses it.
+#
 # Some loops call backward once per loss term (a critic's real and fake terms, a reconstruction loss after an
 # adversarial one) where others sum the terms and call it once. Gradients add up in `.grad`, so both give the same
 # gradient; what differs is the graph. Terms from separate forwards own separate graphs, each freed by its own

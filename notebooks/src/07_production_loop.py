@@ -2085,7 +2085,11 @@ print("\n".join(stuck_lines()))
 # on your own targets before reading them. A
 # triplet loss at exactly its margin means every input is mapped to one point (collapse; the mining cell above
 # shows batch-hard mining scoring a collapsed network at exactly the margin, lower than a good embedding); a
-# ranking loss at its margin means equal scores, no order learned. The label-frequency entropy is a plateau, not a
+# ranking loss at its margin means equal scores, no order learned. A loss that will not go below a value even when
+# every prediction is right may be an activation too many: probabilities fed to `BCEWithLogitsLoss` or
+# `CrossEntropyLoss`, which apply their own (the "x2" rows). A head written `nn.Sequential(nn.Linear(d, 1),
+# nn.Sigmoid())` and indexed `head[0](x)` is not that case: `[0]` is the Linear alone, whose outputs are logits (last
+# line). The label-frequency entropy is a plateau, not a
 # floor: hard-label cross-entropy can go below it, to 0. One floor is not 0: a cross-entropy against soft targets
 # (label smoothing, mixup, distillation) bottoms out at the targets' entropy, where only KL divergence reaches 0.
 # Then look for the cause as above: the inputs not reaching the model, a learning rate that killed the units, or
