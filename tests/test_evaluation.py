@@ -125,7 +125,7 @@ def test_train_eval_view_numbers_passes_and_shows_a_mode_change_at_once():
 def test_converged_running_statistics_still_scale_eval_outputs_by_the_bessel_factor():
     import math
 
-    from course_utils.chapters.ch04_evaluation import converged_gap
+    from course_utils.chapters.ch04_bn_gap import converged_gap
 
     for batch in ((0.0, 1.0), (2.0, 4.0, 6.0, 8.0), tuple(float(v) for v in range(8))):
         gap = converged_gap(batch=batch, passes=200)
@@ -136,7 +136,7 @@ def test_converged_running_statistics_still_scale_eval_outputs_by_the_bessel_fac
 
 
 def test_on_fresh_batches_the_unbiased_buffers_keep_the_scale_and_the_gap_shrinks():
-    from course_utils.chapters.ch04_evaluation import varying_batches_gap
+    from course_utils.chapters.ch04_bn_gap import varying_batches_gap
 
     rows = varying_batches_gap(sizes=(2, 8, 32), warm=500, fresh=300)
     assert all(abs(row["rms_train"] - row["rms_eval"]) < 0.08 for row in rows)

@@ -12,19 +12,11 @@ from collections.abc import Callable
 
 import torch
 
-
-def _first_sentence(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0]
-    return f"{type(error).__name__}: {text.split('. ')[0].rstrip('.')}."
+from course_utils.chapters.raised import raised
 
 
 def _refused(change: Callable[[torch.Tensor], object]) -> str:
-    leaf = torch.ones(3, requires_grad=True)
-    try:
-        change(leaf)
-        return "no error"
-    except RuntimeError as error:
-        return _first_sentence(error)
+    return raised(lambda: change(torch.ones(3, requires_grad=True)), sentences=1)
 
 
 def _through(alias: str) -> dict[str, object]:
@@ -35,12 +27,10 @@ def _through(alias: str) -> dict[str, object]:
     other = leaf.detach() if alias == "detach" else leaf.data
     other += 1
     found = {"changed": bool((leaf == 2).all()), "version": (before, leaf._version)}
-    try:
-        loss.backward()
-        found["backward"] = "ran"
+    outcome = raised(loss.backward, sentences=1)
+    found["backward"] = "ran" if outcome == "no error" else outcome
+    if leaf.grad is not None:
         found["gradient"] = leaf.grad.tolist()       # 2 * leaf: computed from the changed values
-    except RuntimeError as error:
-        found["backward"] = _first_sentence(error)
     return found
 
 

@@ -259,7 +259,7 @@ def run_accelerate(n_train: int = 14_905, batch_size: int = 64, accumulate: int 
     with quiet_libraries(), tempfile.TemporaryDirectory() as folder:
         import accelerate
         from accelerate import Accelerator
-        from accelerate.state import AcceleratorState, GradientState
+        from accelerate.state import AcceleratorState
 
         torch.manual_seed(seed)
         model = torch.nn.Linear(2, 1)
@@ -282,12 +282,20 @@ def run_accelerate(n_train: int = 14_905, batch_size: int = 64, accumulate: int 
             files = tuple(sorted(os.listdir(folder)))
             saved = torch.load(os.path.join(folder, "random_states_0.pkl"), weights_only=False)
         finally:
-            accelerator.free_memory()
-            AcceleratorState._reset_state(True)     # a second run in the same kernel starts from nothing
-            GradientState._reset_state()
+            release_accelerator(accelerator)
     return AccelerateRun(version=accelerate.__version__, processes=processes, micro_batches=calls,
                          optimizer_steps=steps[0], scheduler_steps=inner.last_epoch,
                          accelerator_step=int(saved["step"]), files=files, random_state_keys=tuple(sorted(saved)))
+
+
+def release_accelerator(accelerator) -> None:
+    """Free an Accelerator and reset Accelerate's process-wide state, so that a second run in the same kernel
+    starts from nothing."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    accelerator.free_memory()
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
 
 
 def scheduler_source_line() -> tuple[int, str]:

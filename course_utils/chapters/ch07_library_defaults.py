@@ -15,7 +15,8 @@ import warnings
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.chapters.ch07_libraries import quiet_libraries
+from course_utils.chapters.ch07_libraries import quiet_libraries, release_accelerator
+from course_utils.chapters.raised import raised
 
 N_POINTS, BATCH = 80, 8
 
@@ -25,16 +26,6 @@ def _data(n: int = N_POINTS, shuffle: bool = False) -> DataLoader:
     which Lightning's checkpoint does not hold)."""
     x = torch.randn(n, 2, generator=torch.Generator().manual_seed(0))
     return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=BATCH, shuffle=shuffle)
-
-
-def _first_sentences(error: BaseException, count: int = 1) -> str:
-    """An exception's type and the first `count` sentences of its message's first line."""
-    text, end = str(error).strip().splitlines()[0], -1
-    for _ in range(count):
-        end = text.find(". ", end + 1)
-        if end < 0:
-            break
-    return f"{type(error).__name__}: {text if end < 0 else text[:end + 1]}"
 
 
 def _module_class():
@@ -125,11 +116,8 @@ def lightning_defaults(epochs: int = 2) -> dict[str, object]:
             found[f"scheduler_steps_{schedule}"] = trainer.lr_scheduler_configs[0].scheduler.last_epoch
         for case in ("plateau", "plateau_unlogged", "two"):
             torch.manual_seed(0)
-            try:
-                _fit(Probe(schedule=case) if case != "two" else Probe(optimizer="two"), 1)
-                found[f"error_{case}"] = "no error"
-            except Exception as error:                  # noqa: BLE001 -- the library's own refusal is the finding
-                found[f"error_{case}"] = _first_sentences(error, 2 if case == "plateau_unlogged" else 1)
+            probe = Probe(schedule=case) if case != "two" else Probe(optimizer="two")
+            found[f"error_{case}"] = raised(lambda: _fit(probe, 1), sentences=2 if case == "plateau_unlogged" else 1)
         torch.manual_seed(0)
         skipper = Probe(optimizer="adam", schedule="step", skip=3)
         trainer = _fit(skipper, 1, validate=False)
@@ -255,7 +243,6 @@ def accelerate_resume(epochs_done: int = 2, epochs: int = 10) -> dict[str, objec
     with quiet_libraries(), tempfile.TemporaryDirectory() as folder:
         import accelerate
         from accelerate import Accelerator
-        from accelerate.state import AcceleratorState, GradientState
 
         def prepared(seed: int):
             torch.manual_seed(seed)
@@ -277,16 +264,11 @@ def accelerate_resume(epochs_done: int = 2, epochs: int = 10) -> dict[str, objec
                     updates += 1
             return updates
 
-        def release(parts) -> None:
-            parts[0].free_memory()
-            AcceleratorState._reset_state(True)
-            GradientState._reset_state()
-
         try:
             parts = prepared(0)
             train(parts, epochs_done)
             parts[0].save_state(folder)
-            release(parts)
+            release_accelerator(parts[0])
             parts = prepared(1)
             parts[0].load_state(folder)
             inner, optimizer = parts[1], parts[3]
@@ -296,20 +278,20 @@ def accelerate_resume(epochs_done: int = 2, epochs: int = 10) -> dict[str, objec
             found["final_schedule_steps"] = inner.last_epoch
             found["final_lr"] = optimizer.param_groups[0]["lr"]
         finally:
-            release(parts)
+            release_accelerator(parts[0])
         found["version"] = accelerate.__version__
         found["cosine"] = _prepared_cosine_past_end(total, extra=total // 5)
     optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.01)
     alone = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.01, total_steps=total)
-    try:
+
+    def past_the_end() -> None:
         for step in range(total + 1):
             optimizer.step()
             alone.step()
             if step == total - 2:                # last_epoch total - 1: the schedule's last designed step
                 found["designed_final_lr"] = optimizer.param_groups[0]["lr"]
-        found["torch_alone"] = "no error"
-    except ValueError as error:
-        found["torch_alone"] = _first_sentences(error, 2)
+
+    found["torch_alone"] = raised(past_the_end, sentences=2)
     found["total"] = total
     return found
 
@@ -318,7 +300,6 @@ def _prepared_cosine_past_end(total: int, extra: int) -> tuple[float, float]:
     """A CosineAnnealingLR(T_max=total) prepared by Accelerate and stepped `extra` times past its end: the rate at
     T_max and at T_max + extra (Accelerate skips calls past the end only for schedulers with total_steps)."""
     from accelerate import Accelerator
-    from accelerate.state import AcceleratorState, GradientState
 
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -333,9 +314,7 @@ def _prepared_cosine_past_end(total: int, extra: int) -> tuple[float, float]:
             if step in (total, total + extra):
                 rates.append(optimizer.param_groups[0]["lr"])
     finally:
-        accelerator.free_memory()
-        AcceleratorState._reset_state(True)
-        GradientState._reset_state()
+        release_accelerator(accelerator)
     return rates[0], rates[1]
 
 

@@ -123,7 +123,7 @@ print("after one more pass, in eval mode:  ", rs.after_eval, "(unchanged)")
 # [0, 1] through `BatchNorm1d(1)` 200 times in train mode, then once in eval mode:
 
 # %% tags=["answers-bn-converged-gap"]
-from course_utils.chapters.ch04_evaluation import converged_gap, varying_batches_gap
+from course_utils.chapters.ch04_bn_gap import converged_gap, varying_batches_gap
 
 gap = converged_gap(batch=(0.0, 1.0), passes=200)
 print("running (mean, var) after 200 train passes:", gap["running"],
