@@ -264,8 +264,15 @@ def lr_range_test(page) -> list[dict]:
     page.wait_for_function("() => document.body.innerText.includes('LR range test (SGD + momentum)')", timeout=30_000)
     assert "This figure is the sweep for" not in page.locator(".jp-Notebook").inner_text()
     page.screenshot(path=str(ARTIFACTS / "06-lr-momentum.png"))
-    return [{"control": "LR range test: optimizer menu to SGD + momentum", "ms": round(ms)},
-            {"control": "LR range test: Sweep clicked 3 times quickly (one sweep)", "ms": round(sweep_ms)}]
+    sweep = {"control": "LR range test: Sweep clicked 3 times quickly (one sweep)", "ms": round(sweep_ms)}
+    if sweep_ms > LIMIT_MS:
+        # once more, as timing.timed does for every control: a burst of the background notebook passes is not
+        # the view's slowness. The same optimizer's sweep is kept (the test is deterministic), so the second
+        # measure sweeps one not yet swept: a whole new sweep again, not the view's "nothing new" answer.
+        row.locator("select").select_option(label="AdamW")
+        sweep["first_ms"], sweep["ms"] = sweep["ms"], round(measure(page, three_clicks))
+        page.wait_for_function("() => document.body.innerText.includes('LR range test (AdamW)')", timeout=30_000)
+    return [{"control": "LR range test: optimizer menu to SGD + momentum", "ms": round(ms)}, sweep]
 
 
 def chapter6_pass(page, url: str) -> None:
