@@ -49,7 +49,7 @@ class TinyLM(nn.Module):
         return self.out(self.gru(self.embed(ids))[0])
 
 
-def train_and_generate(rule: str, seed: int, steps: int = 300) -> list[list[int]]:
+def train_and_generate(rule: str, seed: int, steps: int = 120) -> list[list[int]]:
     """Adam on the four sequences for `steps` full-batch steps, then greedy generation from each first letter."""
     torch.manual_seed(seed)
     model = TinyLM()

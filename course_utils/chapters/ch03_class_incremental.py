@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.chapters.seed_stack import StackedMLP, per_copy_loss
+
 CLASSES, DIM, TASKS = 10, 20, 5
 STRATEGIES = ("fine-tuning", "EWC", "replay")
 
@@ -35,13 +37,19 @@ def gaussian_classes(seed: int, per_class: int, spread: float = 1.0, noise: floa
 
 def _fisher(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
     """The diagonal empirical Fisher: each example's gradient of -log p(y|x), squared, averaged over the examples
-    (torch.func would vectorise the loop; a loop is the definition)."""
+    (torch.func would vectorise the loop; a loop is the definition). x (N, i) and y (N,) for a module; for a
+    StackedMLP x (S, N, i) and y (S, N), each copy's own examples, each copy's Fisher in its own slice."""
+    stacked = isinstance(model, StackedMLP)
+    count = x.shape[1] if stacked else len(x)
     total = [torch.zeros_like(p) for p in model.parameters()]
-    for xi, yi in zip(x, y):
+    for i in range(count):
         model.zero_grad()
-        F.cross_entropy(model(xi[None]), yi[None]).backward()
+        if stacked:
+            per_copy_loss(model(x[:, i:i + 1]), y[:, i:i + 1]).backward()
+        else:
+            F.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
         for acc, p in zip(total, model.parameters()):
-            acc += p.grad.detach() ** 2 / len(x)
+            acc += p.grad.detach() ** 2 / count
     return total
 
 
@@ -52,27 +60,31 @@ class Outcome:
     told_task: tuple[float, ...] = ()     # the same, choosing only between the example's own task's two classes
 
 
-def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_class: int = 200,
-          stored: int = 10) -> Outcome:
-    x_train, y_train, x_test, y_test = gaussian_classes(seed, per_class)
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(DIM, 64), nn.ReLU(), nn.Linear(64, CLASSES))
+def train_runs(strategy: str, seeds, lam: float = 5000.0, epochs: int = 10, per_class: int = 200,
+               stored: int = 10) -> list[Outcome]:
+    """One Outcome per seed, the seeds trained at once as the copies of a StackedMLP, each with its own data and its
+    own generator drawn in the order a run alone draws it (seed_stack.py)."""
+    seeds = list(seeds)
+    data = [gaussian_classes(seed, per_class) for seed in seeds]
+    x_train, y_train, x_test, y_test = (torch.stack(column) for column in zip(*data))
+    model = StackedMLP(seeds, (DIM, 64, CLASSES))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    generator = torch.Generator().manual_seed(seed)
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    rows = torch.arange(len(seeds))[:, None]
     fisher = [torch.zeros_like(p) for p in model.parameters()]
     anchor: list[torch.Tensor] | None = None
-    memory_x, memory_y = x_train[:0], y_train[:0]
+    memory_x, memory_y = x_train[:, :0], y_train[:, :0]
     for task in range(TASKS):
-        mine = (y_train // 2) == task
-        x, y = x_train[mine], y_train[mine]
+        mine = (y_train[0] // 2) == task                 # every seed's labels are the same list of classes
+        x, y = x_train[:, mine], y_train[:, mine]
         for _ in range(epochs):
-            order = torch.randperm(len(x), generator=generator)
-            for start in range(0, len(x), 32):
-                bx, by = x[order[start:start + 32]], y[order[start:start + 32]]
-                if strategy == "replay" and len(memory_x):
-                    pick = torch.randint(len(memory_x), (32,), generator=generator)
-                    bx, by = torch.cat([bx, memory_x[pick]]), torch.cat([by, memory_y[pick]])
-                loss = F.cross_entropy(model(bx), by)
+            order = torch.stack([torch.randperm(x.shape[1], generator=g) for g in generators])
+            for start in range(0, x.shape[1], 32):
+                bx, by = x[rows, order[:, start:start + 32]], y[rows, order[:, start:start + 32]]
+                if strategy == "replay" and memory_x.shape[1]:
+                    pick = torch.stack([torch.randint(memory_x.shape[1], (32,), generator=g) for g in generators])
+                    bx, by = torch.cat([bx, memory_x[rows, pick]], 1), torch.cat([by, memory_y[rows, pick]], 1)
+                loss = per_copy_loss(model(bx), by)
                 if strategy == "EWC" and anchor is not None:
                     loss = loss + lam / 2 * sum((f * (p - a) ** 2).sum()
                                                 for f, p, a in zip(fisher, model.parameters(), anchor))
@@ -80,14 +92,18 @@ def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_c
                 loss.backward()
                 optimizer.step()
         if strategy == "EWC":                 # 100 of the task's examples, both classes, drawn at random
-            pick = torch.randperm(len(x), generator=generator)[:100]
-            fisher = [f + g for f, g in zip(fisher, _fisher(model, x[pick], y[pick]))]
+            pick = torch.stack([torch.randperm(x.shape[1], generator=g)[:100] for g in generators])
+            fisher = [f + g for f, g in zip(fisher, _fisher(model, x[rows, pick], y[rows, pick]))]
             anchor = [p.detach().clone() for p in model.parameters()]
         if strategy == "replay":
-            keep = torch.cat([(y == c).nonzero().flatten()[:stored] for c in y.unique()])
-            memory_x, memory_y = torch.cat([memory_x, x[keep]]), torch.cat([memory_y, y[keep]])
+            keep = torch.cat([(y[0] == c).nonzero().flatten()[:stored] for c in y[0].unique()])
+            memory_x, memory_y = torch.cat([memory_x, x[:, keep]], 1), torch.cat([memory_y, y[:, keep]], 1)
     with torch.no_grad():
-        logits = model(x_test)
+        all_logits = model(x_test)
+    return [_outcome(logits, labels) for logits, labels in zip(all_logits, y_test)]
+
+
+def _outcome(logits: torch.Tensor, y_test: torch.Tensor) -> Outcome:
     predicted = logits.argmax(1)
     accuracy = tuple((predicted == y_test)[(y_test // 2) == t].float().mean().item() for t in range(TASKS))
     within = 2 * (y_test // 2) + logits.view(-1, TASKS, 2)[torch.arange(len(y_test)), y_test // 2].argmax(1)
@@ -96,8 +112,13 @@ def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_c
     return Outcome(accuracy, ((predicted[old] // 2) == TASKS - 1).float().mean().item(), told)
 
 
+def train(strategy: str, seed: int, lam: float = 5000.0, epochs: int = 10, per_class: int = 200,
+          stored: int = 10) -> Outcome:
+    return train_runs(strategy, [seed], lam, epochs, per_class, stored)[0]
+
+
 def class_incremental(seeds=range(5), lam: float = 5000.0) -> dict[str, list[Outcome]]:
-    return {strategy: [train(strategy, seed, lam) for seed in seeds] for strategy in STRATEGIES}
+    return {strategy: train_runs(strategy, seeds, lam) for strategy in STRATEGIES}
 
 
 def class_incremental_lines(outcomes: dict[str, list[Outcome]], lam: float = 5000.0) -> list[str]:

@@ -13,10 +13,9 @@ import copy
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from course_utils.chapters.ch03_class_incremental import CLASSES, DIM, gaussian_classes
+from course_utils.chapters.seed_stack import StackedMLP, per_copy_loss
 
 CLIENTS, PER_ROUND, ROUNDS = 10, 2, 20
 
@@ -42,34 +41,46 @@ def _split(labels: torch.Tensor, iid: bool, generator: torch.Generator) -> list[
     return [torch.cat([shards[dealt[2 * c]], shards[dealt[2 * c + 1]]]) for c in range(CLIENTS)]
 
 
-def federated(iid: bool, seed: int, steps: int, rounds: int = ROUNDS) -> DriftRun:
-    x_train, y_train, x_test, y_test = gaussian_classes(seed, 100, spread=0.5, noise=1.0)
-    generator = torch.Generator().manual_seed(seed)
-    parts = _split(y_train, iid, generator)
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(DIM, 64), nn.ReLU(), nn.Linear(64, CLASSES))
-    accuracy, held = [], torch.zeros(CLASSES, dtype=torch.bool)
+def federated_runs(runs: list[tuple[bool, int]], steps: int, rounds: int = ROUNDS) -> list[DriftRun]:
+    """One DriftRun per (iid, seed) in `runs`, all trained at once as the copies of a StackedMLP: each its own data,
+    its own deal, its own generator drawn in the order a run alone draws it (seed_stack.py)."""
+    data = [gaussian_classes(seed, 100, spread=0.5, noise=1.0) for _, seed in runs]
+    x_train, y_train, x_test, y_test = (torch.stack(column) for column in zip(*data))
+    generators = [torch.Generator().manual_seed(seed) for _, seed in runs]
+    parts = [_split(labels, iid, g) for labels, (iid, _), g in zip(y_train, runs, generators)]
+    model = StackedMLP([seed for _, seed in runs], (DIM, 64, CLASSES))
+    rows = torch.arange(len(runs))[:, None]
+    accuracy: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
-        chosen = torch.randperm(CLIENTS, generator=generator)[:PER_ROUND].tolist()
+        chosen = [torch.randperm(CLIENTS, generator=g)[:PER_ROUND].tolist() for g in generators]
         states = []
-        for client in chosen:
+        for slot in range(PER_ROUND):
             local = copy.deepcopy(model)
             optimizer = torch.optim.SGD(local.parameters(), lr=0.1, momentum=0.9)
-            mine = parts[client]
+            mine = [p[c[slot]] for p, c in zip(parts, chosen)]
             for _ in range(steps):
-                batch = mine[torch.randint(len(mine), (32,), generator=generator)]
+                batch = torch.stack([m[torch.randint(len(m), (32,), generator=g)] for m, g in zip(mine, generators)])
                 optimizer.zero_grad()
-                F.cross_entropy(local(x_train[batch]), y_train[batch]).backward()
+                per_copy_loss(local(x_train[rows, batch]), y_train[rows, batch]).backward()
                 optimizer.step()
             states.append(local.state_dict())
         model.load_state_dict({k: sum(s[k] for s in states) / len(states) for k in states[0]})
         with torch.no_grad():
-            right = model(x_test).argmax(1) == y_test
-        accuracy.append(right.float().mean().item())
+            right = model(x_test).argmax(2) == y_test
+        for run, hits in zip(accuracy, right):
+            run.append(hits.float().mean().item())
+    done = []
+    for i, c in enumerate(chosen):               # the last round's clients: the classes they held
         held = torch.zeros(CLASSES, dtype=torch.bool)
-        held[torch.cat([y_train[parts[c]] for c in chosen]).unique()] = True
-    in_held = held[y_test]
-    return DriftRun(tuple(accuracy), right[in_held].float().mean().item(), right[~in_held].float().mean().item())
+        held[torch.cat([y_train[i][parts[i][client]] for client in c]).unique()] = True
+        in_held = held[y_test[i]]
+        done.append(DriftRun(tuple(accuracy[i]), right[i][in_held].float().mean().item(),
+                             right[i][~in_held].float().mean().item()))
+    return done
+
+
+def federated(iid: bool, seed: int, steps: int, rounds: int = ROUNDS) -> DriftRun:
+    return federated_runs([(iid, seed)], steps, rounds)[0]
 
 
 def drift_lines(seeds=range(5), step_counts=(5, 50)) -> list[str]:
@@ -79,8 +90,8 @@ def drift_lines(seeds=range(5), step_counts=(5, 50)) -> list[str]:
              f"{n} seeds; the averaged model's test accuracy:"]
     finals = {}
     for steps in step_counts:
-        iid = [federated(True, s, steps) for s in seeds]
-        shards = [federated(False, s, steps) for s in seeds]
+        both = federated_runs([(iid, s) for iid in (True, False) for s in seeds], steps)
+        iid, shards = both[:n], both[n:]
         finals[steps] = [b.accuracy[-1] for b in shards]
         lower = sum(b.accuracy[-1] < a.accuracy[-1] - 0.05 for a, b in zip(iid, shards))
         wider = sum(b.swing > 2 * a.swing for a, b in zip(iid, shards))
