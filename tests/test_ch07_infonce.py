@@ -58,3 +58,12 @@ def test_all_gather_copies_carry_no_graph_and_the_local_slot_restores_this_ranks
     assert lines[1].endswith("get a gradient: True")
     import torch.distributed as dist
     assert not dist.is_initialized()                        # the group is destroyed again
+
+
+def test_perfect_pairs_with_orthogonal_negatives_score_the_closed_form_floor():
+    for n, t in ((8, 0.5), (16, 0.1), (32, 1.0)):
+        z = torch.eye(64, dtype=torch.float64)[:n]               # every negative at cosine exactly 0
+        expected = math.log(1 + (2 * n - 2) * math.exp(-1 / t))
+        assert abs(m.nt_xent(z, z, t).item() - expected) < 1e-12
+    lines = m.floor_lines(sizes=(64,), temperatures=(0.5,))
+    assert lines[-1].endswith("1 of 1") and "2.91" in lines[2]

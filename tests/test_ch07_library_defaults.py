@@ -91,3 +91,11 @@ def test_accelerate_restores_the_schedule_but_not_the_epoch(accelerate):
                                         f"total steps is {total}"
     lines = lib.accelerate_resume_lines(accelerate)
     assert f"ran {total} more updates ({total + 2 * batches} in all)" in lines[1]
+
+
+def test_with_one_batch_per_epoch_the_training_loss_is_the_last_epochs_validation_loss():
+    lines = lib.overfit_lag_lines(epochs=4)
+    train = [float(v) for v in lines[0].split("train_loss ")[1].split(", ")]
+    val = [float(v) for v in lines[1].split("val_loss ")[1].split(", ")]
+    assert train[1:] == val[:-1] and train[0] > val[0] > val[-1]
+    assert "bit for bit: 3 of 3" in lines[2]

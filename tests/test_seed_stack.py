@@ -10,16 +10,21 @@ from course_utils.chapters.seed_stack import StackedMLP, per_copy_loss
 SEEDS = (0, 3, 7)
 
 
-def separate(seed: int) -> nn.Sequential:
+def separate(seed: int, deep: bool = False) -> nn.Sequential:
     torch.manual_seed(seed)
+    if deep:
+        return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3))
     return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
-def test_each_copy_starts_as_the_network_built_after_its_seed():
-    stacked = StackedMLP(SEEDS, (5, 8, 3))
+@pytest.mark.parametrize("deep", [False, True])
+def test_each_copy_starts_as_the_network_built_after_its_seed(deep):
+    stacked = StackedMLP(SEEDS, (5, 8, 6, 3) if deep else (5, 8, 3))
+    x = torch.randn(len(SEEDS), 4, 5)
     for i, seed in enumerate(SEEDS):
-        for a, b in zip(stacked.copy(i).parameters(), separate(seed).parameters()):
-            assert torch.equal(a, b)
+        alone = separate(seed, deep)
+        assert all(torch.equal(a, b) for a, b in zip(stacked.copy(i).parameters(), alone.parameters()))
+        assert torch.allclose(stacked(x)[i], alone(x[i]), atol=1e-6)
 
 
 @pytest.mark.parametrize("make", [lambda p: torch.optim.Adam(p, lr=0.05),
@@ -57,6 +62,8 @@ def test_the_stacked_fisher_is_each_copys_own():
         assert alone[0].abs().sum() > 0
 
 
-def test_no_seed_is_refused():
+def test_no_seed_and_no_layer_are_refused():
     with pytest.raises(ValueError, match="at least one seed"):
         StackedMLP([], (2, 2, 2))
+    with pytest.raises(ValueError, match="an input and an output size"):
+        StackedMLP([0], (2,))

@@ -109,6 +109,26 @@ def batch_lines(seeds=range(5), sizes=(8, 64, 256)) -> list[str]:
     return lines
 
 
+def floor_lines(sizes=(64, 256, 512), temperatures=(0.07, 0.1, 0.2, 0.5, 1.0), dim: int = 128) -> list[str]:
+    """The lowest NT-Xent a batch can reach: each pair's two views identical (cosine 1), the other examples random
+    unit vectors in `dim` dimensions (cosines near 0), by batch size N and temperature; beside it log(2N - 1), the
+    score of embeddings that learned nothing, and the closed form with every negative at cosine 0,
+    log(1 + (2N - 2) exp(-1/temperature))."""
+    g = torch.Generator().manual_seed(0)
+    lines = [f"NT-Xent of perfect pairs with random negatives ({dim} dimensions), by temperature:",
+             f"{'batch N':>8} {'learned nothing':>16}  " + "".join(f"{f'T={t:g}':>8}" for t in temperatures)]
+    close = total = 0
+    for n in sizes:
+        z = torch.randn(n, dim, generator=g, dtype=torch.float64)      # float64: printed digits no CPU moves
+        values = [nt_xent(z, z, t).item() for t in temperatures]
+        formula = [math.log(1 + (2 * n - 2) * math.exp(-1 / t)) for t in temperatures]
+        close += sum(abs(v - f) < 0.1 for v, f in zip(values, formula))
+        total += len(values)
+        lines.append(f"{n:>8} {math.log(2 * n - 1):>16.2f}  " + "".join(f"{v:>8.2f}" for v in values))
+    lines.append(f"within 0.1 of log(1 + (2N - 2) exp(-1/T)), every negative at cosine 0: {close} of {total}")
+    return lines
+
+
 def gathered_negatives_lines() -> list[str]:
     """Negatives from every rank: `dist.all_gather` fills its output list with copies that carry no graph, so the
     loss on gathered embeddings sends no gradient back through them, not even to this rank's own. Putting the local

@@ -335,3 +335,51 @@ def accelerate_resume_lines(found: dict[str, object]) -> list[str]:
         f"a prepared CosineAnnealingLR(T_max={total}) is not stopped: rate {found['cosine'][0]:.2e} at step {total}, "
         f"{found['cosine'][1]:.2e} at step {total + total // 5} (climbing back)",
     ]
+
+
+def overfit_lag_lines(epochs: int = 5) -> list[str]:
+    """`overfit_batches=1`, the same loader for training and validation, both losses logged on_epoch only: each
+    epoch's train_loss is computed before its one update, its val_loss after it, so train_loss of epoch k is
+    val_loss of epoch k - 1, bit for bit (the weights it saw are the same)."""
+    import lightning.pytorch as pl
+
+    class Logged(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(2, 1)
+
+        def _loss(self, batch, name: str):
+            value = torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+            self.log(name, value, on_step=False, on_epoch=True)
+            return value
+
+        def training_step(self, batch, batch_idx):
+            return self._loss(batch, "train_loss")
+
+        def validation_step(self, batch, batch_idx):
+            self._loss(batch, "val_loss")
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    class Record(pl.Callback):
+        def __init__(self):
+            self.rows: list[dict[str, float]] = []
+
+        def on_train_epoch_end(self, trainer, module):
+            self.rows.append({k: v.item() for k, v in trainer.callback_metrics.items()})
+
+    record = Record()
+    with quiet_libraries():
+        torch.manual_seed(0)
+        trainer = pl.Trainer(max_epochs=epochs, overfit_batches=1, accelerator="cpu", devices=1, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             callbacks=[record])
+        trainer.fit(Logged(), _data(), _data())
+    rows = record.rows
+    lagged = sum(now["train_loss"] == before["val_loss"] for before, now in zip(rows, rows[1:]))
+    return [f"overfit_batches=1, one loader for both, {epochs} epochs: train_loss " +
+            ", ".join(f"{r['train_loss']:.3f}" for r in rows),
+            f"{'':40}val_loss   " + ", ".join(f"{r['val_loss']:.3f}" for r in rows),
+            f"train_loss of epoch k equal to val_loss of epoch k-1, bit for bit: {lagged} of {epochs - 1}; "
+            f"validation after epoch 1 below its train_loss: {rows[0]['val_loss'] < rows[0]['train_loss']}"]

@@ -1,8 +1,8 @@
-"""Several seeds' small networks trained at once (chapter 3's runs over seeds): one batched matmul per layer.
+"""Several seeds' small networks trained at once (runs over seeds, chapters 3 and 7): one batched matmul per layer.
 
 A claim counted over five seeds trains five tiny MLPs; each step of one is mostly Python and dispatch, not
-arithmetic. ``StackedMLP`` holds S independent Linear-ReLU-Linear networks as (S, ...) tensors, copy s initialised
-exactly as ``nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))`` built right after
+arithmetic. ``StackedMLP`` holds S independent MLPs (Linear, ReLU, ..., Linear) as (S, ...) tensors, copy s
+initialised exactly as the ``nn.Sequential(nn.Linear(i, h), nn.ReLU(), ..., nn.Linear(h, o))`` built right after
 ``torch.manual_seed(seeds[s])``. Its input is (S, B, i), one batch per copy; ``per_copy_loss`` sums each copy's own
 mean loss, so each copy's gradient is the gradient of its own loss alone (the copies share no parameter). An
 elementwise optimizer (SGD, momentum, Adam) on the stacked tensors is then that optimizer on each copy: the runs
@@ -19,36 +19,52 @@ from torch import nn
 
 
 class StackedMLP(nn.Module):
-    def __init__(self, seeds: Iterable[int], sizes: tuple[int, int, int]):
+    """S networks Linear-ReLU-...-Linear of `sizes` (input, hidden..., output), copy s built by the seed seeds[s]."""
+
+    def __init__(self, seeds: Iterable[int], sizes: tuple[int, ...]):
         super().__init__()
+        if len(sizes) < 2:
+            raise ValueError(f"StackedMLP needs an input and an output size, got {sizes}")
         nets = []
         for seed in seeds:
             torch.manual_seed(seed)
-            nets.append(nn.Sequential(nn.Linear(sizes[0], sizes[1]), nn.ReLU(), nn.Linear(sizes[1], sizes[2])))
+            nets.append(self._sequential(sizes))
         if not nets:
             raise ValueError("StackedMLP needs at least one seed")
-        self.w1 = nn.Parameter(torch.stack([n[0].weight.detach().T for n in nets]).contiguous())    # (S, i, h)
-        self.b1 = nn.Parameter(torch.stack([n[0].bias.detach() for n in nets])[:, None].contiguous())  # (S, 1, h)
-        self.w2 = nn.Parameter(torch.stack([n[2].weight.detach().T for n in nets]).contiguous())    # (S, h, o)
-        self.b2 = nn.Parameter(torch.stack([n[2].bias.detach() for n in nets])[:, None].contiguous())  # (S, 1, o)
+        self.sizes = tuple(sizes)
+        linears = [[m for m in net if isinstance(m, nn.Linear)] for net in nets]
+        self.layers = nn.ParameterList()              # weight (S, in, out), bias (S, 1, out), layer after layer
+        for k in range(len(sizes) - 1):
+            self.layers.append(torch.stack([ls[k].weight.detach().T for ls in linears]).contiguous())
+            self.layers.append(torch.stack([ls[k].bias.detach() for ls in linears])[:, None].contiguous())
+
+    @staticmethod
+    def _sequential(sizes: tuple[int, ...]) -> nn.Sequential:
+        modules: list[nn.Module] = []
+        for k in range(len(sizes) - 1):
+            modules += [nn.Linear(sizes[k], sizes[k + 1])] + ([nn.ReLU()] if k < len(sizes) - 2 else [])
+        return nn.Sequential(*modules)
 
     @property
     def copies(self) -> int:
-        return self.w1.shape[0]
+        return self.layers[0].shape[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(S, B, i) -> (S, B, o): copy s applied to batch s."""
-        return torch.baddbmm(self.b2, torch.relu(torch.baddbmm(self.b1, x, self.w1)), self.w2)
+        """(S, B, input) -> (S, B, output): copy s applied to batch s."""
+        count = len(self.layers) // 2
+        for k in range(count):
+            x = torch.baddbmm(self.layers[2 * k + 1], x, self.layers[2 * k])
+            if k < count - 1:
+                x = torch.relu(x)
+        return x
 
     def copy(self, index: int) -> nn.Sequential:
         """Copy `index` as the nn.Sequential it stands for (its current weights)."""
-        net = nn.Sequential(nn.Linear(self.w1.shape[1], self.w1.shape[2]), nn.ReLU(),
-                            nn.Linear(self.w2.shape[1], self.w2.shape[2]))
+        net = self._sequential(self.sizes)
         with torch.no_grad():
-            net[0].weight.copy_(self.w1[index].T)
-            net[0].bias.copy_(self.b1[index, 0])
-            net[2].weight.copy_(self.w2[index].T)
-            net[2].bias.copy_(self.b2[index, 0])
+            for k, linear in enumerate(m for m in net if isinstance(m, nn.Linear)):
+                linear.weight.copy_(self.layers[2 * k][index].T)
+                linear.bias.copy_(self.layers[2 * k + 1][index, 0])
         return net
 
 

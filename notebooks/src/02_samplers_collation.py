@@ -513,6 +513,33 @@ except RuntimeError as err:
     print("different lengths -> RuntimeError:", str(err).split(",")[0])
 
 # %% [markdown]
+# What `default_collate` does with an example depends on what it is made of. It looks at the first example and
+# recurses: numbers, NumPy arrays and tensors are stacked into one tensor; strings and bytes are left alone; a
+# dict is collated key by key, a tuple or a list field by field. Two examples of each kind
+# (`course_utils/chapters/ch02_collate_rules.py`):
+
+# %% tags=["answers-collate-rules"]
+from course_utils.chapters.ch02_collate_rules import collate_lines, word_list_lines
+
+print("\n".join(collate_lines()))
+
+# %% [markdown]
+# The `lists` row is the surprise. A list example is read as a record whose fields are its positions, like a
+# tuple `(x, y)`: position 0 of every example is collated together, then position 1, and strings grouped by
+# `zip` come out as tuples. A dataset whose `__getitem__` returns a sentence as a list of four words therefore
+# gets four tuples of one word each at `batch_size=1`, and refuses sentences of different lengths. To keep each
+# example a list, batch with `collate_fn=list` (the batch is then a list of examples), or turn batching off with
+# `batch_size=None` (each example comes through unchanged):
+
+# %%
+print("\n".join(word_list_lines()))
+
+# %% [markdown]
+# Words usually become token ids before the loader (a tokenizer in `__getitem__`, or in the `collate_fn`, which
+# then pads them as the next cells do); a `collate_fn` that keeps strings is for the few places that still need
+# them, such as the raw text logged beside a prediction.
+
+# %% [markdown]
 # Text and other sequences come in different lengths. A **pad collate** fills each sequence up to the
 # longest one *in the batch* with a padding id (0 here), and returns:
 #

@@ -1645,6 +1645,22 @@ print("\n".join(lightning_default_lines(lightning_defaults(epochs=2))))
 # the final weights, add a second `ModelCheckpoint()` without a monitor (it held epoch 3), or call
 # `trainer.save_checkpoint(path)` after `fit()`.
 #
+# Logged curves that seem out of step are the same arithmetic. With `overfit_batches=1` an epoch is one batch and
+# one update; `self.log(..., on_step=False, on_epoch=True)` in `training_step` records the loss computed *before*
+# that update, and validation, which runs after it, sees the updated weights. Training and validation on one
+# loader, so that the two should agree:
+
+# %% tags=["answers-lightning-epoch-lag"]
+from course_utils.chapters.ch07_library_defaults import overfit_lag_lines
+
+print("\n".join(overfit_lag_lines(epochs=5)))
+
+# %% [markdown]
+# The training curve is the validation curve shifted one epoch to the right: nothing runs out of order (the
+# sanity check's validation before the first epoch is not logged). With many batches per epoch the same holds
+# in part: an epoch's mean training loss averages over weights from the whole epoch, validation sees only the
+# last ones, which is one reason a training curve can sit above the validation curve early on.
+#
 # Accelerate's `save_state`/`load_state` restore the prepared objects, not the loop around them. Stopped after 2
 # of 10 epochs and resumed by a script that loops `for epoch in range(10)` again:
 
@@ -1853,6 +1869,20 @@ print("\n".join(batch_lines()))
 # embeddings from earlier batches (made by a slowly moving copy of the encoder, no gradient) as its negatives,
 # and gradient caching computes the big batch's loss in chunks: both change the pool, which accumulation cannot.
 #
+# How low can the loss go? With temperature T, even perfect embeddings (each view identical to its partner, every
+# other example unrelated) pay for the negatives in the denominator, so the floor depends on N and T:
+
+# %% tags=["answers-infonce-floor"]
+from course_utils.chapters.ch07_infonce import floor_lines
+
+print("\n".join(floor_lines()))
+
+# %% [markdown]
+# Read a contrastive curve against both ends of its row. At T = 0.5 a batch of 512 starts near 6.93 and cannot go
+# below about 4.95, so a run at 5 is close to done; at T = 0.07 the same batch can approach 0, and 5 would be
+# early. More training helps only while the loss is well above its row's floor, and the floor says nothing about
+# how useful the features are: that is measured downstream (a linear probe, k-NN accuracy), not by the loss.
+#
 # Under DDP each rank holds a slice of the batch, and implementations gather every rank's embeddings so that each
 # anchor meets all the negatives. `dist.all_gather` copies the tensors into its output list, and a copy made by a
 # collective has no graph. In a one-process gloo group (so the list has one slot, this rank's):
@@ -1990,6 +2020,30 @@ print("\n".join(ctc_length_lines()))
 # own size) every iteration, not once from the configured batch size. The error appears only on an epoch's last
 # batch, and only when the dataset's size is not a multiple of the batch size (and `drop_last` is off), so changing
 # either makes it appear or vanish.
+#
+# The other half of the contract is the values: log-probabilities over the classes, each frame's summing to 1 once
+# exponentiated. A toy speech task (16 frames, 3 spoken symbols of 4, a per-frame MLP; `ch07_ctc_inputs.py`)
+# trained with its outputs handed to `CTCLoss` four ways. The loss columns give the range that holds every seed:
+
+# %% tags=["answers-ctc-inputs"]
+from course_utils.chapters.ch07_ctc_inputs import ctc_input_lines
+
+print("\n".join(ctc_input_lines()))
+
+# %% [markdown]
+# - **Raw outputs**: their exponentials are not probabilities, so the sum over alignments can exceed 1 and the
+#   "loss" starts negative. Worse, torch's CTC backward is written for normalised input: on raw outputs the gradient
+#   it returns is not the derivative of the value it printed (gradcheck above), and training follows neither. The
+#   run is worse than the normalised one on every seed, not broken outright.
+# - **Over time** (`dim=0` of a (T, N, C) tensor): each class's scores sum to 1 across the frames instead of each
+#   frame's across the classes. The reported loss stays between 8 and 10 while greedy decoding, which reads each
+#   frame's best class, gets at least 80% of the utterances right: the number measures nothing.
+# - **Over the batch** (`dim=1`, the habit from (N, C) classification outputs): the loss stays between 12 and 13
+#   on every seed; what the model then decodes is left to chance (while this was written it swung between seeds,
+#   and moved again on another of the CPU's code paths, so the table does not count it).
+#
+# A positive loss that will not move is therefore not yet a diagnosis of the model: check the normalisation's
+# dimension on your own outputs first (the sum of `exp` over the classes, 1 at every frame), then the lengths.
 
 # %% [markdown]
 # Two more targets that a loss reads in its own way. Knowledge distillation's `F.kl_div(input, target)` reads
@@ -2114,6 +2168,45 @@ print("\n".join(vae_lines(seeds=range(5))))
 # choose beta on purpose). A second cause is not run here: a decoder strong enough to model the data without z
 # (an autoregressive one, as in text and SMILES VAEs) also drives the KL to 0, whatever the reduction; the usual
 # remedies are a KL weight annealed from 0, a floor of "free bits" per dimension, or a weaker decoder.
+
+# %% [markdown]
+# An annealed KL weight changes what the logged loss means. The summed VAE again, its KL weight raised linearly from
+# 0 at the first epoch to 1 at the last:
+
+# %% tags=["answers-kl-warmup-rising-loss"]
+from course_utils.chapters.ch07_vae_collapse import kl_warmup_lines
+
+print("\n".join(kl_warmup_lines(seeds=range(5))))
+
+# %% [markdown]
+# The loss the optimizer minimises is a different function every epoch: once the reconstruction has been learned,
+# each raise of the weight adds more KL than training removes, and the logged total climbs to the end of the
+# schedule while the model, judged at the final weight throughout, keeps improving. A loss that rises steadily under
+# a schedule of its own weights (KL annealing, a growing regulariser, curriculum terms) is read term by term, or at
+# fixed weights; a rise at a fixed weight is a real one.
+
+# A diffusion model's loss is the opposite puzzle: it barely moves while the samples get better. The model learns
+# to predict the noise added to an example at a random noise level. At high levels the example is nearly pure
+# noise and no model can guess the noise well, so most of the loss is a floor no training removes, and the random
+# level of each example makes every batch's loss scatter widely. A small DDPM on 8 blobs in the plane, where the
+# best possible prediction has a closed form, so the floor is computed (`ch07_diffusion_loss.py`):
+
+# %% tags=["answers-diffusion-flat-loss"]
+from course_utils.chapters.ch07_diffusion_loss import diffusion_figure, diffusion_lines, floor, train as train_ddpm
+
+ddpm_runs, ddpm_floor = train_ddpm(seeds=range(3)), floor()
+fig = diffusion_figure(ddpm_runs[0], ddpm_floor)
+display(fig)
+plt.close(fig)
+print("\n".join(diffusion_lines(ddpm_runs, ddpm_floor)))
+
+# %% [markdown]
+# Over the second thousand steps the batch losses' running mean moved by less than their scatter, while the
+# samples gathered onto the blobs. What moved is the part of the loss above the floor, a small part of the total.
+# To judge such a model, fix what the loss is averaged over: the same evaluation examples at the same noise
+# levels with the same noise, every time (the "fixed set" above), ideally reported per noise level; and score
+# samples with a measure of the outputs themselves (here the share near a blob; for images, FID and its
+# relatives, not run here). Convergence is when those stop improving, not when the batch loss flattens.
 
 # %% [markdown]
 # ## 18. Your own model: a `Task`
