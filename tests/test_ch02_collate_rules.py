@@ -23,7 +23,8 @@ def test_numbers_and_arrays_are_stacked_and_strings_kept():
     assert row("strings").endswith("-> ['cat', 'dog']")
     assert "RuntimeError: each element in list of batch should be of equal size" in row("lists of two lengths")
     assert "TypeError: default_collate: batch must contain" in row("None")
-    assert len(cr.collate_lines()) == len(cr.KINDS)
+    assert len(cr.collate_lines()) == len(cr.KINDS) + 1
+    assert cr.collate_lines()[-1].endswith("after .float(): no error") and "RuntimeError" in cr.collate_lines()[-1]
 
 
 def test_the_two_ways_to_keep_the_lists_return_the_datasets_own_examples():

@@ -40,4 +40,11 @@ def test_the_lines_count_what_they_say():
     runs = [run([0.36, 0.33], [0.05, 0.05], [0.35, 0.31], [0.2, 0.4]),      # all three hold
             run([0.40, 0.30], [0.05, 0.05], [0.35, 0.34], [0.2, 0.25])]     # none holds
     lines = dl.diffusion_lines(runs, 0.27)
-    assert lines[2].endswith("on 1 of 2") and lines[3].endswith("on 1 of 2") and lines[4].endswith("on 1 of 2")
+    assert lines[2].endswith("on 1 of 2") and "on 1 of 2 (the data itself" in lines[4]
+    assert "over 15% on 1 of 2" in lines[3] and "over 80% of that loss on 1 of 2" in lines[3]
+
+
+def test_the_floors_shares_by_level_add_up_and_the_middle_levels_hold_most():
+    shares = dl.floor_by_level()
+    assert abs(sum(shares) - 1) < 1e-5 and shares[1] == max(shares)
+    assert dl.data_near_a_blob() > 0.99

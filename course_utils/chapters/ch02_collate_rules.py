@@ -4,7 +4,8 @@
 stacked into one tensor; strings and bytes are left as they are; a dict is collated key by key, a tuple or list
 field by field. A list example is therefore read as a record of fields, one per position: a sentence of four words
 becomes four fields, each a tuple of one word per example (``zip`` transposes them), and sentences of different
-lengths are refused. ``collate_fn=list`` keeps the examples as they are; ``batch_size=None`` turns batching off.
+lengths are refused. ``collate_fn=list`` keeps the examples as they are; ``batch_size=None`` turns batching off (each
+example then goes through ``default_convert`` only: NumPy arrays become tensors, the rest is left as it is).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ KINDS = {                                   # two examples of each kind, as a Da
     "NumPy arrays": [np.array([1.0, 2.0]), np.array([3.0, 4.0])],
     "tensors": [torch.tensor([1, 2]), torch.tensor([3, 4])],
     "strings": ["cat", "dog"],
+    "bytes": [b"cat", b"dog"],
     "tuples": [(1, "cat"), (2, "dog")],
     "dicts": [{"x": 1, "word": "cat"}, {"x": 2, "word": "dog"}],
     "namedtuples": [Pair(1, "cat"), Pair(2, "dog")],
@@ -46,6 +48,9 @@ def collate_lines() -> list[str]:
         except Exception:  # noqa: BLE001 - torch's own message is the result
             out = raised(lambda: default_collate(examples))
         lines.append(f"{kind:21} {_short(examples):36} -> {out}")
+    floats = default_collate(KINDS["floats"])[:, None]
+    lines.append(f"the floats' batch into a float32 nn.Linear(1, 1): {raised(lambda: torch.nn.Linear(1, 1)(floats))}; "
+                 f"after .float(): {raised(lambda: torch.nn.Linear(1, 1)(floats.float()))}")
     return lines
 
 

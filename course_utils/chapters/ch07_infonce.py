@@ -110,10 +110,11 @@ def batch_lines(seeds=range(5), sizes=(8, 64, 256)) -> list[str]:
 
 
 def floor_lines(sizes=(64, 256, 512), temperatures=(0.07, 0.1, 0.2, 0.5, 1.0), dim: int = 128) -> list[str]:
-    """The lowest NT-Xent a batch can reach: each pair's two views identical (cosine 1), the other examples random
-    unit vectors in `dim` dimensions (cosines near 0), by batch size N and temperature; beside it log(2N - 1), the
-    score of embeddings that learned nothing, and the closed form with every negative at cosine 0,
-    log(1 + (2N - 2) exp(-1/temperature))."""
+    """Close to the lowest NT-Xent a batch can reach: each pair's two views identical (cosine 1), the other examples
+    random unit vectors in `dim` dimensions (cosines near 0), by batch size N and temperature; beside it
+    log(2N - 1), the score of embeddings that learned nothing, and the closed form with every negative at cosine 0,
+    log(1 + (2N - 2) exp(-1/temperature)). Not the exact minimum: negatives spread more evenly than at random (a
+    simplex, cosines -1/(2N - 1)) score a little lower, most visibly when 2N is below the dimension."""
     g = torch.Generator().manual_seed(0)
     lines = [f"NT-Xent of perfect pairs with random negatives ({dim} dimensions), by temperature:",
              f"{'batch N':>8} {'learned nothing':>16}  " + "".join(f"{f'T={t:g}':>8}" for t in temperatures)]

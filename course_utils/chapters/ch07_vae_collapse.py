@@ -96,7 +96,8 @@ def vae_lines(seeds=range(5)) -> list[str]:
 
 def kl_warmup_run(seed: int, epochs: int = 16, n: int = 384) -> tuple[list[float], list[float]]:
     """The summed-reconstruction VAE with the KL's weight raised linearly from 0 (first epoch) to 1 (last), Adam
-    3e-3: per epoch, the mean of the loss it minimised (reconstruction + weight x KL) and of reconstruction + KL."""
+    3e-3. At each epoch's end, on all the training points, decoding the posterior mean (no sampling noise): the
+    loss it minimises (reconstruction + weight x KL) and reconstruction + KL."""
     x = _data(seed, n)
     torch.manual_seed(seed)
     model = VAE()
@@ -104,27 +105,27 @@ def kl_warmup_run(seed: int, epochs: int = 16, n: int = 384) -> tuple[list[float
     generator = torch.Generator().manual_seed(seed)
     logged, full = [], []
     for epoch in range(epochs):
-        weight, sums, batches = epoch / (epochs - 1), [0.0, 0.0], 0
+        weight = epoch / (epochs - 1)
         for batch in torch.randperm(n, generator=generator).split(64):
             reconstruction, kl = _terms(model, x[batch], "sum")
-            loss = reconstruction + weight * kl
             optimizer.zero_grad()
-            loss.backward()
+            (reconstruction + weight * kl).backward()
             optimizer.step()
-            sums[0] += loss.item()
-            sums[1] += (reconstruction + kl).item()
-            batches += 1
-        logged.append(sums[0] / batches)
-        full.append(sums[1] / batches)
+        with torch.no_grad():
+            mu, log_var = model.encoder(x).chunk(2, dim=1)
+            reconstruction = F.mse_loss(model.decoder(mu), x, reduction="none").sum(1).mean().item()
+            kl = kl_per_dimension(mu, log_var).sum(1).mean().item()
+        logged.append(reconstruction + weight * kl)
+        full.append(reconstruction + kl)
     return logged, full
 
 
 def kl_warmup_lines(seeds=range(5), epochs: int = 16) -> list[str]:
     runs = [kl_warmup_run(seed, epochs) for seed in seeds]
     n = len(seeds)
-    rose = sum(logged[-1] > 1.1 * min(logged) for logged, _ in runs)
+    rose = sum(logged[-1] > min(logged) for logged, _ in runs)
     fell = sum(full[-1] < full[logged.index(min(logged))] for logged, full in runs)
-    return [f"KL weight raised from 0 to 1 over {epochs} epochs, {n} seeds:",
-            f"  the logged loss (reconstruction + weight x KL) ended over 10% above its lowest epoch on {rose} of {n}",
+    return [f"KL weight raised from 0 to 1 over {epochs} epochs, {n} seeds, each epoch's end:",
+            f"  the loss being minimised (reconstruction + weight x KL) ended above its lowest epoch on {rose} of {n}",
             f"  reconstruction + KL (weight 1 throughout, the quantity a VAE is judged by) ended below its value at that "
             f"lowest epoch on {fell} of {n}"]

@@ -516,7 +516,8 @@ except RuntimeError as err:
 # What `default_collate` does with an example depends on what it is made of. It looks at the first example and
 # recurses: numbers, NumPy arrays and tensors are stacked into one tensor; strings and bytes are left alone; a
 # dict is collated key by key, a tuple or a list field by field. Two examples of each kind
-# (`course_utils/chapters/ch02_collate_rules.py`):
+# (`course_utils/chapters/ch02_collate_rules.py`); watch the dtypes too: Python floats and NumPy's default arrays
+# arrive as float64, which a float32 model refuses until they are cast (`.float()`, or `np.float32` data):
 
 # %% tags=["answers-collate-rules"]
 from course_utils.chapters.ch02_collate_rules import collate_lines, word_list_lines
@@ -529,7 +530,8 @@ print("\n".join(collate_lines()))
 # `zip` come out as tuples. A dataset whose `__getitem__` returns a sentence as a list of four words therefore
 # gets four tuples of one word each at `batch_size=1`, and refuses sentences of different lengths. To keep each
 # example a list, batch with `collate_fn=list` (the batch is then a list of examples), or turn batching off with
-# `batch_size=None` (each example comes through unchanged):
+# `batch_size=None` (each example then goes through `default_convert` only: NumPy arrays become tensors, the rest,
+# a list of words included, comes through as it was):
 
 # %%
 print("\n".join(word_list_lines()))

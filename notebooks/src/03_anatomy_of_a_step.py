@@ -769,15 +769,18 @@ carried, cut = run(detach=False), run(detach=True)
 print("\n".join(slower_lines(carried, cut)))
 
 # %% [markdown]
-# Batch k of the run reaches back into all k − 1 batches before it, so epoch e does about 400 more of this work
-# than epoch e − 1 (the counts above), and the time per epoch climbs with it, for the detached run's loss.
-# Seconds per epoch on this machine (your numbers will differ; nbval does not compare them):
+# Batch k of the run reaches back into all k − 1 batches before it, so epoch e does 400 more of this work than epoch
+# e − 1 (20 × 20 more reaches, the counts above), for the same loss as the detached run; the last line shows the
+# `.data` is what kept torch quiet. Those counts are the evidence; the time per epoch follows them on a quiet
+# machine. Seconds per epoch on this one (your numbers will differ; nbval does not compare them):
 
 # %% tags=["nbval-ignore-output"]
 print("\n".join(seconds_lines(carried, cut)))
 
 # %% [markdown]
-# The retained graphs also keep every batch's saved activations alive (not measured here). Any loop whose epochs
+# The retained graphs also keep every batch's saved activations alive, and since `.data` changed the weights under
+# them, the old graphs' part of each gradient mixes current weights with stale activations: slow and silently
+# wrong (neither measured here). Any loop whose epochs
 # slow down steadily is worth this check: a tensor that lives from one batch to the next (`h`, `c`, a running
 # statistic) with its `grad_fn` still set, `retain_graph=True` anywhere, or `.data` in the update.
 #

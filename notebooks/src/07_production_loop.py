@@ -1870,7 +1870,8 @@ print("\n".join(batch_lines()))
 # and gradient caching computes the big batch's loss in chunks: both change the pool, which accumulation cannot.
 #
 # How low can the loss go? With temperature T, even perfect embeddings (each view identical to its partner, every
-# other example unrelated) pay for the negatives in the denominator, so the floor depends on N and T:
+# other example unrelated) pay for the negatives in the denominator, so the floor depends on N and T. Perfect pairs
+# with random negatives, close to that floor (negatives spread more evenly than at random score a little lower):
 
 # %% tags=["answers-infonce-floor"]
 from course_utils.chapters.ch07_infonce import floor_lines
@@ -1878,9 +1879,9 @@ from course_utils.chapters.ch07_infonce import floor_lines
 print("\n".join(floor_lines()))
 
 # %% [markdown]
-# Read a contrastive curve against both ends of its row. At T = 0.5 a batch of 512 starts near 6.93 and cannot go
-# below about 4.95, so a run at 5 is close to done; at T = 0.07 the same batch can approach 0, and 5 would be
-# early. More training helps only while the loss is well above its row's floor, and the floor says nothing about
+# Read a contrastive curve against both ends of its row. At T = 0.5 a batch of 512 starts near 6.93 and even
+# perfect pairs score about 4.95, so a run at 5 is close to done; at T = 0.07 the same batch can approach 0, and 5
+# would be early. More training helps only while the loss is well above its row's floor, and the floor says nothing about
 # how useful the features are: that is measured downstream (a linear probe, k-NN accuracy), not by the loss.
 #
 # Under DDP each rank holds a slice of the batch, and implementations gather every rank's embeddings so that each
@@ -1938,9 +1939,9 @@ print("\n".join(policy_gradient_lines()))
 print(entropy_bonus_line())
 
 # %% [markdown]
-# The uncertainty-weighted total goes negative while both tasks reach the best fit there is: the negative part is
-# `s` tracking log L of the low-noise task, whose loss is below 1, not a term "decreased blindly" at the tasks'
-# expense. In the
+# The uncertainty-weighted total goes negative while both tasks end within 10% of the best fit there is: the
+# negative part is `s` tracking log L of the low-noise task, whose loss is below 1, not a term "decreased blindly"
+# at the tasks' expense. In the
 # policy loss the minus sign is what makes a descent step raise the probability of actions with a positive advantage
 # (0.50 to 0.62) and lower the others; minus the entropy makes the step raise the entropy, which keeps the policy
 # exploring. The value of a REINFORCE loss scales with the returns: the same policy on returns ten times larger
@@ -2032,9 +2033,11 @@ print("\n".join(ctc_input_lines()))
 
 # %% [markdown]
 # - **Raw outputs**: their exponentials are not probabilities, so the sum over alignments can exceed 1 and the
-#   "loss" starts negative. Worse, torch's CTC backward is written for normalised input: on raw outputs the gradient
-#   it returns is not the derivative of the value it printed (gradcheck above), and training follows neither. The
-#   run is worse than the normalised one on every seed, not broken outright.
+#   "loss" starts negative. Worse, torch's CTC backward returns the gradient as if a log_softmax over the classes
+#   sat in the graph before it: its extra term cancels only in that log_softmax's backward. Without one in the
+#   graph the gradient is not the derivative of the printed value (gradcheck above), and normalising is not enough:
+#   log-probabilities computed elsewhere and passed in as a leaf fail the check too (pytorch/pytorch issues 52241
+#   and 181534). The raw run decoded far worse than the normalised one on every seed.
 # - **Over time** (`dim=0` of a (T, N, C) tensor): each class's scores sum to 1 across the frames instead of each
 #   frame's across the classes. The reported loss stays between 8 and 10 while greedy decoding, which reads each
 #   frame's best class, gets at least 80% of the utterances right: the number measures nothing.
@@ -2180,16 +2183,17 @@ print("\n".join(kl_warmup_lines(seeds=range(5))))
 
 # %% [markdown]
 # The loss the optimizer minimises is a different function every epoch: once the reconstruction has been learned,
-# each raise of the weight adds more KL than training removes, and the logged total climbs to the end of the
-# schedule while the model, judged at the final weight throughout, keeps improving. A loss that rises steadily under
+# each raise of the weight adds more KL than training removes, and the total ends above its lowest epoch, while the
+# model judged at the final weight (reconstruction + KL) ends better than it was at that epoch, on every seed here. A loss that rises steadily under
 # a schedule of its own weights (KL annealing, a growing regulariser, curriculum terms) is read term by term, or at
 # fixed weights; a rise at a fixed weight is a real one.
 
 # A diffusion model's loss is the opposite puzzle: it barely moves while the samples get better. The model learns
-# to predict the noise added to an example at a random noise level. At high levels the example is nearly pure
-# noise and no model can guess the noise well, so most of the loss is a floor no training removes, and the random
-# level of each example makes every batch's loss scatter widely. A small DDPM on 8 blobs in the plane, where the
-# best possible prediction has a closed form, so the floor is computed (`ch07_diffusion_loss.py`):
+# to predict the noise added to an example at a random noise level, and part of that noise cannot be told apart
+# from the data: at the lowest levels it is as small as the data's own spread, and in the middle it depends on
+# which of several likely examples was noised. That part is a floor no training removes, and each example's random
+# level makes every batch's loss scatter widely around it. A small DDPM on 8 blobs in the plane, where the best
+# possible prediction has a closed form, so the floor is computed, not guessed (`ch07_diffusion_loss.py`):
 
 # %% tags=["answers-diffusion-flat-loss"]
 from course_utils.chapters.ch07_diffusion_loss import diffusion_figure, diffusion_lines, floor, train as train_ddpm
@@ -2201,12 +2205,15 @@ plt.close(fig)
 print("\n".join(diffusion_lines(ddpm_runs, ddpm_floor)))
 
 # %% [markdown]
-# Over the second thousand steps the batch losses' running mean moved by less than their scatter, while the
-# samples gathered onto the blobs. What moved is the part of the loss above the floor, a small part of the total.
-# To judge such a model, fix what the loss is averaged over: the same evaluation examples at the same noise
-# levels with the same noise, every time (the "fixed set" above), ideally reported per noise level; and score
-# samples with a measure of the outputs themselves (here the share near a blob; for images, FID and its
-# relatives, not run here). Convergence is when those stop improving, not when the batch loss flattens.
+# Most of the floor comes from the middle levels, where which blob an example came from is uncertain; the nearly
+# pure noise at the top levels is the easiest part to predict. Over the second thousand steps the batch losses
+# fell by less than one batch's scatter, so a curve of single batches looks like a flat band, while more samples
+# landed near the blobs (still far from the data's own share). What moved is the part of the loss above the floor,
+# a fifth of the fixed set's loss or less. To judge such a model, fix what the loss is averaged over (the same
+# evaluation examples at the same noise levels with the same noise, every time: the "fixed set" above, ideally
+# reported per noise level), read it against its floor where one is known, and score samples with a measure of
+# the outputs themselves (here the share near a blob; for images, FID and its relatives, not run here). A running
+# mean over many batches shows the trend too (the figure's blue line); single batches do not.
 
 # %% [markdown]
 # ## 18. Your own model: a `Task`
