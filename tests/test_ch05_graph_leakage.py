@@ -68,4 +68,7 @@ def test_the_leaky_graph_flatters_the_same_encoder_on_every_seed_and_disjoint_tr
     runs = [gl.graph_leak_run(seed) for seed in range(10)]
     assert all(r["shared, all edges"] > r["shared, train + val"] + 0.1 for r in runs)
     assert all(r["disjoint, all edges"] > r["disjoint, train + val"] for r in runs)
-    assert sum(r["disjoint, train + val"] > r["shared, train + val"] for r in runs) >= 8
+    change = [r["disjoint, train + val"] - r["shared, train + val"] for r in runs]
+    assert sum(c > 0.025 for c in change) >= 6 and not any(c < -0.025 for c in change)
+    lines = gl.graph_leak_lines()
+    assert "by over 0.15 on 10 of 10" in lines[3] and "below it by over 0.025 on 0 of 10" in lines[4]
