@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import torch
 
+from course_utils.chapters import ch07_accelerate_run as acc
 from course_utils.chapters import ch07_libraries as lib
 from course_utils.engine.arithmetic import training_arithmetic
 
@@ -27,21 +28,21 @@ def test_lightning_counts_match_the_calculator_over_two_epochs():
 
 
 def test_accelerate_steps_the_scheduler_once_per_update_on_one_process():
-    run = lib.run_accelerate(n_train=100, batch_size=16, accumulate=3)
+    run = acc.run_accelerate(n_train=100, batch_size=16, accumulate=3)
     assert run.processes == 1 and run.micro_batches == 7
     assert run.optimizer_steps == run.scheduler_steps == training_arithmetic(100, 16, 1, 3).updates_per_epoch == 3
     assert {"model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl"} <= set(run.files)
     assert run.accelerator_step == 0                      # reset at the end of the loader
-    assert lib.run_accelerate(n_train=100, batch_size=16, accumulate=3) == run   # the state is reset between runs
-    number, line = lib.scheduler_source_line()
+    assert acc.run_accelerate(n_train=100, batch_size=16, accumulate=3) == run   # the state is reset between runs
+    number, line = acc.scheduler_source_line()
     assert line.startswith("for _ in range(num_processes)") and number > 0
-    assert "agree: True" in lib.accelerate_lines(run, 100, 16, 3)[1]
+    assert "agree: True" in acc.accelerate_lines(run, 100, 16, 3)[1]
 
 
 def test_the_runs_leave_warning_filters_and_random_streams_as_they_were():
     filters = list(warnings.filters)
     torch.manual_seed(1), random.seed(1), np.random.seed(1)
-    lib.run_accelerate(n_train=40, batch_size=16, accumulate=2)
+    acc.run_accelerate(n_train=40, batch_size=16, accumulate=2)
     lib.run_lightning(n_train=40, n_val=16, batch_size=16, accumulate=2)
     after = (torch.rand(1).item(), random.random(), np.random.rand())
     torch.manual_seed(1), random.seed(1), np.random.seed(1)

@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+TASK_B_HELD_OUT = 1000      # task B's held-out examples: accuracies are counts of these
+
 
 def _net() -> nn.Sequential:
     return nn.Sequential(nn.Linear(8, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 32), nn.LayerNorm(32),
@@ -147,7 +149,7 @@ def backbone_rate_run(seed: int, ratios=(0.0, 0.1, 1.0), lr: float = 3e-3, steps
         with torch.no_grad():
             return x, (teacher(x) @ readout).argmax(1)
 
-    (xa, ya), (xb, yb), (xt, yt) = task(2000, read_a), task(100, read_b), task(1000, read_b)
+    (xa, ya), (xb, yb), (xt, yt) = task(2000, read_a), task(100, read_b), task(TASK_B_HELD_OUT, read_b)
     torch.manual_seed(seed)
     backbone = nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
     head_a = nn.Linear(64, 8)
@@ -188,7 +190,7 @@ def backbone_rate_lines(seeds=range(5)) -> list[str]:
             f"  frozen backbone:            task A accuracy unchanged on {sum(r[0.0][1] == r['task A before'] for r in runs)} of {n}",
             f"  backbone at lr/10:          task A accuracy above 0.68 on {sum(r[0.1][1] > 0.68 for r in runs)} of {n}",
             f"  backbone at the head's lr:  task A accuracy below 0.66 on {sum(r[1.0][1] < 0.66 for r in runs)} of {n}",
-            f"task B accuracy (1,000 held-out examples): at lr/10 and at the head's lr both above the frozen "
+            f"task B accuracy ({TASK_B_HELD_OUT:,} held-out examples): at lr/10 and at the head's lr both above the frozen "
             f"backbone's by more than 5 examples on {sum(min(right(r, 0.1), right(r, 1.0)) - right(r, 0.0) > 5 for r in runs)}"
             f" of {n}; the two within 20 examples of each other on "
             f"{sum(abs(right(r, 0.1) - right(r, 1.0)) <= 20 for r in runs)} of {n}"]
@@ -197,7 +199,7 @@ def backbone_rate_lines(seeds=range(5)) -> list[str]:
 def right(run: dict, rate: float) -> int:
     """Task B's held-out examples classified right at a backbone rate (counts, not float accuracies: another CPU
     moves an example or two, and a threshold stated in examples keeps a margin of several)."""
-    return round(run[rate][0] * 1000)
+    return round(run[rate][0] * TASK_B_HELD_OUT)
 
 
 def group_lr_helpers() -> dict[str, list[float]]:

@@ -157,8 +157,8 @@ def graph_leak_lines(seeds=range(10)) -> list[str]:
     n = len(runs)
 
     def count(better, worse, by: float = 0.0):
-        """Seeds on which `better` beat `worse` by over `by` (AUCs on 95 test edges: a nudge in the last bits moved
-        a seed's difference by up to about 0.01, so the margins stated are wider than that)."""
+        """Seeds on which `better` beat `worse` by over `by`: AUCs on 95 test edges, where a seed's difference near 0
+        changed sign under a last-bit nudge, so the claims count differences with a margin, not signs."""
         return f"{sum(r[better] - r[worse] > by for r in runs)} of {n}"
 
     def gap(r, kind):

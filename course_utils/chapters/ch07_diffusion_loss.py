@@ -11,6 +11,7 @@ guessed. The seeds train at once, as the copies of a StackedMLP (seed_stack.py).
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import torch
 import torch.nn.functional as F
@@ -83,7 +84,7 @@ def train(seeds, steps: int = 2000, every: int = 1000, window: int = 500) -> lis
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     xt_eval, t_eval, noise_eval = evaluation_set()
     out = [{"step": [], "mean": [], "std": [], "fixed": [], "near": [], "losses": [], "samples": []} for _ in seeds]
-    recent: list[torch.Tensor] = []
+    recent: deque[torch.Tensor] = deque(maxlen=window)
     for step in range(1, steps + 1):
         x0 = torch.stack([blobs(BATCH, g) for g in generators])
         t = torch.stack([torch.randint(LEVELS, (BATCH,), generator=g) for g in generators])
@@ -92,11 +93,11 @@ def train(seeds, steps: int = 2000, every: int = 1000, window: int = 500) -> lis
         optimizer.zero_grad()
         per_copy.sum().backward()
         optimizer.step()
-        recent = (recent + [per_copy.detach()])[-window:]
+        recent.append(per_copy.detach())
         for record, value in zip(out, per_copy.tolist()):
             record["losses"].append(value)
         if step % every == 0:
-            losses = torch.stack(recent)                                    # (window, S)
+            losses = torch.stack(tuple(recent))                                    # (window, S)
             with torch.no_grad():
                 guess = model(_inputs(xt_eval.expand(len(seeds), -1, -1), t_eval.expand(len(seeds), -1)))
                 fixed = ((guess - noise_eval) ** 2).mean((1, 2))

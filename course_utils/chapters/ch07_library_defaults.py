@@ -15,7 +15,8 @@ import warnings
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from course_utils.chapters.ch07_libraries import quiet_libraries, release_accelerator
+from course_utils.chapters.ch07_accelerate_run import release_accelerator
+from course_utils.chapters.ch07_libraries import quiet_libraries
 from course_utils.chapters.raised import raised
 
 N_POINTS, BATCH = 80, 8
@@ -78,12 +79,15 @@ def _module_class():
     return Probe
 
 
-def _trainer(epochs: int, folder: str | None = None, callbacks=(), summary: bool = False):
+def _trainer(epochs: int, folder: str | None = None, callbacks=(), summary: bool = False, **options):
+    """The probes' Trainer: one CPU process, no logger or progress bar, checkpointing only when callbacks are given
+    (they are ModelCheckpoints unless `options` says otherwise); `options` set or override any other argument."""
     import lightning.pytorch as pl
 
-    return pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
-                      enable_checkpointing=bool(callbacks), callbacks=list(callbacks), enable_progress_bar=False,
-                      enable_model_summary=summary, default_root_dir=folder)
+    return pl.Trainer(**{"max_epochs": epochs, "accelerator": "cpu", "devices": 1, "logger": False,
+                         "enable_checkpointing": bool(callbacks), "callbacks": list(callbacks),
+                         "enable_progress_bar": False, "enable_model_summary": summary, "default_root_dir": folder,
+                         **options})
 
 
 def _fit(module, epochs: int, validate: bool = True, folder: str | None = None, callbacks=(), ckpt_path=None,
@@ -372,10 +376,8 @@ def overfit_lag_lines(epochs: int = 5) -> list[str]:
     record = Record()
     with quiet_libraries():
         torch.manual_seed(0)
-        trainer = pl.Trainer(max_epochs=epochs, overfit_batches=1, accelerator="cpu", devices=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             callbacks=[record])
-        trainer.fit(Logged(), _data(), _data())
+        _trainer(epochs, callbacks=[record], overfit_batches=1, enable_checkpointing=False).fit(Logged(), _data(),
+                                                                                                 _data())
     rows = record.rows
     lagged = sum(now["train_loss"] == before["val_loss"] for before, now in zip(rows, rows[1:]))
     return [f"overfit_batches=1, one loader for both, {epochs} epochs: train_loss " +

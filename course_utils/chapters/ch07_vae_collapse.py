@@ -58,21 +58,30 @@ class VaeOutcome:
     variance: float           # the data's variance per value: the error of always predicting the mean
 
 
-def train_vae(reduction: str, seed: int, epochs: int = 20, n: int = 1000) -> VaeOutcome:
-    """Adam, batches of 64; the reconstruction term F.mse_loss reduced by `reduction` over the 32 values of each
-    example ("mean" or "sum"), the KL summed over the latent dimensions; both averaged over the batch."""
+def _fit(seed: int, epochs: int, n: int, lr: float, reduction: str, weight=lambda epoch: 1.0):
+    """Adam, batches of 64, on `n` points of seed `seed`; each batch's loss reconstruction + weight(epoch) x KL.
+    Yields (model, data, the epoch's weight) at the end of every epoch."""
     x = _data(seed, n)
     torch.manual_seed(seed)
     model = VAE()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
+    for epoch in range(epochs):
+        beta = weight(epoch)
         for batch in torch.randperm(n, generator=generator).split(64):
             reconstruction, kl = _terms(model, x[batch], reduction)
-            loss = reconstruction + kl
+            loss = reconstruction + beta * kl
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+        yield model, x, beta
+
+
+def train_vae(reduction: str, seed: int, epochs: int = 20, n: int = 1000) -> VaeOutcome:
+    """Adam 1e-3, batches of 64; the reconstruction term F.mse_loss reduced by `reduction` over the 32 values of each
+    example ("mean" or "sum"), the KL summed over the latent dimensions; both averaged over the batch."""
+    for model, x, _ in _fit(seed, epochs, n, 1e-3, reduction):
+        pass
     with torch.no_grad():
         mu, log_var = model.encoder(x).chunk(2, dim=1)
         per_dimension = kl_per_dimension(mu, log_var).mean(0)
@@ -98,19 +107,8 @@ def kl_warmup_run(seed: int, epochs: int = 16, n: int = 384) -> tuple[list[float
     """The summed-reconstruction VAE with the KL's weight raised linearly from 0 (first epoch) to 1 (last), Adam
     3e-3. At each epoch's end, on all the training points, decoding the posterior mean (no sampling noise): the
     loss it minimises (reconstruction + weight x KL) and reconstruction + KL."""
-    x = _data(seed, n)
-    torch.manual_seed(seed)
-    model = VAE()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    generator = torch.Generator().manual_seed(seed)
     logged, full = [], []
-    for epoch in range(epochs):
-        weight = epoch / (epochs - 1)
-        for batch in torch.randperm(n, generator=generator).split(64):
-            reconstruction, kl = _terms(model, x[batch], "sum")
-            optimizer.zero_grad()
-            (reconstruction + weight * kl).backward()
-            optimizer.step()
+    for model, x, weight in _fit(seed, epochs, n, 3e-3, "sum", lambda epoch: epoch / (epochs - 1)):
         with torch.no_grad():
             mu, log_var = model.encoder(x).chunk(2, dim=1)
             reconstruction = F.mse_loss(model.decoder(mu), x, reduction="none").sum(1).mean().item()

@@ -1482,11 +1482,12 @@ print("ranks in the checkpoint:", len(streams), "| their torch random streams id
 # but the progress bar runs to 292". A `Linear(2, 1)` stands for the model, `accumulate_grad_batches=4`, and
 # the schedule is sized the way Lightning's documentation shows, by `trainer.estimated_stepping_batches`
 # read in `configure_optimizers`. A hook counts the optimizer's real steps; the progress bar draws nowhere
-# and reports its totals (`course_utils/chapters/ch07_libraries.py`):
+# and reports its totals (`course_utils/chapters/ch07_libraries.py`; Accelerate's run, below, in
+# `ch07_accelerate_run.py`):
 
 # %% tags=["answers-lightning-bar", "answers-lightning-global-step"]
-from course_utils.chapters.ch07_libraries import (accelerate_lines, checkpoint_lines, lightning_lines,
-                                                  run_accelerate, run_lightning)
+from course_utils.chapters.ch07_accelerate_run import accelerate_lines, run_accelerate
+from course_utils.chapters.ch07_libraries import checkpoint_lines, lightning_lines, run_lightning
 
 lightning_run = run_lightning(n_train=14_905, n_val=3_726, batch_size=64, accumulate=4, epochs=1)
 print("\n".join(lightning_lines(lightning_run)))
